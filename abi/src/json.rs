@@ -1,0 +1,582 @@
+//! Strict JSON reading and the canonical writer for `json.Value`.
+//!
+//! Every JSON text that enters flowd from outside (a run's input, a Tool
+//! reply, a resume reply, an archive) is read here, never by a lenient
+//! parser: duplicate keys, lone surrogates, nesting past
+//! [`limits::MAX_DEPTH`], numbers past their limits and texts past
+//! [`limits::MAX_TEXT_BYTES`] are refused with a path.
+//!
+//! `json.Value` is carried as a [`serde_json::Value`] (built with
+//! `arbitrary_precision`, so a number keeps exact text) whose numbers are
+//! already canonical, so every crate can hand it to serde without a copy.
+
+use crate::error::DecodeError;
+use crate::limits;
+use crate::number::Num;
+use serde_json::{Map, Number, Value as Json};
+
+/// Reads one JSON text strictly into a `json.Value` with canonical numbers.
+pub fn parse(text: &str) -> Result<Json, DecodeError> {
+    let mut c = Cursor::new(text);
+    let v = c.any()?;
+    c.end()?;
+    Ok(v)
+}
+
+/// The canonical text of a `json.Value` (host-boundary.txt, "The canonical
+/// form").
+pub fn canonical(v: &Json) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+/// Appends the canonical text of `v` to `out`.
+pub fn write_canonical(v: &Json, out: &mut String) {
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Number(n) => write_number(n.as_str(), out),
+        Json::String(s) => write_str(s, out),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(map) => {
+            // serde_json's Map is a BTreeMap (preserve_order stays off), so
+            // iteration is in UTF-8 byte order, which is code-point order.
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(k, out);
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Writes a number token canonically. Numbers read by [`parse`] are already
+/// canonical and are copied; a number built elsewhere is normalized by value.
+/// A token that is not a finite JSON number within the limits (which
+/// [`parse`] never produces) is written unchanged rather than expanded.
+fn write_number(text: &str, out: &mut String) {
+    if is_canonical_number(text) {
+        out.push_str(text);
+        return;
+    }
+    match Num::parse(text.as_bytes()) {
+        Ok(n) if n.check_decimal().is_ok() => n.write_canonical(out),
+        _ => out.push_str(text),
+    }
+}
+
+/// Whether `text` is already in canonical number form.
+pub(crate) fn is_canonical_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int = &b[int_start..i];
+    if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+        return false;
+    }
+    if i == b.len() {
+        // "-0" is not canonical.
+        return !(int_start == 1 && int == b"0");
+    }
+    if b[i] != b'.' {
+        return false;
+    }
+    i += 1;
+    let frac = &b[i..];
+    !frac.is_empty() && frac.iter().all(u8::is_ascii_digit) && frac[frac.len() - 1] != b'0'
+}
+
+/// Writes a JSON string canonically: only `"`, `\` and U+0000..U+001F are
+/// escaped, with the short forms where one exists and lowercase `\u00xx`
+/// otherwise; every other code point is written as itself.
+pub fn write_str(s: &str, out: &mut String) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// What kind of JSON value starts at the cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+/// A byte cursor over JSON text; the typed decoder drives it directly so a
+/// typed decode is one pass with no intermediate tree.
+pub(crate) struct Cursor<'a> {
+    text: &'a str,
+    src: &'a [u8],
+    pos: usize,
+    depth: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(text: &'a str) -> Cursor<'a> {
+        Cursor {
+            text,
+            src: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    fn ws(&mut self) {
+        while let Some(&b) = self.src.get(self.pos) {
+            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    pub(crate) fn syntax(&self, what: &str) -> DecodeError {
+        DecodeError::new(format!("invalid JSON at byte {}: {what}", self.pos))
+    }
+
+    /// The kind of the next value, after white space.
+    pub(crate) fn kind(&mut self) -> Result<Kind, DecodeError> {
+        self.ws();
+        match self.src.get(self.pos) {
+            Some(b'n') => Ok(Kind::Null),
+            Some(b't' | b'f') => Ok(Kind::Bool),
+            Some(b'"') => Ok(Kind::String),
+            Some(b'[') => Ok(Kind::Array),
+            Some(b'{') => Ok(Kind::Object),
+            Some(b'-' | b'0'..=b'9') => Ok(Kind::Number),
+            Some(_) => Err(self.syntax("expected a value")),
+            None => Err(self.syntax("unexpected end of input")),
+        }
+    }
+
+    /// After the last value: only white space may follow.
+    pub(crate) fn end(&mut self) -> Result<(), DecodeError> {
+        self.ws();
+        if self.pos == self.src.len() {
+            Ok(())
+        } else {
+            Err(self.syntax("unexpected text after the value"))
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        self.ws();
+        if self.src.get(self.pos) == Some(&b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn null(&mut self) -> Result<(), DecodeError> {
+        self.ws();
+        if self.src[self.pos..].starts_with(b"null") {
+            self.pos += 4;
+            Ok(())
+        } else {
+            Err(self.syntax("expected null"))
+        }
+    }
+
+    pub(crate) fn bool(&mut self) -> Result<bool, DecodeError> {
+        self.ws();
+        if self.src[self.pos..].starts_with(b"true") {
+            self.pos += 4;
+            Ok(true)
+        } else if self.src[self.pos..].starts_with(b"false") {
+            self.pos += 5;
+            Ok(false)
+        } else {
+            Err(self.syntax("expected true or false"))
+        }
+    }
+
+    /// Reads a number token and judges its grammar (not yet its limits).
+    pub(crate) fn number(&mut self) -> Result<Num, DecodeError> {
+        self.ws();
+        let start = self.pos;
+        while let Some(&b) = self.src.get(self.pos) {
+            if matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+        Num::parse(&self.src[start..self.pos]).map_err(|e| match e {
+            crate::number::NumError::Syntax => {
+                DecodeError::new(format!("invalid JSON at byte {start}: malformed number"))
+            }
+            crate::number::NumError::ExponentRange => {
+                DecodeError::new("number's exponent is out of range")
+            }
+        })
+    }
+
+    /// Reads a string. Refuses raw control characters, unknown escapes, lone
+    /// surrogates and texts longer than [`limits::MAX_TEXT_BYTES`].
+    pub(crate) fn string(&mut self) -> Result<String, DecodeError> {
+        self.ws();
+        if self.src.get(self.pos) != Some(&b'"') {
+            return Err(self.syntax("expected a string"));
+        }
+        self.pos += 1;
+        let mut out = String::new();
+        let mut run = self.pos;
+        loop {
+            let Some(&b) = self.src.get(self.pos) else {
+                return Err(self.syntax("unterminated string"));
+            };
+            match b {
+                b'"' => {
+                    out.push_str(&self.text[run..self.pos]);
+                    self.pos += 1;
+                    break;
+                }
+                b'\\' => {
+                    out.push_str(&self.text[run..self.pos]);
+                    self.pos += 1;
+                    self.escape(&mut out)?;
+                    run = self.pos;
+                }
+                0..=0x1f => return Err(self.syntax("control character in string")),
+                _ => self.pos += 1,
+            }
+            if self.pos - run + out.len() > limits::MAX_TEXT_BYTES {
+                return Err(DecodeError::new(format!(
+                    "text longer than the limit of {} bytes",
+                    limits::MAX_TEXT_BYTES
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), DecodeError> {
+        let Some(&b) = self.src.get(self.pos) else {
+            return Err(self.syntax("unterminated escape"));
+        };
+        self.pos += 1;
+        let c = match b {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = self.hex4()?;
+                if (0xD800..0xDC00).contains(&hi) {
+                    if !(self.src.get(self.pos) == Some(&b'\\')
+                        && self.src.get(self.pos + 1) == Some(&b'u'))
+                    {
+                        return Err(self.syntax("lone surrogate in \\u escape"));
+                    }
+                    self.pos += 2;
+                    let lo = self.hex4()?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return Err(self.syntax("lone surrogate in \\u escape"));
+                    }
+                    let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    char::from_u32(cp).ok_or_else(|| self.syntax("invalid \\u escape"))?
+                } else if (0xDC00..0xE000).contains(&hi) {
+                    return Err(self.syntax("lone surrogate in \\u escape"));
+                } else {
+                    char::from_u32(hi).ok_or_else(|| self.syntax("invalid \\u escape"))?
+                }
+            }
+            _ => return Err(self.syntax("unknown escape")),
+        };
+        out.push(c);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u32, DecodeError> {
+        let Some(digits) = self.src.get(self.pos..self.pos + 4) else {
+            return Err(self.syntax("short \\u escape"));
+        };
+        let mut v = 0u32;
+        for &d in digits {
+            let h = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return Err(self.syntax("bad hex digit in \\u escape")),
+            };
+            v = v * 16 + u32::from(h);
+        }
+        self.pos += 4;
+        Ok(v)
+    }
+
+    fn enter(&mut self) -> Result<(), DecodeError> {
+        self.depth += 1;
+        if self.depth > limits::MAX_DEPTH {
+            return Err(DecodeError::new(format!(
+                "nesting deeper than the limit of {}",
+                limits::MAX_DEPTH
+            )));
+        }
+        Ok(())
+    }
+
+    /// Walks an object: `f` is called with each key, the cursor at its value,
+    /// and must consume the value. Errors from `f` gain the key in their path.
+    /// Duplicate keys are the caller's to refuse (it knows its key set).
+    pub(crate) fn object(
+        &mut self,
+        mut f: impl FnMut(&mut Self, String) -> Result<(), DecodeError>,
+    ) -> Result<(), DecodeError> {
+        if !self.eat(b'{') {
+            return Err(self.syntax("expected an object"));
+        }
+        self.enter()?;
+        if !self.eat(b'}') {
+            loop {
+                let key = self.string()?;
+                if !self.eat(b':') {
+                    return Err(self.syntax("expected ':' after an object key").at_key(&key));
+                }
+                if let Err(e) = f(self, key.clone()) {
+                    return Err(e.at_key(&key));
+                }
+                if self.eat(b',') {
+                    continue;
+                }
+                if self.eat(b'}') {
+                    break;
+                }
+                return Err(self.syntax("expected ',' or '}' in an object"));
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Walks an array: `f` is called with each index, the cursor at the
+    /// element, and must consume it.
+    pub(crate) fn array(
+        &mut self,
+        mut f: impl FnMut(&mut Self, usize) -> Result<(), DecodeError>,
+    ) -> Result<(), DecodeError> {
+        if !self.eat(b'[') {
+            return Err(self.syntax("expected an array"));
+        }
+        self.enter()?;
+        if !self.eat(b']') {
+            let mut i = 0;
+            loop {
+                if let Err(e) = f(self, i) {
+                    return Err(e.at_index(i));
+                }
+                i += 1;
+                if self.eat(b',') {
+                    continue;
+                }
+                if self.eat(b']') {
+                    break;
+                }
+                return Err(self.syntax("expected ',' or ']' in an array"));
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Reads any value as a `json.Value`: numbers judged as Decimals and
+    /// canonicalized, duplicate keys refused.
+    pub(crate) fn any(&mut self) -> Result<Json, DecodeError> {
+        Ok(match self.kind()? {
+            Kind::Null => {
+                self.null()?;
+                Json::Null
+            }
+            Kind::Bool => Json::Bool(self.bool()?),
+            Kind::String => Json::String(self.string()?),
+            Kind::Number => {
+                let n = self.number()?;
+                n.check_decimal().map_err(DecodeError::new)?;
+                Json::Number(Number::from_string_unchecked(n.canonical()))
+            }
+            Kind::Array => {
+                let mut items = Vec::new();
+                self.array(|c, _| {
+                    items.push(c.any()?);
+                    Ok(())
+                })?;
+                Json::Array(items)
+            }
+            Kind::Object => {
+                let mut map = Map::new();
+                self.object(|c, key| {
+                    if map.contains_key(&key) {
+                        return Err(DecodeError::new("duplicate key"));
+                    }
+                    let v = c.any()?;
+                    map.insert(key, v);
+                    Ok(())
+                })?;
+                Json::Object(map)
+            }
+        })
+    }
+
+    /// Describes the value at the cursor for an error message, consuming it:
+    /// `string "9.99"`, `number 1.5`, `object`, ... Long texts are cut.
+    pub(crate) fn found(&mut self) -> String {
+        let kind = match self.kind() {
+            Ok(k) => k,
+            Err(e) => return e.message().to_string(),
+        };
+        match kind {
+            Kind::Null => "null".to_string(),
+            Kind::Bool => match self.bool() {
+                Ok(b) => format!("boolean {b}"),
+                Err(e) => e.message().to_string(),
+            },
+            Kind::Number => {
+                self.ws();
+                let start = self.pos;
+                let _ = self.number();
+                format!("number {}", preview(&self.text[start..self.pos]))
+            }
+            Kind::String => match self.string() {
+                Ok(s) => {
+                    let mut quoted = String::new();
+                    write_str(&preview(&s), &mut quoted);
+                    format!("string {quoted}")
+                }
+                Err(e) => e.message().to_string(),
+            },
+            Kind::Array => "array".to_string(),
+            Kind::Object => "object".to_string(),
+        }
+    }
+}
+
+/// At most 40 characters of `s`, marked when cut.
+fn preview(s: &str) -> String {
+    let mut chars = s.chars();
+    let head: String = chars.by_ref().take(40).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonicalizes() {
+        let v = parse(r#"{"b":[1.50,{"d":1,"c":2}],"a":null, "e": "\u00e9\u001F"}"#).unwrap();
+        assert_eq!(
+            canonical(&v),
+            r#"{"a":null,"b":[1.5,{"c":2,"d":1}],"e":"é\u001f"}"#
+        );
+    }
+
+    #[test]
+    fn refuses() {
+        for bad in [
+            r#"{"a":1,"a":2}"#,
+            r#""\ud800""#,
+            r#""\udc00x""#,
+            "[1,]",
+            "{,}",
+            "01",
+            "NaN",
+            "[1] x",
+            "\"a\nb\"",
+            "1e5000000",
+            "",
+            "tru",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn depth_limit() {
+        let ok = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert!(parse(&ok).is_ok());
+        let bad = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        assert!(parse(&bad).is_err());
+    }
+
+    #[test]
+    fn canonical_number_check() {
+        for (s, c) in [
+            ("0", true),
+            ("-0", false),
+            ("1.5", true),
+            ("1.50", false),
+            ("10", true),
+            ("1e3", false),
+            ("0.01", true),
+            ("-1.2", true),
+            ("00", false),
+        ] {
+            assert_eq!(is_canonical_number(s), c, "{s}");
+        }
+    }
+
+    #[test]
+    fn error_paths() {
+        let e = parse(r#"{"a":[1,{"b":"\ud800"}]}"#).unwrap_err();
+        assert!(e.to_string().starts_with("$.a[1].b: "), "{e}");
+    }
+}
