@@ -12,6 +12,8 @@ pub mod decode;
 pub mod error;
 pub mod json;
 pub mod number;
+pub mod schema;
+pub mod signature;
 pub mod temporal;
 pub mod types;
 pub mod value;
