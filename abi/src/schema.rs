@@ -92,6 +92,34 @@ pub fn read_any(schema: &Json, root: &str, pointer: &str, ctx: &mut ReadContext<
     }
 }
 
+/// Reads an object schema (full or shorthand) as a list of fields, in name
+/// (code-point) order: a FlowSpec tool's params are its `input_schema`
+/// properties (DESIGN §2), and a field not in `required` has an Option type.
+pub fn read_fields(
+    schema: &Json,
+    root: &str,
+    pointer: &str,
+    ctx: &mut ReadContext<'_>,
+) -> Option<Vec<Field>> {
+    let ty = read_any(schema, root, pointer, ctx)?;
+    match ty.base() {
+        Type::Named(id) => match &ctx.types.get(*id).body {
+            Body::Record(fields) => Some(fields.clone()),
+            Body::Enum(_) => None,
+        },
+        _ => None,
+    }
+    .or_else(|| {
+        ctx.diagnostics.push(Diagnostic {
+            severity: Severity::Error,
+            code: "schema.not-a-record",
+            pointer: pointer.to_string(),
+            message: "expected an object schema with `properties` (or the shorthand map of field name to schema)".into(),
+        });
+        None
+    })
+}
+
 /// Whether an object is the FlowSpec shorthand rather than a JSON Schema: it
 /// has no schema keyword at its top level and every value is an object.
 pub fn is_shorthand(map: &Map<String, Json>) -> bool {
