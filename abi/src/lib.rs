@@ -16,6 +16,7 @@ pub mod schema;
 pub mod signature;
 pub mod temporal;
 pub mod types;
+pub mod typespec;
 pub mod value;
 
 pub use decode::{decode, decode_json};
