@@ -251,15 +251,18 @@ impl Duration {
                 return Err(bad());
             }
             let n = crate::number::Num::parse(num.as_bytes()).map_err(|_| bad())?;
-            total += num_to_nanos(&n, secs_per_unit).ok_or_else(|| {
-                format!("duration out of range or finer than a nanosecond: {s:?}")
-            })?;
+            // Each part fits an i128 on its own; their sum may not.
+            total = num_to_nanos(&n, secs_per_unit)
+                .and_then(|part| total.checked_add(part))
+                .ok_or_else(|| {
+                    format!("duration out of range or finer than a nanosecond: {s:?}")
+                })?;
             any = true;
         }
         if !any || (in_time && last_rank < 3) {
             return Err(bad());
         }
-        if total.abs() > 1_000_000_000_000_000_000 * NANOS_PER_SEC {
+        if total.unsigned_abs() > 1_000_000_000_000_000_000 * NANOS_PER_SEC as u128 {
             return Err(format!("duration out of range: {s:?}"));
         }
         Ok(Duration {
