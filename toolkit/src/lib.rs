@@ -1,0 +1,1 @@
+//! flow-toolkit: the Rust toolkit for writing a Tool process.

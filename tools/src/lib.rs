@@ -1,0 +1,2 @@
+//! flow-tools: bindings and the implementations behind a program's Tools.
+pub mod manifest;
