@@ -12,6 +12,7 @@ pub mod decode;
 pub mod error;
 pub mod json;
 pub mod number;
+pub mod protocol;
 pub mod schema;
 pub mod signature;
 pub mod temporal;
