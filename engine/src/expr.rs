@@ -1,0 +1,773 @@
+//! The condition language of `condition` nodes, `conditional` edges and
+//! `agent_debate` termination conditions.
+//!
+//! DESIGN §4: "Expressions are a small deterministic language: JSONPath
+//! (RFC 9535) operands over `$.state` (and `$.last_message` in debates),
+//! literals, `== != < <= > >= contains`, `&& || !`, parentheses."
+//! REQUIREMENTS GAP-EXPR-1 adds the word forms `and`/`or`/`not`, "Numbers
+//! compare by exact value" and "A missing path is null".
+//!
+//! Grammar (lowest binding first; binary operators are left-associative):
+//!
+//! ```text
+//! expr     = or
+//! or       = and (("||" | "or") and)*
+//! and      = eq (("&&" | "and") eq)*
+//! eq       = rel (("==" | "!=") rel)*
+//! rel      = unary (("<" | "<=" | ">" | ">=" | "contains") unary)*
+//! unary    = ("!" | "not") unary | atom
+//! atom     = path | string | number | "true" | "false" | "null" | "(" expr ")"
+//! path     = see crate::path (a singular JSONPath: `$.state.a[0]`)
+//! string   = '…' | "…"        (JSON escapes, plus \')
+//! number   = JSON number      (e.g. -1, 0.8, 1e3), compared as BigDecimal
+//! ```
+//!
+//! Expressions are parsed when the flow is checked, so a syntax error is a
+//! check diagnostic, never a run-time surprise. Evaluation is bounded (no
+//! loops, no functions, at most [`MAX_DEPTH`] nesting) and never panics.
+//!
+//! Evaluation rules:
+//! - A path to a missing member or element is `null`; stepping into a value
+//!   of the wrong kind (`.x` on a string) is an error.
+//! - `==`/`!=`: anything equals `null` only if it is `null`; otherwise both
+//!   sides must be the same kind (number, string, boolean, array, object), or
+//!   it is a type-mismatch error. Numbers compare exactly (`0.80 == 0.8`),
+//!   arrays and objects compare deeply.
+//! - `< <= > >=`: two numbers (exact) or two strings (code-point order);
+//!   anything else is an error.
+//! - `a contains b`: substring when both are strings; element membership
+//!   when `a` is an array; key membership when `a` is an object and `b` a
+//!   string; `false` when `a` is null; otherwise an error.
+//! - `! && ||` take booleans (short-circuit); the whole expression must
+//!   yield a boolean.
+
+use crate::path::{self, Path, Scope};
+use bigdecimal::BigDecimal;
+use flow_abi::number::Num;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+/// Longest expression source accepted, in bytes.
+pub const MAX_LEN: usize = 4096;
+/// Deepest nesting of the syntax tree.
+pub const MAX_DEPTH: usize = 64;
+
+/// A literal constant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lit {
+    Null,
+    Bool(bool),
+    /// A number as written, and its exact value.
+    Number(Number),
+    String(String),
+}
+
+/// A number literal: its source text and exact value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Number {
+    pub text: String,
+    pub value: BigDecimal,
+}
+
+/// Binary operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Contains,
+}
+
+impl BinOp {
+    /// Binding power: higher binds tighter.
+    fn power(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Eq | BinOp::Ne => 3,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Contains => 4,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "||",
+            BinOp::And => "&&",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Contains => "contains",
+        }
+    }
+}
+
+/// Prefix `!` binds tighter than every binary operator.
+const NOT_POWER: u8 = 5;
+
+/// The syntax tree of a condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    Path(Path),
+    Lit(Lit),
+    Not(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+/// A syntax error with the byte offset where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.message, self.offset)
+    }
+}
+
+/// An evaluation failure: a type mismatch, a bad path step or a number past
+/// the limits. The message names the sub-expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalError {
+    pub message: String,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+// ---------------------------------------------------------------- tokens
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Path(Path),
+    Str(String),
+    Num(Number),
+    True,
+    False,
+    Null,
+    Op(BinOp),
+    Not,
+    LParen,
+    RParen,
+    End,
+}
+
+fn perr(offset: usize, message: impl Into<String>) -> ParseError {
+    ParseError {
+        offset,
+        message: message.into(),
+    }
+}
+
+fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            i += 1;
+        }
+        let Some(&c) = b.get(i) else {
+            out.push((Tok::End, i));
+            return Ok(out);
+        };
+        let start = i;
+        let two = b.get(i + 1).copied();
+        let tok = match c {
+            b'$' => {
+                let (p, end) = Path::parse_prefix(src, i)
+                    .map_err(|e| perr(e.offset, format!("bad path: {}", e.message)))?;
+                i = end;
+                Tok::Path(p)
+            }
+            b'\'' | b'"' => {
+                let (s, end) =
+                    path::parse_string(src, i, c).map_err(|e| perr(e.offset, e.message))?;
+                i = end;
+                Tok::Str(s)
+            }
+            b'-' | b'0'..=b'9' => {
+                let end = scan_number(b, i);
+                let text = &src[i..end];
+                i = end;
+                Tok::Num(number(text).map_err(|m| perr(start, m))?)
+            }
+            b'(' => {
+                i += 1;
+                Tok::LParen
+            }
+            b')' => {
+                i += 1;
+                Tok::RParen
+            }
+            b'=' if two == Some(b'=') => {
+                i += 2;
+                Tok::Op(BinOp::Eq)
+            }
+            b'=' => return Err(perr(i, "`=` is not an operator; compare with `==`")),
+            b'!' if two == Some(b'=') => {
+                i += 2;
+                Tok::Op(BinOp::Ne)
+            }
+            b'!' => {
+                i += 1;
+                Tok::Not
+            }
+            b'<' if two == Some(b'=') => {
+                i += 2;
+                Tok::Op(BinOp::Le)
+            }
+            b'<' => {
+                i += 1;
+                Tok::Op(BinOp::Lt)
+            }
+            b'>' if two == Some(b'=') => {
+                i += 2;
+                Tok::Op(BinOp::Ge)
+            }
+            b'>' => {
+                i += 1;
+                Tok::Op(BinOp::Gt)
+            }
+            b'&' if two == Some(b'&') => {
+                i += 2;
+                Tok::Op(BinOp::And)
+            }
+            b'|' if two == Some(b'|') => {
+                i += 2;
+                Tok::Op(BinOp::Or)
+            }
+            b'&' | b'|' => {
+                let c = c as char;
+                return Err(perr(i, format!("`{c}` is not an operator; write `{c}{c}`")));
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                while matches!(b.get(i), Some(c) if c.is_ascii_alphanumeric() || *c == b'_') {
+                    i += 1;
+                }
+                match &src[start..i] {
+                    "true" => Tok::True,
+                    "false" => Tok::False,
+                    "null" => Tok::Null,
+                    "contains" => Tok::Op(BinOp::Contains),
+                    "and" => Tok::Op(BinOp::And),
+                    "or" => Tok::Op(BinOp::Or),
+                    "not" => Tok::Not,
+                    word => {
+                        return Err(perr(
+                            start,
+                            format!(
+                                "unknown word `{word}`; state values are paths like `$.state.{word}`, text is quoted like '{word}'"
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                let ch = src[i..].chars().next().unwrap_or('?');
+                return Err(perr(i, format!("unexpected character `{ch}`")));
+            }
+        };
+        out.push((tok, start));
+    }
+}
+
+fn scan_number(b: &[u8], mut i: usize) -> usize {
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    while matches!(b.get(i), Some(b'0'..=b'9')) {
+        i += 1;
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        while matches!(b.get(i), Some(b'0'..=b'9')) {
+            i += 1;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        while matches!(b.get(i), Some(b'0'..=b'9')) {
+            i += 1;
+        }
+    }
+    i
+}
+
+/// Reads a JSON number token into an exact value within the Decimal limits
+/// (DESIGN §2), so no comparison can blow up.
+fn number(text: &str) -> Result<Number, String> {
+    let value =
+        decimal(text).ok_or_else(|| format!("`{text}` is not a number within flowd's limits"))?;
+    Ok(Number {
+        text: text.to_string(),
+        value,
+    })
+}
+
+/// The exact value of a JSON number token, if it is one within the limits.
+pub fn decimal(text: &str) -> Option<BigDecimal> {
+    let n = Num::parse(text.as_bytes()).ok()?;
+    n.check_decimal().ok()?;
+    BigDecimal::from_str(&n.canonical()).ok()
+}
+
+// ---------------------------------------------------------------- parser
+
+struct Parser {
+    toks: Vec<(Tok, usize)>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        self.toks.get(self.pos).map_or(&Tok::End, |(t, _)| t)
+    }
+
+    fn offset(&self) -> usize {
+        self.toks.get(self.pos).map_or(0, |(_, o)| *o)
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    /// Pratt loop: parses operators binding tighter than `min`.
+    fn expr(&mut self, min: u8, depth: usize) -> Result<Expr, ParseError> {
+        if depth > MAX_DEPTH {
+            return Err(perr(
+                self.offset(),
+                format!("expression nested deeper than {MAX_DEPTH}"),
+            ));
+        }
+        let mut lhs = self.prefix(depth)?;
+        let mut chain = 0usize;
+        loop {
+            let op = match self.peek() {
+                Tok::Op(op) if op.power() > min => *op,
+                _ => return Ok(lhs),
+            };
+            chain += 1;
+            if depth + chain > MAX_DEPTH {
+                return Err(perr(
+                    self.offset(),
+                    format!("expression nested deeper than {MAX_DEPTH}"),
+                ));
+            }
+            self.next();
+            let rhs = self.expr(op.power(), depth + chain)?;
+            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    fn prefix(&mut self, depth: usize) -> Result<Expr, ParseError> {
+        let at = self.offset();
+        match self.next() {
+            Tok::Not => {
+                if depth + 1 > MAX_DEPTH {
+                    return Err(perr(
+                        at,
+                        format!("expression nested deeper than {MAX_DEPTH}"),
+                    ));
+                }
+                Ok(Expr::Not(Box::new(self.expr(NOT_POWER - 1, depth + 1)?)))
+            }
+            Tok::LParen => {
+                let e = self.expr(0, depth + 1)?;
+                match self.next() {
+                    Tok::RParen => Ok(e),
+                    _ => Err(perr(at, "unclosed `(`")),
+                }
+            }
+            Tok::Path(p) => Ok(Expr::Path(p)),
+            Tok::Str(s) => Ok(Expr::Lit(Lit::String(s))),
+            Tok::Num(n) => Ok(Expr::Lit(Lit::Number(n))),
+            Tok::True => Ok(Expr::Lit(Lit::Bool(true))),
+            Tok::False => Ok(Expr::Lit(Lit::Bool(false))),
+            Tok::Null => Ok(Expr::Lit(Lit::Null)),
+            Tok::End => Err(perr(
+                at,
+                "expected a value, found the end of the expression",
+            )),
+            Tok::RParen => Err(perr(at, "expected a value, found `)`")),
+            Tok::Op(op) => Err(perr(
+                at,
+                format!("expected a value before `{}`", op.symbol()),
+            )),
+        }
+    }
+}
+
+impl Expr {
+    /// Parses a condition. Every syntax problem is an error with an offset.
+    pub fn parse(src: &str) -> Result<Expr, ParseError> {
+        if src.len() > MAX_LEN {
+            return Err(perr(
+                MAX_LEN,
+                format!("expression longer than {MAX_LEN} bytes"),
+            ));
+        }
+        let toks = tokenize(src)?;
+        let mut p = Parser { toks, pos: 0 };
+        let e = p.expr(0, 0)?;
+        match p.peek() {
+            Tok::End => Ok(e),
+            Tok::RParen => Err(perr(p.offset(), "unmatched `)`")),
+            _ => Err(perr(
+                p.offset(),
+                "expected an operator or the end of the expression",
+            )),
+        }
+    }
+
+    /// Every path the expression reads, left to right.
+    pub fn paths(&self) -> Vec<&Path> {
+        let mut out = Vec::new();
+        self.collect_paths(&mut out);
+        out
+    }
+
+    fn collect_paths<'a>(&'a self, out: &mut Vec<&'a Path>) {
+        match self {
+            Expr::Path(p) => out.push(p),
+            Expr::Lit(_) => {}
+            Expr::Not(e) => e.collect_paths(out),
+            Expr::Binary(_, a, b) => {
+                a.collect_paths(out);
+                b.collect_paths(out);
+            }
+        }
+    }
+
+    /// Evaluates the condition against `scope`.
+    pub fn eval(&self, scope: &Scope<'_>) -> Result<bool, EvalError> {
+        match self.value(scope)? {
+            Val::Bool(b) => Ok(b),
+            other => Err(EvalError {
+                message: format!(
+                    "`{}` is {}, but a condition must be true or false",
+                    self,
+                    other.kind()
+                ),
+            }),
+        }
+    }
+
+    fn value<'a>(&'a self, scope: &Scope<'a>) -> Result<Val<'a>, EvalError> {
+        match self {
+            Expr::Path(p) => match p.resolve(scope) {
+                Ok(Some(v)) => Val::from_json(v).map_err(|m| EvalError {
+                    message: format!("`{p}`: {m}"),
+                }),
+                Ok(None) => Ok(Val::Null),
+                Err(e) => Err(EvalError { message: e.message }),
+            },
+            Expr::Lit(Lit::Null) => Ok(Val::Null),
+            Expr::Lit(Lit::Bool(b)) => Ok(Val::Bool(*b)),
+            Expr::Lit(Lit::Number(n)) => Ok(Val::Num(Cow::Borrowed(&n.value))),
+            Expr::Lit(Lit::String(s)) => Ok(Val::Str(s)),
+            Expr::Not(e) => Ok(Val::Bool(!e.boolean(scope)?)),
+            Expr::Binary(BinOp::And, a, b) => Ok(Val::Bool(a.boolean(scope)? && b.boolean(scope)?)),
+            Expr::Binary(BinOp::Or, a, b) => Ok(Val::Bool(a.boolean(scope)? || b.boolean(scope)?)),
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (a.value(scope)?, b.value(scope)?);
+                let mismatch = |what: &str| EvalError {
+                    message: format!("`{}`: cannot {} {} and {}", self, what, x.kind(), y.kind()),
+                };
+                match op {
+                    BinOp::Eq | BinOp::Ne => {
+                        let eq = x.equals(&y).ok_or_else(|| mismatch("compare"))?;
+                        Ok(Val::Bool(eq == (*op == BinOp::Eq)))
+                    }
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                        let o = match (&x, &y) {
+                            (Val::Num(m), Val::Num(n)) => m.as_ref().cmp(n.as_ref()),
+                            (Val::Str(m), Val::Str(n)) => m.cmp(n),
+                            _ => return Err(mismatch("order")),
+                        };
+                        Ok(Val::Bool(match op {
+                            BinOp::Lt => o == Ordering::Less,
+                            BinOp::Le => o != Ordering::Greater,
+                            BinOp::Gt => o == Ordering::Greater,
+                            _ => o != Ordering::Less,
+                        }))
+                    }
+                    BinOp::Contains => match (&x, &y) {
+                        (Val::Null, _) => Ok(Val::Bool(false)),
+                        (Val::Str(h), Val::Str(n)) => Ok(Val::Bool(h.contains(*n))),
+                        (Val::Arr(items), _) => {
+                            for item in items.iter() {
+                                // Elements past the number limits never equal anything.
+                                if let Ok(v) = Val::from_json(item)
+                                    && v.equals(&y) == Some(true)
+                                {
+                                    return Ok(Val::Bool(true));
+                                }
+                            }
+                            Ok(Val::Bool(false))
+                        }
+                        (Val::Obj(m), Val::Str(k)) => Ok(Val::Bool(m.contains_key(*k))),
+                        _ => Err(EvalError {
+                            message: format!(
+                                "`{}`: `contains` takes a string in a string, anything in an array, or a key in an object; got {} and {}",
+                                self,
+                                x.kind(),
+                                y.kind()
+                            ),
+                        }),
+                    },
+                    BinOp::And | BinOp::Or => Err(mismatch("combine")),
+                }
+            }
+        }
+    }
+
+    fn boolean(&self, scope: &Scope<'_>) -> Result<bool, EvalError> {
+        match self.value(scope)? {
+            Val::Bool(b) => Ok(b),
+            other => Err(EvalError {
+                message: format!(
+                    "`{}` is {}, but `!`, `&&` and `||` take true or false",
+                    self,
+                    other.kind()
+                ),
+            }),
+        }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, min: u8) -> fmt::Result {
+        match self {
+            Expr::Path(p) => write!(f, "{p}"),
+            Expr::Lit(Lit::Null) => f.write_str("null"),
+            Expr::Lit(Lit::Bool(b)) => write!(f, "{b}"),
+            Expr::Lit(Lit::Number(n)) => f.write_str(&n.text),
+            Expr::Lit(Lit::String(s)) => {
+                f.write_str("'")?;
+                path::write_quoted_body(f, s, '\'')?;
+                f.write_str("'")
+            }
+            Expr::Not(e) => {
+                f.write_str("!")?;
+                e.write(f, NOT_POWER)
+            }
+            Expr::Binary(op, a, b) => {
+                let p = op.power();
+                let paren = p < min;
+                if paren {
+                    f.write_str("(")?;
+                }
+                a.write(f, p)?;
+                write!(f, " {} ", op.symbol())?;
+                b.write(f, p + 1)?;
+                if paren {
+                    f.write_str(")")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Prints the expression with the fewest parentheses that parse back to the
+/// same tree.
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, 0)
+    }
+}
+
+// ---------------------------------------------------------------- values
+
+/// An operand value during evaluation.
+enum Val<'a> {
+    Null,
+    Bool(bool),
+    Num(Cow<'a, BigDecimal>),
+    Str(&'a str),
+    Arr(&'a [Value]),
+    Obj(&'a serde_json::Map<String, Value>),
+}
+
+impl<'a> Val<'a> {
+    fn from_json(v: &'a Value) -> Result<Val<'a>, String> {
+        Ok(match v {
+            Value::Null => Val::Null,
+            Value::Bool(b) => Val::Bool(*b),
+            Value::Number(n) => {
+                Val::Num(Cow::Owned(decimal(n.as_str()).ok_or_else(|| {
+                    format!("number `{}` is past flowd's limits", n.as_str())
+                })?))
+            }
+            Value::String(s) => Val::Str(s),
+            Value::Array(a) => Val::Arr(a),
+            Value::Object(m) => Val::Obj(m),
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Val::Null => "null",
+            Val::Bool(_) => "a boolean",
+            Val::Num(_) => "a number",
+            Val::Str(_) => "a string",
+            Val::Arr(_) => "an array",
+            Val::Obj(_) => "an object",
+        }
+    }
+
+    /// `Some(equal)`, or `None` when the kinds differ and neither is null.
+    fn equals(&self, other: &Val<'_>) -> Option<bool> {
+        match (self, other) {
+            (Val::Null, Val::Null) => Some(true),
+            (Val::Null, _) | (_, Val::Null) => Some(false),
+            (Val::Bool(a), Val::Bool(b)) => Some(a == b),
+            (Val::Num(a), Val::Num(b)) => Some(a.as_ref() == b.as_ref()),
+            (Val::Str(a), Val::Str(b)) => Some(a == b),
+            (Val::Arr(a), Val::Arr(b)) => {
+                Some(a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| json_eq(x, y)))
+            }
+            (Val::Obj(a), Val::Obj(b)) => Some(
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b.iter())
+                        .all(|((ka, va), (kb, vb))| ka == kb && json_eq(va, vb)),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Deep equality with numbers compared by value (`1.0 == 1`).
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (Val::from_json(a), Val::from_json(b)) {
+        (Ok(x), Ok(y)) => x.equals(&y) == Some(true),
+        // A number past the limits equals only the same spelling.
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(src: &str, state: &Value) -> Result<bool, EvalError> {
+        Expr::parse(src).unwrap().eval(&Scope::state(state))
+    }
+
+    #[test]
+    fn corpus_conditions() {
+        let s =
+            json!({"classification": {"severity": "high"}, "validation_result": {"valid": false}});
+        assert!(eval("$.state.classification.severity == 'high'", &s).unwrap());
+        assert!(eval("$.state.validation_result.valid == false", &s).unwrap());
+        let msg = json!("The VERDICT is in");
+        let scope = Scope {
+            state: &s,
+            last_message: Some(&msg),
+            error: None,
+        };
+        assert!(
+            Expr::parse("$.last_message contains 'VERDICT'")
+                .unwrap()
+                .eval(&scope)
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn numbers_are_exact() {
+        let s: Value = serde_json::from_str(r#"{"score": 0.80, "big": 9007199254740993}"#).unwrap();
+        assert!(eval("$.state.score == 0.8", &s).unwrap());
+        assert!(eval("$.state.score > 0.5 && $.state.score <= 8e-1", &s).unwrap());
+        assert!(!eval("$.state.big == 9007199254740992", &s).unwrap());
+        assert!(eval("$.state.big > 9007199254740992", &s).unwrap());
+    }
+
+    #[test]
+    fn precedence_and_words() {
+        let s = json!({"a": 1, "b": 2});
+        assert!(eval("$.state.a == 1 || $.state.b == 3 && false", &s).unwrap());
+        assert!(!eval("($.state.a == 1 || $.state.b == 3) && false", &s).unwrap());
+        assert!(eval("not ($.state.a == 2) and $.state.b == 2", &s).unwrap());
+        assert_eq!(
+            Expr::parse("!($.state.a == 1)").unwrap().to_string(),
+            "!($.state.a == 1)"
+        );
+    }
+
+    #[test]
+    fn missing_is_null_and_mismatches_are_errors() {
+        let s = json!({"n": 1, "s": "x"});
+        assert!(!eval("$.state.nope == 'x'", &s).unwrap());
+        assert!(eval("$.state.nope == null", &s).unwrap());
+        assert!(!eval("$.state.nope contains 'x'", &s).unwrap());
+        let e = eval("$.state.n == 'x'", &s).unwrap_err();
+        assert!(
+            e.message.contains("cannot compare a number and a string"),
+            "{e}"
+        );
+        assert!(eval("$.state.s > 1", &s).is_err());
+        assert!(eval("$.state.s", &s).is_err());
+        assert!(eval("$.state.s.deeper == 1", &s).is_err());
+        assert!(eval("$.state.n && true", &s).is_err());
+    }
+
+    #[test]
+    fn contains_forms() {
+        let s = json!({"tags": ["a", 1.0], "obj": {"k": 1}, "text": "hello"});
+        assert!(eval("$.state.tags contains 'a'", &s).unwrap());
+        assert!(eval("$.state.tags contains 1", &s).unwrap());
+        assert!(eval("$.state.obj contains 'k'", &s).unwrap());
+        assert!(eval("$.state.text contains 'ell'", &s).unwrap());
+        assert!(eval("$.state.text contains 1", &s).is_err());
+    }
+
+    #[test]
+    fn syntax_errors() {
+        for bad in [
+            "",
+            "$.state.a =",
+            "$.state.a = 1",
+            "a == 1",
+            "$.state.a == 'x",
+            "($.state.a == 1",
+            "$.state.a == 1)",
+            "$.state.a & true",
+            "$.foo == 1",
+            "$.state.a == 1e99999999999999999999",
+            "== 1",
+            "$.state.a == 01",
+            "$.state.a $.state.b",
+        ] {
+            assert!(Expr::parse(bad).is_err(), "{bad}");
+        }
+        let deep = format!("{}true{}", "(".repeat(200), ")".repeat(200));
+        assert!(Expr::parse(&deep).is_err());
+        let long_chain = vec!["true"; 500].join(" && ");
+        assert!(Expr::parse(&long_chain).is_err());
+        assert!(Expr::parse(&"!".repeat(100)).is_err());
+    }
+}

@@ -1,0 +1,732 @@
+//! JSONPath singular queries: the subset of RFC 9535 that names one value.
+//!
+//! DESIGN §4: expressions use "JSONPath (RFC 9535) operands over `$.state`
+//! (and `$.last_message` in debates)"; `fail_branch` makes `$.error` visible
+//! "to expressions and templates". FlowSpec only ever needs singular
+//! queries (RFC 9535 §2.3.5.1): `$`, then member names written `.name`,
+//! `['name']` or `["name"]`, and array indexes `[0]` / `[-1]`. Wildcards,
+//! slices, filters and descendants are refused with a clear message rather
+//! than half-supported.
+//!
+//! Grammar (RFC 9535 §2.5.1 / §2.3.5.1, whitespace allowed inside brackets):
+//!
+//! ```text
+//! path      = "$" segment*
+//! relative  = name-first name-char* segment*      ; a state key, bare
+//! segment   = "." name | "[" S selector S "]"
+//! selector  = string | index
+//! name      = name-first name-char*               ; ALPHA / "_" / non-ASCII, then also DIGIT
+//! string    = "'" chars "'" | '"' chars '"'       ; JSON-style escapes
+//! index     = "0" | ["-"] [1-9] DIGIT*            ; within ±(2^53-1)
+//! ```
+
+use serde_json::Value;
+use std::fmt;
+
+/// The largest index RFC 9535 allows (I-JSON exact integers).
+const MAX_INDEX: i64 = (1 << 53) - 1;
+
+/// One step of a singular query.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Seg {
+    /// A member of an object.
+    Name(String),
+    /// An element of an array; negative counts from the end.
+    Index(i64),
+}
+
+/// What a path starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Root {
+    /// `$.state`: the flow state.
+    State,
+    /// `$.last_message`: the latest message of an `agent_debate`.
+    LastMessage,
+    /// `$.error`: `{node, call, outcome}` after a `fail_branch` route.
+    Error,
+}
+
+impl Root {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Root::State => "state",
+            Root::LastMessage => "last_message",
+            Root::Error => "error",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Root> {
+        match name {
+            "state" => Some(Root::State),
+            "last_message" => Some(Root::LastMessage),
+            "error" => Some(Root::Error),
+            _ => None,
+        }
+    }
+}
+
+/// A singular query with a known root, e.g. `$.state.topics[0]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Path {
+    pub root: Root,
+    pub segs: Vec<Seg>,
+}
+
+/// A syntax error in a path, with the byte offset where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.message, self.offset)
+    }
+}
+
+fn err(offset: usize, message: impl Into<String>) -> PathError {
+    PathError {
+        offset,
+        message: message.into(),
+    }
+}
+
+/// The values a path can start from. A root that is absent evaluates to
+/// missing.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub state: &'a Value,
+    pub last_message: Option<&'a Value>,
+    pub error: Option<&'a Value>,
+}
+
+impl<'a> Scope<'a> {
+    /// A scope with only the state.
+    pub fn state(state: &'a Value) -> Scope<'a> {
+        Scope {
+            state,
+            last_message: None,
+            error: None,
+        }
+    }
+
+    fn root(&self, root: Root) -> Option<&'a Value> {
+        match root {
+            Root::State => Some(self.state),
+            Root::LastMessage => self.last_message,
+            Root::Error => self.error,
+        }
+    }
+}
+
+/// Stepping into a value that has no such member or element kind, e.g.
+/// `.name` on a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveError {
+    pub message: String,
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Path {
+    /// A path rooted at `$.state` with the given segments.
+    pub fn state(segs: Vec<Seg>) -> Path {
+        Path {
+            root: Root::State,
+            segs,
+        }
+    }
+
+    /// Parses a whole string as a `$`-path whose first member is a root
+    /// (`state`, `last_message` or `error`).
+    pub fn parse(src: &str) -> Result<Path, PathError> {
+        let (path, end) = Path::parse_prefix(src, 0)?;
+        if end != src.len() {
+            return Err(err(
+                end,
+                format!("unexpected `{}` after the path", rest_char(src, end)),
+            ));
+        }
+        Ok(path)
+    }
+
+    /// Parses a `$`-path starting at byte `start` of `src` and returns it with
+    /// the offset just past it (used by the expression tokenizer).
+    pub fn parse_prefix(src: &str, start: usize) -> Result<(Path, usize), PathError> {
+        let (segs, end) = parse_dollar(src, start)?;
+        let path = rooted(segs, start)?;
+        Ok((path, end))
+    }
+
+    /// Parses a source as the maps and `*_expr` fields accept it: a `$`-path,
+    /// or a bare relative path (`question`, `a.b[0]`) meaning a state key.
+    pub fn parse_source(src: &str) -> Result<Path, PathError> {
+        if src.starts_with('$') {
+            Path::parse(src)
+        } else {
+            let segs = parse_relative(src)?;
+            Ok(Path::state(segs))
+        }
+    }
+
+    /// Resolves the path against `scope`: `Ok(None)` when a member or element
+    /// is missing, an error when a step does not fit the value's kind.
+    pub fn resolve<'a>(&self, scope: &Scope<'a>) -> Result<Option<&'a Value>, ResolveError> {
+        let Some(mut cur) = scope.root(self.root) else {
+            return Ok(None);
+        };
+        for (i, seg) in self.segs.iter().enumerate() {
+            let next = match (seg, cur) {
+                (Seg::Name(n), Value::Object(m)) => m.get(n),
+                (Seg::Index(ix), Value::Array(a)) => index(a, *ix),
+                (Seg::Name(_) | Seg::Index(_), Value::Null) => None,
+                (seg, v) => {
+                    let at = Path {
+                        root: self.root,
+                        segs: self.segs[..i].to_vec(),
+                    };
+                    let what = match seg {
+                        Seg::Name(n) => format!("member `{}`", n),
+                        Seg::Index(ix) => format!("index [{}]", ix),
+                    };
+                    return Err(ResolveError {
+                        message: format!("`{}` is {}, which has no {}", at, kind_of(v), what),
+                    });
+                }
+            };
+            match next {
+                Some(v) => cur = v,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(cur))
+    }
+
+    /// The first member name under the root, if any (`topics` for
+    /// `$.state.topics[0]`).
+    pub fn first_key(&self) -> Option<&str> {
+        match self.segs.first() {
+            Some(Seg::Name(n)) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+fn index(a: &[Value], ix: i64) -> Option<&Value> {
+    if ix >= 0 {
+        usize::try_from(ix).ok().and_then(|i| a.get(i))
+    } else {
+        let back = usize::try_from(ix.unsigned_abs()).ok()?;
+        a.len().checked_sub(back).and_then(|i| a.get(i))
+    }
+}
+
+/// "a string", "an object", ... for messages.
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn rooted(mut segs: Vec<Seg>, start: usize) -> Result<Path, PathError> {
+    if segs.is_empty() {
+        return Err(err(
+            start,
+            "a bare `$` names nothing here; start with `$.state`, `$.last_message` or `$.error`",
+        ));
+    }
+    let first = segs.remove(0);
+    let root = match &first {
+        Seg::Name(n) => Root::from_name(n),
+        Seg::Index(_) => None,
+    };
+    match root {
+        Some(root) => Ok(Path { root, segs }),
+        None => Err(err(
+            start,
+            format!(
+                "unknown root `$.{}`: paths start with `$.state`, `$.last_message` or `$.error`",
+                SegDisplay(&first).to_string().trim_start_matches('.')
+            ),
+        )),
+    }
+}
+
+fn rest_char(src: &str, at: usize) -> String {
+    src.get(at..)
+        .and_then(|s| s.chars().next())
+        .map(String::from)
+        .unwrap_or_default()
+}
+
+/// Parses `$` then segments from `start`; returns the raw segments (the root
+/// name included) and the end offset.
+pub fn parse_dollar(src: &str, start: usize) -> Result<(Vec<Seg>, usize), PathError> {
+    let b = src.as_bytes();
+    if b.get(start) != Some(&b'$') {
+        return Err(err(start, "a path starts with `$`"));
+    }
+    parse_segments(src, start + 1, Vec::new())
+}
+
+/// Parses a bare relative path (`key`, `key.sub[0]`) covering all of `src`.
+pub fn parse_relative(src: &str) -> Result<Vec<Seg>, PathError> {
+    let (first, at) = parse_name(src, 0)?;
+    let (segs, end) = parse_segments(src, at, vec![Seg::Name(first)])?;
+    if end != src.len() {
+        return Err(err(
+            end,
+            format!("unexpected `{}` in the path", rest_char(src, end)),
+        ));
+    }
+    Ok(segs)
+}
+
+fn parse_segments(
+    src: &str,
+    mut i: usize,
+    mut segs: Vec<Seg>,
+) -> Result<(Vec<Seg>, usize), PathError> {
+    let b = src.as_bytes();
+    loop {
+        match b.get(i) {
+            Some(b'.') => {
+                if b.get(i + 1) == Some(&b'.') {
+                    return Err(err(
+                        i,
+                        "descendant segments (`..`) name many values; use a singular path",
+                    ));
+                }
+                if b.get(i + 1) == Some(&b'*') {
+                    return Err(err(
+                        i + 1,
+                        "wildcards (`.*`) name many values; use a singular path",
+                    ));
+                }
+                let (name, next) = parse_name(src, i + 1)?;
+                segs.push(Seg::Name(name));
+                i = next;
+            }
+            Some(b'[') => {
+                let (seg, next) = parse_bracket(src, i)?;
+                segs.push(seg);
+                i = next;
+            }
+            _ => return Ok((segs, i)),
+        }
+    }
+}
+
+fn is_name_first(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || !c.is_ascii()
+}
+
+fn is_name_char(c: char) -> bool {
+    is_name_first(c) || c.is_ascii_digit()
+}
+
+fn parse_name(src: &str, start: usize) -> Result<(String, usize), PathError> {
+    let rest = src.get(start..).unwrap_or("");
+    let mut chars = rest.char_indices();
+    match chars.next() {
+        Some((_, c)) if is_name_first(c) => {}
+        Some((_, c)) => {
+            return Err(err(
+                start,
+                format!(
+                    "`{}` cannot start a member name; write `['…']` for names that are not identifiers",
+                    c
+                ),
+            ));
+        }
+        None => return Err(err(start, "expected a member name")),
+    }
+    let mut end = rest.len();
+    for (off, c) in chars {
+        if !is_name_char(c) {
+            end = off;
+            break;
+        }
+    }
+    Ok((rest[..end].to_string(), start + end))
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+fn parse_bracket(src: &str, open: usize) -> Result<(Seg, usize), PathError> {
+    let b = src.as_bytes();
+    let i = skip_ws(b, open + 1);
+    let (seg, after) = match b.get(i) {
+        Some(q @ (b'\'' | b'"')) => {
+            let (s, next) = parse_string(src, i, *q)?;
+            (Seg::Name(s), next)
+        }
+        Some(b'-' | b'0'..=b'9') => parse_index(src, i)?,
+        Some(b'*') => {
+            return Err(err(
+                i,
+                "wildcards (`[*]`) name many values; use a singular path",
+            ));
+        }
+        Some(b'?') => {
+            return Err(err(
+                i,
+                "filters (`[?…]`) are not supported in singular paths",
+            ));
+        }
+        Some(b':') => return Err(err(i, "slices name many values; use a single index")),
+        Some(_) => {
+            return Err(err(
+                i,
+                format!(
+                    "expected a quoted name or an index after `[`, found `{}`",
+                    rest_char(src, i)
+                ),
+            ));
+        }
+        None => return Err(err(i, "unclosed `[`")),
+    };
+    let j = skip_ws(b, after);
+    match b.get(j) {
+        Some(b']') => Ok((seg, j + 1)),
+        Some(b':') => Err(err(j, "slices name many values; use a single index")),
+        Some(b',') => Err(err(
+            j,
+            "a union of selectors names many values; use one selector",
+        )),
+        Some(_) => Err(err(
+            j,
+            format!("expected `]`, found `{}`", rest_char(src, j)),
+        )),
+        None => Err(err(j, "unclosed `[`")),
+    }
+}
+
+fn parse_index(src: &str, start: usize) -> Result<(Seg, usize), PathError> {
+    let b = src.as_bytes();
+    let mut i = start;
+    let neg = b.get(i) == Some(&b'-');
+    if neg {
+        i += 1;
+    }
+    let digits_start = i;
+    while matches!(b.get(i), Some(b'0'..=b'9')) {
+        i += 1;
+    }
+    let digits = &src[digits_start..i];
+    if digits.is_empty() {
+        return Err(err(start, "expected digits after `-`"));
+    }
+    if digits.len() > 1 && digits.starts_with('0') {
+        return Err(err(start, "an index has no leading zeros"));
+    }
+    if neg && digits == "0" {
+        return Err(err(start, "`-0` is not an index"));
+    }
+    let magnitude = if digits.len() > 16 {
+        None
+    } else {
+        digits.parse::<i64>().ok().filter(|n| *n <= MAX_INDEX)
+    };
+    let Some(m) = magnitude else {
+        return Err(err(start, "index out of range (at most 2^53-1)"));
+    };
+    Ok((Seg::Index(if neg { -m } else { m }), i))
+}
+
+/// Reads a quoted string with JSON-style escapes (RFC 9535 §2.3.1.1); `q` is
+/// the quote byte at `start`.
+pub fn parse_string(src: &str, start: usize, q: u8) -> Result<(String, usize), PathError> {
+    let mut out = String::new();
+    let rest = src.get(start + 1..).unwrap_or("");
+    let mut it = rest.char_indices();
+    while let Some((off, c)) = it.next() {
+        let at = start + 1 + off;
+        match c {
+            c if c == q as char => return Ok((out, at + 1)),
+            '\\' => {
+                let Some((_, e)) = it.next() else {
+                    return Err(err(at, "unfinished escape"));
+                };
+                match e {
+                    '\\' => out.push('\\'),
+                    '/' => out.push('/'),
+                    '\'' => out.push('\''),
+                    '"' => out.push('"'),
+                    'b' => out.push('\u{8}'),
+                    'f' => out.push('\u{c}'),
+                    'n' => out.push('\n'),
+                    'r' => out.push('\r'),
+                    't' => out.push('\t'),
+                    'u' => {
+                        let hi = read_hex4(&mut it, at)?;
+                        let cp = if (0xD800..0xDC00).contains(&hi) {
+                            let ok = matches!(it.next(), Some((_, '\\')))
+                                && matches!(it.next(), Some((_, 'u')));
+                            if !ok {
+                                return Err(err(
+                                    at,
+                                    "a high surrogate escape must be followed by a low one",
+                                ));
+                            }
+                            let lo = read_hex4(&mut it, at)?;
+                            if !(0xDC00..0xE000).contains(&lo) {
+                                return Err(err(
+                                    at,
+                                    "a high surrogate escape must be followed by a low one",
+                                ));
+                            }
+                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                        } else {
+                            hi
+                        };
+                        match char::from_u32(cp) {
+                            Some(ch) => out.push(ch),
+                            None => {
+                                return Err(err(at, "a lone surrogate escape is not a character"));
+                            }
+                        }
+                    }
+                    other => return Err(err(at, format!("unknown escape `\\{}`", other))),
+                }
+            }
+            c if (c as u32) < 0x20 => {
+                return Err(err(at, "control characters must be escaped in a string"));
+            }
+            c => out.push(c),
+        }
+    }
+    Err(err(start, "unclosed string"))
+}
+
+fn read_hex4(it: &mut std::str::CharIndices<'_>, at: usize) -> Result<u32, PathError> {
+    let mut v = 0u32;
+    for _ in 0..4 {
+        let d = it
+            .next()
+            .and_then(|(_, c)| c.to_digit(16))
+            .ok_or_else(|| err(at, "`\\u` needs four hex digits"))?;
+        v = v * 16 + d;
+    }
+    Ok(v)
+}
+
+/// Writes a member name as `.name` when it is an identifier, else as
+/// `['name']` with escapes.
+struct SegDisplay<'a>(&'a Seg);
+
+impl fmt::Display for SegDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Seg::Index(i) => write!(f, "[{}]", i),
+            Seg::Name(n) => {
+                let mut cs = n.chars();
+                let shorthand = cs.next().is_some_and(is_name_first) && cs.all(is_name_char);
+                if shorthand {
+                    write!(f, ".{}", n)
+                } else {
+                    f.write_str("['")?;
+                    write_quoted_body(f, n, '\'')?;
+                    f.write_str("']")
+                }
+            }
+        }
+    }
+}
+
+/// Writes `s` escaped for a string delimited by `q`.
+pub fn write_quoted_body(f: &mut impl fmt::Write, s: &str, q: char) -> fmt::Result {
+    for c in s.chars() {
+        match c {
+            '\\' => f.write_str("\\\\")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            '\u{8}' => f.write_str("\\b")?,
+            '\u{c}' => f.write_str("\\f")?,
+            c if c == q => {
+                f.write_char('\\')?;
+                f.write_char(c)?;
+            }
+            c if (c as u32) < 0x20 => write!(f, "\\u{:04x}", c as u32)?,
+            c => f.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "$.{}", self.root.as_str())?;
+        for s in &self.segs {
+            write!(f, "{}", SegDisplay(s))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a mapping writes: a state field and, below it, member names
+/// (`key`, `$.state.key.sub`, or `$.output.key`, which is the state field
+/// `output` — DESIGN §4).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    /// The state field written.
+    pub field: String,
+    /// Member names below the field (empty for a whole field).
+    pub below: Vec<String>,
+}
+
+impl Target {
+    /// Parses a mapping target: `key`, `key.sub`, `$.state.key…` or
+    /// `$.output.key…`. Indexes are refused: a mapping writes members only.
+    pub fn parse(src: &str) -> Result<Target, PathError> {
+        let segs = if src.starts_with('$') {
+            let (mut segs, end) = parse_dollar(src, 0)?;
+            if end != src.len() {
+                return Err(err(
+                    end,
+                    format!("unexpected `{}` after the path", rest_char(src, end)),
+                ));
+            }
+            match segs.first() {
+                Some(Seg::Name(n)) if n == "state" => {
+                    segs.remove(0);
+                }
+                Some(Seg::Name(n)) if n == "output" => {}
+                _ => {
+                    return Err(err(
+                        0,
+                        "a mapping target is a state key, `$.state.<key>` or `$.output.<key>`",
+                    ));
+                }
+            }
+            segs
+        } else {
+            parse_relative(src)?
+        };
+        let mut names = Vec::with_capacity(segs.len());
+        for s in segs {
+            match s {
+                Seg::Name(n) => names.push(n),
+                Seg::Index(_) => {
+                    return Err(err(0, "a mapping target cannot write an array index"));
+                }
+            }
+        }
+        if names.is_empty() {
+            return Err(err(0, "a mapping target must name a state key"));
+        }
+        let field = names.remove(0);
+        Ok(Target {
+            field,
+            below: names,
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = Path::state(
+            std::iter::once(&self.field)
+                .chain(&self.below)
+                .map(|n| Seg::Name(n.clone()))
+                .collect(),
+        );
+        p.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_the_forms_flowspec_uses() {
+        let p = Path::parse("$.state.topics[0]").unwrap();
+        assert_eq!(p.root, Root::State);
+        assert_eq!(p.segs, vec![Seg::Name("topics".into()), Seg::Index(0)]);
+        let p = Path::parse("$['state'][\"a b\"][-1]").unwrap();
+        assert_eq!(p.segs, vec![Seg::Name("a b".into()), Seg::Index(-1)]);
+        assert_eq!(p.to_string(), "$.state['a b'][-1]");
+        assert!(Path::parse("$.last_message").is_ok());
+        assert_eq!(
+            Path::parse_source("question").unwrap().to_string(),
+            "$.state.question"
+        );
+    }
+
+    #[test]
+    fn refuses_non_singular_and_unknown_roots() {
+        for bad in [
+            "$",
+            "$.foo",
+            "$.state..a",
+            "$.state.*",
+            "$.state[*]",
+            "$.state[1:2]",
+            "$.state[?@.a]",
+            "$.state[01]",
+            "$.state[-0]",
+            "$.state['a'",
+            "$.state.",
+            "$.state[99999999999999999]",
+            "state",
+        ] {
+            assert!(Path::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resolves_missing_and_mismatch() {
+        let state = json!({"a": {"b": [1, 2, 3]}, "s": "text"});
+        let scope = Scope::state(&state);
+        let get = |s: &str| Path::parse(s).unwrap().resolve(&scope);
+        assert_eq!(get("$.state.a.b[-1]").unwrap(), Some(&json!(3)));
+        assert_eq!(get("$.state.a.b[5]").unwrap(), None);
+        assert_eq!(get("$.state.nope.deeper").unwrap(), None);
+        assert_eq!(get("$.last_message").unwrap(), None);
+        let e = get("$.state.s.x").unwrap_err();
+        assert!(e.message.contains("`$.state.s` is a string"), "{e}");
+    }
+
+    #[test]
+    fn targets() {
+        assert_eq!(
+            Target::parse("answer").unwrap(),
+            Target {
+                field: "answer".into(),
+                below: vec![]
+            }
+        );
+        assert_eq!(
+            Target::parse("$.output.verdict").unwrap(),
+            Target {
+                field: "output".into(),
+                below: vec!["verdict".into()]
+            }
+        );
+        assert_eq!(
+            Target::parse("$.state.a.b").unwrap().below,
+            vec!["b".to_string()]
+        );
+        assert!(Target::parse("$.state").is_err());
+        assert!(Target::parse("$.state.a[0]").is_err());
+        assert!(Target::parse("$.error.x").is_err());
+    }
+}
