@@ -3,3 +3,43 @@
 //! Owns the fact log, content-addressed blobs, the hash chain, the runs index,
 //! discovery, host records and archives. It never interprets a program and
 //! depends only on flow-abi.
+//!
+//! * [`api`]: the narrow traits ([`AppendFacts`], [`ReadHistory`],
+//!   [`Discover`], [`HostRecords`], [`ImportRuns`], [`Subscribe`]) and their
+//!   types; [`SqliteStore`] implements them all.
+//! * [`merkle`]: values over 1 KiB become blake3 blobs, innermost first.
+//! * [`checkpoint`]: checkpoints cost O(what changed).
+//! * [`archive`]: export, verified import, inspection of archive directories.
+//! * [`conformance`]: the suite every backend runs.
+
+pub mod api;
+pub mod archive;
+pub mod checkpoint;
+pub mod conformance;
+mod error;
+pub mod fact;
+pub mod hash;
+mod id;
+pub mod merkle;
+pub mod sqlite;
+pub mod tail;
+mod verify;
+pub mod view;
+
+pub use api::*;
+pub use archive::{
+    ExportSummary, VerifiedArchive, export_run, import_run, inspect_archives, read_archive,
+};
+pub use error::{Error, Result};
+pub use fact::FactKind;
+pub use id::RunId;
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// The Start entry of a source text: `(hash, length)` with `hash` =
+/// `blake3:<hex>` of its UTF-8 bytes and `length` its code points.
+pub fn source_ref(text: &str) -> (String, u64) {
+    (
+        hash::hash_text(&hash::blob_hash(text.as_bytes())),
+        text.chars().count() as u64,
+    )
+}

@@ -1,0 +1,437 @@
+//! The narrow storage traits (STYLE rule 4) and the types they speak.
+//!
+//! Callers bound on only what they use: the run driver on [`AppendFacts`] and
+//! [`ReadHistory`], the SSE feed on [`Subscribe`], discovery on [`Discover`],
+//! archives on [`ReadHistory`] + [`HostRecords`] (export) and [`ImportRuns`]
+//! (import). SQLite implements them all; a Postgres backend implements the
+//! same traits and runs the same [`crate::conformance`] suite.
+
+use crate::archive::VerifiedArchive;
+use crate::error::Result;
+use crate::fact::FactKind;
+use crate::id::RunId;
+use serde::Serialize;
+use serde_json::Value;
+use std::time::Duration;
+
+/// A recorded source text handed over with Start (DESIGN §3: "sources are
+/// always blobs"). Start lists it as `{"module":M,"hash":H,"length":L}` where
+/// H is `blake3:<hex>` of the text's UTF-8 bytes and L its length in code
+/// points (REQUIREMENTS HIST-15); see [`crate::source_ref`].
+#[derive(Clone, Debug)]
+pub struct SourceText {
+    pub module: String,
+    pub text: String,
+}
+
+/// A fact number and its chain hash (`blake3:<hex>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FactRef {
+    pub n: u64,
+    pub hash: String,
+}
+
+/// What an accepted (durable) append returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub run: RunId,
+    pub n: u64,
+    pub hash: String,
+}
+
+/// One verified fact in stored form: values over 1 KiB are references
+/// (load them with [`ReadHistory::expand`]); a Checkpoint may be a delta
+/// (load its state with [`ReadHistory::checkpoint_state`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredFact {
+    pub n: u64,
+    pub kind: FactKind,
+    pub hash: String,
+    pub fact: Value,
+}
+
+/// A run's verified history.
+#[derive(Clone, Debug)]
+pub struct History {
+    pub run: RunId,
+    pub facts: Vec<StoredFact>,
+}
+
+/// DESIGN §6: `running`, `paused`, `completed`, `faulted`, `halted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Running,
+    Paused,
+    Completed,
+    Faulted,
+    Halted,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Paused => "paused",
+            RunState::Completed => "completed",
+            RunState::Faulted => "faulted",
+            RunState::Halted => "halted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        Some(match s {
+            "running" => RunState::Running,
+            "paused" => RunState::Paused,
+            "completed" => RunState::Completed,
+            "faulted" => RunState::Faulted,
+            "halted" => RunState::Halted,
+            _ => return None,
+        })
+    }
+}
+
+/// Seed "Stored-run discovery": "ending distinguishes completed from faulted
+/// evaluation".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ending {
+    Completed,
+    Faulted,
+}
+
+/// The recorded entry: module and function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    pub module: String,
+    pub function: String,
+}
+
+/// A row of the runs index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run: RunId,
+    pub state: RunState,
+    pub entry: Entry,
+    pub program: String,
+    /// A fork's parent run and checkpoint fact number.
+    pub parent: Option<(String, u64)>,
+    /// A nested run's outer run and call.
+    pub outer: Option<(String, String)>,
+    pub ending: Option<Ending>,
+    pub last_fact: FactRef,
+    /// Host timestamps (unix milliseconds), outside the chain.
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// Typed host records (DESIGN §3: "bindings used, approvals, halts, retries,
+/// decisions about open calls, timestamps) live beside the history, never
+/// inside it").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostRecordKind {
+    Binding,
+    Approval,
+    Halt,
+    Pause,
+    OpenCallDecision,
+    Retry,
+    Timeout,
+    StorageFailure,
+}
+
+impl HostRecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostRecordKind::Binding => "binding",
+            HostRecordKind::Approval => "approval",
+            HostRecordKind::Halt => "halt",
+            HostRecordKind::Pause => "pause",
+            HostRecordKind::OpenCallDecision => "open-call-decision",
+            HostRecordKind::Retry => "retry",
+            HostRecordKind::Timeout => "timeout",
+            HostRecordKind::StorageFailure => "storage-failure",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HostRecordKind> {
+        Some(match s {
+            "binding" => HostRecordKind::Binding,
+            "approval" => HostRecordKind::Approval,
+            "halt" => HostRecordKind::Halt,
+            "pause" => HostRecordKind::Pause,
+            "open-call-decision" => HostRecordKind::OpenCallDecision,
+            "retry" => HostRecordKind::Retry,
+            "timeout" => HostRecordKind::Timeout,
+            "storage-failure" => HostRecordKind::StorageFailure,
+            _ => return None,
+        })
+    }
+}
+
+/// A host record to add. `at_ms` is the caller's clock (unix milliseconds);
+/// `None` takes the store's `SystemTime` (the store is not the deterministic
+/// engine). `details` is opaque to the store.
+#[derive(Clone, Debug)]
+pub struct HostRecord {
+    pub kind: HostRecordKind,
+    pub at_ms: Option<i64>,
+    pub details: Value,
+}
+
+/// A stored host record; `head` is the run's last fact when it was made
+/// (seed: "A recorded pause or halt contributes hostDecision only when its
+/// head matches the inspected facts").
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostRecordRow {
+    pub seq: u64,
+    pub kind: HostRecordKind,
+    pub at_ms: i64,
+    pub head: FactRef,
+    pub details: Value,
+}
+
+/// Discovery arguments (seed "Stored-run discovery": "limit defaults to 50
+/// and accepts 1 to 200; optional after excludes that ID and lexically
+/// earlier IDs. Invalid arguments are refused before inspection").
+#[derive(Clone, Debug, Default)]
+pub struct DiscoveryQuery {
+    pub limit: Option<u32>,
+    pub after: Option<String>,
+    pub state: Option<RunState>,
+}
+
+/// The checked form of a [`DiscoveryQuery`].
+#[derive(Clone, Debug)]
+pub struct CheckedDiscovery {
+    pub limit: u32,
+    pub after: Option<RunId>,
+    pub state: Option<RunState>,
+}
+
+impl DiscoveryQuery {
+    pub const DEFAULT_LIMIT: u32 = 50;
+    pub const MAX_LIMIT: u32 = 200;
+
+    /// Refuses invalid arguments before anything is inspected.
+    pub fn check(&self) -> Result<CheckedDiscovery> {
+        let limit = self.limit.unwrap_or(Self::DEFAULT_LIMIT);
+        if !(1..=Self::MAX_LIMIT).contains(&limit) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "limit must be from 1 to {}, not {limit}",
+                Self::MAX_LIMIT
+            )));
+        }
+        let after = self.after.as_deref().map(RunId::parse).transpose()?;
+        Ok(CheckedDiscovery {
+            limit,
+            after,
+            state: self.state,
+        })
+    }
+}
+
+/// Seed: "record is complete when the validated prefix ends in End,
+/// incomplete when Start is present without End, not-started when Start is
+/// absent, unreadable for an invalid or unavailable component, or
+/// inspection-limited when a read bound prevents inspection."
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordStatus {
+    Complete,
+    Incomplete,
+    NotStarted,
+    Unreadable,
+    InspectionLimited,
+}
+
+/// Statuses a problem can carry (root: not-created, unreadable,
+/// inspection-limited; a run's component: unreadable, inspection-limited).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemStatus {
+    NotCreated,
+    Unreadable,
+    InspectionLimited,
+}
+
+/// Seed: "A problem has component and status". `detail` is presentation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub component: String,
+    pub status: ProblemStatus,
+    pub detail: String,
+}
+
+/// A recorded pause or halt whose head is the row's last fact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDecision {
+    pub kind: HostRecordKind,
+    pub at_ms: i64,
+}
+
+/// One discovery row, with exactly the seed's fields: "run, historyPresent,
+/// record, truncated, ending, entry, program, lastFact, hostDecision and
+/// problem ... Unavailable fields are null."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryRow {
+    pub run: String,
+    pub history_present: bool,
+    pub record: RecordStatus,
+    pub truncated: bool,
+    pub ending: Option<Ending>,
+    pub entry: Option<Entry>,
+    pub program: Option<String>,
+    pub last_fact: Option<FactRef>,
+    pub host_decision: Option<HostDecision>,
+    pub problem: Option<Problem>,
+}
+
+/// Seed: "The result has runs, nextAfter and problems."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryPage {
+    pub runs: Vec<DiscoveryRow>,
+    pub next_after: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+/// A history page request (seed, MCP `history`: "an optional fact kind,
+/// offset (default 0) and limit (default 50, from 1 to 200)"; plus the
+/// `--search` summary substring of `flow history`).
+#[derive(Clone, Debug, Default)]
+pub struct HistoryQuery {
+    pub kind: Option<String>,
+    pub search: Option<String>,
+    pub offset: Option<u64>,
+    pub limit: Option<u32>,
+}
+
+/// One fact as presented in a page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FactView {
+    /// The fact's recorded number ("fact numbers retain their original positions").
+    pub n: u64,
+    pub kind: FactKind,
+    pub hash: String,
+    /// The recorded call id of a Call, Reply or Close, as structured data.
+    pub call: Option<String>,
+    /// The summary text, "bounded to 1024 code points".
+    pub text: String,
+    pub says_truncated: bool,
+    /// The fact; each value whose JSON exceeds 4096 bytes is left in stored
+    /// form (a reference showing hash and length) instead of loaded.
+    pub fact: Value,
+    pub values_omitted: bool,
+}
+
+/// Paging data: `total` is after filtering, `factsTotal` all facts
+/// (REQUIREMENTS GAP-HIST-6), `nextOffset` null at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfo {
+    pub total: u64,
+    pub facts_total: u64,
+    pub offset: u64,
+    pub limit: u32,
+    pub next_offset: Option<u64>,
+}
+
+/// A page of a run's verified history.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPage {
+    pub run: String,
+    pub state: RunState,
+    pub facts: Vec<FactView>,
+    pub page: PageInfo,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportOutcome {
+    Imported {
+        run: RunId,
+        facts: u64,
+    },
+    /// The same history was already stored (import is idempotent).
+    AlreadyPresent {
+        run: RunId,
+    },
+}
+
+/// What a live tail yields.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TailEvent {
+    Fact(StoredFact),
+    /// Nothing new within the timeout.
+    Idle,
+    /// The run's End has been yielded; nothing more will come.
+    Ended,
+}
+
+/// Appends facts. Each returns only when the fact is durable.
+pub trait AppendFacts {
+    /// Creates a run with its Start fact (n = 1) and source texts.
+    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended>;
+    /// Appends fact `n = last + 1`. Refused (changing nothing) after End,
+    /// with a wrong `n`, for an unknown run, or for a malformed fact.
+    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended>;
+}
+
+/// Verified reads.
+pub trait ReadHistory {
+    fn run_info(&self, run: &RunId) -> Result<RunInfo>;
+    /// The whole history, chain and every blob verified.
+    fn read_history(&self, run: &RunId) -> Result<History>;
+    /// Facts after `after`, at most `limit`, each checked against its
+    /// predecessor's recorded hash (the live tail's catch-up read).
+    fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;
+    /// A blob's verified bytes.
+    fn blob(&self, hash: &str) -> Result<Vec<u8>>;
+    /// A stored value (or fact) with every reference loaded and verified.
+    fn expand(&self, stored: &Value) -> Result<Value>;
+    /// The logical state of Checkpoint `n` (deltas applied).
+    fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
+    /// A filtered page of the verified history.
+    fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage>;
+}
+
+/// Run discovery over the store's index.
+pub trait Discover {
+    fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage>;
+}
+
+/// Host records beside each history.
+pub trait HostRecords {
+    fn record_host(&self, run: &RunId, record: HostRecord) -> Result<HostRecordRow>;
+    fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>>;
+}
+
+/// Writes a verified archive.
+pub trait ImportRuns {
+    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome>;
+}
+
+/// A live tail: backlog first, then live, no gap and no duplicate.
+pub trait Tail: Send {
+    /// Waits at most `timeout` for the next durable fact.
+    fn next_event(&mut self, timeout: Duration) -> Result<TailEvent>;
+}
+
+/// Live subscriptions.
+pub trait Subscribe {
+    /// Yields every fact after `after` once it is durable.
+    fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>>;
+}
+
+/// Everything a full backend offers; the conformance suite takes one.
+pub trait Backend:
+    AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe
+{
+}
+impl<T: AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe> Backend for T {}

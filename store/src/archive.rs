@@ -1,0 +1,819 @@
+//! Run archives (DESIGN §6 "Run archives"): "A directory per run:
+//! `history.jsonl` (one stored fact per line, with its hash) and
+//! `blobs/<hash>` ... Import verifies the chain and every blob before
+//! anything is written, and is idempotent. `flow runs --runs DIR` inspects a
+//! directory of archives with the seed's discovery rules and bounds."
+//!
+//! Layout of one archive directory (named by its run id when it sits in a
+//! root of archives):
+//!
+//! * `history.jsonl`: one canonical line `{"fact":F,"hash":"blake3:<hex>"}`
+//!   per fact, each ending in `\n`; F is the stored fact, the hash is h_n.
+//! * `blobs/<hex>`: each blob the history uses (value blobs, innermost ones
+//!   included, and source blobs), named by the hex of its blake3 (no
+//!   `blake3:` prefix: `:` is not portable in file names).
+//! * `host.jsonl`: the run's host records, one canonical line each
+//!   `{"at":ms,"details":D,"head":{"hash":H,"n":N},"kind":K,"seq":S}`.
+//!
+//! Torn tails (REQUIREMENTS GAP-HIST-9): "a last line without `\n`, or one
+//! that does not parse or breaks the chain, is truncation ... A bad line
+//! anywhere else makes the record unreadable."
+
+use crate::api::*;
+use crate::error::{Error, Result};
+use crate::fact::FactKind;
+use crate::hash::{chain_next, chain_start, hash_text, parse_hash};
+use crate::id::RunId;
+use crate::merkle::{BlobVerifier, NewBlob, collect_refs};
+use crate::verify::check_stored_fact;
+use flow_abi::json::canonical;
+use serde_json::{Map, Number, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Seed: "Component payloads are limited to 4 MiB with one additional
+/// overflow-probe byte".
+pub const COMPONENT_LIMIT: u64 = 4 << 20;
+/// Seed: "included in the cumulative 16 MiB page-read ceiling".
+pub const PAGE_READ_CEILING: u64 = 16 << 20;
+/// Seed: "Directory scanning examines at most 10,000 non-dot entries before
+/// interpreting their names."
+pub const MAX_ENTRIES: usize = 10_000;
+/// Import is not presentation and has no seed bound; this only keeps a
+/// hostile archive from exhausting memory.
+pub const IMPORT_FILE_LIMIT: u64 = 1 << 30;
+
+/// One fact read from an archive, checked.
+#[derive(Clone, Debug)]
+pub struct ArchivedFact {
+    pub n: u64,
+    pub kind: FactKind,
+    pub hash: [u8; 32],
+    pub body: String,
+    pub fact: Value,
+}
+
+/// An archive whose chain and every blob were verified. Only
+/// [`read_archive`] makes one, so a backend's `import_verified` gets checked
+/// content only.
+#[derive(Clone, Debug)]
+pub struct VerifiedArchive {
+    pub(crate) run: RunId,
+    pub(crate) facts: Vec<ArchivedFact>,
+    pub(crate) blobs: Vec<NewBlob>,
+    pub(crate) host: Vec<HostRecordRow>,
+}
+
+impl VerifiedArchive {
+    pub fn run(&self) -> &RunId {
+        &self.run
+    }
+    pub fn facts(&self) -> &[ArchivedFact] {
+        &self.facts
+    }
+    pub fn blobs(&self) -> &[NewBlob] {
+        &self.blobs
+    }
+    pub fn host_records(&self) -> &[HostRecordRow] {
+        &self.host
+    }
+    /// The last fact's number and hash.
+    pub fn last(&self) -> (u64, [u8; 32]) {
+        self.facts
+            .last()
+            .map(|f| (f.n, f.hash))
+            .unwrap_or((0, chain_start(self.run.as_str())))
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    pub facts: u64,
+    pub blobs: u64,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, synced.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Exports a run to `dir` (created if needed). The history and every blob
+/// are read verified before anything is written; exporting again writes
+/// the same bytes.
+pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
+    store: &S,
+    run: &RunId,
+    dir: &Path,
+) -> Result<ExportSummary> {
+    let history = store.read_history(run)?;
+    let host = store.host_records(run)?;
+    // Gather every blob, innermost ones included.
+    let mut blobs: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut todo: Vec<[u8; 32]> = Vec::new();
+    let mut sources: BTreeSet<[u8; 32]> = BTreeSet::new();
+    for f in &history.facts {
+        let mut refs = Vec::new();
+        collect_refs(&f.fact, &mut refs).map_err(|e| Error::corrupt(run.as_str(), f.n, e))?;
+        todo.extend(refs.into_iter().map(|(h, _)| h));
+        if f.kind == FactKind::Start {
+            for s in f
+                .fact
+                .get("sources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(h) = s.get("hash").and_then(Value::as_str).and_then(parse_hash) {
+                    sources.insert(h);
+                }
+            }
+        }
+    }
+    for h in sources {
+        let bytes = store.blob(&hash_text(&h))?;
+        blobs.insert(h, bytes);
+    }
+    let mut seen_values: BTreeSet<[u8; 32]> = BTreeSet::new();
+    while let Some(h) = todo.pop() {
+        if !seen_values.insert(h) {
+            continue;
+        }
+        let bytes = store.blob(&hash_text(&h))?;
+        let text = String::from_utf8(bytes.clone()).map_err(|_| Error::CorruptBlob {
+            hash: hash_text(&h),
+            reason: "not UTF-8".into(),
+        })?;
+        let v = flow_abi::json::parse(&text).map_err(|e| Error::CorruptBlob {
+            hash: hash_text(&h),
+            reason: e.to_string(),
+        })?;
+        let mut refs = Vec::new();
+        collect_refs(&v, &mut refs).map_err(|reason| Error::CorruptBlob {
+            hash: hash_text(&h),
+            reason,
+        })?;
+        todo.extend(refs.into_iter().map(|(h, _)| h));
+        blobs.insert(h, bytes);
+    }
+    let mut lines = String::new();
+    for f in &history.facts {
+        let mut m = Map::new();
+        m.insert("fact".into(), f.fact.clone());
+        m.insert("hash".into(), Value::String(f.hash.clone()));
+        lines.push_str(&canonical(&Value::Object(m)));
+        lines.push('\n');
+    }
+    let mut host_lines = String::new();
+    for r in &host {
+        host_lines.push_str(&canonical(&host_line(r)));
+        host_lines.push('\n');
+    }
+    let blob_dir = dir.join("blobs");
+    fs::create_dir_all(&blob_dir).map_err(io(&blob_dir))?;
+    for (h, bytes) in &blobs {
+        let p = blob_dir.join(hex::encode(h));
+        if fs::read(&p).ok().as_deref() != Some(bytes.as_slice()) {
+            write_atomic(&p, bytes)?;
+        }
+    }
+    write_atomic(&dir.join("host.jsonl"), host_lines.as_bytes())?;
+    write_atomic(&dir.join("history.jsonl"), lines.as_bytes())?;
+    Ok(ExportSummary {
+        facts: history.facts.len() as u64,
+        blobs: blobs.len() as u64,
+    })
+}
+
+fn host_line(r: &HostRecordRow) -> Value {
+    let mut head = Map::new();
+    head.insert("n".into(), Value::Number(Number::from(r.head.n)));
+    head.insert("hash".into(), Value::String(r.head.hash.clone()));
+    let mut m = Map::new();
+    m.insert("seq".into(), Value::Number(Number::from(r.seq)));
+    m.insert("kind".into(), Value::String(r.kind.as_str().into()));
+    m.insert("at".into(), Value::Number(Number::from(r.at_ms)));
+    m.insert("head".into(), Value::Object(head));
+    m.insert("details".into(), r.details.clone());
+    Value::Object(m)
+}
+
+fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
+    let v = flow_abi::json::parse(line).map_err(|e| format!("not JSON: {e}"))?;
+    if canonical(&v) != line {
+        return Err("not in canonical form".into());
+    }
+    let kind = v
+        .get("kind")
+        .and_then(Value::as_str)
+        .and_then(HostRecordKind::parse)
+        .ok_or("unknown kind")?;
+    let hash = v
+        .pointer("/head/hash")
+        .and_then(Value::as_str)
+        .filter(|h| parse_hash(h).is_some())
+        .ok_or("malformed head")?;
+    Ok(HostRecordRow {
+        seq: v
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or("malformed seq")?,
+        kind,
+        at_ms: v.get("at").and_then(Value::as_i64).ok_or("malformed at")?,
+        head: FactRef {
+            n: v.pointer("/head/n")
+                .and_then(Value::as_u64)
+                .ok_or("malformed head")?,
+            hash: hash.to_string(),
+        },
+        details: v.get("details").cloned().ok_or("no details")?,
+    })
+}
+
+/// The checked prefix of a `history.jsonl`.
+#[derive(Debug, Default)]
+pub(crate) struct HistoryScan {
+    pub facts: Vec<ArchivedFact>,
+    /// An unfinished physical tail (seed: "truncated reports an unfinished
+    /// physical tail").
+    pub truncated: bool,
+    /// Why the tail counts as truncated, naming the fact.
+    pub tail_reason: Option<(u64, String)>,
+    /// A bad line before the tail: the record is unreadable.
+    pub error: Option<(u64, String)>,
+}
+
+fn check_line(
+    line: &str,
+    n: u64,
+    prev: &[u8; 32],
+    run: &mut Option<String>,
+) -> Result<ArchivedFact, String> {
+    let text = std::str::from_utf8(line.as_bytes()).map_err(|_| "not UTF-8".to_string())?;
+    let w = flow_abi::json::parse(text).map_err(|e| format!("not JSON: {e}"))?;
+    if canonical(&w) != text {
+        return Err("not in canonical form".into());
+    }
+    let m = w
+        .as_object()
+        .filter(|m| m.len() == 2)
+        .ok_or("a line is {\"fact\":…,\"hash\":…}")?;
+    let fact = m.get("fact").ok_or("a line has no fact")?;
+    let hash = m
+        .get("hash")
+        .and_then(Value::as_str)
+        .and_then(parse_hash)
+        .ok_or("a line's hash is not blake3:<hex>")?;
+    let body = canonical(fact);
+    let run_id = match run {
+        Some(r) => r.clone(),
+        None => fact
+            .get("run")
+            .and_then(Value::as_str)
+            .ok_or("the first fact is not a Start")?
+            .to_string(),
+    };
+    let (fact, kind) = check_stored_fact(&run_id, n, &body)?;
+    let start = chain_start(&run_id);
+    let h = chain_next(if n == 1 { &start } else { prev }, &body);
+    if h != hash {
+        return Err("the chain hash does not match".into());
+    }
+    *run = Some(run_id);
+    Ok(ArchivedFact {
+        n,
+        kind,
+        hash: h,
+        body,
+        fact,
+    })
+}
+
+/// Checks a history file's bytes. `dir_run`: the run id the directory
+/// names (seed: "A Start whose run identity differs from the directory ID
+/// is unreadable").
+pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
+    let mut scan = HistoryScan::default();
+    let complete_len = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    if complete_len < bytes.len() {
+        scan.truncated = true;
+    }
+    let Ok(text) = std::str::from_utf8(&bytes[..complete_len]) else {
+        // Find the first line that is not UTF-8 to name it.
+        let mut n = 0u64;
+        for line in bytes[..complete_len].split(|b| *b == b'\n') {
+            n += 1;
+            if std::str::from_utf8(line).is_err() {
+                break;
+            }
+        }
+        scan.error = Some((n, "not UTF-8".into()));
+        return scan;
+    };
+    let lines: Vec<&str> = if text.is_empty() {
+        Vec::new()
+    } else {
+        text[..text.len() - 1].split('\n').collect()
+    };
+    let mut run: Option<String> = None;
+    let mut prev = [0u8; 32];
+    for (i, line) in lines.iter().enumerate() {
+        let n = i as u64 + 1;
+        let last_complete = i + 1 == lines.len();
+        let result = if scan.facts.last().is_some_and(|f| f.kind == FactKind::End) {
+            Err("a fact follows End".to_string())
+        } else {
+            check_line(line, n, &prev, &mut run)
+        };
+        match result {
+            Ok(f) => {
+                if n == 1
+                    && let Some(d) = dir_run
+                    && run.as_deref() != Some(d)
+                {
+                    scan.error = Some((
+                        1,
+                        format!(
+                            "Start names run {}, the directory {d}",
+                            run.as_deref().unwrap_or("?")
+                        ),
+                    ));
+                    return scan;
+                }
+                prev = f.hash;
+                scan.facts.push(f);
+            }
+            Err(reason) if last_complete && !scan.truncated => {
+                scan.truncated = true;
+                scan.tail_reason = Some((n, reason));
+            }
+            Err(reason) => {
+                scan.error = Some((n, reason));
+                return scan;
+            }
+        }
+    }
+    if scan.truncated && scan.tail_reason.is_none() {
+        scan.tail_reason = Some((
+            lines.len() as u64 + 1,
+            "the last line has no newline".into(),
+        ));
+    }
+    scan
+}
+
+fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let f = fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(limit).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Reads and verifies an archive directory: every line, the chain, every
+/// blob (innermost included) and every source. Nothing is written.
+pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
+    let refuse = |component: &str, fact: Option<u64>, reason: String| Error::ArchiveRefused {
+        component: component.into(),
+        fact,
+        reason,
+    };
+    let hp = dir.join("history.jsonl");
+    let bytes = read_limited(&hp, IMPORT_FILE_LIMIT + 1).map_err(io(&hp))?;
+    if bytes.len() as u64 > IMPORT_FILE_LIMIT {
+        return Err(refuse(
+            "history.jsonl",
+            None,
+            "larger than the import limit".into(),
+        ));
+    }
+    let dir_run = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| RunId::parse(n).is_ok());
+    let scan = scan_history(&bytes, dir_run);
+    if let Some((n, reason)) = scan.error {
+        return Err(refuse("history.jsonl", Some(n), reason));
+    }
+    if let Some((n, reason)) = scan.tail_reason {
+        return Err(refuse(
+            "history.jsonl",
+            Some(n),
+            format!("truncated: {reason}"),
+        ));
+    }
+    let Some(first) = scan.facts.first() else {
+        return Err(refuse("history.jsonl", None, "the history is empty".into()));
+    };
+    let run_text = first
+        .fact
+        .get("run")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let run =
+        RunId::parse(run_text).map_err(|e| refuse("history.jsonl", Some(1), e.to_string()))?;
+    let blob_dir = dir.join("blobs");
+    let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut verifier = BlobVerifier::default();
+    for f in &scan.facts {
+        let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
+            let p = blob_dir.join(hex::encode(h));
+            match read_limited(&p, IMPORT_FILE_LIMIT) {
+                Ok(b) => {
+                    loaded.insert(*h, b.clone());
+                    Ok(Some(b))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io(p, e)),
+            }
+        };
+        verifier
+            .verify_refs_in(&f.fact, &mut load)
+            .map_err(|reason| refuse("blobs", Some(f.n), reason))?;
+        if f.kind == FactKind::Start {
+            for s in f
+                .fact
+                .get("sources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (Some(h), Some(l)) = (
+                    s.get("hash").and_then(Value::as_str).and_then(parse_hash),
+                    s.get("length").and_then(Value::as_u64),
+                ) else {
+                    return Err(refuse(
+                        "history.jsonl",
+                        Some(1),
+                        "a source entry is malformed".into(),
+                    ));
+                };
+                verifier
+                    .verify_source(&h, l, &mut load)
+                    .map_err(|reason| refuse("blobs", Some(1), reason))?;
+            }
+        }
+    }
+    let mut host = Vec::new();
+    let hostp = dir.join("host.jsonl");
+    match read_limited(&hostp, IMPORT_FILE_LIMIT) {
+        Ok(b) => {
+            let text =
+                String::from_utf8(b).map_err(|_| refuse("host.jsonl", None, "not UTF-8".into()))?;
+            if !text.is_empty() && !text.ends_with('\n') {
+                return Err(refuse(
+                    "host.jsonl",
+                    None,
+                    "the last line has no newline".into(),
+                ));
+            }
+            for (i, line) in text.lines().enumerate() {
+                let r = parse_host_line(line)
+                    .map_err(|e| refuse("host.jsonl", None, format!("line {}: {e}", i + 1)))?;
+                if !scan
+                    .facts
+                    .iter()
+                    .any(|f| f.n == r.head.n && hash_text(&f.hash) == r.head.hash)
+                {
+                    return Err(refuse(
+                        "host.jsonl",
+                        None,
+                        format!("line {}: its head is not a fact of this history", i + 1),
+                    ));
+                }
+                host.push(r);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(hostp, e)),
+    }
+    let blobs = loaded
+        .into_iter()
+        .map(|(hash, body)| NewBlob { hash, body })
+        .collect();
+    Ok(VerifiedArchive {
+        run,
+        facts: scan.facts,
+        blobs,
+        host,
+    })
+}
+
+/// Imports an archive directory: verified first, then written in one
+/// transaction. Importing the same history again is a no-op; a different
+/// history under the same run id is refused.
+pub fn import_run<S: ImportRuns + ?Sized>(store: &S, dir: &Path) -> Result<ImportOutcome> {
+    let archive = read_archive(dir)?;
+    store.import_verified(archive)
+}
+
+/// The cumulative read budget of one inspected page.
+struct Budget {
+    left: u64,
+}
+
+enum Bounded {
+    Bytes(Vec<u8>),
+    Missing,
+    Limited(String),
+    Unreadable(String),
+}
+
+/// Reads one component under the seed's bounds: at most 4 MiB plus one
+/// overflow-probe byte, and never past the page's remaining ceiling. Bytes
+/// read count against the ceiling, partial bytes before an error included.
+fn read_component(path: &Path, budget: &mut Budget) -> Bounded {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Bounded::Missing,
+        Err(e) => return Bounded::Unreadable(e.to_string()),
+        Ok(m) if !m.is_file() => return Bounded::Unreadable("not a regular file".into()),
+        Ok(_) => {}
+    }
+    let want = COMPONENT_LIMIT + 1;
+    let allowed = want.min(budget.left);
+    if allowed == 0 {
+        return Bounded::Limited("the page's 16 MiB read ceiling is reached".into());
+    }
+    let mut buf = Vec::new();
+    let result = fs::File::open(path).and_then(|f| {
+        let mut t = f.take(allowed);
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match t.read(&mut chunk) {
+                Ok(0) => return Ok(()),
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    });
+    budget.left -= buf.len() as u64;
+    if let Err(e) = result {
+        return Bounded::Unreadable(e.to_string());
+    }
+    if buf.len() as u64 == want {
+        return Bounded::Limited("larger than the 4 MiB component limit".into());
+    }
+    if buf.len() as u64 == allowed && allowed < want {
+        return Bounded::Limited("the page's 16 MiB read ceiling is reached".into());
+    }
+    Bounded::Bytes(buf)
+}
+
+fn problem(component: &str, status: ProblemStatus, detail: impl Into<String>) -> Option<Problem> {
+    Some(Problem {
+        component: component.into(),
+        status,
+        detail: detail.into(),
+    })
+}
+
+fn inspect_run(dir: &Path, id: &str, budget: &mut Budget) -> DiscoveryRow {
+    let mut row = DiscoveryRow {
+        run: id.to_string(),
+        history_present: false,
+        record: RecordStatus::NotStarted,
+        truncated: false,
+        ending: None,
+        entry: None,
+        program: None,
+        last_fact: None,
+        host_decision: None,
+        problem: None,
+    };
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            row.record = RecordStatus::Unreadable;
+            row.problem = problem("run", ProblemStatus::Unreadable, "not a directory");
+            return row;
+        }
+        Err(e) => {
+            row.record = RecordStatus::Unreadable;
+            row.problem = problem("run", ProblemStatus::Unreadable, e.to_string());
+            return row;
+        }
+    }
+    let bytes = match read_component(&dir.join("history.jsonl"), budget) {
+        Bounded::Missing => return row,
+        Bounded::Bytes(b) => b,
+        Bounded::Limited(why) => {
+            row.history_present = true;
+            row.record = RecordStatus::InspectionLimited;
+            row.problem = problem("history.jsonl", ProblemStatus::InspectionLimited, why);
+            return row;
+        }
+        Bounded::Unreadable(why) => {
+            row.history_present = true;
+            row.record = RecordStatus::Unreadable;
+            row.problem = problem("history.jsonl", ProblemStatus::Unreadable, why);
+            return row;
+        }
+    };
+    row.history_present = true;
+    let scan = scan_history(&bytes, Some(id));
+    row.truncated = scan.truncated;
+    if let Some((n, reason)) = scan.error {
+        row.record = RecordStatus::Unreadable;
+        row.problem = problem(
+            "history.jsonl",
+            ProblemStatus::Unreadable,
+            format!("fact {n}: {reason}"),
+        );
+        return row;
+    }
+    let (Some(first), Some(last)) = (scan.facts.first(), scan.facts.last()) else {
+        return row;
+    };
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    row.entry = match (
+        s(first.fact.pointer("/entry/module")),
+        s(first.fact.pointer("/entry/function")),
+    ) {
+        (Some(module), Some(function)) => Some(Entry { module, function }),
+        _ => None,
+    };
+    row.program = s(first.fact.get("program"));
+    let last_ref = FactRef {
+        n: last.n,
+        hash: hash_text(&last.hash),
+    };
+    if last.kind == FactKind::End {
+        row.record = RecordStatus::Complete;
+        row.ending = match last.fact.get("ending").and_then(Value::as_object) {
+            Some(e) if e.contains_key("Completed") => Some(Ending::Completed),
+            Some(e) if e.contains_key("Faulted") => Some(Ending::Faulted),
+            _ => None,
+        };
+    } else {
+        row.record = RecordStatus::Incomplete;
+    }
+    // Seed: "A recorded pause or halt contributes hostDecision only when its
+    // head matches the inspected facts."
+    match read_component(&dir.join("host.jsonl"), budget) {
+        Bounded::Missing => {}
+        Bounded::Bytes(b) => match String::from_utf8(b) {
+            Ok(text) => {
+                let mut decision = None;
+                for (i, line) in text.split_inclusive('\n').enumerate() {
+                    let Some(line) = line.strip_suffix('\n') else {
+                        break;
+                    };
+                    match parse_host_line(line) {
+                        Ok(r) if matches!(r.kind, HostRecordKind::Pause | HostRecordKind::Halt) => {
+                            decision = Some(r)
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            row.problem = problem(
+                                "host.jsonl",
+                                ProblemStatus::Unreadable,
+                                format!("line {}: {e}", i + 1),
+                            );
+                            decision = None;
+                            break;
+                        }
+                    }
+                }
+                row.host_decision = decision
+                    .filter(|r| r.head == last_ref)
+                    .map(|r| HostDecision {
+                        kind: r.kind,
+                        at_ms: r.at_ms,
+                    });
+            }
+            Err(_) => row.problem = problem("host.jsonl", ProblemStatus::Unreadable, "not UTF-8"),
+        },
+        Bounded::Limited(why) => {
+            row.problem = problem("host.jsonl", ProblemStatus::InspectionLimited, why)
+        }
+        Bounded::Unreadable(why) => {
+            row.problem = problem("host.jsonl", ProblemStatus::Unreadable, why)
+        }
+    }
+    row.last_fact = Some(last_ref);
+    row
+}
+
+/// Inspects a directory of run archives (the logic behind `flow runs --runs
+/// DIR`), following the seed's "Stored-run discovery" rules and bounds. It
+/// loads no blob and changes nothing; a missing root is reported, never
+/// created.
+pub fn inspect_archives(root: &Path, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
+    let q = query.check()?;
+    let mut page = DiscoveryPage {
+        runs: Vec::new(),
+        next_after: None,
+        problems: Vec::new(),
+    };
+    let root_problem = |status, detail: String| Problem {
+        component: "root".into(),
+        status,
+        detail,
+    };
+    match fs::metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            page.problems.push(root_problem(
+                ProblemStatus::NotCreated,
+                format!("{} does not exist", root.display()),
+            ));
+            return Ok(page);
+        }
+        Err(e) => {
+            page.problems
+                .push(root_problem(ProblemStatus::Unreadable, e.to_string()));
+            return Ok(page);
+        }
+        Ok(m) if !m.is_dir() => {
+            page.problems.push(root_problem(
+                ProblemStatus::Unreadable,
+                "not a directory".into(),
+            ));
+            return Ok(page);
+        }
+        Ok(_) => {}
+    }
+    let entries = match fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) => {
+            page.problems
+                .push(root_problem(ProblemStatus::Unreadable, e.to_string()));
+            return Ok(page);
+        }
+    };
+    let mut names: Vec<String> = Vec::new();
+    let mut examined = 0usize;
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                page.problems
+                    .push(root_problem(ProblemStatus::Unreadable, e.to_string()));
+                break;
+            }
+        };
+        let name = entry.file_name();
+        if name.as_encoded_bytes().first() == Some(&b'.') {
+            continue;
+        }
+        if examined == MAX_ENTRIES {
+            page.problems.push(root_problem(
+                ProblemStatus::InspectionLimited,
+                format!(
+                    "more than {MAX_ENTRIES} entries; only the first {MAX_ENTRIES} were examined"
+                ),
+            ));
+            break;
+        }
+        examined += 1;
+        if let Some(n) = name.to_str() {
+            names.push(n.to_string());
+        }
+    }
+    let mut candidates: Vec<String> = names
+        .into_iter()
+        .filter(|n| RunId::parse(n).is_ok())
+        .filter(|n| q.after.as_ref().is_none_or(|a| n.as_str() > a.as_str()))
+        .collect();
+    candidates.sort();
+    let more = candidates.len() > q.limit as usize;
+    let mut budget = Budget {
+        left: PAGE_READ_CEILING,
+    };
+    for id in candidates.iter().take(q.limit as usize) {
+        let dir: PathBuf = root.join(id);
+        let row = inspect_run(&dir, id, &mut budget);
+        if let Some(s) = q.state {
+            // The state filter applies to what a directory can show.
+            let shown = match (row.ending, &row.host_decision) {
+                (Some(Ending::Completed), _) => Some(RunState::Completed),
+                (Some(Ending::Faulted), _) => Some(RunState::Faulted),
+                (None, Some(d)) if d.kind == HostRecordKind::Halt => Some(RunState::Halted),
+                (None, Some(d)) if d.kind == HostRecordKind::Pause => Some(RunState::Paused),
+                (None, _) if row.record == RecordStatus::Incomplete => Some(RunState::Running),
+                _ => None,
+            };
+            if shown != Some(s) {
+                continue;
+            }
+        }
+        page.runs.push(row);
+    }
+    if more {
+        page.next_after = candidates.get(q.limit as usize - 1).cloned();
+    }
+    Ok(page)
+}

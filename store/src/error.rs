@@ -1,0 +1,80 @@
+//! The store's typed errors (STYLE rule 2: `store::Error`).
+
+use std::path::PathBuf;
+
+/// Everything a store operation can refuse or fail with.
+///
+/// Refusals (`UnknownRun`, `Ended`, `WrongNumber`, `InvalidFact`,
+/// `InvalidArgument`, `RunExists`, `Conflict`, `ArchiveRefused`) change
+/// nothing. `Corrupt` is a storage failure: DESIGN §3 "a mismatch is a storage
+/// failure naming the fact, never a silent repair".
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown run {0}")]
+    UnknownRun(String),
+    #[error("run {0} already exists")]
+    RunExists(String),
+    #[error("run {run} has ended; fact {n} cannot follow End")]
+    Ended { run: String, n: u64 },
+    #[error("run {run}: the next fact is {expected}, not {got}")]
+    WrongNumber {
+        run: String,
+        expected: u64,
+        got: String,
+    },
+    #[error("invalid fact: {0}")]
+    InvalidFact(String),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("storage failure in run {run} at fact {n}: {reason}")]
+    Corrupt { run: String, n: u64, reason: String },
+    #[error("storage failure in blob {hash}: {reason}")]
+    CorruptBlob { hash: String, reason: String },
+    #[error("unknown blob {0}")]
+    UnknownBlob(String),
+    #[error("archive refused ({component}{}): {reason}", fact.map(|n| format!(", fact {n}")).unwrap_or_default())]
+    ArchiveRefused {
+        component: String,
+        fact: Option<u64>,
+        reason: String,
+    },
+    #[error("run {0} already exists with a different history")]
+    Conflict(String),
+    #[error("schema: {0}")]
+    Schema(String),
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("commit failed, nothing was stored: {0}")]
+    CommitFailed(String),
+    #[error("the store's writer has stopped")]
+    WriterGone,
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(run: &str, n: u64, reason: impl Into<String>) -> Error {
+        Error::Corrupt {
+            run: run.to_string(),
+            n,
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether this is a storage failure (a verified read found a mismatch).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::CorruptBlob { .. })
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

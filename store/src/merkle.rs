@@ -1,0 +1,527 @@
+//! Merkle-style value storage (DESIGN §3).
+//!
+//! DESIGN §3: "any value or sub-value (an object field, a list element, the
+//! whole value) whose canonical text exceeds 1 KiB is stored once as a blob
+//! and replaced by `{"$blob":"blake3:<hex>","length":L}`, innermost first".
+//!
+//! * Innermost first: children are replaced before their parent's text is
+//!   measured, so the threshold applies to the *stored* text of a node.
+//! * `length` is the byte length of the value's full logical canonical text
+//!   (blobs expanded, keys unescaped), so a reader can decide whether to load
+//!   it (the 4096-byte presentation bound) without loading it. The blob body
+//!   is the canonical text of the stored form and its hash covers exactly it.
+//! * DESIGN §3: "A user object that itself has a `$blob` key is escaped so it
+//!   cannot be mistaken for a reference." A user key made of one or more `$`
+//!   followed by `blob` gets one more `$` when stored (`$blob` → `$$blob`,
+//!   `$$blob` → `$$$blob`) and loses it when loaded. So a stored key that is
+//!   exactly `$blob` is always a reference.
+
+use crate::error::{Error, Result};
+use crate::hash::{blob_hash, hash_text, parse_hash};
+use flow_abi::json::{canonical, write_canonical, write_str};
+use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+
+/// Canonical texts longer than this many bytes become blobs.
+pub const BLOB_THRESHOLD: usize = 1024;
+
+/// Deepest nesting the store walks; flow-abi refuses past 128 already.
+const MAX_DEPTH: usize = 200;
+
+/// A blob produced while storing a value, not yet written.
+#[derive(Clone, Debug)]
+pub struct NewBlob {
+    pub hash: [u8; 32],
+    pub body: Vec<u8>,
+}
+
+/// A value in stored form with the lengths of its stored and logical text.
+pub(crate) struct Stored {
+    pub value: Value,
+    pub stored_len: usize,
+    pub logical_len: usize,
+}
+
+fn is_blob_key_family(k: &str) -> Option<usize> {
+    let dollars = k.strip_suffix("blob")?;
+    (!dollars.is_empty() && dollars.bytes().all(|b| b == b'$')).then_some(dollars.len())
+}
+
+/// The stored form of a user object key.
+pub(crate) fn escape_key(k: &str) -> String {
+    match is_blob_key_family(k) {
+        Some(_) => format!("${k}"),
+        None => k.to_string(),
+    }
+}
+
+/// The user key of a stored object key (`$blob` itself is never a user key).
+pub(crate) fn unescape_key(k: &str) -> &str {
+    match is_blob_key_family(k) {
+        Some(n) if n >= 2 => &k[1..],
+        _ => k,
+    }
+}
+
+fn str_len(s: &str, scratch: &mut String) -> usize {
+    scratch.clear();
+    write_str(s, scratch);
+    scratch.len()
+}
+
+/// Escapes every object key of `v` (no blobs): for fact fields that are not
+/// value positions.
+pub(crate) fn escape_value(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, c)| (escape_key(k), escape_value(c)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(escape_value).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Stores a logical value: escapes keys and replaces every node whose stored
+/// canonical text exceeds [`BLOB_THRESHOLD`] by a reference, innermost first.
+/// New blobs are pushed onto `blobs` (the caller writes them; equal blobs
+/// share one row because the address is their hash).
+pub(crate) fn externalize(v: &Value, blobs: &mut Vec<NewBlob>) -> Result<Stored> {
+    let mut scratch = String::new();
+    ext(v, blobs, &mut scratch, 0)
+}
+
+fn ext(v: &Value, blobs: &mut Vec<NewBlob>, scratch: &mut String, depth: usize) -> Result<Stored> {
+    if depth > MAX_DEPTH {
+        return Err(Error::InvalidFact(format!(
+            "value nested deeper than {MAX_DEPTH}"
+        )));
+    }
+    let (value, stored_len, logical_len) = match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            let (mut slen, mut llen) = (2usize, 2usize);
+            for (i, (k, c)) in m.iter().enumerate() {
+                if i > 0 {
+                    slen += 1;
+                    llen += 1;
+                }
+                let sk = escape_key(k);
+                slen += str_len(&sk, scratch) + 1;
+                llen += str_len(k, scratch) + 1;
+                let child = ext(c, blobs, scratch, depth + 1)?;
+                slen += child.stored_len;
+                llen += child.logical_len;
+                out.insert(sk, child.value);
+            }
+            (Value::Object(out), slen, llen)
+        }
+        Value::Array(a) => {
+            let mut out = Vec::with_capacity(a.len());
+            let (mut slen, mut llen) = (2usize, 2usize);
+            for (i, c) in a.iter().enumerate() {
+                if i > 0 {
+                    slen += 1;
+                    llen += 1;
+                }
+                let child = ext(c, blobs, scratch, depth + 1)?;
+                slen += child.stored_len;
+                llen += child.logical_len;
+                out.push(child.value);
+            }
+            (Value::Array(out), slen, llen)
+        }
+        scalar => {
+            scratch.clear();
+            write_canonical(scalar, scratch);
+            (scalar.clone(), scratch.len(), scratch.len())
+        }
+    };
+    if stored_len <= BLOB_THRESHOLD {
+        return Ok(Stored {
+            value,
+            stored_len,
+            logical_len,
+        });
+    }
+    let body = canonical(&value).into_bytes();
+    let hash = blob_hash(&body);
+    blobs.push(NewBlob { hash, body });
+    let r = reference(&hash, logical_len as u64);
+    let rlen = canonical(&r).len();
+    Ok(Stored {
+        value: r,
+        stored_len: rlen,
+        logical_len,
+    })
+}
+
+/// `{"$blob":"blake3:<hex>","length":L}`.
+pub fn reference(hash: &[u8; 32], length: u64) -> Value {
+    let mut m = Map::new();
+    m.insert("$blob".to_string(), Value::String(hash_text(hash)));
+    m.insert("length".to_string(), Value::Number(Number::from(length)));
+    Value::Object(m)
+}
+
+/// If `m` is a reference, its hash and declared logical length; an object
+/// with a `$blob` key that is not a well-formed reference is an error.
+pub fn as_reference(m: &Map<String, Value>) -> Option<Result<([u8; 32], u64), String>> {
+    let h = m.get("$blob")?;
+    let parsed = (|| {
+        if m.len() != 2 {
+            return Err("a reference has exactly the keys $blob and length".to_string());
+        }
+        let hash = h
+            .as_str()
+            .and_then(parse_hash)
+            .ok_or("a reference's $blob is not blake3:<hex>")?;
+        let len = m
+            .get("length")
+            .and_then(Value::as_u64)
+            .ok_or("a reference's length is not a count")?;
+        Ok((hash, len))
+    })();
+    Some(parsed)
+}
+
+/// Every reference directly in `v` (not inside the blobs it names).
+pub fn collect_refs(v: &Value, out: &mut Vec<([u8; 32], u64)>) -> Result<(), String> {
+    match v {
+        Value::Object(m) => match as_reference(m) {
+            Some(r) => out.push(r?),
+            None => {
+                for c in m.values() {
+                    collect_refs(c, out)?;
+                }
+            }
+        },
+        Value::Array(a) => {
+            for c in a {
+                collect_refs(c, out)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The logical canonical length of a stored value, counting each reference
+/// as its declared length and each escaped key as its user key.
+pub fn logical_len(v: &Value) -> Result<u64, String> {
+    let mut scratch = String::new();
+    ll(v, &mut scratch)
+}
+
+fn ll(v: &Value, scratch: &mut String) -> Result<u64, String> {
+    Ok(match v {
+        Value::Object(m) => match as_reference(m) {
+            Some(r) => r?.1,
+            None => {
+                let mut n = 2 + m.len().saturating_sub(1) as u64;
+                for (k, c) in m {
+                    n += str_len(unescape_key(k), scratch) as u64 + 1 + ll(c, scratch)?;
+                }
+                n
+            }
+        },
+        Value::Array(a) => {
+            let mut n = 2 + a.len().saturating_sub(1) as u64;
+            for c in a {
+                n += ll(c, scratch)?;
+            }
+            n
+        }
+        s => {
+            scratch.clear();
+            write_canonical(s, scratch);
+            scratch.len() as u64
+        }
+    })
+}
+
+/// Loads a logical value from its stored form: references are replaced by
+/// their blobs (verified by `load`), keys unescaped.
+pub fn expand(v: &Value, load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>) -> Result<Value> {
+    expand_depth(v, load, 0)
+}
+
+fn expand_depth(
+    v: &Value,
+    load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>,
+    depth: usize,
+) -> Result<Value> {
+    if depth > MAX_DEPTH {
+        return Err(Error::CorruptBlob {
+            hash: String::new(),
+            reason: "stored value nested too deeply".into(),
+        });
+    }
+    Ok(match v {
+        Value::Object(m) => match as_reference(m) {
+            Some(r) => {
+                let (hash, _) = r.map_err(|reason| Error::CorruptBlob {
+                    hash: String::new(),
+                    reason,
+                })?;
+                let stored = load(&hash)?;
+                expand_depth(&stored, load, depth + 1)?
+            }
+            None => {
+                let mut out = Map::new();
+                for (k, c) in m {
+                    out.insert(
+                        unescape_key(k).to_string(),
+                        expand_depth(c, load, depth + 1)?,
+                    );
+                }
+                Value::Object(out)
+            }
+        },
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|c| expand_depth(c, load, depth + 1))
+                .collect::<Result<_>>()?,
+        ),
+        s => s.clone(),
+    })
+}
+
+/// Checks blobs against their addresses: each value blob's bytes hash to its
+/// address, are canonical JSON, their inner references verify recursively,
+/// and their logical length is the one the reference declares. Each blob is
+/// checked once per verifier.
+#[derive(Default)]
+pub struct BlobVerifier {
+    values: HashMap<[u8; 32], u64>,
+    sources: HashMap<[u8; 32], u64>,
+}
+
+/// Reads a blob's bytes by hash; `None` when absent.
+pub type BlobLoad<'a> = dyn FnMut(&[u8; 32]) -> Result<Option<Vec<u8>>> + 'a;
+
+impl BlobVerifier {
+    /// Verifies a value blob and everything it references. The error text
+    /// names the blob; callers name the fact.
+    pub fn verify_value(
+        &mut self,
+        hash: &[u8; 32],
+        declared_len: u64,
+        load: &mut BlobLoad<'_>,
+    ) -> Result<Value, String> {
+        let bytes = load(hash)
+            .map_err(|e| format!("blob {} unreadable: {e}", hash_text(hash)))?
+            .ok_or_else(|| format!("blob {} is missing", hash_text(hash)))?;
+        self.verify_value_bytes(hash, declared_len, &bytes, load, 0)
+    }
+
+    fn verify_value_bytes(
+        &mut self,
+        hash: &[u8; 32],
+        declared_len: u64,
+        bytes: &[u8],
+        load: &mut BlobLoad<'_>,
+        depth: usize,
+    ) -> Result<Value, String> {
+        let name = hash_text(hash);
+        if blob_hash(bytes) != *hash {
+            return Err(format!("blob {name} does not match its hash"));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| format!("blob {name} is not UTF-8"))?;
+        let value =
+            flow_abi::json::parse(text).map_err(|e| format!("blob {name} is not JSON: {e}"))?;
+        if canonical(&value) != text {
+            return Err(format!("blob {name} is not canonical"));
+        }
+        let known = self.values.get(hash).copied();
+        let len = match known {
+            Some(l) => l,
+            None => {
+                if depth > MAX_DEPTH {
+                    return Err(format!("blob {name} nests too deeply"));
+                }
+                let mut refs = Vec::new();
+                collect_refs(&value, &mut refs).map_err(|e| format!("blob {name}: {e}"))?;
+                for (h, l) in refs {
+                    if !self.values.contains_key(&h) {
+                        let inner = load(&h)
+                            .map_err(|e| format!("blob {} unreadable: {e}", hash_text(&h)))?
+                            .ok_or_else(|| format!("blob {} is missing", hash_text(&h)))?;
+                        self.verify_value_bytes(&h, l, &inner, load, depth + 1)?;
+                    } else if self.values.get(&h) != Some(&l) {
+                        return Err(format!(
+                            "blob {} is referenced with a wrong length",
+                            hash_text(&h)
+                        ));
+                    }
+                }
+                let l = logical_len(&value).map_err(|e| format!("blob {name}: {e}"))?;
+                self.values.insert(*hash, l);
+                l
+            }
+        };
+        if len != declared_len {
+            return Err(format!(
+                "blob {name} is referenced with length {declared_len}, its value has {len}"
+            ));
+        }
+        Ok(value)
+    }
+
+    /// Verifies every reference in a stored value.
+    pub fn verify_refs_in(&mut self, v: &Value, load: &mut BlobLoad<'_>) -> Result<(), String> {
+        let mut refs = Vec::new();
+        collect_refs(v, &mut refs)?;
+        for (h, l) in refs {
+            match self.values.get(&h) {
+                Some(known) if *known == l => {}
+                Some(_) => {
+                    return Err(format!(
+                        "blob {} is referenced with a wrong length",
+                        hash_text(&h)
+                    ));
+                }
+                None => {
+                    self.verify_value(&h, l, load)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Verifies a source blob: the exact text, `length` in code points.
+    pub fn verify_source(
+        &mut self,
+        hash: &[u8; 32],
+        declared_len: u64,
+        load: &mut BlobLoad<'_>,
+    ) -> Result<(), String> {
+        let name = hash_text(hash);
+        let len = match self.sources.get(hash) {
+            Some(l) => *l,
+            None => {
+                let bytes = load(hash)
+                    .map_err(|e| format!("source blob {name} unreadable: {e}"))?
+                    .ok_or_else(|| format!("source blob {name} is missing"))?;
+                if blob_hash(&bytes) != *hash {
+                    return Err(format!("source blob {name} does not match its hash"));
+                }
+                let text = std::str::from_utf8(&bytes)
+                    .map_err(|_| format!("source blob {name} is not UTF-8"))?;
+                let l = text.chars().count() as u64;
+                self.sources.insert(*hash, l);
+                l
+            }
+        };
+        if len != declared_len {
+            return Err(format!(
+                "source blob {name} has {len} code points, Start says {declared_len}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_abi::json::parse;
+
+    fn load_from(blobs: &[NewBlob]) -> impl FnMut(&[u8; 32]) -> Result<Value> + '_ {
+        move |h| {
+            let b = blobs.iter().find(|b| b.hash == *h).unwrap();
+            Ok(parse(std::str::from_utf8(&b.body).unwrap()).unwrap())
+        }
+    }
+
+    #[test]
+    fn small_values_stay_inline() {
+        let v = parse(r#"{"a":[1,2,3],"b":"x"}"#).unwrap();
+        let mut blobs = Vec::new();
+        let s = externalize(&v, &mut blobs).unwrap();
+        assert!(blobs.is_empty());
+        assert_eq!(s.value, v);
+        assert_eq!(s.stored_len, canonical(&v).len());
+        assert_eq!(s.logical_len, canonical(&v).len());
+    }
+
+    #[test]
+    fn innermost_first_and_round_trip() {
+        let big = "x".repeat(2000);
+        let v = parse(&format!(
+            r#"{{"outer":{{"inner":"{big}","k":1}},"list":["{big}","{big}",2]}}"#
+        ))
+        .unwrap();
+        let mut blobs = Vec::new();
+        let s = externalize(&v, &mut blobs).unwrap();
+        // The 2000-byte string is one blob (pushed three times, same hash).
+        let distinct: std::collections::HashSet<_> = blobs.iter().map(|b| b.hash).collect();
+        assert_eq!(distinct.len(), 1);
+        assert!(s.stored_len <= BLOB_THRESHOLD);
+        assert_eq!(s.logical_len, canonical(&v).len());
+        let back = expand(&s.value, &mut load_from(&blobs)).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn whole_value_becomes_a_blob() {
+        let items: Vec<String> = (0..300).map(|i| i.to_string()).collect();
+        let v = parse(&format!("[{}]", items.join(","))).unwrap();
+        let mut blobs = Vec::new();
+        let s = externalize(&v, &mut blobs).unwrap();
+        assert_eq!(blobs.len(), 1);
+        let m = s.value.as_object().unwrap();
+        let (h, l) = as_reference(m).unwrap().unwrap();
+        assert_eq!(h, blobs[0].hash);
+        assert_eq!(l as usize, canonical(&v).len());
+        assert_eq!(logical_len(&s.value).unwrap() as usize, canonical(&v).len());
+    }
+
+    #[test]
+    fn user_blob_keys_are_escaped() {
+        let v = parse(r#"{"$blob":"blake3:00","length":3,"$$blob":1,"$x":2}"#).unwrap();
+        let mut blobs = Vec::new();
+        let s = externalize(&v, &mut blobs).unwrap();
+        let m = s.value.as_object().unwrap();
+        assert!(as_reference(m).is_none());
+        assert!(m.contains_key("$$blob") && m.contains_key("$$$blob") && m.contains_key("$x"));
+        let mut refs = Vec::new();
+        collect_refs(&s.value, &mut refs).unwrap();
+        assert!(refs.is_empty());
+        assert_eq!(expand(&s.value, &mut load_from(&blobs)).unwrap(), v);
+        assert_eq!(logical_len(&s.value).unwrap() as usize, canonical(&v).len());
+    }
+
+    #[test]
+    fn verifier_detects_flips_and_lengths() {
+        let v = parse(&format!(r#"["{}"]"#, "y".repeat(3000))).unwrap();
+        let mut blobs = Vec::new();
+        let s = externalize(&v, &mut blobs).unwrap();
+        let mut ok = |h: &[u8; 32]| Ok(blobs.iter().find(|b| b.hash == *h).map(|b| b.body.clone()));
+        BlobVerifier::default()
+            .verify_refs_in(&s.value, &mut ok)
+            .unwrap();
+        let mut flipped = blobs.clone();
+        flipped[0].body[10] ^= 1;
+        let mut bad = |h: &[u8; 32]| {
+            Ok(flipped
+                .iter()
+                .find(|b| b.hash == *h)
+                .map(|b| b.body.clone()))
+        };
+        assert!(
+            BlobVerifier::default()
+                .verify_refs_in(&s.value, &mut bad)
+                .is_err()
+        );
+        let wrong_len = reference(&blobs[0].hash, 5);
+        let mut ok2 =
+            |h: &[u8; 32]| Ok(blobs.iter().find(|b| b.hash == *h).map(|b| b.body.clone()));
+        assert!(
+            BlobVerifier::default()
+                .verify_refs_in(&wrong_len, &mut ok2)
+                .is_err()
+        );
+    }
+}

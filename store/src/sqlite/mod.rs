@@ -1,0 +1,378 @@
+//! The embedded SQLite backend (ECOSYSTEM §3).
+//!
+//! * One dedicated writer thread owns the only write connection (STYLE rule
+//!   10): rusqlite is synchronous, an append-only log suits a single writer,
+//!   and SQLite has one writer anyway, so there is no `SQLITE_BUSY` churn and
+//!   no deferred→write upgrade deadlock. The thread drains up to
+//!   [`MAX_BATCH`] queued commands, runs each in its own SAVEPOINT inside one
+//!   `BEGIN IMMEDIATE` transaction and commits once (one fsync for the whole
+//!   batch: group commit across concurrent runs). Only after COMMIT does it
+//!   answer callers and bump the live-tail heads, so an acknowledged fact is
+//!   durable and a subscriber never sees a fact that could still roll back.
+//! * Reads use a small pool of separate connections (WAL lets them run while
+//!   the writer commits); each read is one short read transaction, so it sees
+//!   one consistent snapshot and does not hold back WAL checkpoints for long.
+
+mod read;
+mod writer;
+
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::error::{Error, Result};
+use crate::id::RunId;
+use crate::tail::Heads;
+use rusqlite::Connection;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Most commands committed in one transaction.
+pub const MAX_BATCH: usize = 256;
+
+/// The migrations, numbered, applied in order inside one transaction each
+/// (STYLE rule 11).
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../../migrations/sqlite/0001_init.sql"),
+)];
+
+/// Page size for a new database. 16 KiB rather than SQLite's 4 KiB: blobs
+/// just over 2 KiB (a typical LLM answer) would otherwise take a whole 4 KiB
+/// page each, since two do not fit in one (see docs/store.md, "Bytes on disk").
+pub const PAGE_SIZE: u32 = 16384;
+
+/// `PRAGMA synchronous` for the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// ECOSYSTEM §3: "For durable histories use FULL and pay one fsync per
+    /// batch (group commit)." An acknowledged fact survives power loss.
+    #[default]
+    Full,
+    /// "In WAL mode, NORMAL keeps the database consistent and survives an
+    /// application crash, but can lose the last commits on power loss or an
+    /// OS crash."
+    Normal,
+}
+
+/// Options for [`SqliteStore::open`].
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    pub synchronous: Synchronous,
+    /// Read connections kept in the pool.
+    pub read_connections: usize,
+    /// Queued commands before callers wait (back-pressure).
+    pub queue_depth: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            read_connections: 4,
+            queue_depth: 4096,
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// All pragmas live here (STYLE rule 10).
+fn configure(conn: &Connection, opts: &SqliteOptions, writer: bool) -> Result<()> {
+    conn.busy_timeout(Duration::from_secs(5))?;
+    if writer {
+        // page_size only takes effect before the first table exists.
+        conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};"))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Schema(format!(
+                "could not enable WAL (journal_mode is {mode})"
+            )));
+        }
+        let sync = match opts.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = 67108864;"))?;
+    } else {
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA query_only = ON;",
+        )?;
+    }
+    Ok(())
+}
+
+/// Applies the migrations not yet recorded, each in its own transaction, and
+/// refuses a database that is newer than this build or whose applied
+/// migrations were edited.
+fn migrate(conn: &mut Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_ms INTEGER NOT NULL)",
+    )?;
+    let applied: Vec<(i64, String)> = {
+        let mut st =
+            conn.prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for (version, checksum) in &applied {
+        match MIGRATIONS.iter().find(|(v, _, _)| v == version) {
+            None => {
+                return Err(Error::Schema(format!(
+                    "database has schema version {version}, newer than this build"
+                )));
+            }
+            Some((_, name, sql))
+                if crate::hash::hash_text(&crate::hash::blob_hash(sql.as_bytes())) != *checksum =>
+            {
+                return Err(Error::Schema(format!(
+                    "applied migration {version} ({name}) differs from this build's"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    for (version, name, sql) in MIGRATIONS {
+        if applied.iter().any(|(v, _)| v == version) {
+            continue;
+        }
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![version, name, crate::hash::hash_text(&crate::hash::blob_hash(sql.as_bytes())), now_ms()],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// The schema version this build writes.
+pub fn schema_version() -> i64 {
+    MIGRATIONS.iter().map(|(v, _, _)| *v).max().unwrap_or(0)
+}
+
+pub(crate) struct Inner {
+    path: PathBuf,
+    opts: SqliteOptions,
+    tx: Mutex<Option<SyncSender<writer::Command>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    pub(crate) heads: Arc<Heads>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop; joining it closes the
+        // write connection before the files can be removed.
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut t) = self.thread.lock()
+            && let Some(t) = t.take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A handle to a SQLite store; clones share one writer and one read pool.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, applies migrations and
+    /// starts the writer thread.
+    pub fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = Connection::open(&path)?;
+        configure(&conn, &opts, true)?;
+        migrate(&mut conn)?;
+        let heads = Arc::new(Heads::default());
+        let (tx, rx) = sync_channel(opts.queue_depth.max(1));
+        let w = writer::Writer::new(conn, heads.clone());
+        let thread = std::thread::Builder::new()
+            .name("flow-store-writer".into())
+            .spawn(move || w.run(rx))
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                opts,
+                tx: Mutex::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+                readers: Mutex::new(Vec::new()),
+                heads,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn send<T>(&self, make: impl FnOnce(SyncSender<Result<T>>) -> writer::Command) -> Result<T> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let sender = self
+            .inner
+            .tx
+            .lock()
+            .map_err(|_| Error::WriterGone)?
+            .clone()
+            .ok_or(Error::WriterGone)?;
+        sender.send(make(reply_tx)).map_err(|_| Error::WriterGone)?;
+        reply_rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// Runs `f` on a pooled read connection.
+    pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.inner.readers.lock().ok().and_then(|mut p| p.pop());
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = Connection::open(&self.inner.path)?;
+                configure(&c, &self.inner.opts, false)?;
+                c
+            }
+        };
+        let out = f(&mut conn);
+        // A connection left inside a transaction by an error is not reused.
+        if conn.is_autocommit()
+            && let Ok(mut p) = self.inner.readers.lock()
+            && p.len() < self.inner.opts.read_connections
+        {
+            p.push(conn);
+        }
+        out
+    }
+
+    /// Number of blob rows (for tests and benchmarks).
+    pub fn blob_count(&self) -> Result<u64> {
+        self.with_reader(|c| {
+            Ok(c.query_row("SELECT COUNT(*) FROM blobs", [], |r| r.get::<_, i64>(0))? as u64)
+        })
+    }
+
+    /// Bytes the database occupies (page_count × page_size, after folding the
+    /// WAL into the main file).
+    pub fn bytes_on_disk(&self) -> Result<u64> {
+        self.send(writer::Command::Checkpoint)?;
+        self.with_reader(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            Ok((pages * size) as u64)
+        })
+    }
+}
+
+impl AppendFacts for SqliteStore {
+    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended> {
+        let (start, sources) = (start.clone(), sources.to_vec());
+        self.send(|reply| writer::Command::Create {
+            start,
+            sources,
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+
+    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended> {
+        let (run, fact) = (run.clone(), fact.clone());
+        self.send(|reply| writer::Command::Append {
+            run,
+            fact,
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+}
+
+impl HostRecords for SqliteStore {
+    fn record_host(&self, run: &RunId, record: HostRecord) -> Result<HostRecordRow> {
+        let run = run.clone();
+        let at_ms = record.at_ms.unwrap_or_else(now_ms);
+        self.send(|reply| writer::Command::Host {
+            run,
+            record,
+            at_ms,
+            reply,
+        })
+    }
+
+    fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
+        self.with_reader(|c| read::host_records(c, run))
+    }
+}
+
+impl ImportRuns for SqliteStore {
+    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {
+        self.send(|reply| writer::Command::Import {
+            archive: Box::new(archive),
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+}
+
+impl ReadHistory for SqliteStore {
+    fn run_info(&self, run: &RunId) -> Result<RunInfo> {
+        self.with_reader(|c| read::run_info(c, run))
+    }
+
+    fn read_history(&self, run: &RunId) -> Result<History> {
+        self.with_reader(|c| read::read_history(c, run))
+    }
+
+    fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
+        self.with_reader(|c| read::read_after(c, run, after, limit))
+    }
+
+    fn blob(&self, hash: &str) -> Result<Vec<u8>> {
+        self.with_reader(|c| read::blob(c, hash))
+    }
+
+    fn expand(&self, stored: &Value) -> Result<Value> {
+        self.with_reader(|c| read::expand(c, stored))
+    }
+
+    fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
+        self.with_reader(|c| read::checkpoint_state(c, run, n))
+    }
+
+    fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
+        let q = crate::view::check_query(query)?;
+        let info = self.run_info(run)?;
+        let history = self.read_history(run)?;
+        crate::view::page(&info, &history, &q, &mut |v| self.expand(v))
+    }
+}
+
+impl Discover for SqliteStore {
+    fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
+        let q = query.check()?;
+        self.with_reader(|c| read::discover(c, &q))
+    }
+}
+
+impl Subscribe for SqliteStore {
+    fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>> {
+        Ok(Box::new(crate::tail::StoreTail::new(
+            self.clone(),
+            self.inner.heads.clone(),
+            run,
+            after,
+        )?))
+    }
+}

@@ -1,0 +1,689 @@
+//! The writer thread: the only connection that writes (see the module doc of
+//! `sqlite`). Group commit: one `BEGIN IMMEDIATE` … `COMMIT` per drained
+//! batch, each command in its own SAVEPOINT so a refused command is rolled
+//! back alone and the rest of the batch commits.
+
+use super::MAX_BATCH;
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::checkpoint::{CkptCache, store_checkpoint};
+use crate::error::{Error, Result};
+use crate::fact::{FactKind, Form, check, store_fact};
+use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
+use crate::id::RunId;
+use crate::merkle::NewBlob;
+use crate::tail::Heads;
+use flow_abi::json::canonical;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender};
+
+/// Logical bytes of checkpoint states the writer keeps to compute deltas.
+const CACHE_BUDGET: u64 = 64 << 20;
+
+pub(crate) enum Command {
+    Create {
+        start: Value,
+        sources: Vec<SourceText>,
+        at_ms: i64,
+        reply: SyncSender<Result<Appended>>,
+    },
+    Append {
+        run: RunId,
+        fact: Value,
+        at_ms: i64,
+        reply: SyncSender<Result<Appended>>,
+    },
+    Host {
+        run: RunId,
+        record: HostRecord,
+        at_ms: i64,
+        reply: SyncSender<Result<HostRecordRow>>,
+    },
+    Import {
+        archive: Box<VerifiedArchive>,
+        at_ms: i64,
+        reply: SyncSender<Result<ImportOutcome>>,
+    },
+    /// Folds the WAL into the database file (outside any transaction).
+    Checkpoint(SyncSender<Result<()>>),
+}
+
+type CacheUpdate = Option<(i64, Option<CkptCache>)>;
+
+/// Sends a held result; the argument is the commit error, if any.
+type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// A command's result, held until the batch commits.
+struct Done {
+    answer: Answer,
+    notify: Option<(String, u64)>,
+}
+
+fn answer<T: Send + 'static>(reply: SyncSender<Result<T>>, result: Result<T>) -> Answer {
+    Box::new(move |commit_error: Option<&str>| {
+        let out = match (commit_error, result) {
+            (Some(msg), Ok(_)) => Err(Error::CommitFailed(msg.to_string())),
+            (_, r) => r,
+        };
+        // A caller that stopped waiting is not an error of the store.
+        let _ = reply.send(out);
+    })
+}
+
+pub(crate) struct Writer {
+    conn: Connection,
+    heads: Arc<Heads>,
+    cache: HashMap<i64, CkptCache>,
+    cache_bytes: u64,
+}
+
+/// What the runs index keeps from a Start fact.
+struct StartMeta {
+    run: String,
+    entry_module: String,
+    entry_function: String,
+    program: String,
+    parent: Option<(String, u64)>,
+    outer: Option<(String, String)>,
+}
+
+fn start_meta(start: &Value) -> Result<StartMeta> {
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let bad = || Error::InvalidFact("Start lacks run, entry or program".into());
+    Ok(StartMeta {
+        run: s(start.get("run")).ok_or_else(bad)?,
+        entry_module: s(start.pointer("/entry/module")).ok_or_else(bad)?,
+        entry_function: s(start.pointer("/entry/function")).ok_or_else(bad)?,
+        program: s(start.get("program")).ok_or_else(bad)?,
+        parent: match (
+            s(start.pointer("/parent/run")),
+            start.pointer("/parent/checkpoint").and_then(Value::as_u64),
+        ) {
+            (Some(r), Some(c)) => Some((r, c)),
+            _ => None,
+        },
+        outer: match (
+            s(start.pointer("/outer/run")),
+            s(start.pointer("/outer/call")),
+        ) {
+            (Some(r), Some(c)) => Some((r, c)),
+            _ => None,
+        },
+    })
+}
+
+fn ending_of(end: &Value) -> Option<Ending> {
+    let e = end.get("ending")?.as_object()?;
+    if e.contains_key("Completed") {
+        Some(Ending::Completed)
+    } else if e.contains_key("Faulted") {
+        Some(Ending::Faulted)
+    } else {
+        None
+    }
+}
+
+fn ending_text(e: Ending) -> &'static str {
+    match e {
+        Ending::Completed => "completed",
+        Ending::Faulted => "faulted",
+    }
+}
+
+impl Writer {
+    pub(crate) fn new(conn: Connection, heads: Arc<Heads>) -> Writer {
+        Writer {
+            conn,
+            heads,
+            cache: HashMap::new(),
+            cache_bytes: 0,
+        }
+    }
+
+    /// The loop: take one command, drain more without waiting, commit them
+    /// together. Ends when every handle is dropped.
+    pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            let mut pending = Vec::with_capacity(batch.len());
+            for cmd in batch {
+                match cmd {
+                    Command::Checkpoint(reply) => {
+                        self.commit_batch(std::mem::take(&mut pending));
+                        let r = self
+                            .conn
+                            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                            .map_err(Error::from);
+                        let _ = reply.send(r);
+                    }
+                    other => pending.push(other),
+                }
+            }
+            self.commit_batch(pending);
+        }
+        let _ = self
+            .conn
+            .execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);");
+    }
+
+    fn commit_batch(&mut self, cmds: Vec<Command>) {
+        if cmds.is_empty() {
+            return;
+        }
+        let mut done: Vec<Done> = Vec::with_capacity(cmds.len());
+        let mut overlay: HashMap<i64, Option<CkptCache>> = HashMap::new();
+        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+            let msg = e.to_string();
+            for cmd in cmds {
+                fail(cmd, &msg);
+            }
+            return;
+        }
+        let mut control_error: Option<String> = None;
+        let mut rest = cmds.into_iter();
+        for cmd in rest.by_ref() {
+            if let Err(e) = self.conn.execute_batch("SAVEPOINT cmd") {
+                control_error = Some(e.to_string());
+                fail(cmd, &e.to_string());
+                break;
+            }
+            let (d, ok, update) = self.exec(cmd, &overlay);
+            let end = if ok {
+                "RELEASE cmd"
+            } else {
+                "ROLLBACK TO cmd; RELEASE cmd"
+            };
+            if let Err(e) = self.conn.execute_batch(end) {
+                control_error = Some(e.to_string());
+                done.push(d);
+                break;
+            }
+            if ok && let Some((k, v)) = update {
+                overlay.insert(k, v);
+            }
+            done.push(d);
+        }
+        let commit = match control_error {
+            Some(msg) => Err(msg),
+            None => self.conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+        };
+        match commit {
+            Ok(()) => {
+                for (k, v) in overlay {
+                    self.set_cache(k, v);
+                }
+                let notes: Vec<(String, u64)> =
+                    done.iter_mut().filter_map(|d| d.notify.take()).collect();
+                for d in done {
+                    (d.answer)(None);
+                }
+                // Heads move only after COMMIT: a subscriber never sees a
+                // fact that could still roll back.
+                self.heads.bump(&notes);
+            }
+            Err(msg) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                // The cache may now be ahead of the database: forget it, the
+                // next checkpoint of each run is a snapshot.
+                self.cache.clear();
+                self.cache_bytes = 0;
+                for d in done {
+                    (d.answer)(Some(&msg));
+                }
+                for cmd in rest {
+                    fail(cmd, &msg);
+                }
+            }
+        }
+    }
+
+    fn set_cache(&mut self, key: i64, v: Option<CkptCache>) {
+        if let Some(old) = self.cache.remove(&key) {
+            self.cache_bytes = self.cache_bytes.saturating_sub(old.logical_len);
+        }
+        if let Some(v) = v {
+            if self.cache_bytes + v.logical_len > CACHE_BUDGET {
+                // Simple and bounded: start over. Evicted runs snapshot next.
+                self.cache.clear();
+                self.cache_bytes = 0;
+            }
+            if v.logical_len <= CACHE_BUDGET {
+                self.cache_bytes += v.logical_len;
+                self.cache.insert(key, v);
+            }
+        }
+    }
+
+    fn exec(
+        &mut self,
+        cmd: Command,
+        overlay: &HashMap<i64, Option<CkptCache>>,
+    ) -> (Done, bool, CacheUpdate) {
+        match cmd {
+            Command::Create {
+                start,
+                sources,
+                at_ms,
+                reply,
+            } => {
+                let r = self.create(&start, &sources, at_ms);
+                let ok = r.is_ok();
+                let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
+                (
+                    Done {
+                        answer: answer(reply, r),
+                        notify,
+                    },
+                    ok,
+                    None,
+                )
+            }
+            Command::Append {
+                run,
+                fact,
+                at_ms,
+                reply,
+            } => {
+                let r = self.append(&run, fact, at_ms, overlay);
+                let ok = r.is_ok();
+                let (r, update) = match r {
+                    Ok((a, u)) => (Ok(a), u),
+                    Err(e) => (Err(e), None),
+                };
+                let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
+                (
+                    Done {
+                        answer: answer(reply, r),
+                        notify,
+                    },
+                    ok,
+                    update,
+                )
+            }
+            Command::Host {
+                run,
+                record,
+                at_ms,
+                reply,
+            } => {
+                let r = self.host(&run, record, at_ms);
+                let ok = r.is_ok();
+                (
+                    Done {
+                        answer: answer(reply, r),
+                        notify: None,
+                    },
+                    ok,
+                    None,
+                )
+            }
+            Command::Import {
+                archive,
+                at_ms,
+                reply,
+            } => {
+                let r = self.import(&archive, at_ms);
+                let ok = r.is_ok();
+                let notify = match &r {
+                    Ok(ImportOutcome::Imported { run, facts }) => Some((run.to_string(), *facts)),
+                    _ => None,
+                };
+                (
+                    Done {
+                        answer: answer(reply, r),
+                        notify,
+                    },
+                    ok,
+                    None,
+                )
+            }
+            Command::Checkpoint(reply) => {
+                let r: Result<()> = Ok(());
+                (
+                    Done {
+                        answer: answer(reply, r),
+                        notify: None,
+                    },
+                    true,
+                    None,
+                )
+            }
+        }
+    }
+
+    fn insert_blobs(&self, blobs: &[NewBlob]) -> Result<()> {
+        let mut st = self.conn.prepare_cached(
+            "INSERT INTO blobs (hash, body) VALUES (?1, ?2) ON CONFLICT (hash) DO NOTHING",
+        )?;
+        for b in blobs {
+            st.execute(params![&b.hash[..], &b.body])?;
+        }
+        Ok(())
+    }
+
+    fn insert_fact(
+        &self,
+        key: i64,
+        n: u64,
+        kind: FactKind,
+        hash: &[u8; 32],
+        body: &str,
+    ) -> Result<()> {
+        let mut st = self.conn.prepare_cached(
+            "INSERT INTO facts (run_key, n, kind, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        st.execute(params![key, n as i64, kind.as_str(), &hash[..], body])?;
+        Ok(())
+    }
+
+    fn insert_run(
+        &self,
+        meta: &StartMeta,
+        state: RunState,
+        ending: Option<Ending>,
+        last_n: u64,
+        last_hash: &[u8; 32],
+        at_ms: i64,
+    ) -> Result<i64> {
+        let mut st = self.conn.prepare_cached(
+            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)",
+        )?;
+        st.execute(params![
+            meta.run,
+            state.as_str(),
+            meta.entry_module,
+            meta.entry_function,
+            meta.program,
+            meta.parent.as_ref().map(|p| p.0.as_str()),
+            meta.parent.as_ref().map(|p| p.1 as i64),
+            meta.outer.as_ref().map(|o| o.0.as_str()),
+            meta.outer.as_ref().map(|o| o.1.as_str()),
+            ending.map(ending_text),
+            last_n as i64,
+            &last_hash[..],
+            at_ms,
+        ])?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn create(&mut self, start: &Value, sources: &[SourceText], at_ms: i64) -> Result<Appended> {
+        let (kind, n) = check(start, Form::Logical)?;
+        if kind != FactKind::Start || n != 1 {
+            return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
+        }
+        let meta = start_meta(start)?;
+        let run =
+            RunId::parse(&meta.run).map_err(|e| Error::InvalidFact(format!("Start.run: {e}")))?;
+        // DESIGN §3: "sources are always blobs". Start lists each by hash;
+        // the text must be handed over and match.
+        let listed = start
+            .get("sources")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut blobs = Vec::new();
+        for s in &listed {
+            let module = s.get("module").and_then(Value::as_str).unwrap_or_default();
+            let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
+            let length = s.get("length").and_then(Value::as_u64);
+            let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
+                Error::InvalidFact(format!("no source text was given for module {module:?}"))
+            })?;
+            let h = blob_hash(text.text.as_bytes());
+            if hash != Some(h) || length != Some(text.text.chars().count() as u64) {
+                return Err(Error::InvalidFact(format!(
+                    "source {module:?} does not match its hash or length in Start"
+                )));
+            }
+            blobs.push(NewBlob {
+                hash: h,
+                body: text.text.as_bytes().to_vec(),
+            });
+        }
+        if let Some(extra) = sources.iter().find(|t| {
+            !listed
+                .iter()
+                .any(|s| s.get("module").and_then(Value::as_str) == Some(t.module.as_str()))
+        }) {
+            return Err(Error::InvalidFact(format!(
+                "source {:?} is not listed in Start",
+                extra.module
+            )));
+        }
+        let exists: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT key FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| r.get(0))
+            .optional()?;
+        if exists.is_some() {
+            return Err(Error::RunExists(run.to_string()));
+        }
+        let stored = store_fact(start, kind, &mut blobs)?;
+        self.insert_blobs(&blobs)?;
+        let body = canonical(&stored);
+        let h = chain_next(&chain_start(run.as_str()), &body);
+        let key = self.insert_run(&meta, RunState::Running, None, 1, &h, at_ms)?;
+        self.insert_fact(key, 1, kind, &h, &body)?;
+        Ok(Appended {
+            run,
+            n: 1,
+            hash: hash_text(&h),
+        })
+    }
+
+    fn append(
+        &mut self,
+        run: &RunId,
+        fact: Value,
+        at_ms: i64,
+        overlay: &HashMap<i64, Option<CkptCache>>,
+    ) -> Result<(Appended, CacheUpdate)> {
+        let row: Option<(i64, i64, Vec<u8>, Option<String>)> = self
+            .conn
+            .prepare_cached("SELECT key, last_n, last_hash, ending FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?;
+        let (key, last_n, last_hash, ending) =
+            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
+        let (kind, n) = check(&fact, Form::Logical)?;
+        if kind == FactKind::Start {
+            return Err(Error::InvalidFact("Start only begins a run".into()));
+        }
+        if ending.is_some() {
+            return Err(Error::Ended {
+                run: run.to_string(),
+                n,
+            });
+        }
+        let last_n = last_n as u64;
+        if n != last_n + 1 {
+            return Err(Error::WrongNumber {
+                run: run.to_string(),
+                expected: last_n + 1,
+                got: n.to_string(),
+            });
+        }
+        let prev = from_column(&last_hash).ok_or_else(|| {
+            Error::corrupt(
+                run.as_str(),
+                last_n,
+                "the runs index holds a malformed hash",
+            )
+        })?;
+        let mut blobs = Vec::new();
+        let end = if kind == FactKind::End {
+            ending_of(&fact)
+        } else {
+            None
+        };
+        let (stored, update) = match kind {
+            FactKind::Checkpoint => {
+                let prev_ckpt = match overlay.get(&key) {
+                    Some(v) => v.as_ref(),
+                    None => self.cache.get(&key),
+                };
+                let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
+                (s, Some((key, Some(c))))
+            }
+            FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some((key, None))),
+            _ => (store_fact(&fact, kind, &mut blobs)?, None),
+        };
+        self.insert_blobs(&blobs)?;
+        let body = canonical(&stored);
+        let h = chain_next(&prev, &body);
+        self.insert_fact(key, n, kind, &h, &body)?;
+        let state = match end {
+            Some(Ending::Completed) => RunState::Completed,
+            Some(Ending::Faulted) => RunState::Faulted,
+            None => RunState::Running,
+        };
+        self.conn
+            .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, state = ?3, ending = ?4, updated_ms = ?5 WHERE key = ?6")?
+            .execute(params![n as i64, &h[..], state.as_str(), end.map(ending_text), at_ms, key])?;
+        Ok((
+            Appended {
+                run: run.clone(),
+                n,
+                hash: hash_text(&h),
+            },
+            update,
+        ))
+    }
+
+    fn host(&mut self, run: &RunId, record: HostRecord, at_ms: i64) -> Result<HostRecordRow> {
+        let row: Option<(i64, i64, Vec<u8>, Option<String>)> = self
+            .conn
+            .prepare_cached("SELECT key, last_n, last_hash, ending FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?;
+        let (key, last_n, last_hash, ending) =
+            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
+        let seq: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM host_records WHERE run_key = ?1",
+            )?
+            .query_row([key], |r| r.get(0))?;
+        let details = canonical(&record.details);
+        self.conn
+            .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
+            .execute(params![key, seq, record.kind.as_str(), at_ms, last_n, &last_hash, details])?;
+        let new_state = match record.kind {
+            HostRecordKind::Halt => Some(RunState::Halted),
+            HostRecordKind::Pause => Some(RunState::Paused),
+            _ => None,
+        };
+        if let Some(s) = new_state
+            && ending.is_none()
+        {
+            self.conn
+                .prepare_cached("UPDATE runs SET state = ?1, updated_ms = ?2 WHERE key = ?3")?
+                .execute(params![s.as_str(), at_ms, key])?;
+        }
+        let head_hash = from_column(&last_hash).ok_or_else(|| {
+            Error::corrupt(
+                run.as_str(),
+                last_n as u64,
+                "the runs index holds a malformed hash",
+            )
+        })?;
+        Ok(HostRecordRow {
+            seq: seq as u64,
+            kind: record.kind,
+            at_ms,
+            head: FactRef {
+                n: last_n as u64,
+                hash: hash_text(&head_hash),
+            },
+            details: record.details,
+        })
+    }
+
+    fn import(&mut self, a: &VerifiedArchive, at_ms: i64) -> Result<ImportOutcome> {
+        let (last_n, last_hash) = a.last();
+        let existing: Option<(i64, Vec<u8>)> = self
+            .conn
+            .prepare_cached("SELECT last_n, last_hash FROM runs WHERE id = ?1")?
+            .query_row([a.run.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((n, h)) = existing {
+            return if n as u64 == last_n && h[..] == last_hash[..] {
+                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
+            } else {
+                Err(Error::Conflict(a.run.to_string()))
+            };
+        }
+        let first = a.facts.first().ok_or_else(|| Error::ArchiveRefused {
+            component: "history.jsonl".into(),
+            fact: None,
+            reason: "empty history".into(),
+        })?;
+        let meta = start_meta(&first.fact)?;
+        let ending = a
+            .facts
+            .last()
+            .filter(|f| f.kind == FactKind::End)
+            .and_then(|f| ending_of(&f.fact));
+        let decision = a
+            .host
+            .iter()
+            .rev()
+            .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
+            .filter(|r| r.head.n == last_n && r.head.hash == hash_text(&last_hash))
+            .map(|r| r.kind);
+        let state = match (ending, decision) {
+            (Some(Ending::Completed), _) => RunState::Completed,
+            (Some(Ending::Faulted), _) => RunState::Faulted,
+            (None, Some(HostRecordKind::Halt)) => RunState::Halted,
+            (None, Some(HostRecordKind::Pause)) => RunState::Paused,
+            _ => RunState::Running,
+        };
+        self.insert_blobs(&a.blobs)?;
+        let key = self.insert_run(&meta, state, ending, last_n, &last_hash, at_ms)?;
+        for f in &a.facts {
+            self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
+        }
+        for (i, r) in a.host.iter().enumerate() {
+            let head = parse_hash(&r.head.hash).unwrap_or([0; 32]);
+            self.conn
+                .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
+                .execute(params![key, (i + 1) as i64, r.kind.as_str(), r.at_ms, r.head.n as i64, &head[..], canonical(&r.details)])?;
+        }
+        Ok(ImportOutcome::Imported {
+            run: a.run.clone(),
+            facts: last_n,
+        })
+    }
+}
+
+fn fail(cmd: Command, msg: &str) {
+    let err = || Error::CommitFailed(msg.to_string());
+    match cmd {
+        Command::Create { reply, .. } | Command::Append { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+        Command::Host { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+        Command::Import { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+        Command::Checkpoint(reply) => {
+            let _ = reply.send(Err(err()));
+        }
+    }
+}

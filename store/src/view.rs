@@ -1,0 +1,136 @@
+//! Paged history views (seed, MCP `history`): "Filtering precedes paging;
+//! fact numbers retain their original positions ... Fact text is bounded to
+//! 1024 code points; saysTruncated reports shortening. Fact values exceeding
+//! 4096 bytes of JSON are omitted as a whole, with valuesOmitted true;
+//! availability and hashes remain visible. ... Invalid filters, offsets,
+//! limits or source names are refused."
+
+use crate::api::*;
+use crate::error::{Error, Result};
+use crate::fact::{FactKind, summary};
+use crate::merkle::logical_len;
+use serde_json::Value;
+
+/// Fact text bound, in code points.
+pub const TEXT_BOUND: usize = 1024;
+/// Value bound, in bytes of canonical JSON.
+pub const VALUE_BOUND: u64 = 4096;
+
+pub(crate) struct CheckedHistoryQuery {
+    kind: Option<FactKind>,
+    search: Option<String>,
+    offset: u64,
+    limit: u32,
+}
+
+/// Refuses invalid filters and limits before anything is read.
+pub(crate) fn check_query(q: &HistoryQuery) -> Result<CheckedHistoryQuery> {
+    let kind = match q.kind.as_deref() {
+        None => None,
+        Some(k) => Some(
+            FactKind::parse(k)
+                .ok_or_else(|| Error::InvalidArgument(format!("unknown fact kind {k:?}")))?,
+        ),
+    };
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(Error::InvalidArgument(format!(
+            "limit must be from 1 to 200, not {limit}"
+        )));
+    }
+    if q.search.as_deref() == Some("") {
+        return Err(Error::InvalidArgument("search text is empty".into()));
+    }
+    Ok(CheckedHistoryQuery {
+        kind,
+        search: q.search.clone(),
+        offset: q.offset.unwrap_or(0),
+        limit,
+    })
+}
+
+/// Builds one page from a verified history.
+pub(crate) fn page(
+    info: &RunInfo,
+    history: &History,
+    q: &CheckedHistoryQuery,
+    expand: &mut dyn FnMut(&Value) -> Result<Value>,
+) -> Result<HistoryPage> {
+    let selected: Vec<(&StoredFact, String)> = history
+        .facts
+        .iter()
+        .filter(|f| q.kind.is_none_or(|k| k == f.kind))
+        .map(|f| (f, summary(&f.fact)))
+        .filter(|(_, s)| q.search.as_deref().is_none_or(|needle| s.contains(needle)))
+        .collect();
+    let total = selected.len() as u64;
+    if q.offset > total {
+        return Err(Error::InvalidArgument(format!(
+            "offset {} is past the {total} selected facts",
+            q.offset
+        )));
+    }
+    let mut facts = Vec::new();
+    for (f, text) in selected
+        .iter()
+        .skip(q.offset as usize)
+        .take(q.limit as usize)
+    {
+        facts.push(view_fact(info.run.as_str(), f, text, expand)?);
+    }
+    let end = q.offset + facts.len() as u64;
+    Ok(HistoryPage {
+        run: info.run.to_string(),
+        state: info.state,
+        facts,
+        page: PageInfo {
+            total,
+            facts_total: history.facts.len() as u64,
+            offset: q.offset,
+            limit: q.limit,
+            next_offset: (end < total).then_some(end),
+        },
+    })
+}
+
+fn view_fact(
+    run: &str,
+    f: &StoredFact,
+    text: &str,
+    expand: &mut dyn FnMut(&Value) -> Result<Value>,
+) -> Result<FactView> {
+    let says_truncated = text.chars().count() > TEXT_BOUND;
+    let text: String = text.chars().take(TEXT_BOUND).collect();
+    let mut fact = f.fact.clone();
+    let mut values_omitted = false;
+    let mut paths: Vec<&[&str]> = f.kind.value_paths().to_vec();
+    if f.kind == FactKind::Checkpoint {
+        paths.push(&["delta"]);
+    }
+    for path in paths {
+        let Some(slot) = path.iter().try_fold(&mut fact, |v, k| v.get_mut(*k)) else {
+            continue;
+        };
+        let len = logical_len(slot).map_err(|e| Error::corrupt(run, f.n, e))?;
+        if len > VALUE_BOUND {
+            // Left in stored form: references keep hash and length visible.
+            values_omitted = true;
+        } else {
+            *slot = expand(slot)?;
+        }
+    }
+    Ok(FactView {
+        n: f.n,
+        kind: f.kind,
+        hash: f.hash.clone(),
+        call: f
+            .fact
+            .get("call")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        text,
+        says_truncated,
+        fact,
+        values_omitted,
+    })
+}
