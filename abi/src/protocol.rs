@@ -1201,6 +1201,42 @@ mod tests {
         shape_err(v, "/result/tools", "an array");
     }
 
+    #[test]
+    fn describe_reads_what_signature_generates() {
+        let mut types = crate::TypeSet::new();
+        let err = crate::signature::tool_error(&mut types);
+        let decl = crate::signature::ToolDecl {
+            identity: "support.json#web-search".into(),
+            doc: None,
+            params: vec![crate::Field {
+                name: "query".into(),
+                ty: crate::Type::Text,
+                doc: Some("what to look for".into()),
+            }],
+            ok: crate::Type::List(Box::new(crate::Type::Text)),
+            err,
+        };
+        let result = DescribeResult {
+            data: crate::DATA_VERSION.into(),
+            tools: vec![DescribedTool {
+                tool: decl.identity.clone(),
+                fingerprint: decl.fingerprint(&types),
+                signature: match read_signature(&decl.signature(&types, true), "") {
+                    Ok(s) => s,
+                    Err(e) => panic!("{e}"),
+                },
+            }],
+        };
+        let line = write_described(&Id::from(1), &Ok(result.clone()));
+        assert_eq!(
+            parse_line(&line).unwrap(),
+            Message::Described {
+                id: Id::from(1),
+                result: Ok(result)
+            }
+        );
+    }
+
     // --- call ---
 
     #[test]
