@@ -8,6 +8,7 @@
 //! It depends on no other flowd crate and does no IO: every other crate
 //! stands on it, so it must stay small, exact and panic-free on any input.
 
+pub mod builtin;
 pub mod decode;
 pub mod error;
 pub mod json;
