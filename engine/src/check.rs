@@ -15,11 +15,12 @@ use crate::diag::{self, Code, Diagnostic, push_token};
 use crate::expr::Expr;
 use crate::model::{
     self, AgentDebate, Condition, EdgeKind, Flow, JoinReducer, MemoryAccess, NodeKind, Reducer,
-    RetrievalMode, SpeakerSelection, ToolSource, TransformMode, WaitFor,
+    RetrievalMode, Schema, SpeakerSelection, ToolSource, TransformMode, WaitFor,
 };
 use crate::path::{Path, Root};
 use crate::read::Cx;
 use crate::template::Template;
+use flow_abi::{Type, TypeSet};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -28,6 +29,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub struct Report {
     /// The model as read; holds placeholders where there are errors.
     pub flow: Flow,
+    /// The declarations the flow's schemas were read into.
+    pub types: TypeSet,
+    /// The Flow type of each embedded schema that read cleanly, keyed by the
+    /// schema's JSON Pointer ([`crate::model::Schema::ptr`]).
+    pub schema_types: BTreeMap<String, Type>,
     /// Every problem, sorted (errors and warnings together).
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -51,15 +57,168 @@ impl Report {
     }
 }
 
-/// Reads and checks a FlowSpec document.
+/// Reads and checks a FlowSpec document. Schema declarations are named
+/// after the module `<flow id>.json`; use [`check_module`] to name the file.
 pub fn check(doc: &Value) -> Report {
+    let module = match doc.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => format!("{id}.json"),
+        _ => "flow.json".to_string(),
+    };
+    check_module(doc, &module)
+}
+
+/// Reads and checks a FlowSpec document whose path relative to the program
+/// root is `module` (e.g. `support.json`, DESIGN §2 "Declaration identity").
+pub fn check_module(doc: &Value, module: &str) -> Report {
     let (flow, diags) = model::parse(doc);
     let mut cx = Cx { diags };
     Checker::new(&flow).run(&mut cx);
+    let mut types = TypeSet::new();
+    let schema_types = read_schemas(&mut cx, &flow, &mut types, module);
     let mut diagnostics = cx.diags;
     diag::sort(&mut diagnostics);
     diagnostics.dedup();
-    Report { flow, diagnostics }
+    Report {
+        flow,
+        types,
+        schema_types,
+        diagnostics,
+    }
+}
+
+/// How a schema is read: any type, or an object whose properties are fields.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Any,
+    Fields,
+}
+
+/// Every schema embedded in the flow, with the root name its declarations
+/// are named under.
+fn schemas(flow: &Flow) -> Vec<(&Schema, String, Shape)> {
+    let mut out = Vec::new();
+    if let Some(s) = &flow.state_schema {
+        out.push((&s.schema, "state".to_string(), Shape::Fields));
+    }
+    for n in &flow.nodes {
+        let root = |what: &str| format!("nodes.{}.{what}", n.id);
+        match &n.kind {
+            NodeKind::Input(i) => out.extend(
+                i.output_schema
+                    .as_ref()
+                    .map(|s| (s, root("input"), Shape::Fields)),
+            ),
+            NodeKind::Output(o) => out.extend(
+                o.input_schema
+                    .as_ref()
+                    .map(|s| (s, root("output"), Shape::Fields)),
+            ),
+            NodeKind::Hitl(h) => out.extend(
+                h.resume_schema
+                    .as_ref()
+                    .map(|s| (s, root("resume"), Shape::Any)),
+            ),
+            NodeKind::LlmCall(l) => out.extend(
+                l.structured_output
+                    .as_ref()
+                    .map(|s| (s, root("structured"), Shape::Any)),
+            ),
+            NodeKind::AgentRole(a) => out.extend(
+                a.structured_output
+                    .as_ref()
+                    .map(|s| (s, root("structured"), Shape::Any)),
+            ),
+            _ => {}
+        }
+    }
+    for (key, t) in &flow.tools {
+        out.extend(
+            t.input_schema
+                .as_ref()
+                .map(|s| (s, format!("tools.{key}.input"), Shape::Fields)),
+        );
+        out.extend(
+            t.output_schema
+                .as_ref()
+                .map(|s| (s, format!("tools.{key}.output"), Shape::Any)),
+        );
+    }
+    out
+}
+
+/// Reads every embedded schema into Flow types through flow-abi (DESIGN §2)
+/// and maps its diagnostics into ours (FS0601 errors, FS0602 warnings; the
+/// flow-abi code is kept as the subcode). Pointers are already absolute:
+/// each schema is read at its own pointer in the FlowSpec file.
+fn read_schemas(
+    cx: &mut Cx,
+    flow: &Flow,
+    types: &mut TypeSet,
+    module: &str,
+) -> BTreeMap<String, Type> {
+    use flow_abi::schema::{self as abi_schema, ReadContext, Severity as AbiSeverity};
+    let mut out = BTreeMap::new();
+    let mut ctx = ReadContext::new(types, module);
+    for (schema, root, shape) in schemas(flow) {
+        // FS-ST-9: `reducer` and `reducer_fn_ref` are FlowSpec keywords, not
+        // JSON Schema; `reducer` is an annotation to flow-abi, the other is
+        // removed here.
+        let json = if root == "state" {
+            strip_reducer_refs(&schema.json)
+        } else {
+            schema.json.clone()
+        };
+        let ty = abi_schema::read_any(&json, &root, &schema.ptr, &mut ctx);
+        if shape == Shape::Fields
+            && let Some(t) = &ty
+            && !is_object_type(t, ctx.types)
+        {
+            cx.push(
+                Code::BadSchema,
+                &schema.ptr,
+                format!(
+                    "this schema must describe a JSON object (`properties`, or the shorthand map of field name to schema), not {}",
+                    t.describe(ctx.types)
+                ),
+            );
+            continue;
+        }
+        if let Some(ty) = ty {
+            out.insert(schema.ptr.clone(), ty);
+        }
+    }
+    for d in ctx.diagnostics {
+        let code = match d.severity {
+            AbiSeverity::Error => Code::BadSchema,
+            AbiSeverity::Warning => Code::SchemaNote,
+        };
+        let mut diag = Diagnostic::new(code, d.pointer, d.message);
+        diag.subcode = Some(d.code);
+        cx.diags.push(diag);
+    }
+    out
+}
+
+/// Whether `ty` is carried as a JSON object: a record, or a dict keyed by
+/// text (`{"type":"object"}` with no `properties`).
+fn is_object_type(ty: &Type, types: &TypeSet) -> bool {
+    match ty.base() {
+        Type::Named(id) => matches!(types.get(*id).body, flow_abi::Body::Record(_)),
+        Type::Dict(k, _) => matches!(**k, Type::Text),
+        _ => false,
+    }
+}
+
+fn strip_reducer_refs(json: &Value) -> Value {
+    let mut json = json.clone();
+    if let Some(Value::Object(props)) = json.get_mut("properties") {
+        for p in props.values_mut() {
+            if let Value::Object(m) = p {
+                m.remove("reducer_fn_ref");
+            }
+        }
+    }
+    json
 }
 
 /// The flow id form of buildaharness's schema: `^[a-z0-9][a-z0-9-]*[a-z0-9]$`.

@@ -178,6 +178,9 @@ pub struct Diagnostic {
     /// RFC 6901 JSON Pointer to the field, `""` for the whole document.
     pub pointer: String,
     pub message: String,
+    /// A finer code from the part that found the problem, e.g. flow-abi's
+    /// `schema.unknown-keyword` under FS0601/FS0602.
+    pub subcode: Option<&'static str>,
 }
 
 impl Diagnostic {
@@ -188,6 +191,7 @@ impl Diagnostic {
             severity: code.severity(),
             pointer: pointer.into(),
             message: message.into(),
+            subcode: None,
         }
     }
 
@@ -204,6 +208,9 @@ impl Diagnostic {
         m.insert("severity".into(), self.severity.as_str().into());
         m.insert("code".into(), self.code.code().into());
         m.insert("name".into(), self.code.name().into());
+        if let Some(s) = self.subcode {
+            m.insert("subcode".into(), s.into());
+        }
         m.insert("message".into(), self.message.clone().into());
         m.insert("location".into(), serde_json::Value::Object(location));
         serde_json::Value::Object(m)
@@ -222,7 +229,7 @@ impl fmt::Display for Diagnostic {
             "{} {} [{}] at {}: {}",
             self.severity.as_str(),
             self.code.code(),
-            self.code.name(),
+            self.subcode.unwrap_or(self.code.name()),
             at,
             self.message
         )

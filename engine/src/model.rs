@@ -57,8 +57,7 @@ pub struct Schema {
     pub ptr: String,
     pub json: Value,
     /// The FlowSpec shorthand, a bare map of field name to schema (DESIGN
-    /// §2): a schema is full iff its `type` member is a string or an array
-    /// of strings (REQUIREMENTS GAP-TYPE-4).
+    /// §2), as `flow_abi::schema::is_shorthand` decides.
     pub shorthand: bool,
 }
 
@@ -836,33 +835,13 @@ fn read_schema(cx: &mut Cx, v: &Value, ptr: String, what: &str) -> Option<Schema
         );
         return None;
     };
-    let shorthand = !match m.get("type") {
-        Some(Value::String(_)) => true,
-        Some(Value::Array(a)) => a.iter().all(Value::is_string),
-        _ => false,
-    } && !m.is_empty()
-        && !m
-            .keys()
-            .any(|k| k.starts_with('$') || SCHEMA_WORDS.contains(&k.as_str()));
+    let shorthand = flow_abi::schema::is_shorthand(m);
     Some(Schema {
         ptr,
         json: v.clone(),
         shorthand,
     })
 }
-
-/// Keywords that mark a schema without `type` as a full schema rather than
-/// the shorthand map (`{}` is a full schema: any JSON).
-const SCHEMA_WORDS: &[&str] = &[
-    "properties",
-    "items",
-    "enum",
-    "const",
-    "oneOf",
-    "anyOf",
-    "allOf",
-    "additionalProperties",
-];
 
 fn read_state_schema(cx: &mut Cx, v: &Value, ptr: &str) -> Option<StateSchema> {
     let schema = read_schema(cx, v, ptr.to_string(), "`state_schema`")?;
