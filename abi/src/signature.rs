@@ -12,6 +12,7 @@
 //! repository: DESIGN §2), so only descriptions are stripped.
 
 use crate::schema::generate;
+use crate::typespec::{Prim, Term};
 use crate::types::{Body, Decl, Field, Type, TypeSet};
 use serde_json::{Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -125,25 +126,30 @@ pub fn tool_error(types: &mut TypeSet) -> Type {
 /// of the type's `$defs` entry. Refinements are assertions, not types, and
 /// have no term.
 pub fn term(ty: &Type, types: &TypeSet) -> Json {
-    let one = |k: &str, v: Json| Json::Object([(k.to_string(), v)].into_iter().collect());
+    type_term(ty, types).to_json()
+}
+
+/// The term of `ty` as a [`Term`].
+pub fn type_term(ty: &Type, types: &TypeSet) -> Term {
+    let b = |t: &Type| Box::new(type_term(t, types));
     match ty {
-        Type::Unit => Json::String("Unit".into()),
-        Type::Bool => Json::String("Bool".into()),
-        Type::Int => Json::String("Int".into()),
-        Type::Decimal => Json::String("Decimal".into()),
-        Type::Text => Json::String("Text".into()),
-        Type::Bytes => Json::String("Bytes".into()),
-        Type::Instant => Json::String("Instant".into()),
-        Type::Duration => Json::String("Duration".into()),
-        Type::Never => Json::String("Never".into()),
-        Type::Json => Json::String("json.Value".into()),
-        Type::List(t) => one("List", term(t, types)),
-        Type::Set(t) => one("Set", term(t, types)),
-        Type::Option(t) => one("Option", term(t, types)),
-        Type::Tuple(ts) => one("Tuple", Json::Array(ts.iter().map(|t| term(t, types)).collect())),
-        Type::Dict(k, v) => one("Dict", Json::Array(vec![term(k, types), term(v, types)])),
-        Type::Named(id) => one("Named", Json::String(types.get(*id).identity.clone())),
-        Type::Refined(t, _) => term(t, types),
+        Type::Unit => Term::Prim(Prim::Unit),
+        Type::Bool => Term::Prim(Prim::Bool),
+        Type::Int => Term::Prim(Prim::Int),
+        Type::Decimal => Term::Prim(Prim::Decimal),
+        Type::Text => Term::Prim(Prim::Text),
+        Type::Bytes => Term::Prim(Prim::Bytes),
+        Type::Instant => Term::Prim(Prim::Instant),
+        Type::Duration => Term::Prim(Prim::Duration),
+        Type::Never => Term::Prim(Prim::Never),
+        Type::Json => Term::Prim(Prim::JsonValue),
+        Type::List(t) => Term::List(b(t)),
+        Type::Set(t) => Term::Set(b(t)),
+        Type::Option(t) => Term::Option(b(t)),
+        Type::Tuple(ts) => Term::Tuple(ts.iter().map(|t| type_term(t, types)).collect()),
+        Type::Dict(k, v) => Term::Dict(b(k), b(v)),
+        Type::Named(id) => Term::Named(types.get(*id).identity.clone()),
+        Type::Refined(t, _) => type_term(t, types),
     }
 }
 
