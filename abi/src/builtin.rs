@@ -38,14 +38,34 @@ pub fn llm_chat(types: &mut TypeSet) -> ToolDecl {
         identity: "std/llm#chat".into(),
         doc: Some("One turn of a language model.".into()),
         params: vec![
-            field("context", opt(list(Type::Json)), "Outputs of earlier nodes passed as context, in order."),
-            field("messages", opt(list(Type::Json)), "Earlier turns of a conversation: {speaker, text} objects."),
+            field(
+                "context",
+                opt(list(Type::Json)),
+                "Outputs of earlier nodes passed as context, in order.",
+            ),
+            field(
+                "messages",
+                opt(list(Type::Json)),
+                "Earlier turns of a conversation: {speaker, text} objects.",
+            ),
             field("model", Type::Text, "The model to use."),
-            field("params", opt(Type::Json), "Sampling parameters (temperature, max_tokens, ...)."),
+            field(
+                "params",
+                opt(Type::Json),
+                "Sampling parameters (temperature, max_tokens, ...).",
+            ),
             field("prompt", Type::Text, "The user prompt, already templated."),
-            field("schema", opt(Type::Json), "JSON Schema the answer must fit (structured output)."),
+            field(
+                "schema",
+                opt(Type::Json),
+                "JSON Schema the answer must fit (structured output).",
+            ),
             field("system", opt(Type::Text), "The system prompt."),
-            field("tools", opt(list(Type::Json)), "Tools the model may ask to call: {tool, description, input_schema}."),
+            field(
+                "tools",
+                opt(list(Type::Json)),
+                "Tools the model may ask to call: {tool, description, input_schema}.",
+            ),
         ],
         ok: Type::Json,
         err: tool_error(types),
@@ -60,7 +80,11 @@ pub fn human_input(types: &mut TypeSet) -> ToolDecl {
         doc: Some("Ask a person; the run pauses until a reply is admitted.".into()),
         params: vec![
             field("prompt", opt(Type::Text), "What the person is asked."),
-            field("schema", opt(Type::Json), "JSON Schema of the expected reply."),
+            field(
+                "schema",
+                opt(Type::Json),
+                "JSON Schema of the expected reply.",
+            ),
         ],
         ok: Type::Json,
         err: tool_error(types),
@@ -103,7 +127,11 @@ pub fn memory_search(types: &mut TypeSet) -> ToolDecl {
         identity: "std/memory#search".into(),
         doc: Some("Search a memory store by meaning.".into()),
         params: vec![
-            field("min_score", opt(Type::Decimal), "Lowest similarity kept, 0 to 1."),
+            field(
+                "min_score",
+                opt(Type::Decimal),
+                "Lowest similarity kept, 0 to 1.",
+            ),
             field("query", Type::Json, "What to look for."),
             field("store", Type::Text, "The memory store id."),
             field("top_k", Type::Int, "How many results at most."),

@@ -25,7 +25,11 @@ pub fn decode(text: &str, ty: &Type, types: &TypeSet) -> Result<Value, DecodeErr
 
 /// Decodes an already-parsed `json.Value` as a value of `ty`, by the same
 /// rules as [`decode`] (it decodes the value's canonical text).
-pub fn decode_json(v: &serde_json::Value, ty: &Type, types: &TypeSet) -> Result<Value, DecodeError> {
+pub fn decode_json(
+    v: &serde_json::Value,
+    ty: &Type,
+    types: &TypeSet,
+) -> Result<Value, DecodeError> {
     decode(&crate::json::canonical(v), ty, types)
 }
 
@@ -78,15 +82,15 @@ impl Decoder<'_> {
             }
             (Type::Instant, Kind::String) => {
                 let s = c.string()?;
-                Instant::parse(&s).map(Value::Instant).map_err(|e| {
-                    DecodeError::new(format!("expected Instant, found {e}"))
-                })
+                Instant::parse(&s)
+                    .map(Value::Instant)
+                    .map_err(|e| DecodeError::new(format!("expected Instant, found {e}")))
             }
             (Type::Duration, Kind::String) => {
                 let s = c.string()?;
-                Duration::parse(&s).map(Value::Duration).map_err(|e| {
-                    DecodeError::new(format!("expected Duration, found {e}"))
-                })
+                Duration::parse(&s)
+                    .map(Value::Duration)
+                    .map_err(|e| DecodeError::new(format!("expected Duration, found {e}")))
             }
             (Type::Never, _) => Err(DecodeError::new(format!(
                 "no value has type Never, found {}",
@@ -185,7 +189,9 @@ impl Decoder<'_> {
                         return Err(DecodeError::new("duplicate key in a dict").at_index(w[1].2));
                     }
                 }
-                Ok(Value::Dict(pairs.into_iter().map(|(k, v, _)| (k, v)).collect()))
+                Ok(Value::Dict(
+                    pairs.into_iter().map(|(k, v, _)| (k, v)).collect(),
+                ))
             }
             (Type::Option(_), Kind::String) => {
                 let s = c.string()?;
@@ -211,9 +217,12 @@ impl Decoder<'_> {
                     some = Some(self.value(c, t)?);
                     Ok(())
                 })?;
-                some.map(|v| Value::Option(Some(Box::new(v)))).ok_or_else(|| {
-                    DecodeError::new("an Option is \"None\" or an object with the one key \"Some\"")
-                })
+                some.map(|v| Value::Option(Some(Box::new(v))))
+                    .ok_or_else(|| {
+                        DecodeError::new(
+                            "an Option is \"None\" or an object with the one key \"Some\"",
+                        )
+                    })
             }
             (Type::Named(id), _) => {
                 let decl = self.types.get(*id);

@@ -109,10 +109,16 @@ pub(crate) fn is_canonical_number(text: &str) -> bool {
 /// escaped, with the short forms where one exists and lowercase `\u00xx`
 /// otherwise; every other code point is written as itself.
 pub fn write_str(s: &str, out: &mut String) {
+    out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
+        // One table load per byte; the common case (nothing to escape) is a
+        // single predictable branch.
+        if !NEEDS_ESCAPE[usize::from(b)] {
+            continue;
+        }
         let esc: &str = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -121,9 +127,9 @@ pub fn write_str(s: &str, out: &mut String) {
             b'\t' => "\\t",
             0x08 => "\\b",
             0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
+            _ => "",
         };
+        // Escaped bytes are ASCII, so `start` and `i` are char boundaries.
         out.push_str(&s[start..i]);
         if esc.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -138,6 +144,19 @@ pub fn write_str(s: &str, out: &mut String) {
     out.push_str(&s[start..]);
     out.push('"');
 }
+
+/// The bytes [`write_str`] escapes: `"`, `\` and the controls below U+0020.
+static NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = true;
+        b += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
 /// What kind of JSON value starts at the cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -101,7 +101,9 @@ impl Num {
         if digits.is_empty() {
             return Ok(Num::zero());
         }
-        exp = exp.checked_add(trail as i64).ok_or(NumError::ExponentRange)?;
+        exp = exp
+            .checked_add(trail as i64)
+            .ok_or(NumError::ExponentRange)?;
         Ok(Num { neg, digits, exp })
     }
 
@@ -298,7 +300,9 @@ mod tests {
 
     #[test]
     fn syntax_refused() {
-        for bad in ["", "-", "01", "1.", ".5", "+1", "1e", "1e+", "NaN", "1x", "--1", "0x10"] {
+        for bad in [
+            "", "-", "01", "1.", ".5", "+1", "1e", "1e+", "NaN", "1x", "--1", "0x10",
+        ] {
             assert!(Num::parse(bad.as_bytes()).is_err(), "{bad}");
         }
     }
@@ -323,7 +327,9 @@ mod tests {
 
     #[test]
     fn canonical_len_matches_text() {
-        for s in ["0", "-1", "1e3", "1.25", "-0.001", "123.456", "9e-3", "-5e2"] {
+        for s in [
+            "0", "-1", "1e3", "1.25", "-0.001", "123.456", "9e-3", "-5e2",
+        ] {
             let n = Num::parse(s.as_bytes()).unwrap();
             assert_eq!(n.canonical_len(), n.canonical().len() as i128, "{s}");
         }

@@ -82,7 +82,12 @@ pub fn read(schema: &Json, root: &str, pointer: &str, ctx: &mut ReadContext<'_>)
 /// Reads a schema that may be the FlowSpec shorthand, a bare map of field
 /// name to schema (DESIGN §2: "a record whose fields are all required"), or a
 /// full JSON Schema.
-pub fn read_any(schema: &Json, root: &str, pointer: &str, ctx: &mut ReadContext<'_>) -> Option<Type> {
+pub fn read_any(
+    schema: &Json,
+    root: &str,
+    pointer: &str,
+    ctx: &mut ReadContext<'_>,
+) -> Option<Type> {
     match schema {
         Json::Object(map) if is_shorthand(map) => {
             let full = shorthand_to_schema(map);
@@ -368,7 +373,8 @@ impl Reader<'_, '_, '_> {
                     Severity::Warning,
                     "schema.default-not-filled",
                     at,
-                    "`default` is accepted but never filled in: decoding does not fill defaults".into(),
+                    "`default` is accepted but never filled in: decoding does not fill defaults"
+                        .into(),
                 );
             } else if (k == "$defs" || k == "definitions") && !std::ptr::eq(map, self.root_map()) {
                 self.error(
@@ -429,7 +435,11 @@ impl Reader<'_, '_, '_> {
                 Some(Type::Text)
             }
             Some(None) => {
-                self.error("schema.bad-format", format!("{ptr}/format"), "`format` is a string");
+                self.error(
+                    "schema.bad-format",
+                    format!("{ptr}/format"),
+                    "`format` is a string",
+                );
                 None
             }
         }
@@ -438,7 +448,11 @@ impl Reader<'_, '_, '_> {
     fn array(&mut self, map: &Map<String, Json>, path: &str, ptr: &str) -> Option<Type> {
         if let Some(prefix) = map.get("prefixItems") {
             let Some(parts) = prefix.as_array() else {
-                self.error("schema.bad-prefix-items", format!("{ptr}/prefixItems"), "`prefixItems` is an array of schemas");
+                self.error(
+                    "schema.bad-prefix-items",
+                    format!("{ptr}/prefixItems"),
+                    "`prefixItems` is an array of schemas",
+                );
                 return None;
             };
             if parts.len() < 2 {
@@ -471,7 +485,11 @@ impl Reader<'_, '_, '_> {
             None | Some(Json::Bool(false)) => Some(Type::List(Box::new(item))),
             Some(Json::Bool(true)) => Some(Type::Set(Box::new(item))),
             Some(_) => {
-                self.error("schema.bad-unique-items", format!("{ptr}/uniqueItems"), "`uniqueItems` is a boolean");
+                self.error(
+                    "schema.bad-unique-items",
+                    format!("{ptr}/uniqueItems"),
+                    "`uniqueItems` is a boolean",
+                );
                 None
             }
         }
@@ -486,13 +504,21 @@ impl Reader<'_, '_, '_> {
                 }
                 Some(Json::Bool(false)) => self.record(map, &Map::new(), path, ptr),
                 Some(s) => {
-                    let v = self.schema(s, &format!("{path}.value"), &format!("{ptr}/additionalProperties"))?;
+                    let v = self.schema(
+                        s,
+                        &format!("{path}.value"),
+                        &format!("{ptr}/additionalProperties"),
+                    )?;
                     Some(Type::Dict(Box::new(Type::Text), Box::new(v)))
                 }
             };
         };
         let Some(props) = props.as_object() else {
-            self.error("schema.bad-properties", format!("{ptr}/properties"), "`properties` is an object of schemas");
+            self.error(
+                "schema.bad-properties",
+                format!("{ptr}/properties"),
+                "`properties` is an object of schemas",
+            );
             return None;
         };
         match additional {
@@ -530,18 +556,32 @@ impl Reader<'_, '_, '_> {
                     let at = format!("{ptr}/required/{i}");
                     match n.as_str() {
                         Some(s) if !props.contains_key(s) => {
-                            self.error("schema.required-unknown", at, format!("required field {s:?} is not among the properties"));
+                            self.error(
+                                "schema.required-unknown",
+                                at,
+                                format!("required field {s:?} is not among the properties"),
+                            );
                         }
                         Some(s) if required.contains(&s) => {
-                            self.error("schema.required-duplicate", at, format!("{s:?} is listed twice"));
+                            self.error(
+                                "schema.required-duplicate",
+                                at,
+                                format!("{s:?} is listed twice"),
+                            );
                         }
                         Some(s) => required.push(s),
-                        None => self.error("schema.bad-required", at, "`required` lists field names"),
+                        None => {
+                            self.error("schema.bad-required", at, "`required` lists field names")
+                        }
                     }
                 }
             }
             Some(_) => {
-                self.error("schema.bad-required", format!("{ptr}/required"), "`required` is an array of field names");
+                self.error(
+                    "schema.bad-required",
+                    format!("{ptr}/required"),
+                    "`required` is an array of field names",
+                );
                 return None;
             }
         }
@@ -568,7 +608,9 @@ impl Reader<'_, '_, '_> {
                 doc,
             });
         }
-        self.ctx.types.define(id, Self::doc(map), Body::Record(fields));
+        self.ctx
+            .types
+            .define(id, Self::doc(map), Body::Record(fields));
         ok.then_some(Type::Named(id))
     }
 
@@ -609,7 +651,11 @@ impl Reader<'_, '_, '_> {
             for (i, v) in values.iter().enumerate() {
                 let name = v.as_str().unwrap_or_default().to_string();
                 if ctors.iter().any(|c| c.name == name) {
-                    self.error("schema.enum-duplicate", format!("{at}/{i}"), format!("{name:?} is listed twice"));
+                    self.error(
+                        "schema.enum-duplicate",
+                        format!("{at}/{i}"),
+                        format!("{name:?} is listed twice"),
+                    );
                     return None;
                 }
                 ctors.push(Ctor {
@@ -635,7 +681,11 @@ impl Reader<'_, '_, '_> {
             match crate::decode::decode_json(v, &base, self.ctx.types) {
                 Ok(val) => allowed.push(val.canonical()),
                 Err(e) => {
-                    self.error("schema.enum-value", format!("{at}/{i}"), format!("enum value does not fit the type: {e}"));
+                    self.error(
+                        "schema.enum-value",
+                        format!("{at}/{i}"),
+                        format!("enum value does not fit the type: {e}"),
+                    );
                     return None;
                 }
             }
@@ -649,7 +699,13 @@ impl Reader<'_, '_, '_> {
         ))
     }
 
-    fn one_of(&mut self, map: &Map<String, Json>, branches: &Json, path: &str, ptr: &str) -> Option<Type> {
+    fn one_of(
+        &mut self,
+        map: &Map<String, Json>,
+        branches: &Json,
+        path: &str,
+        ptr: &str,
+    ) -> Option<Type> {
         let at = format!("{ptr}/oneOf");
         let Some(branches) = branches.as_array().filter(|b| !b.is_empty()) else {
             self.error("schema.bad-one-of", at, "`oneOf` is a non-empty array");
@@ -661,31 +717,50 @@ impl Reader<'_, '_, '_> {
         for (i, b) in branches.iter().enumerate() {
             let bptr = format!("{at}/{i}");
             let Some(bm) = b.as_object() else {
-                self.error("schema.one-of-branch", bptr, "a `oneOf` branch is an object");
+                self.error(
+                    "schema.one-of-branch",
+                    bptr,
+                    "a `oneOf` branch is an object",
+                );
                 ok = false;
                 continue;
             };
             let doc = Self::doc(bm);
             let ctor = if let Some(c) = bm.get("const") {
                 let Some(name) = c.as_str() else {
-                    self.error("schema.one-of-branch", format!("{bptr}/const"), "an enum constructor's `const` is a string");
+                    self.error(
+                        "schema.one-of-branch",
+                        format!("{bptr}/const"),
+                        "an enum constructor's `const` is a string",
+                    );
                     ok = false;
                     continue;
                 };
                 for k in bm.keys() {
-                    if !matches!(k.as_str(), "const" | "type") && !ANNOTATIONS.contains(&k.as_str()) {
-                        self.error("schema.one-of-branch", format!("{bptr}/{}", pointer_token(k)), format!("`{k}` is not allowed in an enum constructor branch"));
+                    if !matches!(k.as_str(), "const" | "type") && !ANNOTATIONS.contains(&k.as_str())
+                    {
+                        self.error(
+                            "schema.one-of-branch",
+                            format!("{bptr}/{}", pointer_token(k)),
+                            format!("`{k}` is not allowed in an enum constructor branch"),
+                        );
                         ok = false;
                     }
                 }
-                Ctor { name: name.to_string(), doc, payload: None }
+                Ctor {
+                    name: name.to_string(),
+                    doc,
+                    payload: None,
+                }
             } else {
                 let props = bm.get("properties").and_then(Json::as_object);
                 let single = props.filter(|p| p.len() == 1);
                 let required_ok = single.is_some_and(|p| {
-                    bm.get("required").and_then(Json::as_array).is_some_and(|r| {
-                        r.len() == 1 && p.keys().next().map(String::as_str) == r[0].as_str()
-                    })
+                    bm.get("required")
+                        .and_then(Json::as_array)
+                        .is_some_and(|r| {
+                            r.len() == 1 && p.keys().next().map(String::as_str) == r[0].as_str()
+                        })
                 });
                 let (Some(p), true) = (single, required_ok) else {
                     self.error(
@@ -696,10 +771,16 @@ impl Reader<'_, '_, '_> {
                     ok = false;
                     continue;
                 };
-                let Some((name, ps)) = p.iter().next() else { continue };
+                let Some((name, ps)) = p.iter().next() else {
+                    continue;
+                };
                 let pptr = format!("{bptr}/properties/{}", pointer_token(name));
                 match self.schema(ps, &format!("{path}.{name}"), &pptr) {
-                    Some(t) => Ctor { name: name.clone(), doc, payload: Some(t) },
+                    Some(t) => Ctor {
+                        name: name.clone(),
+                        doc,
+                        payload: Some(t),
+                    },
                     None => {
                         ok = false;
                         continue;
@@ -707,7 +788,11 @@ impl Reader<'_, '_, '_> {
                 }
             };
             if ctors.iter().any(|c| c.name == ctor.name) {
-                self.error("schema.enum-duplicate", bptr, format!("constructor {:?} is listed twice", ctor.name));
+                self.error(
+                    "schema.enum-duplicate",
+                    bptr,
+                    format!("constructor {:?} is listed twice", ctor.name),
+                );
                 ok = false;
                 continue;
             }
@@ -732,7 +817,9 @@ impl Reader<'_, '_, '_> {
                 self.error(
                     "schema.unsupported-ref",
                     ptr.to_string(),
-                    format!("only references into this schema's own $defs are supported, not {r:?}"),
+                    format!(
+                        "only references into this schema's own $defs are supported, not {r:?}"
+                    ),
                 );
                 return None;
             }
@@ -751,7 +838,11 @@ impl Reader<'_, '_, '_> {
             None => {}
         }
         let Some(def) = self.root_schema.get(section).and_then(|d| d.get(&name)) else {
-            self.error("schema.unresolved-ref", ptr.to_string(), format!("no definition {name:?} in {section}"));
+            self.error(
+                "schema.unresolved-ref",
+                ptr.to_string(),
+                format!("no definition {name:?} in {section}"),
+            );
             return None;
         };
         let def_ptr = format!("/{section}/{}", pointer_token(&name));
@@ -760,7 +851,9 @@ impl Reader<'_, '_, '_> {
         let nominal = def.as_object().is_some_and(|m| {
             m.contains_key("properties")
                 || m.contains_key("oneOf")
-                || m.get("enum").and_then(Json::as_array).is_some_and(|v| v.iter().all(Json::is_string))
+                || m.get("enum")
+                    .and_then(Json::as_array)
+                    .is_some_and(|v| v.iter().all(Json::is_string))
         });
         let path = format!("{}.{name}", self.root);
         let ty = if nominal {
@@ -794,16 +887,32 @@ impl Reader<'_, '_, '_> {
         let is_list = matches!(b, Type::List(_) | Type::Set(_) | Type::Tuple(_));
         let is_text = b == Type::Text;
         let is_num = matches!(b, Type::Int | Type::Decimal);
-        for (key, slot) in [("minItems", 0), ("maxItems", 1), ("minLength", 2), ("maxLength", 3)] {
+        for (key, slot) in [
+            ("minItems", 0),
+            ("maxItems", 1),
+            ("minLength", 2),
+            ("maxLength", 3),
+        ] {
             let Some(v) = map.get(key) else { continue };
             let at = format!("{ptr}/{key}");
             let fits = if slot < 2 { is_list } else { is_text };
             if !fits {
-                self.error("schema.misplaced-keyword", at, format!("`{key}` does not apply to {}", base.describe(self.ctx.types)));
+                self.error(
+                    "schema.misplaced-keyword",
+                    at,
+                    format!(
+                        "`{key}` does not apply to {}",
+                        base.describe(self.ctx.types)
+                    ),
+                );
                 return None;
             }
             let Some(n) = v.as_u64() else {
-                self.error("schema.bad-bound", at, format!("`{key}` is a non-negative integer"));
+                self.error(
+                    "schema.bad-bound",
+                    at,
+                    format!("`{key}` is a non-negative integer"),
+                );
                 return None;
             };
             any = true;
@@ -818,7 +927,14 @@ impl Reader<'_, '_, '_> {
             let Some(v) = map.get(key) else { continue };
             let at = format!("{ptr}/{key}");
             if !is_num {
-                self.error("schema.misplaced-keyword", at, format!("`{key}` does not apply to {}", base.describe(self.ctx.types)));
+                self.error(
+                    "schema.misplaced-keyword",
+                    at,
+                    format!(
+                        "`{key}` does not apply to {}",
+                        base.describe(self.ctx.types)
+                    ),
+                );
                 return None;
             }
             let Json::Number(n) = v else {
@@ -836,7 +952,14 @@ impl Reader<'_, '_, '_> {
         if let Some(p) = map.get("pattern") {
             let at = format!("{ptr}/pattern");
             if !is_text {
-                self.error("schema.misplaced-keyword", at, format!("`pattern` does not apply to {}", base.describe(self.ctx.types)));
+                self.error(
+                    "schema.misplaced-keyword",
+                    at,
+                    format!(
+                        "`pattern` does not apply to {}",
+                        base.describe(self.ctx.types)
+                    ),
+                );
                 return None;
             }
             match p.as_str().map(regex::Regex::new) {
@@ -845,7 +968,11 @@ impl Reader<'_, '_, '_> {
                     any = true;
                 }
                 Some(Err(e)) => {
-                    self.error("schema.bad-pattern", at, format!("pattern does not compile: {e}"));
+                    self.error(
+                        "schema.bad-pattern",
+                        at,
+                        format!("pattern does not compile: {e}"),
+                    );
                     return None;
                 }
                 None => {
@@ -933,7 +1060,10 @@ impl Gen<'_> {
             ]),
             Type::Tuple(ts) => obj([
                 ("type", s("array")),
-                ("prefixItems", Json::Array(ts.iter().map(|t| self.schema(t)).collect())),
+                (
+                    "prefixItems",
+                    Json::Array(ts.iter().map(|t| self.schema(t)).collect()),
+                ),
             ]),
             Type::Dict(k, v) if **k == Type::Text => obj([
                 ("type", s("object")),
@@ -945,7 +1075,10 @@ impl Gen<'_> {
                     "items",
                     obj([
                         ("type", s("array")),
-                        ("prefixItems", Json::Array(vec![self.schema(k), self.schema(v)])),
+                        (
+                            "prefixItems",
+                            Json::Array(vec![self.schema(k), self.schema(v)]),
+                        ),
                     ]),
                 ),
             ]),
@@ -1041,7 +1174,12 @@ impl Gen<'_> {
                             None => obj([("const", s(&c.name))]),
                             Some(t) => obj([
                                 ("type", s("object")),
-                                ("properties", Json::Object([(c.name.clone(), self.schema(t))].into_iter().collect())),
+                                (
+                                    "properties",
+                                    Json::Object(
+                                        [(c.name.clone(), self.schema(t))].into_iter().collect(),
+                                    ),
+                                ),
                                 ("required", Json::Array(vec![s(&c.name)])),
                             ]),
                         };

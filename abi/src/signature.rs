@@ -12,8 +12,8 @@
 //! repository: DESIGN §2), so only descriptions are stripped.
 
 use crate::schema::generate;
-use crate::typespec::{Prim, Term};
 use crate::types::{Body, Decl, Field, Type, TypeSet};
+use crate::typespec::{Prim, Term};
 use serde_json::{Map, Value as Json};
 use sha2::{Digest, Sha256};
 
@@ -174,7 +174,10 @@ pub fn types_document(roots: &[&Type], types: &TypeSet) -> Json {
         match &d.body {
             Body::Record(fields) => {
                 m.insert("kind".into(), Json::String("record".into()));
-                m.insert("fields".into(), Json::Array(fields.iter().map(field).collect()));
+                m.insert(
+                    "fields".into(),
+                    Json::Array(fields.iter().map(field).collect()),
+                );
             }
             Body::Enum(ctors) => {
                 m.insert("kind".into(), Json::String("enum".into()));

@@ -9,7 +9,8 @@ use crate::json;
 use crate::temporal::{Duration, Instant};
 use base64::Engine as _;
 use bigdecimal::BigDecimal;
-use num_bigint::BigInt;
+use num_bigint::{BigInt, Sign};
+use num_traits::ToPrimitive as _;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -65,7 +66,7 @@ impl Value {
         match self {
             Value::Unit => out.push_str("null"),
             Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => out.push_str(&i.to_str_radix(10)),
+            Value::Int(i) => write_int(i, out),
             Value::Decimal(d) => write_decimal(d, out),
             Value::Text(s) => json::write_str(s, out),
             Value::Bytes(b) => {
@@ -168,14 +169,51 @@ impl Value {
     }
 }
 
+/// Writes an Int in decimal. One whose magnitude fits in 64 bits (nearly
+/// every Int) is written from a stack buffer, without `to_str_radix`'s
+/// allocations.
+fn write_int(i: &BigInt, out: &mut String) {
+    if i.sign() == Sign::Minus {
+        out.push('-');
+    }
+    let mut buf = [0u8; 20];
+    match i.magnitude().to_u64() {
+        Some(m) => out.push_str(u64_digits(m, &mut buf)),
+        None => out.push_str(&i.magnitude().to_str_radix(10)),
+    }
+}
+
+/// The decimal digits of `n`, written at the end of `buf`.
+fn u64_digits(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        // n % 10 < 10, so the cast keeps the digit.
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits by construction.
+    std::str::from_utf8(&buf[pos..]).unwrap_or("0")
+}
+
 /// Writes a Decimal in plain notation (never `BigDecimal`'s Display, whose
-/// switch to exponent form is set by build-time environment variables).
+/// switch to exponent form is set by build-time environment variables). The
+/// coefficient is borrowed, and written from a stack buffer when it fits in
+/// 64 bits.
 pub(crate) fn write_decimal(d: &BigDecimal, out: &mut String) {
-    let (int, scale) = d.as_bigint_and_exponent();
-    let text = int.to_str_radix(10);
-    let (neg, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.as_str()),
+    let (int, scale) = d.as_bigint_and_scale();
+    let neg = int.sign() == Sign::Minus;
+    let mut buf = [0u8; 20];
+    let long;
+    let digits = match int.magnitude().to_u64() {
+        Some(m) => u64_digits(m, &mut buf),
+        None => {
+            long = int.magnitude().to_str_radix(10);
+            long.as_str()
+        }
     };
     let n = crate::number::Num::from_parts(neg, digits.as_bytes(), scale.saturating_neg());
     n.write_canonical(out);
@@ -247,7 +285,10 @@ mod tests {
             ("1e10", "10000000000"),
             ("-0.000", "0"),
             ("0.001", "0.001"),
-            ("123456789012345678901234567890.000000000000000000001", "123456789012345678901234567890.000000000000000000001"),
+            (
+                "123456789012345678901234567890.000000000000000000001",
+                "123456789012345678901234567890.000000000000000000001",
+            ),
         ] {
             let v = Value::decimal(BigDecimal::from_str(s).unwrap());
             assert_eq!(v.canonical(), c, "{s}");

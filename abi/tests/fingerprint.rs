@@ -15,8 +15,8 @@ fn tool(input: &Json, output: &Json) -> (ToolDecl, TypeSet) {
     let mut ctx = ReadContext::new(&mut types, "support.json");
     let params = schema::read_fields(input, "web-search.args", "/tools/0/input_schema", &mut ctx)
         .expect("params");
-    let ok = schema::read_any(output, "web-search.ok", "/tools/0/output_schema", &mut ctx)
-        .expect("ok");
+    let ok =
+        schema::read_any(output, "web-search.ok", "/tools/0/output_schema", &mut ctx).expect("ok");
     assert!(!ctx.has_errors(), "{:?}", ctx.diagnostics);
     let err = tool_error(&mut types);
     (
@@ -49,7 +49,11 @@ fn fingerprint_form() {
     let f = fp(base_in(), base_out());
     assert!(f.starts_with("sha256:"));
     assert_eq!(f.len(), "sha256:".len() + 64);
-    assert!(f[7..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(
+        f[7..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
     // Deterministic.
     assert_eq!(f, fp(base_in(), base_out()));
 }
@@ -58,13 +62,41 @@ fn fingerprint_form() {
 fn moves_on_signature_changes() {
     let base = fp(base_in(), base_out());
     let changes = [
-        ("param added", json!({"query": {"type": "string"}, "limit": {"type": "integer"}, "lang": {"type": "string"}}), base_out()),
-        ("param removed", json!({"query": {"type": "string"}}), base_out()),
-        ("param renamed", json!({"q": {"type": "string"}, "limit": {"type": "integer"}}), base_out()),
-        ("param retyped", json!({"query": {"type": "string"}, "limit": {"type": "number"}}), base_out()),
-        ("param made optional", json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}), base_out()),
-        ("ok changed", base_in(), json!({"type": "object", "properties": {"hits": {"type": "array", "items": {"type": "integer"}}}, "required": ["hits"]})),
-        ("ok nested field renamed", base_in(), json!({"type": "object", "properties": {"results": {"type": "array", "items": {"type": "string"}}}, "required": ["results"]})),
+        (
+            "param added",
+            json!({"query": {"type": "string"}, "limit": {"type": "integer"}, "lang": {"type": "string"}}),
+            base_out(),
+        ),
+        (
+            "param removed",
+            json!({"query": {"type": "string"}}),
+            base_out(),
+        ),
+        (
+            "param renamed",
+            json!({"q": {"type": "string"}, "limit": {"type": "integer"}}),
+            base_out(),
+        ),
+        (
+            "param retyped",
+            json!({"query": {"type": "string"}, "limit": {"type": "number"}}),
+            base_out(),
+        ),
+        (
+            "param made optional",
+            json!({"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}),
+            base_out(),
+        ),
+        (
+            "ok changed",
+            base_in(),
+            json!({"type": "object", "properties": {"hits": {"type": "array", "items": {"type": "integer"}}}, "required": ["hits"]}),
+        ),
+        (
+            "ok nested field renamed",
+            base_in(),
+            json!({"type": "object", "properties": {"results": {"type": "array", "items": {"type": "string"}}}, "required": ["results"]}),
+        ),
     ];
     for (what, input, output) in changes {
         assert_ne!(fp(input, output), base, "{what}");
@@ -90,21 +122,41 @@ fn moves_when_params_are_reordered_or_err_changes() {
 fn stays_for_descriptions_and_spellings() {
     let base = fp(base_in(), base_out());
     // Descriptions changed or removed.
-    assert_eq!(fp(json!({"query": {"type": "string", "description": "Other words."}, "limit": {"type": "integer"}}), base_out()), base);
     assert_eq!(
-        fp(base_in(), json!({"type": "object", "description": "Results.", "properties": {"hits": {"type": "array", "description": "Found.", "items": {"type": "string"}}}, "required": ["hits"]})),
+        fp(
+            json!({"query": {"type": "string", "description": "Other words."}, "limit": {"type": "integer"}}),
+            base_out()
+        ),
+        base
+    );
+    assert_eq!(
+        fp(
+            base_in(),
+            json!({"type": "object", "description": "Results.", "properties": {"hits": {"type": "array", "description": "Found.", "items": {"type": "string"}}}, "required": ["hits"]})
+        ),
         base
     );
     // The shorthand and the full schema of the same params.
     assert_eq!(
-        fp(json!({"type": "object", "properties": {"limit": {"type": "integer"}, "query": {"type": "string"}}, "required": ["query", "limit"]}), base_out()),
+        fp(
+            json!({"type": "object", "properties": {"limit": {"type": "integer"}, "query": {"type": "string"}}, "required": ["query", "limit"]}),
+            base_out()
+        ),
         base
     );
     // JSON object order carries no meaning (an editor re-sorting keys).
-    let reordered: Json = serde_json::from_str(r#"{"limit": {"type": "integer"}, "query": {"type": ["string"]}}"#).unwrap();
+    let reordered: Json =
+        serde_json::from_str(r#"{"limit": {"type": "integer"}, "query": {"type": ["string"]}}"#)
+            .unwrap();
     assert_eq!(fp(reordered, base_out()), base);
     // Annotations are not part of the signature.
-    assert_eq!(fp(json!({"query": {"type": "string", "title": "Q", "examples": ["x"]}, "limit": {"type": "integer"}}), base_out()), base);
+    assert_eq!(
+        fp(
+            json!({"query": {"type": "string", "title": "Q", "examples": ["x"]}, "limit": {"type": "integer"}}),
+            base_out()
+        ),
+        base
+    );
 }
 
 #[test]
@@ -114,8 +166,14 @@ fn describe_signature_keeps_descriptions() {
     let without = flow_abi::json::canonical(&t.signature(&types, false));
     assert!(with.contains("What to look for."));
     assert!(!without.contains("description"));
-    assert!(without.starts_with(r#"{"err":{"$defs":{"std/tool.ToolError":"#), "{without}");
-    assert!(without.contains(r##""$ref":"#/$defs/std~1tool.ToolError""##), "{without}");
+    assert!(
+        without.starts_with(r#"{"err":{"$defs":{"std/tool.ToolError":"#),
+        "{without}"
+    );
+    assert!(
+        without.contains(r##""$ref":"#/$defs/std~1tool.ToolError""##),
+        "{without}"
+    );
 }
 
 #[test]
@@ -123,7 +181,10 @@ fn tools_entry_and_types_document() {
     let (t, types) = tool(&base_in(), &base_out());
     let entry = t.tools_entry(&types);
     assert_eq!(entry["tool"], "support.json#web-search");
-    assert_eq!(entry["params"], json!([{"name": "limit", "type": "Int"}, {"name": "query", "type": "Text"}]));
+    assert_eq!(
+        entry["params"],
+        json!([{"name": "limit", "type": "Int"}, {"name": "query", "type": "Text"}])
+    );
     assert_eq!(entry["ok"], json!({"Named": "support.json.web-search.ok"}));
     assert_eq!(entry["err"], json!({"Named": "std/tool.ToolError"}));
     let doc = types_document(&t.roots(), &types);
@@ -134,8 +195,21 @@ fn tools_entry_and_types_document() {
     );
     assert_eq!(doc.as_object().unwrap().len(), 2);
     // Terms of the compound types.
-    let ty = Type::Dict(Box::new(Type::Int), Box::new(Type::Option(Box::new(Type::Tuple(vec![Type::Bool, Type::Json])))));
-    assert_eq!(term(&ty, &types), json!({"Dict": ["Int", {"Option": {"Tuple": ["Bool", "json.Value"]}}]}));
-    let f = Field { name: "x".into(), ty: Type::Set(Box::new(Type::Instant)), doc: None };
+    let ty = Type::Dict(
+        Box::new(Type::Int),
+        Box::new(Type::Option(Box::new(Type::Tuple(vec![
+            Type::Bool,
+            Type::Json,
+        ])))),
+    );
+    assert_eq!(
+        term(&ty, &types),
+        json!({"Dict": ["Int", {"Option": {"Tuple": ["Bool", "json.Value"]}}]})
+    );
+    let f = Field {
+        name: "x".into(),
+        ty: Type::Set(Box::new(Type::Instant)),
+        doc: None,
+    };
     assert_eq!(term(&f.ty, &types), json!({"Set": "Instant"}));
 }

@@ -65,18 +65,36 @@ fn design_table_types() {
     for (schema, want) in [
         (json!({"type": "integer"}), r#"{"type":"integer"}"#),
         (json!({"type": "number"}), r#"{"type":"number"}"#),
-        (json!({"type": "string", "format": "date-time"}), r#"{"format":"date-time","type":"string"}"#),
-        (json!({"type": "string", "format": "duration"}), r#"{"format":"duration","type":"string"}"#),
-        (json!({"type": "string", "contentEncoding": "base64"}), r#"{"contentEncoding":"base64","type":"string"}"#),
+        (
+            json!({"type": "string", "format": "date-time"}),
+            r#"{"format":"date-time","type":"string"}"#,
+        ),
+        (
+            json!({"type": "string", "format": "duration"}),
+            r#"{"format":"duration","type":"string"}"#,
+        ),
+        (
+            json!({"type": "string", "contentEncoding": "base64"}),
+            r#"{"contentEncoding":"base64","type":"string"}"#,
+        ),
         (json!({"type": "null"}), r#"{"type":"null"}"#),
-        (json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
-            r#"{"items":{"type":"integer"},"type":"array","uniqueItems":true}"#),
-        (json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}]}),
-            r#"{"prefixItems":[{"type":"string"},{"type":"boolean"}],"type":"array"}"#),
-        (json!({"type": "object", "additionalProperties": {"type": "number"}}),
-            r#"{"additionalProperties":{"type":"number"},"type":"object"}"#),
+        (
+            json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
+            r#"{"items":{"type":"integer"},"type":"array","uniqueItems":true}"#,
+        ),
+        (
+            json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}]}),
+            r#"{"prefixItems":[{"type":"string"},{"type":"boolean"}],"type":"array"}"#,
+        ),
+        (
+            json!({"type": "object", "additionalProperties": {"type": "number"}}),
+            r#"{"additionalProperties":{"type":"number"},"type":"object"}"#,
+        ),
         // DESIGN §4: a bare object is Dict<Text, json.Value>, a bare array List<json.Value>.
-        (json!({"type": "object"}), r#"{"additionalProperties":{},"type":"object"}"#),
+        (
+            json!({"type": "object"}),
+            r#"{"additionalProperties":{},"type":"object"}"#,
+        ),
         (json!({"type": "array"}), r#"{"items":{},"type":"array"}"#),
     ] {
         assert_eq!(generated(&schema), want, "{schema}");
@@ -98,7 +116,10 @@ fn records_have_option_fields_and_docs() {
     let v = decode(r#"{"url":"x"}"#, &ty, &types).unwrap();
     assert_eq!(v.canonical(), r#"{"url":"x"}"#);
     let e = decode(r#"{"score":1}"#, &ty, &types).unwrap_err();
-    assert!(e.to_string().contains("missing required field \"url\""), "{e}");
+    assert!(
+        e.to_string().contains("missing required field \"url\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -121,8 +142,16 @@ fn recursive_types_through_defs() {
         v.canonical(),
         r#"{"children":[{"children":[],"name":"b"},{"children":[{"children":[],"name":"d"}],"name":"c"}],"name":"a"}"#
     );
-    let e = decode(r#"{"name":"a","children":[{"name":"b","children":[{"name":1,"children":[]}]}]}"#, &ty, &types).unwrap_err();
-    assert_eq!(e.to_string(), "$.children[0].children[0].name: expected Text, found number 1");
+    let e = decode(
+        r#"{"name":"a","children":[{"name":"b","children":[{"name":1,"children":[]}]}]}"#,
+        &ty,
+        &types,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "$.children[0].children[0].name: expected Text, found number 1"
+    );
 }
 
 #[test]
@@ -132,9 +161,14 @@ fn enums_with_payloads() {
         {"type": "object", "properties": {"Card": {"type": "object",
             "properties": {"last4": {"type": "string"}}, "required": ["last4"]}}, "required": ["Card"]}]});
     let (types, ty) = read(&s);
-    assert_eq!(decode(r#""None""#, &ty, &types).unwrap().canonical(), r#""None""#);
     assert_eq!(
-        decode(r#"{"Card":{"last4":"4242"}}"#, &ty, &types).unwrap().canonical(),
+        decode(r#""None""#, &ty, &types).unwrap().canonical(),
+        r#""None""#
+    );
+    assert_eq!(
+        decode(r#"{"Card":{"last4":"4242"}}"#, &ty, &types)
+            .unwrap()
+            .canonical(),
         r#"{"Card":{"last4":"4242"}}"#
     );
     assert!(decode(r#"{"Card":{"last4":"4242"},"None":1}"#, &ty, &types).is_err());
@@ -150,7 +184,10 @@ fn decode_error_names_the_path() {
     let (types, ty) = read(&s);
     let text = r#"{"items":[{"price":1},{"price":2},{"price":3},{"price":"9.99"}]}"#;
     let e = decode(text, &ty, &types).unwrap_err();
-    assert_eq!(e.to_string(), r#"$.items[3].price: expected Decimal, found string "9.99""#);
+    assert_eq!(
+        e.to_string(),
+        r#"$.items[3].price: expected Decimal, found string "9.99""#
+    );
 }
 
 #[test]
@@ -161,15 +198,40 @@ fn refinements_are_enforced_after_decoding() {
         "score": {"type": "number", "minimum": 0, "maximum": 1},
         "level": {"type": "integer", "enum": [1, 2, 3]}}});
     let (types, ty) = read(&s);
-    assert!(decode(r#"{"tags":["a"],"name":"ab","score":0.5,"level":2}"#, &ty, &types).is_ok());
+    assert!(
+        decode(
+            r#"{"tags":["a"],"name":"ab","score":0.5,"level":2}"#,
+            &ty,
+            &types
+        )
+        .is_ok()
+    );
     for (bad, path) in [
         (r#"{"tags":[],"name":"ab","score":0.5,"level":2}"#, "$.tags"),
-        (r#"{"tags":["a","b","c"],"name":"ab","score":0.5,"level":2}"#, "$.tags"),
-        (r#"{"tags":["a"],"name":"a","score":0.5,"level":2}"#, "$.name"),
-        (r#"{"tags":["a"],"name":"AB","score":0.5,"level":2}"#, "$.name"),
-        (r#"{"tags":["a"],"name":"ab","score":1.01,"level":2}"#, "$.score"),
-        (r#"{"tags":["a"],"name":"ab","score":-0.1,"level":2}"#, "$.score"),
-        (r#"{"tags":["a"],"name":"ab","score":0.5,"level":4}"#, "$.level"),
+        (
+            r#"{"tags":["a","b","c"],"name":"ab","score":0.5,"level":2}"#,
+            "$.tags",
+        ),
+        (
+            r#"{"tags":["a"],"name":"a","score":0.5,"level":2}"#,
+            "$.name",
+        ),
+        (
+            r#"{"tags":["a"],"name":"AB","score":0.5,"level":2}"#,
+            "$.name",
+        ),
+        (
+            r#"{"tags":["a"],"name":"ab","score":1.01,"level":2}"#,
+            "$.score",
+        ),
+        (
+            r#"{"tags":["a"],"name":"ab","score":-0.1,"level":2}"#,
+            "$.score",
+        ),
+        (
+            r#"{"tags":["a"],"name":"ab","score":0.5,"level":4}"#,
+            "$.level",
+        ),
     ] {
         let e = decode(bad, &ty, &types).unwrap_err();
         assert_eq!(e.path(), path, "{bad}: {e}");
@@ -188,33 +250,75 @@ fn unsupported_keywords_are_diagnostics_with_pointers() {
         "g": {"type": "integer", "minLength": 2}}}));
     let has = |sev: Severity, ptr: &str, code: &str| {
         assert!(
-            d.iter().any(|(s, p, c)| *s == sev && p == ptr && *c == code),
+            d.iter()
+                .any(|(s, p, c)| *s == sev && p == ptr && *c == code),
             "missing {sev:?} {ptr} {code} in {d:?}"
         );
     };
-    has(Severity::Error, "/state_schema/properties/a/anyOf", "schema.unsupported-keyword");
-    has(Severity::Error, "/state_schema/properties/b/type", "schema.type-union");
-    has(Severity::Error, "/state_schema/properties/c/multipleOf", "schema.unsupported-keyword");
-    has(Severity::Warning, "/state_schema/properties/d/default", "schema.default-not-filled");
-    has(Severity::Warning, "/state_schema/properties/e/x-ui", "schema.unknown-keyword");
-    has(Severity::Error, "/state_schema/properties/f/$ref", "schema.unsupported-ref");
-    has(Severity::Error, "/state_schema/properties/g/minLength", "schema.misplaced-keyword");
+    has(
+        Severity::Error,
+        "/state_schema/properties/a/anyOf",
+        "schema.unsupported-keyword",
+    );
+    has(
+        Severity::Error,
+        "/state_schema/properties/b/type",
+        "schema.type-union",
+    );
+    has(
+        Severity::Error,
+        "/state_schema/properties/c/multipleOf",
+        "schema.unsupported-keyword",
+    );
+    has(
+        Severity::Warning,
+        "/state_schema/properties/d/default",
+        "schema.default-not-filled",
+    );
+    has(
+        Severity::Warning,
+        "/state_schema/properties/e/x-ui",
+        "schema.unknown-keyword",
+    );
+    has(
+        Severity::Error,
+        "/state_schema/properties/f/$ref",
+        "schema.unsupported-ref",
+    );
+    has(
+        Severity::Error,
+        "/state_schema/properties/g/minLength",
+        "schema.misplaced-keyword",
+    );
 }
 
 #[test]
 fn bad_references_are_diagnostics() {
     let d = diagnostics(&json!({"$ref": "#/$defs/Missing"}));
-    assert!(d.iter().any(|(_, _, c)| *c == "schema.unresolved-ref"), "{d:?}");
+    assert!(
+        d.iter().any(|(_, _, c)| *c == "schema.unresolved-ref"),
+        "{d:?}"
+    );
     let d = diagnostics(&json!({"$defs": {"A": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"}));
-    assert!(d.iter().any(|(_, _, c)| *c == "schema.recursive-alias"), "{d:?}");
-    let d = diagnostics(&json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}));
-    assert!(d.iter().any(|(_, p, c)| *c == "schema.required-unknown" && p == "/state_schema/required/0"), "{d:?}");
+    assert!(
+        d.iter().any(|(_, _, c)| *c == "schema.recursive-alias"),
+        "{d:?}"
+    );
+    let d = diagnostics(
+        &json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}),
+    );
+    assert!(
+        d.iter()
+            .any(|(_, p, c)| *c == "schema.required-unknown" && p == "/state_schema/required/0"),
+        "{d:?}"
+    );
 }
 
 #[test]
 fn corpus_schemas_read_without_errors() {
     // Every schema-bearing field of the real FlowSpec files reads cleanly.
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/flowspec-corpus");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/flowspec-corpus");
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -231,7 +335,11 @@ fn corpus_schemas_read_without_errors() {
             seen += 1;
             schema::read_any(s, &format!("s{i}"), ptr, &mut ctx);
         }
-        let errors: Vec<_> = ctx.diagnostics.iter().filter(|d| d.severity == Severity::Error).collect();
+        let errors: Vec<_> = ctx
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect();
         assert!(errors.is_empty(), "{name}: {errors:?}");
     }
     assert!(seen > 20, "only {seen} schemas found");
@@ -242,8 +350,10 @@ fn collect_schemas(v: &Json, ptr: &str, out: &mut Vec<(String, Json)>) {
         Json::Object(m) => {
             for (k, x) in m {
                 let p = format!("{ptr}/{}", schema::pointer_token(k));
-                if matches!(k.as_str(), "state_schema" | "output_schema" | "input_schema" | "resume_schema" | "schema")
-                    && x.is_object()
+                if matches!(
+                    k.as_str(),
+                    "state_schema" | "output_schema" | "input_schema" | "resume_schema" | "schema"
+                ) && x.is_object()
                 {
                     out.push((p, x.clone()));
                 } else {
