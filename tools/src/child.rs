@@ -1,0 +1,75 @@
+//! Starting an implementation's process.
+//!
+//! STYLE rule 8: "child processes are killed by a Drop guard". Every child is
+//! spawned with `kill_on_drop`, so dropping the [`tokio::process::Child`]
+//! (when its owning service ends, or the runtime shuts down) kills it.
+//! Its stderr is drained into tracing line by line; it never reaches the
+//! protocol stream, and a chatty child never blocks on a full pipe.
+//!
+//! The environment is inherited: flow.toml "carries no credential", so an
+//! implementation that needs one (flow-llm's `FLOW_LLM_API_KEY`) reads it
+//! from the host's environment.
+
+use crate::manifest::Launch;
+use std::path::Path;
+use std::process::Stdio;
+use tokio::io::BufReader;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinSet;
+
+/// A started child: the process and its protocol pipes.
+pub struct Started {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+/// Starts `launch` in `dir`, with stdin and stdout piped for the protocol
+/// and stderr drained into tracing by a task in `tasks`.
+pub fn start(
+    launch: &Launch,
+    dir: &Path,
+    label: &str,
+    tasks: &mut JoinSet<()>,
+) -> std::io::Result<Started> {
+    let argv = launch.argv();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command",
+        ));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(std::io::Error::other("child pipes missing"));
+    };
+    if let Some(stderr) = child.stderr.take() {
+        let label = label.to_string();
+        let pid = child.id().unwrap_or(0);
+        tasks.spawn(async move {
+            let mut r = BufReader::new(stderr);
+            let mut buf = Vec::new();
+            // Lines are cut at 64 KiB so a child cannot grow our memory.
+            while let Ok(Some(line)) = crate::lines::read_line(&mut r, 64 * 1024, &mut buf).await {
+                let text = match line {
+                    crate::lines::Line::Text(t) => t,
+                    crate::lines::Line::NotUtf8 => "(a line that is not UTF-8)".into(),
+                    crate::lines::Line::Oversized { len, .. } => format!("(a line of {len} bytes)"),
+                };
+                tracing::info!(tool.process = %label, tool.pid = pid, tool.stderr = %text, "tool stderr");
+            }
+        });
+    }
+    Ok(Started {
+        child,
+        stdin,
+        stdout,
+    })
+}
