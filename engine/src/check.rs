@@ -72,7 +72,12 @@ pub fn check(doc: &Value) -> Report {
 pub fn check_module(doc: &Value, module: &str) -> Report {
     let (flow, diags) = model::parse(doc);
     let mut cx = Cx { diags };
-    Checker::new(&flow).run(&mut cx);
+    // Graph rules need both lists; when one is not an array, its wrong type
+    // is the one useful diagnostic, not a dead end at every node.
+    let graph = ["nodes", "edges"]
+        .iter()
+        .all(|k| doc.get(k).is_some_and(Value::is_array));
+    Checker::new(&flow).run(&mut cx, graph);
     let mut types = TypeSet::new();
     let schema_types = read_schemas(&mut cx, &flow, &mut types, module);
     let mut diagnostics = cx.diags;
@@ -272,7 +277,7 @@ impl<'f> Checker<'f> {
         }
     }
 
-    fn run(mut self, cx: &mut Cx) {
+    fn run(mut self, cx: &mut Cx, graph: bool) {
         self.ids(cx);
         self.state_schema(cx);
         self.registry(cx);
@@ -281,9 +286,11 @@ impl<'f> Checker<'f> {
             self.node(cx, node);
         }
         self.edges(cx);
-        let succ = self.routes(cx);
-        self.reachability(cx, &succ);
-        self.forks(cx, &succ);
+        if graph {
+            let succ = self.routes(cx);
+            self.reachability(cx, &succ);
+            self.forks(cx, &succ);
+        }
         self.flow_config(cx);
     }
 
