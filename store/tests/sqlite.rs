@@ -1,0 +1,236 @@
+//! SQLite-specific tests on real files: corruption detection, blob dedup,
+//! storage growth, migrations.
+
+use flow_store::conformance::{
+    call_fact, checkpoint_fact, end_fact, new_run_id, reply_fact, start_fact,
+};
+use flow_store::{AppendFacts, Error, ReadHistory, RunId, SqliteOptions, SqliteStore};
+use serde_json::json;
+use std::path::Path;
+
+fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default()).unwrap()
+}
+
+fn create(s: &SqliteStore) -> RunId {
+    let run = new_run_id();
+    let (start, sources) = start_fact(&run, json!({"q": 1}));
+    s.create_run(&start, &sources).unwrap();
+    run
+}
+
+/// Flips one byte of the first occurrence of `marker` in the database file.
+fn flip_in_file(db: &Path, marker: &[u8]) {
+    let mut bytes = std::fs::read(db).unwrap();
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("marker in the database file");
+    assert!(
+        bytes[at + 1..].windows(marker.len()).all(|w| w != marker),
+        "marker appears once"
+    );
+    bytes[at] ^= 0x01;
+    std::fs::write(db, bytes).unwrap();
+}
+
+fn corrupt_at(err: Error) -> u64 {
+    match err {
+        Error::Corrupt { n, .. } => n,
+        other => panic!("expected a storage failure naming a fact, got {other}"),
+    }
+}
+
+/// DESIGN §3 / REQUIREMENTS RES-4: a flipped byte in a fact row is a storage
+/// failure naming the fact, never wrong data.
+#[test]
+fn flipped_byte_in_a_fact_row_names_the_fact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let run = {
+        let s = open(&db);
+        let run = create(&s);
+        s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
+        s.append(
+            &run,
+            &call_fact(3, 2, json!({"marker": "CORRUPT-ME-IN-FACT-3"})),
+        )
+        .unwrap();
+        s.append(&run, &call_fact(4, 3, json!({"a": 3}))).unwrap();
+        run
+    }; // dropping the store folds the WAL into the file
+    flip_in_file(&db, b"CORRUPT-ME-IN-FACT-3");
+    let s = open(&db);
+    assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 3);
+    // The tail's catch-up read and a page read fail the same way.
+    assert_eq!(corrupt_at(s.read_after(&run, 0, 10).unwrap_err()), 3);
+    assert!(
+        s.read_after(&run, 3, 10).is_ok(),
+        "facts after the damage still link to its recorded hash"
+    );
+}
+
+/// A flipped byte inside a blob: the fact that uses it is named.
+#[test]
+fn flipped_byte_in_a_blob_row_names_the_fact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let big = format!("BLOB-MARKER{}", "z".repeat(4000));
+    let run = {
+        let s = open(&db);
+        let run = create(&s);
+        s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
+        s.append(&run, &reply_fact(3, 1, json!(big))).unwrap();
+        run
+    };
+    flip_in_file(&db, b"BLOB-MARKER");
+    let s = open(&db);
+    let err = s.read_history(&run).unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(corrupt_at(err), 3, "{msg}");
+    assert!(msg.contains("blob"), "{msg}");
+}
+
+/// Row-level damage through SQL: a changed hash column, a deleted tail row.
+#[test]
+fn changed_hash_and_missing_rows_are_storage_failures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let s = open(&db);
+    let run = create(&s);
+    for n in 2..=5 {
+        s.append(&run, &call_fact(n, n, json!({"n": n}))).unwrap();
+    }
+    drop(s);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE facts SET hash = zeroblob(32) WHERE n = 2", [])
+        .unwrap();
+    drop(c);
+    let s = open(&db);
+    assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 2);
+    drop(s);
+    let run2 = {
+        let s = open(&db);
+        let run2 = create(&s);
+        s.append(&run2, &call_fact(2, 1, json!({}))).unwrap();
+        s.append(&run2, &call_fact(3, 2, json!({}))).unwrap();
+        run2
+    };
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "DELETE FROM facts WHERE n = 3 AND run_key = (SELECT key FROM runs WHERE id = ?1)",
+        [run2.as_str()],
+    )
+    .unwrap();
+    drop(c);
+    let s = open(&db);
+    assert_eq!(corrupt_at(s.read_history(&run2).unwrap_err()), 3);
+}
+
+/// DESIGN §3: "Equal values share one blob across facts, runs and forks."
+#[test]
+fn equal_values_share_one_blob_across_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = open(&tmp.path().join("s.db"));
+    let shared = json!({"doc": "s".repeat(100 * 1024)});
+    let mut counts = Vec::new();
+    for _ in 0..20 {
+        let run = create(&s);
+        s.append(&run, &call_fact(2, 1, shared.clone())).unwrap();
+        s.append(&run, &reply_fact(3, 1, shared.clone())).unwrap();
+        s.append(&run, &checkpoint_fact(4, json!({"doc": shared.clone()})))
+            .unwrap();
+        counts.push(s.blob_count().unwrap());
+    }
+    // Each run adds only its own source blob; the 100 KiB value is one row.
+    for w in counts.windows(2) {
+        assert_eq!(w[1] - w[0], 1, "blob rows {counts:?}");
+    }
+}
+
+/// DESIGN §3 "Checkpoints": a run whose `append` list gains one 2 KiB text
+/// per step grows linearly on disk, not quadratically.
+#[test]
+fn accumulating_list_grows_linearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = open(&tmp.path().join("s.db"));
+    let run = create(&s);
+    let mut msgs: Vec<serde_json::Value> = Vec::new();
+    let mut n = 1;
+    let mut sizes = vec![s.bytes_on_disk().unwrap()];
+    for step in 0..300u64 {
+        let text = format!("{step:05}{}", "t".repeat(2043));
+        msgs.push(json!(text));
+        n += 1;
+        s.append(
+            &run,
+            &checkpoint_fact(n, json!({"messages": msgs, "step": step})),
+        )
+        .unwrap();
+        if step % 100 == 99 {
+            sizes.push(s.bytes_on_disk().unwrap());
+        }
+    }
+    let first = sizes[1] - sizes[0];
+    let third = sizes[3] - sizes[2];
+    // Quadratic growth would make the third hundred steps ~5x the first.
+    assert!(
+        third < first * 3 / 2 + 64 * 1024,
+        "growth per 100 steps: {sizes:?}"
+    );
+    assert!(third / 100 < 4000, "bytes per step {}", third / 100);
+    assert_eq!(
+        s.checkpoint_state(&run, n).unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        300
+    );
+    s.read_history(&run).unwrap();
+}
+
+/// STYLE rule 11: migrations are recorded; an edited or newer schema is refused.
+#[test]
+fn migrations_are_recorded_and_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let run = {
+        let s = open(&db);
+        let run = create(&s);
+        s.append(&run, &end_fact(2, json!(1))).unwrap();
+        run
+    };
+    // Reopening applies nothing twice and keeps the data.
+    let s = open(&db);
+    assert_eq!(s.run_info(&run).unwrap().last_fact.n, 2);
+    drop(s);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let v: i64 = c
+        .query_row("SELECT MAX(version) FROM schema_migrations", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(v, flow_store::sqlite::schema_version());
+    c.execute(
+        "UPDATE schema_migrations SET checksum = 'x' WHERE version = 1",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    assert!(matches!(
+        SqliteStore::open(&db, SqliteOptions::default()),
+        Err(Error::Schema(_))
+    ));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("DELETE FROM schema_migrations", []).unwrap();
+    c.execute(
+        "INSERT INTO schema_migrations VALUES (99, 'future', 'x', 0)",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    assert!(matches!(
+        SqliteStore::open(&db, SqliteOptions::default()),
+        Err(Error::Schema(_))
+    ));
+}
