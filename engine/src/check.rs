@@ -601,6 +601,23 @@ impl<'f> Checker<'f> {
         let at = |k: &str| push_token(&n.ptr, k);
         match &n.kind {
             NodeKind::Input(i) => {
+                // FS-IN-2: the input schema is "Validated against state_schema":
+                // each input field becomes a state key (REQUIREMENTS GAP-STATE-5).
+                if let Some(s) = &i.output_schema
+                    && let Value::Object(m) = &s.json
+                {
+                    let (props, base) = if s.shorthand {
+                        (Some(m), s.ptr.clone())
+                    } else {
+                        (
+                            m.get("properties").and_then(Value::as_object),
+                            push_token(&s.ptr, "properties"),
+                        )
+                    };
+                    for k in props.into_iter().flat_map(|p| p.keys()) {
+                        self.writes(cx, k, push_token(&base, k));
+                    }
+                }
                 if i.output_schema.is_none() && self.flow.state_schema.is_none() {
                     cx.push(
                         Code::SchemaNote,

@@ -1,0 +1,345 @@
+//! A program: the root FlowSpec file plus every FlowSpec its `subgraph`
+//! nodes reach, checked, with the Tool declarations each can call.
+//!
+//! DESIGN §4: "Program: a root FlowSpec file plus every FlowSpec its
+//! `subgraph` nodes reach (`flow_ref` = the `id` of a FlowSpec file in the
+//! same directory)." DESIGN §2: "Declaration identity: `<module>#<tool-id>`,
+//! where module is the flow file's path relative to the program root
+//! (e.g. `support.json#web-search`); built-ins live in module `std/<name>`."
+
+use crate::check::{Report, check_module};
+use crate::diag::{Code, Diagnostic};
+use crate::model::{
+    Condition, FnRef, JoinReducer, NodeKind, SpeakerSelection, ToolApproval, TransformMode,
+};
+use flow_abi::signature::{ToolDecl, tool_error, types_document};
+use flow_abi::{Body, Field, Type, TypeSet, builtin};
+use serde_json::{Map, Value as Json};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The entry function name of every FlowSpec program (DESIGN §4).
+pub const ENTRY: &str = "main";
+
+/// One checked FlowSpec file of a program.
+#[derive(Debug, Clone)]
+pub struct Module {
+    /// Path relative to the program root, e.g. `support.json`.
+    pub path: String,
+    /// The checked flow, its types and the type of each embedded schema.
+    pub report: Report,
+    /// Every declaration this module's nodes can call, by identity.
+    pub decls: BTreeMap<String, ToolDecl>,
+    /// `flow_ref` of each subgraph node → the module it runs.
+    pub subflows: BTreeMap<String, String>,
+}
+
+/// A checked program.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub root: String,
+    pub modules: BTreeMap<String, Module>,
+}
+
+/// Why a program could not be formed: diagnostics per module path.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub diagnostics: Vec<(String, Diagnostic)>,
+}
+
+impl Program {
+    /// Checks `root` and every module its subgraphs reach among `files`
+    /// (module path → parsed document). Every module's diagnostics are
+    /// reported at once; warnings of a program that loads are in each
+    /// module's report.
+    pub fn load(files: &BTreeMap<String, Json>, root: &str) -> Result<Program, Refused> {
+        let mut modules = BTreeMap::new();
+        let mut diagnostics = Vec::new();
+        let mut todo = vec![root.to_string()];
+        while let Some(path) = todo.pop() {
+            if modules.contains_key(&path) {
+                continue;
+            }
+            let Some(doc) = files.get(&path) else {
+                diagnostics.push((
+                    path.clone(),
+                    Diagnostic::new(Code::MissingField, "", format!("no file {path} in the program")),
+                ));
+                continue;
+            };
+            let report = check_module(doc, &path);
+            for d in report.diagnostics.iter().filter(|d| d.is_error()) {
+                diagnostics.push((path.clone(), d.clone()));
+            }
+            let mut subflows = BTreeMap::new();
+            for node in &report.flow.nodes {
+                if let NodeKind::Subgraph(s) = &node.kind {
+                    match find_flow(files, &path, &s.flow_ref) {
+                        Some(m) => {
+                            subflows.insert(s.flow_ref.clone(), m.clone());
+                            todo.push(m);
+                        }
+                        None => diagnostics.push((
+                            path.clone(),
+                            Diagnostic::new(
+                                Code::UnknownNode,
+                                format!("{}/flow_ref", node.ptr),
+                                format!(
+                                    "subgraph flow_ref {:?} names no FlowSpec file with that id in the same directory",
+                                    s.flow_ref
+                                ),
+                            ),
+                        )),
+                    }
+                }
+            }
+            modules.insert(
+                path.clone(),
+                Module {
+                    path,
+                    report,
+                    decls: BTreeMap::new(),
+                    subflows,
+                },
+            );
+        }
+        if !diagnostics.is_empty() {
+            return Err(Refused { diagnostics });
+        }
+        let paths: Vec<String> = modules.keys().cloned().collect();
+        for path in paths {
+            let Some(m) = modules.get_mut(&path) else { continue };
+            m.decls = declarations(m);
+        }
+        Ok(Program {
+            root: root.to_string(),
+            modules,
+        })
+    }
+
+    pub fn module(&self, path: &str) -> Option<&Module> {
+        self.modules.get(path)
+    }
+
+    pub fn root_module(&self) -> Option<&Module> {
+        self.modules.get(&self.root)
+    }
+
+    /// Every declaration a run of the root can reach, nested runs included
+    /// (they use the outer run's bindings: host-boundary.txt, "Binding"),
+    /// as (module, identity) pairs in a stable order. Subgraph entries are
+    /// not Tools and are left out.
+    pub fn reachable(&self) -> Vec<(String, String)> {
+        let mut out = BTreeSet::new();
+        for (path, m) in &self.modules {
+            for id in m.decls.keys() {
+                if !is_subflow_entry(id) {
+                    out.insert((path.clone(), id.clone()));
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The declaration `identity` as module `module` sees it, with the types
+    /// its terms refer to.
+    pub fn decl(&self, module: &str, identity: &str) -> Option<(&ToolDecl, &TypeSet)> {
+        let m = self.modules.get(module)?;
+        Some((m.decls.get(identity)?, &m.report.types))
+    }
+
+    /// The `flow tools` JSON document (running-a-program.txt): each module's
+    /// declarations by identity and fingerprint, and the types they reach.
+    pub fn tools_document(&self) -> Json {
+        let mut programs = Vec::new();
+        for (path, m) in &self.modules {
+            let decls: Vec<&ToolDecl> = m
+                .decls
+                .iter()
+                .filter(|(id, _)| !is_subflow_entry(id))
+                .map(|(_, d)| d)
+                .collect();
+            let roots: Vec<&Type> = decls.iter().flat_map(|d| d.roots()).collect();
+            let mut p = Map::new();
+            p.insert("root".into(), Json::String(path.clone()));
+            p.insert(
+                "diagnostics".into(),
+                Json::Array(m.report.diagnostics.iter().map(|d| d.to_json()).collect()),
+            );
+            p.insert(
+                "tools".into(),
+                Json::Array(decls.iter().map(|d| d.tools_entry(&m.report.types)).collect()),
+            );
+            p.insert("types".into(), types_document(&roots, &m.report.types));
+            programs.push(Json::Object(p));
+        }
+        let mut doc = Map::new();
+        doc.insert("data".into(), Json::String(flow_abi::DATA_VERSION.into()));
+        doc.insert("programs".into(), Json::Array(programs));
+        Json::Object(doc)
+    }
+}
+
+fn is_subflow_entry(identity: &str) -> bool {
+    identity.ends_with(&format!("#{ENTRY}"))
+}
+
+/// The identity of the nested-run entry of a module, e.g. `inner.json#main`.
+pub fn subflow_entry(module: &str) -> String {
+    format!("{module}#{ENTRY}")
+}
+
+/// The module of `flow_ref`: a FlowSpec file in the directory of `from`
+/// whose `id` is `flow_ref`.
+fn find_flow(files: &BTreeMap<String, Json>, from: &str, flow_ref: &str) -> Option<String> {
+    let dir = from.rsplit_once('/').map_or("", |(d, _)| d);
+    files
+        .iter()
+        .filter(|(p, _)| p.rsplit_once('/').map_or("", |(d, _)| d) == dir)
+        .find(|(_, doc)| doc.get("id").and_then(Json::as_str) == Some(flow_ref))
+        .map(|(p, _)| p.clone())
+}
+
+/// The declarations a module's nodes can call: its tools registry entries
+/// that nodes or agents use, the built-ins its node types use, its
+/// `fn_ref`s, and the entries of the modules its subgraphs run.
+fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
+    let flow = m.report.flow.clone();
+    let types = &mut m.report.types;
+    let mut out: BTreeMap<String, ToolDecl> = BTreeMap::new();
+    let mut add = |d: ToolDecl| {
+        out.entry(d.identity.clone()).or_insert(d);
+    };
+    let mut tool_ids: BTreeSet<String> = BTreeSet::new();
+    let mut fns: BTreeSet<FnRef> = BTreeSet::new();
+    let mut note_cond = |c: &Condition, fns: &mut BTreeSet<FnRef>| {
+        if let Condition::FnRef(f) = c {
+            fns.insert(f.clone());
+        }
+    };
+    for node in &flow.nodes {
+        match &node.kind {
+            NodeKind::ToolInvoke(t) => {
+                tool_ids.insert(t.tool_id.clone());
+                if let Some(v) = &t.output_validator {
+                    fns.insert(v.fn_ref.clone());
+                }
+            }
+            NodeKind::LlmCall(l) => {
+                add(builtin::llm_chat(types));
+                if let Some(v) = &l.output_validator {
+                    fns.insert(v.fn_ref.clone());
+                }
+                if l.fail_branch.as_ref().and_then(|f| f.retry.as_ref()).is_some() {
+                    add(builtin::clock_sleep(types));
+                }
+            }
+            NodeKind::Hitl(_) => add(builtin::human_input(types)),
+            NodeKind::MemoryRead(r) => match r.retrieval_mode {
+                crate::model::RetrievalMode::KeyValue => add(builtin::memory_read(types)),
+                crate::model::RetrievalMode::Semantic => add(builtin::memory_search(types)),
+            },
+            NodeKind::MemoryWrite(_) => add(builtin::memory_write(types)),
+            NodeKind::Transform(t) => {
+                if t.mode == TransformMode::FnRef
+                    && let Some(f) = &t.fn_ref
+                {
+                    fns.insert(f.clone());
+                }
+            }
+            NodeKind::Condition(c) => {
+                for b in &c.branches {
+                    note_cond(&b.condition, &mut fns);
+                }
+            }
+            NodeKind::ParallelJoin(j) => {
+                if j.join_reducer == JoinReducer::FnRef
+                    && let Some(f) = &j.join_fn_ref
+                {
+                    fns.insert(f.clone());
+                }
+            }
+            NodeKind::AgentRole(a) => {
+                add(builtin::llm_chat(types));
+                if a.tool_approval == ToolApproval::Human {
+                    add(builtin::human_input(types));
+                }
+                if let Some(agent) = flow.agents.iter().find(|x| x.id == a.agent_ref) {
+                    tool_ids.extend(agent.tools.iter().cloned());
+                }
+            }
+            NodeKind::AgentDebate(d) => {
+                add(builtin::llm_chat(types));
+                if let Some(c) = &d.termination_condition {
+                    note_cond(c, &mut fns);
+                }
+                if d.speaker_selection == Some(SpeakerSelection::Custom)
+                    && let Some(f) = &d.speaker_selection_fn_ref
+                {
+                    fns.insert(f.clone());
+                }
+            }
+            NodeKind::Subgraph(s) => {
+                if let Some(sub) = m.subflows.get(&s.flow_ref) {
+                    let err = tool_error(types);
+                    add(ToolDecl {
+                        identity: subflow_entry(sub),
+                        doc: Some(format!("A nested run of {sub}.")),
+                        params: vec![Field {
+                            name: "input".into(),
+                            ty: Type::Json,
+                            doc: None,
+                        }],
+                        ok: Type::Json,
+                        err,
+                    });
+                }
+            }
+            _ => {}
+        }
+        for e in flow.edges.iter().filter(|e| e.from == node.id) {
+            if let crate::model::EdgeKind::Conditional { branches, .. } = &e.kind {
+                for b in branches {
+                    note_cond(&b.condition, &mut fns);
+                }
+            }
+        }
+    }
+    for f in fns {
+        add(builtin::fn_ref(types, &f.module, &f.function));
+    }
+    for id in tool_ids {
+        let Some(def) = flow.tools.get(&id) else { continue };
+        let params = def
+            .input_schema
+            .as_ref()
+            .and_then(|s| m.report.schema_types.get(&s.ptr))
+            .map(|t| record_fields(t, types))
+            .unwrap_or_default();
+        let ok = def
+            .output_schema
+            .as_ref()
+            .and_then(|s| m.report.schema_types.get(&s.ptr))
+            .cloned()
+            .unwrap_or(Type::Json);
+        let err = tool_error(types);
+        add(ToolDecl {
+            identity: format!("{}#{id}", m.path),
+            doc: def.description.clone(),
+            params,
+            ok,
+            err,
+        });
+    }
+    out
+}
+
+/// The fields of a record type (a tool's params), or none.
+pub fn record_fields(t: &Type, types: &TypeSet) -> Vec<Field> {
+    match t.base() {
+        Type::Named(id) => match &types.get(*id).body {
+            Body::Record(fields) => fields.clone(),
+            Body::Enum(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
