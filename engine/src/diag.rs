@@ -181,6 +181,9 @@ pub struct Diagnostic {
     /// A finer code from the part that found the problem, e.g. flow-abi's
     /// `schema.unknown-keyword` under FS0601/FS0602.
     pub subcode: Option<&'static str>,
+    /// The module (FlowSpec file, relative to the program root) the pointer
+    /// is in; set when a whole program is checked.
+    pub module: Option<String>,
 }
 
 impl Diagnostic {
@@ -192,6 +195,7 @@ impl Diagnostic {
             pointer: pointer.into(),
             message: message.into(),
             subcode: None,
+            module: None,
         }
     }
 
@@ -203,6 +207,9 @@ impl Diagnostic {
     /// `{"severity","code","name","message","location":{"pointer"}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut location = serde_json::Map::new();
+        if let Some(m) = &self.module {
+            location.insert("module".into(), m.clone().into());
+        }
         location.insert("pointer".into(), self.pointer.clone().into());
         let mut m = serde_json::Map::new();
         m.insert("severity".into(), self.severity.as_str().into());
@@ -252,12 +259,14 @@ pub fn push_token(pointer: &str, token: &str) -> String {
     out
 }
 
-/// Orders diagnostics deterministically: by pointer (array indexes compared
-/// as numbers, so `/nodes/2` comes before `/nodes/10`), then code, then
-/// message. The sort is stable, so equal entries keep emission order.
+/// Orders diagnostics deterministically: by module, then pointer (array
+/// indexes compared as numbers, so `/nodes/2` comes before `/nodes/10`),
+/// then code, then message.
 pub fn sort(diags: &mut [Diagnostic]) {
     diags.sort_by(|a, b| {
-        cmp_pointer(&a.pointer, &b.pointer)
+        a.module
+            .cmp(&b.module)
+            .then_with(|| cmp_pointer(&a.pointer, &b.pointer))
             .then(a.code.cmp(&b.code))
             .then_with(|| a.message.cmp(&b.message))
     });
