@@ -678,6 +678,9 @@ impl<'f> Checker<'f> {
                 for (k, tg) in &t.output_map {
                     self.writes(cx, &tg.field, push_token(&at("output_map"), k));
                 }
+                if let Some(def) = self.flow.tools.get(&t.tool_id) {
+                    self.tool_fields(cx, n, t, def);
+                }
             }
             NodeKind::Condition(c) => {
                 for b in &c.branches {
@@ -930,6 +933,74 @@ impl<'f> Checker<'f> {
                         Code::UnknownNodeType,
                         push_token(&n.ptr, "type"),
                         format!("unknown node type `{t}`; the base types are input, output, llm_call, tool_invoke, condition, parallel_fork, parallel_join, hitl_breakpoint, memory_read, memory_write, transform, subgraph, agent_role, agent_debate"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A tool_invoke's maps against the tool's declared schemas (FS-TI-3/4;
+    /// REQUIREMENTS GAP-TOOL-3: "without `input_map`, each parameter takes
+    /// `state[param]`; a missing required parameter ... a check error when
+    /// `state_schema` shows it").
+    fn tool_fields(
+        &self,
+        cx: &mut Cx,
+        n: &model::Node,
+        t: &model::ToolInvoke,
+        def: &model::ToolDef,
+    ) {
+        let at = |k: &str| push_token(&n.ptr, k);
+        if let Some((params, required)) = def.input_schema.as_ref().and_then(schema_fields) {
+            for k in t.input_map.keys() {
+                if !params.contains(k) {
+                    cx.push(
+                        Code::ToolField,
+                        push_token(&at("input_map"), k),
+                        format!(
+                            "tool `{}` takes no parameter `{k}`; its parameters are {}",
+                            t.tool_id,
+                            list(&params)
+                        ),
+                    );
+                }
+            }
+            for r in &required {
+                if t.input_map.contains_key(r) {
+                    continue;
+                }
+                if !t.input_map.is_empty() {
+                    cx.push(
+                        Code::ToolField,
+                        at("input_map"),
+                        format!(
+                            "tool `{}` requires the parameter `{r}`, which input_map does not give",
+                            t.tool_id
+                        ),
+                    );
+                } else if self.declared.is_some() && !self.written.contains(r) {
+                    cx.push(
+                        Code::ToolField,
+                        &n.ptr,
+                        format!(
+                            "tool `{}` requires the parameter `{r}`; with no input_map it is read from state key `{r}`, which nothing declares or writes",
+                            t.tool_id
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some((fields, _)) = def.output_schema.as_ref().and_then(schema_fields) {
+            for k in t.output_map.keys() {
+                if !fields.contains(k) {
+                    cx.push(
+                        Code::ToolField,
+                        push_token(&at("output_map"), k),
+                        format!(
+                            "tool `{}` replies with no field `{k}`; its reply fields are {}",
+                            t.tool_id,
+                            list(&fields)
+                        ),
                     );
                 }
             }
@@ -1338,6 +1409,41 @@ impl<'f> Checker<'f> {
             }
         }
     }
+}
+
+/// The fields of an object schema (shorthand: all required; full: its
+/// `properties` and `required`); `None` when it names no fields.
+fn schema_fields(s: &Schema) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let Value::Object(m) = &s.json else {
+        return None;
+    };
+    if s.shorthand {
+        let all: BTreeSet<String> = m.keys().cloned().collect();
+        return Some((all.clone(), all));
+    }
+    let props = m.get("properties").and_then(Value::as_object)?;
+    let required = m
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((props.keys().cloned().collect(), required))
+}
+
+fn list(names: &BTreeSet<String>) -> String {
+    if names.is_empty() {
+        return "none".into();
+    }
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

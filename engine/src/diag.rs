@@ -124,6 +124,10 @@ codes! {
     BadFnRef = ("FS0305", "bad-fn-ref", Error),
     /// A `parallel_fork` `input_map` key that is not one of its targets.
     UnknownBranch = ("FS0306", "unknown-branch", Error),
+    /// A `tool_invoke` map that does not fit the tool's declared schemas: an
+    /// `input_map` parameter or `output_map` reply field the schema does not
+    /// have, or a required parameter nothing provides.
+    ToolField = ("FS0307", "tool-field", Error),
 
     // --- 04xx: fields required or ignored by a mode ---
     /// A field the node's mode requires is missing.
