@@ -311,6 +311,28 @@ mod tests {
         }
     }
 
+    /// REQUIREMENTS GAP-DIAG-1: `{severity, code, message, location: {module?, pointer}}`.
+    #[test]
+    fn wire_form() {
+        let mut d = Diagnostic::new(
+            Code::UnknownNode,
+            "/edges/0/to",
+            "edge target `x` is not a node",
+        );
+        assert_eq!(
+            flow_abi::json::canonical(&d.to_json()),
+            r#"{"code":"FS0205","location":{"pointer":"/edges/0/to"},"message":"edge target `x` is not a node","name":"unknown-node","severity":"error"}"#
+        );
+        d.module = Some("support.json".into());
+        d.subcode = Some("x.y");
+        assert_eq!(d.to_json()["location"]["module"], "support.json");
+        assert_eq!(d.to_json()["subcode"], "x.y");
+        assert_eq!(
+            d.to_string(),
+            "support.json: error FS0205 [x.y] at /edges/0/to: edge target `x` is not a node"
+        );
+    }
+
     #[test]
     fn pointer_escapes() {
         assert_eq!(push_token("/tools", "a/b~c"), "/tools/a~1b~0c");
