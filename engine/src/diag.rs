@@ -235,6 +235,9 @@ impl fmt::Display for Diagnostic {
         } else {
             &self.pointer
         };
+        if let Some(m) = &self.module {
+            write!(f, "{m}: ")?;
+        }
         write!(
             f,
             "{} {} [{}] at {}: {}",
