@@ -11,6 +11,7 @@
 pub mod builtin;
 pub mod decode;
 pub mod error;
+pub mod example;
 pub mod json;
 pub mod number;
 pub mod protocol;

@@ -15,9 +15,12 @@
 pub mod check;
 pub mod diag;
 pub mod expr;
+pub mod machine;
 pub mod model;
 pub mod path;
+pub mod program;
 mod read;
+pub mod replay;
 pub mod template;
 
 pub use check::{Report, check};

@@ -62,7 +62,11 @@ impl Program {
             let Some(doc) = files.get(&path) else {
                 diagnostics.push((
                     path.clone(),
-                    Diagnostic::new(Code::MissingField, "", format!("no file {path} in the program")),
+                    Diagnostic::new(
+                        Code::MissingField,
+                        "",
+                        format!("no file {path} in the program"),
+                    ),
                 ));
                 continue;
             };
@@ -107,7 +111,9 @@ impl Program {
         }
         let paths: Vec<String> = modules.keys().cloned().collect();
         for path in paths {
-            let Some(m) = modules.get_mut(&path) else { continue };
+            let Some(m) = modules.get_mut(&path) else {
+                continue;
+            };
             m.decls = declarations(m);
         }
         Ok(Program {
@@ -167,7 +173,12 @@ impl Program {
             );
             p.insert(
                 "tools".into(),
-                Json::Array(decls.iter().map(|d| d.tools_entry(&m.report.types)).collect()),
+                Json::Array(
+                    decls
+                        .iter()
+                        .map(|d| d.tools_entry(&m.report.types))
+                        .collect(),
+                ),
             );
             p.insert("types".into(), types_document(&roots, &m.report.types));
             programs.push(Json::Object(p));
@@ -211,7 +222,7 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
     };
     let mut tool_ids: BTreeSet<String> = BTreeSet::new();
     let mut fns: BTreeSet<FnRef> = BTreeSet::new();
-    let mut note_cond = |c: &Condition, fns: &mut BTreeSet<FnRef>| {
+    let note_cond = |c: &Condition, fns: &mut BTreeSet<FnRef>| {
         if let Condition::FnRef(f) = c {
             fns.insert(f.clone());
         }
@@ -229,7 +240,11 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
                 if let Some(v) = &l.output_validator {
                     fns.insert(v.fn_ref.clone());
                 }
-                if l.fail_branch.as_ref().and_then(|f| f.retry.as_ref()).is_some() {
+                if l.fail_branch
+                    .as_ref()
+                    .and_then(|f| f.retry.as_ref())
+                    .is_some()
+                {
                     add(builtin::clock_sleep(types));
                 }
             }
@@ -308,7 +323,9 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
         add(builtin::fn_ref(types, &f.module, &f.function));
     }
     for id in tool_ids {
-        let Some(def) = flow.tools.get(&id) else { continue };
+        let Some(def) = flow.tools.get(&id) else {
+            continue;
+        };
         let params = def
             .input_schema
             .as_ref()

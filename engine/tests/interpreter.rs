@@ -1,0 +1,456 @@
+//! The interpreter drives every real FlowSpec file of the corpus to
+//! completion, or to a pause at its first hitl_breakpoint and then through
+//! a resume reply to completion, with fake replies that fit the declared
+//! types; each recorded history replays `matched`, a history cut short is
+//! `incomplete`, and tampering gives `diverged` at the right fact.
+
+use flow_abi::example::example;
+use flow_abi::protocol::Outcome;
+use flow_engine::machine::{Effect, Ending, Machine};
+use flow_engine::model::NodeKind;
+use flow_engine::program::Program;
+use flow_engine::replay::{Verdict, replay};
+use serde_json::{Value as Json, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn corpus_dir() -> PathBuf {
+    std::env::var_os("FLOW_SHARED")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+            PathBuf::from,
+        )
+        .join("flowspec-corpus")
+}
+
+fn corpus() -> BTreeMap<String, Json> {
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(corpus_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".json") && name != "flowspec.schema.json" {
+            let text = std::fs::read_to_string(&path).unwrap();
+            files.insert(name, flow_abi::json::parse(&text).unwrap());
+        }
+    }
+    files
+}
+
+/// A recorded run: its facts, and the machine as it stands.
+struct Run {
+    facts: Vec<Json>,
+    machine: Machine,
+}
+
+fn start_fact(module: &str, input: &Json) -> Json {
+    json!({"fact": "Start", "n": 1, "run": "run-test", "data": "1.0",
+        "entry": {"module": module, "function": "main"},
+        "program": "sha256:0", "sources": [], "input": input})
+}
+
+fn record(facts: &mut Vec<Json>, mut f: Json) {
+    f["n"] = json!(facts.len() as u64 + 1);
+    facts.push(f);
+}
+
+/// The fake reply to a call: a value of the declared type, or what the
+/// node expects of the model.
+fn fake(program: &Program, module: &str, e: &Effect) -> Option<Outcome> {
+    let Effect::Call {
+        tool,
+        node,
+        args,
+        nested,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let m = program.module(module).unwrap();
+    let node = m.report.flow.nodes.iter().find(|n| &n.id == node).unwrap();
+    if tool == "std/human#input" {
+        return None;
+    }
+    if nested.is_some() {
+        return Some(Outcome::Ok(json!({})));
+    }
+    Some(Outcome::Ok(match tool.as_str() {
+        "std/llm#chat" => {
+            let schema_ptr = match &node.kind {
+                NodeKind::LlmCall(l) => l.structured_output.as_ref().map(|s| s.ptr.clone()),
+                NodeKind::AgentRole(a) => a.structured_output.as_ref().map(|s| s.ptr.clone()),
+                _ => None,
+            };
+            match schema_ptr.and_then(|p| m.report.schema_types.get(&p)) {
+                Some(t) => example(t, &m.report.types).unwrap().to_json(),
+                None => {
+                    json!({"text": format!("answer of {} ({})", node.id, args["prompt"].as_str().unwrap_or("").len())})
+                }
+            }
+        }
+        "std/memory#read" | "std/memory#write" | "std/clock#sleep" => Json::Null,
+        "std/memory#search" => json!([]),
+        t if t.starts_with("fn/") => match &node.kind {
+            // A fake transform sets every declared state field not set yet.
+            NodeKind::Transform(_) => {
+                let state = &args["input"]["state"];
+                let mut patch = serde_json::Map::new();
+                if let Some(ss) = &m.report.flow.state_schema
+                    && let Some(t) = m.report.schema_types.get(&ss.schema.ptr)
+                {
+                    for f in flow_engine::program::record_fields(t, &m.report.types) {
+                        if state.get(&f.name).is_none() {
+                            let ty = match &f.ty {
+                                flow_abi::Type::Option(t) => t.as_ref(),
+                                t => t,
+                            };
+                            patch.insert(
+                                f.name.clone(),
+                                example(ty, &m.report.types).unwrap().to_json(),
+                            );
+                        }
+                    }
+                }
+                Json::Object(patch)
+            }
+            NodeKind::Condition(_) => json!(false),
+            _ => json!(true),
+        },
+        _ => {
+            let (d, types) = program.decl(module, tool).unwrap();
+            example(&d.ok, types).unwrap().to_json()
+        }
+    }))
+}
+
+/// Runs until the machine ends or only human calls are open.
+fn drive(program: &Arc<Program>, module: &str, input: &Json) -> Run {
+    let mut facts = vec![start_fact(module, input)];
+    let (machine, effects) = Machine::start(program.clone(), module, input).unwrap();
+    let mut run = Run {
+        facts: Vec::new(),
+        machine,
+    };
+    std::mem::swap(&mut run.facts, &mut facts);
+    settle(program, module, &mut run, effects);
+    run
+}
+
+fn settle(program: &Arc<Program>, module: &str, run: &mut Run, effects: Vec<Effect>) {
+    let mut replies: VecDeque<(String, Outcome)> = VecDeque::new();
+    let take = |run: &mut Run, effects: Vec<Effect>, replies: &mut VecDeque<(String, Outcome)>| {
+        for e in effects {
+            if let Some(f) = e.fact() {
+                record(&mut run.facts, f);
+            }
+            if let (Effect::Call { call, .. }, Some(o)) = (&e, fake(program, module, &e)) {
+                replies.push_back((call.clone(), o));
+            }
+        }
+    };
+    take(run, effects, &mut replies);
+    while let Some((call, outcome)) = replies.pop_front() {
+        if run.machine.ending().is_some() {
+            break;
+        }
+        record(
+            &mut run.facts,
+            json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
+        );
+        let effects = run.machine.feed(&call, &outcome).unwrap();
+        take(run, effects, &mut replies);
+    }
+}
+
+fn input_for(program: &Program, module: &str) -> Json {
+    let m = program.module(module).unwrap();
+    let input = m
+        .report
+        .flow
+        .nodes
+        .iter()
+        .find(|n| matches!(n.kind, NodeKind::Input(_)))
+        .unwrap();
+    let NodeKind::Input(i) = &input.kind else {
+        unreachable!()
+    };
+    let ptr = i.output_schema.as_ref().map(|s| s.ptr.clone()).or_else(|| {
+        m.report
+            .flow
+            .state_schema
+            .as_ref()
+            .map(|s| s.schema.ptr.clone())
+    });
+    match ptr.and_then(|p| m.report.schema_types.get(&p)) {
+        Some(t) => full_example(t, &m.report.types),
+        None => json!({}),
+    }
+}
+
+/// An example of a record with every field, the optional ones too, so
+/// templates that read them find them.
+fn full_example(t: &flow_abi::Type, types: &flow_abi::TypeSet) -> Json {
+    let fields = flow_engine::program::record_fields(t, types);
+    if fields.is_empty() {
+        return example(t, types).unwrap().to_json();
+    }
+    let mut input = serde_json::Map::new();
+    for f in fields {
+        let ty = match &f.ty {
+            flow_abi::Type::Option(t) => t.as_ref(),
+            t => t,
+        };
+        // Lists get three items, as a user's would (flows index them).
+        let v = match ty.base() {
+            flow_abi::Type::List(item) => {
+                let one = example(item, types).unwrap().to_json();
+                json!([one.clone(), one.clone(), one])
+            }
+            _ => example(ty, types).unwrap().to_json(),
+        };
+        input.insert(f.name.clone(), v);
+    }
+    Json::Object(input)
+}
+
+#[test]
+fn corpus_flows_run_pause_resume_and_replay_matched() {
+    let files = corpus();
+    let mut summary = Vec::new();
+    for module in files.keys() {
+        let program = Arc::new(
+            Program::load(&files, module)
+                .unwrap_or_else(|e| panic!("{module}: {:?}", e.diagnostics)),
+        );
+        let input = input_for(&program, module);
+        let mut run = drive(&program, module, &input);
+        let mut resumed = 0;
+        // Answer each pending human call with a value of its resume_schema.
+        while run.machine.ending().is_none() {
+            let open = run.machine.open_calls();
+            assert!(!open.is_empty(), "{module}: stuck with no open call");
+            let c = &open[0];
+            assert_eq!(c.tool, "std/human#input", "{module}: waiting on {}", c.tool);
+            // A paused history replays incomplete.
+            let r = replay(program.clone(), &run.facts);
+            assert_eq!(r.verdict, Verdict::Incomplete, "{module} paused");
+            let m = program.module(module).unwrap();
+            let node = m.report.flow.nodes.iter().find(|n| n.id == c.node).unwrap();
+            let reply = match &node.kind {
+                NodeKind::Hitl(h) => match h
+                    .resume_schema
+                    .as_ref()
+                    .and_then(|s| m.report.schema_types.get(&s.ptr))
+                {
+                    Some(t) => full_example(t, &m.report.types),
+                    None => json!({}),
+                },
+                _ => json!({"approved": true}),
+            };
+            let outcome = Outcome::Ok(reply);
+            record(
+                &mut run.facts,
+                json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
+            );
+            let effects = run.machine.feed(&c.call.clone(), &outcome).unwrap();
+            settle(&program, module, &mut run, effects);
+            resumed += 1;
+            assert!(resumed < 20, "{module}: too many pauses");
+        }
+        let ending = run.machine.ending().unwrap().clone();
+        // Two real files fault after their first resume, for reasons of
+        // their own, with a message saying why; every other file completes.
+        //  - flow-llm-planner-meta quotes `{{$.state.field}}` literally in
+        //    a prompt, and a template path that is not set faults
+        //    (GAP-EXPR-2; the checker warns, FS0304);
+        //  - flow-research-write writes its structured answer
+        //    `{"queries": [...]}` to `research_queries`, then indexes it as
+        //    a list (`research_queries[0]`).
+        match (&ending, module.as_str()) {
+            (Ending::Completed { .. }, _) => {}
+            (Ending::Faulted(why), "flow-llm-planner-meta.json") => {
+                assert!(why.contains("template-unbound: `$.state.field`"), "{why}")
+            }
+            (Ending::Faulted(why), "flow-research-write.json") => {
+                assert!(
+                    why.contains("research_queries` is an object, which has no index [0]"),
+                    "{why}"
+                )
+            }
+            (Ending::Faulted(why), _) => panic!("{module}: {why}"),
+        }
+        let r = replay(program.clone(), &run.facts);
+        assert_eq!(r.verdict, Verdict::Matched, "{module}");
+        // Every prefix replays incomplete (never diverged).
+        for cut in 1..run.facts.len() {
+            let r = replay(program.clone(), &run.facts[..cut]);
+            assert_eq!(r.verdict, Verdict::Incomplete, "{module} cut at {cut}");
+        }
+        summary.push(format!(
+            "{module}: {} facts, {resumed} pauses",
+            run.facts.len()
+        ));
+    }
+    assert!(summary.len() >= 12, "{summary:?}");
+}
+
+fn load_one(doc: Json) -> Arc<Program> {
+    let mut files = BTreeMap::new();
+    files.insert("t.json".to_string(), doc);
+    Arc::new(Program::load(&files, "t.json").unwrap_or_else(|e| panic!("{:?}", e.diagnostics)))
+}
+
+fn tool_flow() -> Json {
+    json!({
+        "spec_version": "1.0.0", "id": "tt-flow",
+        "state_schema": {"type": "object", "properties": {
+            "q": {"type": "string"}, "hits": {"type": "array", "reducer": "append"}, "n": {"type": "integer"}}},
+        "tools": {"search": {"tool_ref": "x:search", "input_schema": {"query": {"type": "string"}},
+            "output_schema": {"type": "object", "properties": {"hits": {"type": "array", "items": {"type": "string"}}}, "required": ["hits"]}}},
+        "nodes": [
+            {"id": "start", "type": "input", "output_schema": {"q": {"type": "string"}}},
+            {"id": "s1", "type": "tool_invoke", "tool_id": "search", "input_map": {"query": "$.state.q"}, "output_map": {"hits": "hits"}},
+            {"id": "s2", "type": "tool_invoke", "tool_id": "search", "input_map": {"query": "$.state.q"}, "output_map": {"hits": "hits"}},
+            {"id": "done", "type": "output"}],
+        "edges": [{"from": "start", "to": "s1"}, {"from": "s1", "to": "s2"}, {"from": "s2", "to": "done"}]
+    })
+}
+
+#[test]
+fn tool_invoke_reducers_and_effect_order() {
+    let p = load_one(tool_flow());
+    let (mut m, effects) = Machine::start(p.clone(), "t.json", &json!({"q": "rust"})).unwrap();
+    let kinds: Vec<String> = effects
+        .iter()
+        .map(|e| e.fact().unwrap()["fact"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["Checkpoint", "Checkpoint", "Call"]);
+    let Effect::Call {
+        call, args, tool, ..
+    } = &effects[2]
+    else {
+        panic!()
+    };
+    assert_eq!(call, "c1:root#1");
+    assert_eq!(tool, "t.json#search");
+    assert_eq!(args, &json!({"query": "rust"}));
+    let e = m
+        .feed("c1:root#1", &Outcome::Ok(json!({"hits": ["a"]})))
+        .unwrap();
+    let Effect::Call { call, .. } = &e[1] else {
+        panic!("{e:?}")
+    };
+    assert_eq!(call, "c1:root#2");
+    let e = m
+        .feed("c1:root#2", &Outcome::Ok(json!({"hits": ["b", "c"]})))
+        .unwrap();
+    // append reducer: ["a"] + ["b","c"]
+    assert_eq!(
+        e.last().unwrap(),
+        &Effect::End(Ending::Completed {
+            exit: "success".into(),
+            output: json!({"hits": ["a", "b", "c"], "q": "rust"})
+        })
+    );
+    // A reply to a closed call is refused and changes nothing.
+    assert!(m.feed("c1:root#2", &Outcome::Ok(json!({}))).is_err());
+}
+
+#[test]
+fn failed_call_faults_naming_node_and_call() {
+    let p = load_one(tool_flow());
+    let (mut m, _) = Machine::start(p, "t.json", &json!({"q": "x"})).unwrap();
+    let e = m
+        .feed("c1:root#1", &Outcome::Failed(json!({"message": "down"})))
+        .unwrap();
+    match e.last().unwrap() {
+        Effect::End(Ending::Faulted(why)) => {
+            assert!(
+                why.contains("node s1") && why.contains("c1:root#1"),
+                "{why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn input_is_refused_when_it_does_not_fit() {
+    let p = load_one(tool_flow());
+    assert!(Machine::start(p.clone(), "t.json", &json!({"q": 1})).is_err());
+    assert!(Machine::start(p.clone(), "t.json", &json!({"q": "x", "extra": 1})).is_err());
+    assert!(Machine::start(p, "t.json", &json!({})).is_err());
+}
+
+#[test]
+fn tampering_diverges_at_the_right_fact() {
+    let p = load_one(tool_flow());
+    let run = drive(&p, "t.json", &json!({"q": "rust"}));
+    assert_eq!(replay(p.clone(), &run.facts).verdict, Verdict::Matched);
+    // facts: 1 Start, 2 Cp start, 3 Cp s1, 4 Call, 5 Reply, 6 Cp s2, 7 Call, 8 Reply, 9 Cp done, 10 End
+    let at = |facts: &[Json]| match replay(p.clone(), facts).verdict {
+        Verdict::Diverged { fact, reason } => (fact, reason),
+        v => panic!("{v:?}"),
+    };
+    let mut f = run.facts.clone();
+    f[3]["args"] = json!({"query": "go"});
+    let (n, why) = at(&f);
+    assert_eq!(n, 4, "{why}");
+    assert!(why.contains("args"), "{why}");
+    let mut f = run.facts.clone();
+    f[3]["tool"] = json!("t.json#other");
+    assert!(at(&f).1.contains("other tool"));
+    let mut f = run.facts.clone();
+    f[9]["ending"] = json!({"Faulted": "x"});
+    let (n, why) = at(&f);
+    assert_eq!((n, why.as_str()), (10, "a different ending"));
+    // A removed Reply: the next fact is derived only after it.
+    let mut f = run.facts.clone();
+    f.remove(4);
+    for (i, x) in f.iter_mut().enumerate() {
+        x["n"] = json!(i as u64 + 1);
+    }
+    assert_eq!(at(&f).0, 5);
+    // A changed program: the tool's signature changed.
+    let mut doc = tool_flow();
+    doc["tools"]["search"]["input_schema"] = json!({"type": "object", "required": ["query"],
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}});
+    let p2 = load_one(doc);
+    let r = replay(p2, &run.facts);
+    assert!(
+        matches!(r.verdict, Verdict::Diverged { fact: 4, .. }),
+        "{:?}",
+        r.verdict
+    );
+}
+
+#[test]
+fn resume_from_every_checkpoint_reaches_the_same_end() {
+    let files = corpus();
+    for module in [
+        "01-rag-agent-flow.json",
+        "03-parallel-risk-assessment-flow.json",
+        "06-ollama-simple-flow.json",
+    ] {
+        let program = Arc::new(Program::load(&files, module).unwrap());
+        let input = input_for(&program, module);
+        let run = drive(&program, module, &input);
+        let end = run.machine.ending().cloned().unwrap();
+        for f in run
+            .facts
+            .iter()
+            .filter(|f| f["fact"] == "Checkpoint" && f["task"] == "root")
+        {
+            let node = f["node"].as_str().unwrap();
+            let (m, effects) =
+                Machine::resume_at(program.clone(), module, node, f["state"].clone()).unwrap();
+            let mut r = Run {
+                facts: vec![start_fact(module, &input)],
+                machine: m,
+            };
+            settle(&program, module, &mut r, effects);
+            assert_eq!(r.machine.ending(), Some(&end), "{module} from {node}");
+        }
+    }
+}
