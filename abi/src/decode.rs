@@ -64,8 +64,7 @@ impl Decoder<'_> {
             (Type::Decimal, Kind::Number) => {
                 let n = c.number()?;
                 n.check_decimal().map_err(DecodeError::new)?;
-                let int = BigInt::parse_bytes(n.digits(), 10).unwrap_or_default();
-                let int = if n.is_negative() { -int } else { int };
+                let int = digits_to_bigint(n.is_negative(), n.digits(), 0);
                 Ok(Value::Decimal(BigDecimal::new(int, -n.exponent())))
             }
             (Type::Text, Kind::String) => Ok(Value::Text(c.string()?)),
@@ -351,14 +350,31 @@ fn ctor_list(ctors: &[crate::types::Ctor]) -> String {
 }
 
 fn num_to_bigint(n: &crate::number::Num) -> BigInt {
-    if n.is_zero() {
-        return BigInt::default();
-    }
-    let mut digits = n.digits().to_vec();
     // check_int has bounded the exponent to the digit limit.
-    digits.extend(std::iter::repeat_n(b'0', n.exponent().max(0) as usize));
-    let v = BigInt::parse_bytes(&digits, 10).unwrap_or_default();
-    if n.is_negative() { -v } else { v }
+    let zeros = usize::try_from(n.exponent().max(0)).unwrap_or(0);
+    digits_to_bigint(n.is_negative(), n.digits(), zeros)
+}
+
+/// The integer `±digits × 10^zeros`, from ASCII digits. One of at most 19
+/// digits (nearly every number) is accumulated in a u64, without the
+/// copies and the radix conversion `BigInt::parse_bytes` makes.
+fn digits_to_bigint(neg: bool, digits: &[u8], zeros: usize) -> BigInt {
+    let v = if digits.len() + zeros <= 19 {
+        let mut m: u64 = 0;
+        for &d in digits {
+            m = m * 10 + u64::from(d.saturating_sub(b'0'));
+        }
+        for _ in 0..zeros {
+            m *= 10;
+        }
+        BigInt::from(m)
+    } else {
+        let mut all = Vec::with_capacity(digits.len() + zeros);
+        all.extend_from_slice(digits);
+        all.extend(std::iter::repeat_n(b'0', zeros));
+        BigInt::parse_bytes(&all, 10).unwrap_or_default()
+    };
+    if neg { -v } else { v }
 }
 
 /// Checks the JSON Schema assertions DESIGN §4 enforces after decoding.

@@ -113,9 +113,19 @@ pub fn write_str(s: &str, out: &mut String) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        // One table load per byte; the common case (nothing to escape) is a
-        // single predictable branch.
+    let mut i = 0;
+    while i < bytes.len() {
+        // Most texts escape nothing: skip eight bytes at a time while none
+        // of them needs it.
+        if let Some(chunk) = bytes.get(i..i + 8)
+            && let Ok(word) = <[u8; 8]>::try_from(chunk)
+            && !any_needs_escape(u64::from_le_bytes(word))
+        {
+            i += 8;
+            continue;
+        }
+        let b = bytes[i];
+        i += 1;
         if !NEEDS_ESCAPE[usize::from(b)] {
             continue;
         }
@@ -129,8 +139,9 @@ pub fn write_str(s: &str, out: &mut String) {
             0x0c => "\\f",
             _ => "",
         };
-        // Escaped bytes are ASCII, so `start` and `i` are char boundaries.
-        out.push_str(&s[start..i]);
+        // Escaped bytes are ASCII, so `start` and `i - 1` are char
+        // boundaries.
+        out.push_str(&s[start..i - 1]);
         if esc.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
             out.push_str("\\u00");
@@ -139,10 +150,25 @@ pub fn write_str(s: &str, out: &mut String) {
         } else {
             out.push_str(esc);
         }
-        start = i + 1;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Whether any byte of `w` is below 0x20, `"` or `\\`. Exact: the classic
+/// has-zero-byte test (`x - 0x01… & !x & 0x80…`, which borrows into a high
+/// bit only where a byte of `x` is below the subtrahend's byte) applied to
+/// `w` against 0x20 and to `w` xor `"` and xor `\\`; branch-free.
+fn any_needs_escape(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let q = w ^ (ONES * u64::from(b'"'));
+    let b = w ^ (ONES * u64::from(b'\\'));
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+    let quote = q.wrapping_sub(ONES) & !q;
+    let backslash = b.wrapping_sub(ONES) & !b;
+    (below_space | quote | backslash) & HIGH != 0
 }
 
 /// The bytes [`write_str`] escapes: `"`, `\` and the controls below U+0020.
@@ -403,12 +429,18 @@ impl<'a> Cursor<'a> {
         self.enter()?;
         if !self.eat(b'}') {
             loop {
+                self.ws();
+                let key_at = self.pos;
                 let key = self.string()?;
                 if !self.eat(b':') {
                     return Err(self.syntax("expected ':' after an object key").at_key(&key));
                 }
-                if let Err(e) = f(self, key.clone()) {
-                    return Err(e.at_key(&key));
+                // The key moves into `f`; only an error needs it again, and
+                // then it is read again rather than copied for every member.
+                if let Err(e) = f(self, key) {
+                    let mut again = Cursor::new(self.text);
+                    again.pos = key_at;
+                    return Err(e.at_key(&again.string().unwrap_or_default()));
                 }
                 if self.eat(b',') {
                     continue;
@@ -591,6 +623,29 @@ mod tests {
         ] {
             assert_eq!(is_canonical_number(s), c, "{s}");
         }
+    }
+
+    #[test]
+    fn word_escape_test_agrees_with_table() {
+        // Every byte at every position, among fillers that stress borrows
+        // (plain ASCII, 0x80, 0xff, 0x20, 0x21).
+        for filler in [b'a', 0x80, 0xff, 0x20, 0x21, b'"' + 1, b'\\' + 1] {
+            for b in 0..=255u8 {
+                for pos in 0..8 {
+                    let mut w = [filler; 8];
+                    w[pos] = b;
+                    let want = NEEDS_ESCAPE[usize::from(b)] || NEEDS_ESCAPE[usize::from(filler)];
+                    assert_eq!(
+                        any_needs_escape(u64::from_le_bytes(w)),
+                        want,
+                        "{b:#x} at {pos} among {filler:#x}"
+                    );
+                }
+            }
+        }
+        let mut out = String::new();
+        write_str("0123456789abcdef\"0123456789\u{1f}é😀\\", &mut out);
+        assert_eq!(out, "\"0123456789abcdef\\\"0123456789\\u001fé😀\\\\\"");
     }
 
     #[test]

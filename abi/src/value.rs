@@ -170,53 +170,95 @@ impl Value {
 }
 
 /// Writes an Int in decimal. One whose magnitude fits in 64 bits (nearly
-/// every Int) is written from a stack buffer, without `to_str_radix`'s
-/// allocations.
+/// every Int) is written from a table of digit pairs, without
+/// `to_str_radix`'s allocations.
 fn write_int(i: &BigInt, out: &mut String) {
     if i.sign() == Sign::Minus {
         out.push('-');
     }
-    let mut buf = [0u8; 20];
     match i.magnitude().to_u64() {
-        Some(m) => out.push_str(u64_digits(m, &mut buf)),
+        Some(m) => push_u64(m, out),
         None => out.push_str(&i.magnitude().to_str_radix(10)),
     }
 }
 
-/// The decimal digits of `n`, written at the end of `buf`.
-fn u64_digits(mut n: u64, buf: &mut [u8; 20]) -> &str {
-    let mut pos = buf.len();
-    loop {
-        pos -= 1;
-        // n % 10 < 10, so the cast keeps the digit.
-        buf[pos] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// Appends the decimal digits of `m`, two at a time from a table of pairs
+/// (cheaper here than `core::fmt`, or than a byte buffer that must then pass
+/// `str::from_utf8`).
+fn push_u64(mut m: u64, out: &mut String) {
+    const PAIRS: &str = "0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    // Pairs from the lowest up; u64::MAX has 20 digits, so at most 9 pairs
+    // below the leading one or two digits.
+    let mut low = [0u8; 10];
+    let mut k = 0;
+    while m >= 100 {
+        // m % 100 < 100, so the cast keeps the pair.
+        low[k] = (m % 100) as u8;
+        m /= 100;
+        k += 1;
     }
-    // ASCII digits by construction.
-    std::str::from_utf8(&buf[pos..]).unwrap_or("0")
+    out.reserve(2 + 2 * k);
+    // m < 100 now.
+    let lead = m as usize;
+    if lead >= 10 {
+        out.push_str(&PAIRS[2 * lead..2 * lead + 2]);
+    } else {
+        out.push_str(&PAIRS[2 * lead + 1..2 * lead + 2]);
+    }
+    for &pair in low[..k].iter().rev() {
+        let r = usize::from(pair) * 2;
+        out.push_str(&PAIRS[r..r + 2]);
+    }
 }
 
 /// Writes a Decimal in plain notation (never `BigDecimal`'s Display, whose
-/// switch to exponent form is set by build-time environment variables). The
-/// coefficient is borrowed, and written from a stack buffer when it fits in
-/// 64 bits.
+/// switch to exponent form is set by build-time environment variables).
+///
+/// A coefficient that fits in 64 bits (nearly every Decimal) is written in
+/// place, with no allocation; a longer one goes through
+/// [`crate::number::Num`], whose rules these are.
 pub(crate) fn write_decimal(d: &BigDecimal, out: &mut String) {
     let (int, scale) = d.as_bigint_and_scale();
     let neg = int.sign() == Sign::Minus;
-    let mut buf = [0u8; 20];
-    let long;
-    let digits = match int.magnitude().to_u64() {
-        Some(m) => u64_digits(m, &mut buf),
-        None => {
-            long = int.magnitude().to_str_radix(10);
-            long.as_str()
-        }
+    let Some(m) = int.magnitude().to_u64() else {
+        let digits = int.magnitude().to_str_radix(10);
+        let n = crate::number::Num::from_parts(neg, digits.as_bytes(), scale.saturating_neg());
+        n.write_canonical(out);
+        return;
     };
-    let n = crate::number::Num::from_parts(neg, digits.as_bytes(), scale.saturating_neg());
-    n.write_canonical(out);
+    if m == 0 {
+        out.push('0');
+        return;
+    }
+    if neg {
+        out.push('-');
+    }
+    let start = out.len();
+    push_u64(m, out);
+    // value = digits × 10^exp, digits without trailing zeros (a Decimal
+    // built without `Value::decimal` may carry some).
+    let all = out.len() - start;
+    let kept = out[start..].trim_end_matches('0').len();
+    out.truncate(start + kept);
+    let exp = i128::from(scale.saturating_neg()) + (all - kept) as i128;
+    let n = kept as i128;
+    if exp >= 0 {
+        // Bounded like every canonical number: a Decimal's exponent is
+        // within the limits it was decoded or built under.
+        out.extend(std::iter::repeat_n('0', exp as usize));
+    } else if n + exp > 0 {
+        out.insert(start + (n + exp) as usize, '.');
+    } else {
+        // At most 20 digits move per inserted character.
+        out.insert_str(start, "0.");
+        for _ in 0..-(n + exp) {
+            out.insert(start + 2, '0');
+        }
+    }
 }
 
 /// The total order used for sets and dict keys: within a type it is the
