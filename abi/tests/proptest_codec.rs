@@ -34,20 +34,33 @@ fn assert_canonical_surface(text: &str) {
         text,
         "not in canonical form"
     );
+    // Independently of the writer: strings escape only `"`, `\\` and
+    // U+0000..U+001F, with the short forms where one exists and lowercase
+    // `\u00xx` otherwise (ENC-13, GAP-ENC-1).
+    let mut chars = text.chars();
     let mut in_str = false;
-    let mut escaped = false;
-    for c in text.chars() {
-        if in_str {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_str = true;
-        } else {
+    while let Some(c) = chars.next() {
+        if !in_str {
             assert!(!c.is_whitespace(), "white space outside a string: {text}");
+            in_str = c == '"';
+            continue;
+        }
+        match c {
+            '"' => in_str = false,
+            '\\' => match chars.next() {
+                Some('"' | '\\' | 'b' | 'f' | 'n' | 'r' | 't') => {}
+                Some('u') => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    let code = u32::from_str_radix(&hex, 16).unwrap();
+                    assert!(
+                        code < 0x20 && ![8, 9, 10, 12, 13].contains(&code),
+                        "\\u{hex} has a short form or needs no escape: {text}"
+                    );
+                    assert_eq!(hex, hex.to_lowercase(), "upper-case hex: {text}");
+                }
+                other => panic!("escape {other:?} is not canonical: {text}"),
+            },
+            c => assert!(c >= ' ', "raw control character in a string: {text}"),
         }
     }
 }
