@@ -1,0 +1,574 @@
+//! The `flow` command line (DESIGN §6). Every command computes structured
+//! data; the human text is a rendering of it, `--json` prints the data.
+
+use crate::driver::{Driver, RunResult};
+use crate::error::{Error, Result};
+use crate::host::{Host, HostOptions};
+use crate::source::Sources;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use flow_engine::replay::Verdict;
+use flow_store::{
+    DiscoveryQuery, HistoryQuery, ReadHistory, RunId, RunState, SqliteOptions, SqliteStore,
+};
+use serde_json::{Value as Json, json};
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "flow",
+    version,
+    about = "Run, resume, replay, fork and inspect FlowSpec runs"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Where the embedded store lives.
+    #[arg(long, global = true, env = "FLOW_DATA", default_value = ".flow")]
+    pub data: PathBuf,
+    /// Print structured JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// ANSI styling: auto styles only a terminal, with NO_COLOR unset and
+    /// TERM not dumb.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a flow to completion or to a pause.
+    Run {
+        flow: PathBuf,
+        /// The input JSON object, or - to read it from standard input.
+        #[arg(long)]
+        input: String,
+        /// Start the Tool commands flow.toml names without asking.
+        #[arg(long)]
+        allow: bool,
+    },
+    /// Admit a reply for an open call and continue; with no reply, continue
+    /// a crashed or halted run, settling its open calls.
+    Resume {
+        run: String,
+        #[arg(long, requires = "reply")]
+        call: Option<String>,
+        /// The outcome, e.g. '{"Ok": {...}}', or - for standard input.
+        #[arg(long, requires = "call")]
+        reply: Option<String>,
+        #[arg(long)]
+        allow: bool,
+    },
+    /// Replay a run against its recorded program: matched, incomplete or
+    /// diverged.
+    Replay { run: String },
+    /// Start a new run from a checkpoint of another.
+    Fork {
+        run: String,
+        #[arg(long)]
+        checkpoint: u64,
+        /// Replace a state field: field=JSON (repeatable).
+        #[arg(long = "set")]
+        set: Vec<String>,
+        #[arg(long)]
+        allow: bool,
+    },
+    /// Show a run's history.
+    History {
+        run: String,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        search: Option<String>,
+        /// Show one fact in full.
+        #[arg(long)]
+        fact: Option<u64>,
+        #[arg(long)]
+        summary: bool,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long, default_value_t = 200)]
+        limit: u32,
+    },
+    /// Discover stored runs (or, with --runs, a directory of archives).
+    Runs {
+        #[arg(long)]
+        limit: Option<u32>,
+        #[arg(long)]
+        after: Option<String>,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        runs: Option<PathBuf>,
+    },
+    /// Check a flow: diagnostics.
+    Check { flow: PathBuf },
+    /// The `flow tools` document: every declaration, fingerprint and type.
+    Tools {
+        flow: PathBuf,
+        #[arg(long)]
+        entry: Option<String>,
+    },
+    /// Export a run as an archive directory.
+    Export {
+        run: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Import an archive directory (verified first; idempotent).
+    Import { dir: PathBuf },
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main_with(cli: Cli) -> u8 {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .worker_threads(2)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flow: cannot start the runtime: {e}");
+            return 2;
+        }
+    };
+    let json = cli.global.json;
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            if json {
+                println!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
+            } else {
+                eprintln!("flow: {e}");
+            }
+            e.exit_code()
+        }
+    }
+}
+
+fn open_store(g: &Global) -> Result<Arc<SqliteStore>> {
+    std::fs::create_dir_all(&g.data)
+        .map_err(|e| Error::Refused(format!("{}: {e}", g.data.display())))?;
+    Ok(Arc::new(SqliteStore::open(
+        g.data.join("flow.db"),
+        SqliteOptions::default(),
+    )?))
+}
+
+fn run_id(s: &str) -> Result<RunId> {
+    RunId::parse(s).map_err(|e| Error::Refused(e.to_string()))
+}
+
+fn read_arg(v: &str) -> Result<String> {
+    if v == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| Error::Refused(format!("standard input: {e}")))?;
+        Ok(s)
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+/// The approval rule (DESIGN §5): the CLI starts a local manifest's commands
+/// only with `--allow` (or after asking on a terminal); with no terminal and
+/// no `--allow` the run is refused naming `--allow`.
+fn approve(program: &flow_engine::program::Program, dir: Option<&Path>, allow: bool) -> Result<()> {
+    let needs = program
+        .reachable()
+        .iter()
+        .any(|(_, id)| id != crate::host::HUMAN && id != crate::host::SLEEP);
+    if !needs || allow || dir.is_none() {
+        return Ok(());
+    }
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "flow: this run starts the Tool commands that flow.toml in {} names. Allow? [y/N] ",
+            dir.map(|d| d.display().to_string()).unwrap_or_default()
+        );
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        if matches!(line.trim(), "y" | "Y" | "yes") {
+            return Ok(());
+        }
+    }
+    Err(Error::Refused(
+        "this run would start Tool commands named by flow.toml; pass --allow to allow them".into(),
+    ))
+}
+
+async fn bind_host(
+    program: &flow_engine::program::Program,
+    dir: Option<PathBuf>,
+    allow: bool,
+) -> Result<Host> {
+    approve(program, dir.as_deref(), allow)?;
+    let mut opts = HostOptions {
+        program_dir: dir,
+        ..HostOptions::default()
+    };
+    Host::bind(program, &mut opts).await
+}
+
+async fn dispatch(cli: Cli) -> Result<u8> {
+    let g = cli.global.clone();
+    match cli.command {
+        Command::Check { flow } => check(&g, &flow),
+        Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),
+        Command::Run { flow, input, allow } => {
+            let sources = Sources::read(&flow)?;
+            let program = sources.program()?;
+            let input = read_arg(&input)?;
+            let host = bind_host(&program, sources.dir.clone(), allow).await?;
+            let driver = Driver::new(open_store(&g)?);
+            let r = driver.start(&sources, program, &input, &host).await;
+            host.shutdown().await;
+            show_result(&g, &r?)
+        }
+        Command::Resume {
+            run,
+            call,
+            reply,
+            allow,
+        } => {
+            let run = run_id(&run)?;
+            let driver = Driver::new(open_store(&g)?);
+            let (_, program, facts) = driver.program_of(&run)?;
+            let reply = match (call, reply) {
+                (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
+                _ => None,
+            };
+            let dir = driver.program_dir(&run)?;
+            let host = bind_host(&program, dir, allow).await?;
+            let r = driver.resume(&run, program, facts, reply, &host).await;
+            host.shutdown().await;
+            show_result(&g, &r?)
+        }
+        Command::Fork {
+            run,
+            checkpoint,
+            set,
+            allow,
+        } => {
+            let run = run_id(&run)?;
+            let mut sets = Vec::new();
+            for s in &set {
+                let (k, v) = s
+                    .split_once('=')
+                    .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
+                sets.push((k.to_string(), v.to_string()));
+            }
+            let driver = Driver::new(open_store(&g)?);
+            let (_, program, _) = driver.program_of(&run)?;
+            let dir = driver.program_dir(&run)?;
+            let host = bind_host(&program, dir, allow).await?;
+            let r = driver.fork(&run, checkpoint, &sets, &host).await;
+            host.shutdown().await;
+            show_result(&g, &r?)
+        }
+        Command::Replay { run } => {
+            let run = run_id(&run)?;
+            let driver = Driver::new(open_store(&g)?);
+            let verdict = match driver.replay(&run) {
+                Ok(v) => v,
+                Err(e @ (Error::Unreadable(_) | Error::Check(_))) => {
+                    return Err(Error::Unreadable(e.to_string()));
+                }
+                Err(e) => return Err(e),
+            };
+            if g.json {
+                let v = match &verdict {
+                    Verdict::Diverged { fact, reason } => {
+                        json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
+                    }
+                    v => json!({"run": run.as_str(), "verdict": v.to_string()}),
+                };
+                println!("{v}");
+            } else {
+                println!("{verdict}");
+            }
+            Ok(if verdict == Verdict::Matched { 0 } else { 1 })
+        }
+        Command::History {
+            run,
+            kind,
+            search,
+            fact,
+            summary,
+            offset,
+            limit,
+        } => history(&g, &run, kind, search, fact, summary, offset, limit),
+        Command::Runs {
+            limit,
+            after,
+            state,
+            runs,
+        } => {
+            let state = match state.as_deref() {
+                None => None,
+                Some(s) => Some(
+                    RunState::parse(s)
+                        .ok_or_else(|| Error::Refused(format!("unknown state {s:?}")))?,
+                ),
+            };
+            let q = DiscoveryQuery {
+                limit,
+                after,
+                state,
+            };
+            let page = match runs {
+                Some(dir) => flow_store::inspect_archives(&dir, &q)?,
+                None => {
+                    let store = open_store(&g)?;
+                    flow_store::Discover::discover(&*store, &q)?
+                }
+            };
+            let v = serde_json::to_value(&page).unwrap_or(Json::Null);
+            if g.json {
+                println!("{v}");
+            } else {
+                print_runs(&v);
+            }
+            Ok(0)
+        }
+        Command::Export { run, out } => {
+            let run = run_id(&run)?;
+            let store = open_store(&g)?;
+            let s = flow_store::export_run(&*store, &run, &out)?;
+            let v = json!({"run": run.as_str(), "out": out.display().to_string(), "facts": s.facts, "blobs": s.blobs});
+            if g.json {
+                println!("{v}");
+            } else {
+                println!(
+                    "exported {run} to {} ({} facts, {} blobs)",
+                    out.display(),
+                    s.facts,
+                    s.blobs
+                );
+            }
+            Ok(0)
+        }
+        Command::Import { dir } => {
+            let store = open_store(&g)?;
+            let o = flow_store::import_run(&*store, &dir)?;
+            let (run, fresh) = match &o {
+                flow_store::ImportOutcome::Imported { run, .. } => (run.clone(), true),
+                flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),
+            };
+            if g.json {
+                println!("{}", json!({"run": run.as_str(), "imported": fresh}));
+            } else if fresh {
+                println!("imported {run}");
+            } else {
+                println!("{run} is already stored; nothing changed");
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn check(g: &Global, flow: &Path) -> Result<u8> {
+    let sources = Sources::read(flow)?;
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for (m, text) in &sources.texts {
+        let doc = match flow_abi::json::parse(text) {
+            Ok(d) => d,
+            Err(e) => {
+                errors += 1;
+                all.push(json!({"module": m, "severity": "error", "code": "FS0000", "pointer": "", "message": format!("not JSON: {e}")}));
+                continue;
+            }
+        };
+        let report = flow_engine::check::check_module(&doc, m);
+        for d in &report.diagnostics {
+            if d.is_error() {
+                errors += 1;
+            }
+            let mut j = d.to_json();
+            if let Json::Object(o) = &mut j {
+                o.insert("module".into(), Json::String(m.clone()));
+            }
+            all.push(j);
+        }
+    }
+    if let Err(Error::Check(problems)) = sources.program() {
+        for p in problems {
+            if !all
+                .iter()
+                .any(|d| p.contains(d["message"].as_str().unwrap_or("\u{0}")))
+            {
+                errors += 1;
+                all.push(json!({"severity": "error", "message": p}));
+            }
+        }
+    }
+    if g.json {
+        println!("{}", json!({"diagnostics": all, "errors": errors}));
+    } else {
+        for d in &all {
+            println!(
+                "{}[{}] {}#{}: {}",
+                d["severity"].as_str().unwrap_or("error"),
+                d["code"].as_str().unwrap_or("-"),
+                d["module"].as_str().unwrap_or(""),
+                d["pointer"].as_str().unwrap_or(""),
+                d["message"].as_str().unwrap_or("")
+            );
+        }
+        if errors == 0 {
+            println!("{}: checks ({} warnings)", flow.display(), all.len());
+        }
+    }
+    Ok(if errors == 0 { 0 } else { 2 })
+}
+
+fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
+    if let Some(e) = entry
+        && e != flow_engine::program::ENTRY
+    {
+        return Err(Error::Refused(format!(
+            "a FlowSpec program has one entry, {}, not {e}",
+            flow_engine::program::ENTRY
+        )));
+    }
+    let sources = Sources::read(flow)?;
+    let program = sources.program()?;
+    println!("{}", flow_abi::json::canonical(&program.tools_document()));
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn history(
+    g: &Global,
+    run: &str,
+    kind: Option<String>,
+    search: Option<String>,
+    fact: Option<u64>,
+    summary: bool,
+    offset: u64,
+    limit: u32,
+) -> Result<u8> {
+    let run = run_id(run)?;
+    let store = open_store(g)?;
+    if let Some(n) = fact {
+        let h = store.read_history(&run)?;
+        let f = h
+            .facts
+            .iter()
+            .find(|f| f.n == n)
+            .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
+        let mut v = store.expand(&f.fact)?;
+        if f.kind == flow_store::FactKind::Checkpoint
+            && let Json::Object(m) = &mut v
+        {
+            m.remove("delta");
+            m.insert("state".into(), store.checkpoint_state(&run, n)?);
+        }
+        println!("{}", flow_abi::json::canonical(&v));
+        return Ok(0);
+    }
+    let q = HistoryQuery {
+        kind,
+        search,
+        offset: Some(offset),
+        limit: Some(limit.min(200)),
+    };
+    let page = store.history_page(&run, &q)?;
+    let v = serde_json::to_value(&page).unwrap_or(Json::Null);
+    if g.json {
+        println!("{v}");
+        return Ok(0);
+    }
+    let info = store.run_info(&run)?;
+    println!(
+        "{}  {}  {} facts  entry {}",
+        run,
+        info.state.as_str(),
+        info.last_fact.n,
+        info.entry.module
+    );
+    for f in v["facts"].as_array().into_iter().flatten() {
+        let text = f["text"].as_str().unwrap_or("");
+        if summary {
+            println!("{:>5}  {}", f["n"], f["kind"].as_str().unwrap_or(""));
+        } else {
+            println!(
+                "{:>5}  {:<10}  {}",
+                f["n"],
+                f["kind"].as_str().unwrap_or(""),
+                text
+            );
+        }
+    }
+    let total = v["page"]["total"].as_u64().unwrap_or(0);
+    let shown = v["facts"].as_array().map_or(0, Vec::len) as u64;
+    println!("{shown} of {total} facts shown");
+    Ok(0)
+}
+
+fn print_runs(v: &Json) {
+    let rows = v["runs"].as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        println!("no runs");
+    }
+    for r in &rows {
+        println!(
+            "{}  {:<10}  {:<10}  {}",
+            r["run"].as_str().unwrap_or(""),
+            r["record"].as_str().unwrap_or(""),
+            r["ending"].as_str().unwrap_or("-"),
+            r["entry"]["module"].as_str().unwrap_or("")
+        );
+    }
+    for p in v["problems"].as_array().into_iter().flatten() {
+        eprintln!("problem: {p}");
+    }
+    if let Some(next) = v["nextAfter"].as_str() {
+        println!("more: flow runs --after {next}");
+    }
+}
+
+fn show_result(g: &Global, r: &RunResult) -> Result<u8> {
+    if g.json {
+        println!("{}", r.to_json());
+        return Ok(r.exit_code());
+    }
+    match r {
+        RunResult::Completed { output, exit, run } => {
+            println!("{}", flow_abi::json::canonical(output));
+            if exit != "success" {
+                eprintln!("{run} completed with exit code {exit}");
+            }
+        }
+        RunResult::Faulted { run, why } => eprintln!("{run} faulted: {why}"),
+        RunResult::Paused { run, open } => {
+            println!("{run} paused; pending calls:");
+            for c in open {
+                println!("  {}  {}  at node {}", c.call, c.tool, c.node);
+                if c.tool == crate::host::HUMAN {
+                    println!(
+                        "    flow resume {run} --call '{}' --reply '{{\"Ok\": …}}'",
+                        c.call
+                    );
+                }
+            }
+        }
+    }
+    Ok(r.exit_code())
+}

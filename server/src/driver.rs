@@ -1,0 +1,578 @@
+//! The run driver: the engine's effects carried out against the store and
+//! the bound Tools. The CLI and the HTTP server both drive runs through it.
+//!
+//! DESIGN §3: "Each fact is accepted (durable) before its consequence: a Call
+//! before the call is dispatched, a Reply before the program observes it,
+//! End before the output is reported." Every append below returns only once
+//! the fact is durable, and nothing acts on a fact before its append
+//! returned.
+
+use crate::error::{Error, Result};
+use crate::host::{HUMAN, Host};
+use crate::source::Sources;
+use flow_abi::protocol::Outcome;
+use flow_engine::machine::{Effect, Ending, Machine, OpenCall};
+use flow_engine::program::Program;
+use flow_engine::replay::{Verdict, replay};
+use flow_store::{
+    AppendFacts, HostRecord, HostRecordKind, HostRecords, ReadHistory, RunId, SqliteStore,
+};
+use flow_tools::CallOutcome;
+use flow_tools::outcome::CallRequest;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Map, Value as Json, json};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// How a drive ended for now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunResult {
+    Completed {
+        run: RunId,
+        exit: String,
+        output: Json,
+    },
+    Faulted {
+        run: RunId,
+        why: String,
+    },
+    /// Every live task waits on a call no live implementation will answer.
+    Paused {
+        run: RunId,
+        open: Vec<OpenCall>,
+    },
+}
+
+impl RunResult {
+    pub fn run(&self) -> &RunId {
+        match self {
+            RunResult::Completed { run, .. }
+            | RunResult::Faulted { run, .. }
+            | RunResult::Paused { run, .. } => run,
+        }
+    }
+
+    /// The CLI exit code (DESIGN §6): 0 completed `success`, 4 completed
+    /// with another exit code, 3 paused, 1 faulted.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunResult::Completed { exit, .. } if exit == "success" => 0,
+            RunResult::Completed { .. } => 4,
+            RunResult::Paused { .. } => 3,
+            RunResult::Faulted { .. } => 1,
+        }
+    }
+
+    /// The result as JSON, for `--json` and the HTTP API.
+    pub fn to_json(&self) -> Json {
+        match self {
+            RunResult::Completed { run, exit, output } => json!({
+                "run": run.as_str(), "state": "completed", "exit": exit, "output": output}),
+            RunResult::Faulted { run, why } => json!({
+                "run": run.as_str(), "state": "faulted", "fault": why}),
+            RunResult::Paused { run, open } => json!({
+                "run": run.as_str(), "state": "paused",
+                "pending": open.iter().map(|c| json!({
+                    "call": c.call, "task": c.task, "node": c.node, "tool": c.tool, "args": c.args,
+                })).collect::<Vec<_>>()}),
+        }
+    }
+}
+
+/// A new run id: creation time and 80 random bits.
+pub fn new_run_id() -> RunId {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut random = [0u8; 10];
+    // Without OS randomness the id is still unique enough by time; the
+    // store refuses a duplicate rather than mixing two runs.
+    let _ = getrandom::fill(&mut random);
+    RunId::from_parts(millis, random)
+}
+
+/// Drives runs against one store.
+#[derive(Clone)]
+pub struct Driver {
+    pub store: Arc<SqliteStore>,
+}
+
+type Pending<'a> = Pin<Box<dyn Future<Output = (String, CallOutcome)> + Send + 'a>>;
+
+impl Driver {
+    pub fn new(store: Arc<SqliteStore>) -> Driver {
+        Driver { store }
+    }
+
+    /// Starts a run: the program checks, every Tool is bound (by the
+    /// caller, into `host`), the input decodes, then Start is recorded and
+    /// the run is driven until it ends or pauses. A refusal records nothing.
+    pub async fn start(
+        &self,
+        sources: &Sources,
+        program: Arc<Program>,
+        input_text: &str,
+        host: &Host,
+    ) -> Result<RunResult> {
+        let input = flow_abi::json::parse(input_text)
+            .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
+        let (machine, effects) = Machine::start(program.clone(), &program.root, &input)
+            .map_err(|e| Error::Refused(e.to_string()))?;
+        let run = new_run_id();
+        let start = json!({
+            "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
+            "entry": {"module": program.root, "function": flow_engine::program::ENTRY},
+            "program": sources.program_hash(), "sources": sources.start_entries(),
+            "input": input,
+        });
+        self.create(&run, &start, sources)?;
+        self.drive(&run, program, machine, effects, host).await
+    }
+
+    fn create(&self, run: &RunId, start: &Json, sources: &Sources) -> Result<()> {
+        self.store.create_run(start, &sources.source_texts())?;
+        if let Some(dir) = &sources.dir {
+            // Resume and fork keep the original local source base
+            // (host-boundary.txt, "Binding").
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            self.store.record_host(
+                run,
+                HostRecord {
+                    kind: HostRecordKind::Binding,
+                    at_ms: None,
+                    details: json!({"program_dir": dir.to_string_lossy()}),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Appends the next fact, numbering it; returns once it is durable.
+    fn append(&self, run: &RunId, last: &mut u64, mut fact: Json) -> Result<()> {
+        if let Json::Object(m) = &mut fact {
+            m.insert("n".into(), Json::Number((*last + 1).into()));
+        }
+        self.store.append(run, &fact)?;
+        *last += 1;
+        Ok(())
+    }
+
+    /// Carries out effects until the run ends or pauses.
+    async fn drive<'h>(
+        &'h self,
+        run: &RunId,
+        program: Arc<Program>,
+        mut machine: Machine,
+        mut effects: Vec<Effect>,
+        host: &'h Host,
+    ) -> Result<RunResult> {
+        let module = machine.module().to_string();
+        let mut last = self.store.run_info(run)?.last_fact.n;
+        let mut inflight: FuturesUnordered<Pending<'h>> = FuturesUnordered::new();
+        loop {
+            for e in effects.drain(..) {
+                match e {
+                    Effect::Call { .. } => {
+                        let fact = e.fact().unwrap_or(Json::Null);
+                        self.append(run, &mut last, fact)?;
+                        let Effect::Call {
+                            call,
+                            tool,
+                            args,
+                            nested,
+                            ..
+                        } = e
+                        else {
+                            continue;
+                        };
+                        if tool == HUMAN {
+                            continue;
+                        }
+                        let args = match args {
+                            Json::Object(m) => m,
+                            _ => Map::new(),
+                        };
+                        if let Some(sub) = nested {
+                            let fut = self.nested(run, &call, program.clone(), sub, args, host);
+                            let outcome = fut.await;
+                            inflight.push(Box::pin(std::future::ready((call, outcome))));
+                            continue;
+                        }
+                        let req = CallRequest {
+                            run: run.to_string(),
+                            call: call.clone(),
+                            tool,
+                            args,
+                        };
+                        let module = module.clone();
+                        inflight.push(Box::pin(async move {
+                            let out = host.call(&module, req).await;
+                            (call, out)
+                        }));
+                    }
+                    Effect::Deadline { call, seconds } => {
+                        let due = now_ms().saturating_add(seconds.saturating_mul(1000) as i64);
+                        self.store.record_host(
+                            run,
+                            HostRecord {
+                                kind: HostRecordKind::Timeout,
+                                at_ms: None,
+                                details: json!({"call": call, "due_ms": due}),
+                            },
+                        )?;
+                    }
+                    Effect::End(ending) => {
+                        let fact = Effect::End(ending.clone()).fact().unwrap_or(Json::Null);
+                        self.append(run, &mut last, fact)?;
+                        return Ok(match ending {
+                            Ending::Completed { exit, output } => RunResult::Completed {
+                                run: run.clone(),
+                                exit,
+                                output,
+                            },
+                            Ending::Faulted(why) => RunResult::Faulted {
+                                run: run.clone(),
+                                why,
+                            },
+                        });
+                    }
+                    other => {
+                        if let Some(f) = other.fact() {
+                            self.append(run, &mut last, f)?;
+                        }
+                    }
+                }
+            }
+            let Some((call, outcome)) = inflight.next().await else {
+                self.store.record_host(
+                    run,
+                    HostRecord {
+                        kind: HostRecordKind::Pause,
+                        at_ms: None,
+                        details: json!({"open": machine.open_calls().iter().map(|c| c.call.clone()).collect::<Vec<_>>()}),
+                    },
+                )?;
+                return Ok(RunResult::Paused {
+                    run: run.clone(),
+                    open: machine.open_calls(),
+                });
+            };
+            let outcome_json = outcome.to_json();
+            // A reply for a call closed meanwhile is dropped.
+            if !machine.open_calls().iter().any(|c| c.call == call) {
+                tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
+                continue;
+            }
+            self.append(
+                run,
+                &mut last,
+                json!({"fact": "Reply", "call": call, "outcome": outcome_json}),
+            )?;
+            let o = Outcome::from_record(&outcome_json)
+                .map_err(|e| Error::Refused(format!("reply: {e}")))?;
+            effects = machine
+                .feed(&call, &o)
+                .map_err(|e| Error::Conflict(e.to_string()))?;
+        }
+    }
+
+    /// A subgraph's nested run: its own run id and history, Start naming the
+    /// outer run and call (DESIGN §4). Its ending becomes the outer call's
+    /// outcome; a nested pause leaves the outer call open.
+    fn nested<'a>(
+        &'a self,
+        outer: &'a RunId,
+        call: &'a str,
+        program: Arc<Program>,
+        module: String,
+        args: Map<String, Json>,
+        host: &'a Host,
+    ) -> Pin<Box<dyn Future<Output = CallOutcome> + Send + 'a>> {
+        Box::pin(async move {
+            let input = args
+                .get("input")
+                .cloned()
+                .unwrap_or(Json::Object(Map::new()));
+            let (machine, effects) = match Machine::start(program.clone(), &module, &input) {
+                Ok(x) => x,
+                Err(e) => return CallOutcome::NotRun(format!("nested run refused: {e}")),
+            };
+            let run = new_run_id();
+            let sources = program_sources(&self.store, outer);
+            let Ok(sources) = sources else {
+                return CallOutcome::NotRun("the outer run's sources cannot be read".into());
+            };
+            let start = json!({
+                "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
+                "entry": {"module": module, "function": flow_engine::program::ENTRY},
+                "program": sources.program_hash(), "sources": sources.start_entries(),
+                "input": input, "outer": {"run": outer.as_str(), "call": call},
+            });
+            if let Err(e) = self.create(&run, &start, &sources) {
+                return CallOutcome::Unknown(format!("nested run not recorded: {e}"));
+            }
+            match Box::pin(self.drive(&run, program, machine, effects, host)).await {
+                Ok(RunResult::Completed { output, .. }) => match flow_abi::decode_json(
+                    &output,
+                    &flow_abi::Type::Json,
+                    &flow_abi::TypeSet::new(),
+                ) {
+                    Ok(v) => CallOutcome::Ok(v),
+                    Err(e) => CallOutcome::BadReply(e.to_string()),
+                },
+                Ok(RunResult::Faulted { why, .. }) => {
+                    let mut m = std::collections::BTreeMap::new();
+                    m.insert("message".to_string(), flow_abi::Value::Text(why));
+                    CallOutcome::Failed(flow_abi::Value::Record(m))
+                }
+                Ok(RunResult::Paused { run, .. }) => {
+                    CallOutcome::Unknown(format!("nested run {run} paused"))
+                }
+                Err(e) => CallOutcome::Unknown(format!("nested run cut short: {e}")),
+            }
+        })
+    }
+
+    /// Reads a run's program back from its history.
+    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
+        let history = self.store.read_history(run).map_err(not_found)?;
+        let mut facts = Vec::with_capacity(history.facts.len());
+        for f in &history.facts {
+            let mut v = self.store.expand(&f.fact)?;
+            if f.kind == flow_store::FactKind::Checkpoint {
+                let state = self.store.checkpoint_state(run, f.n)?;
+                if let Json::Object(m) = &mut v {
+                    // The logical fact: its whole state, not the stored delta.
+                    m.remove("delta");
+                    m.insert("state".into(), state);
+                }
+            }
+            facts.push(v);
+        }
+        let start = facts
+            .first()
+            .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
+        let sources = Sources::from_start(&*self.store, start)?;
+        let program = sources.program()?;
+        Ok((sources, program, facts))
+    }
+
+    /// Replays a run against its recorded program.
+    pub fn replay(&self, run: &RunId) -> Result<Verdict> {
+        let (_, program, facts) = self.program_of(run)?;
+        Ok(replay(program, &facts).verdict)
+    }
+
+    /// The program directory recorded at Start, if the run was read from
+    /// disk.
+    pub fn program_dir(&self, run: &RunId) -> Result<Option<std::path::PathBuf>> {
+        Ok(self
+            .store
+            .host_records(run)?
+            .iter()
+            .find(|r| r.kind == HostRecordKind::Binding)
+            .and_then(|r| r.details.get("program_dir"))
+            .and_then(Json::as_str)
+            .map(std::path::PathBuf::from))
+    }
+
+    /// Resumes a run: replays its history into the machine, admits `reply`
+    /// (an outcome for an open call) when given, settles calls left open by
+    /// a crash (`Unknown("host restarted")`), and drives on.
+    pub async fn resume(
+        &self,
+        run: &RunId,
+        program: Arc<Program>,
+        facts: Vec<Json>,
+        reply: Option<(String, String)>,
+        host: &Host,
+    ) -> Result<RunResult> {
+        let r = replay(program.clone(), &facts);
+        let mut machine = match (r.verdict, r.machine) {
+            (Verdict::Diverged { fact, reason }, _) => {
+                return Err(Error::Unreadable(format!(
+                    "{run} does not replay against its program: diverged at fact {fact}: {reason}"
+                )));
+            }
+            (_, None) => return Err(Error::Unreadable(format!("{run} cannot be rebuilt"))),
+            (_, Some(m)) => m,
+        };
+        if machine.ending().is_some() {
+            return Err(Error::Conflict(format!(
+                "{run} has ended; nothing to resume"
+            )));
+        }
+        let mut last = self.store.run_info(run)?.last_fact.n;
+        let mut effects = r.unrecorded;
+        // Effects derived past the record's end come first: record them.
+        let mut first: Vec<Effect> = Vec::new();
+        first.append(&mut effects);
+        // Admit the supplied reply.
+        let open = machine.open_calls();
+        let recorded_calls: std::collections::BTreeSet<String> = facts
+            .iter()
+            .filter(|f| f["fact"] == "Call")
+            .filter_map(|f| f["call"].as_str().map(str::to_string))
+            .collect();
+        if let Some((call, text)) = &reply {
+            let Some(c) = open.iter().find(|c| &c.call == call) else {
+                return Err(Error::Conflict(format!("call {call} of {run} is not open")));
+            };
+            let outcome_json = flow_abi::json::parse(text)
+                .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
+            let outcome = Outcome::from_wire(&outcome_json)
+                .map_err(|e| Error::Refused(format!("reply: {e}")))?;
+            let outcome = check_reply(&program, &machine, c, outcome)?;
+            self.append(
+                run,
+                &mut last,
+                json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
+            )?;
+            let more = machine
+                .feed(call, &outcome)
+                .map_err(|e| Error::Conflict(e.to_string()))?;
+            first.extend(more);
+        } else {
+            // Settle calls a crash left open (not the human ones, which stay
+            // open until answered): Unknown by default (DESIGN §5).
+            for c in open
+                .iter()
+                .filter(|c| c.tool != HUMAN && recorded_calls.contains(&c.call))
+            {
+                let outcome = Outcome::Unknown("host restarted".into());
+                self.store.record_host(
+                    run,
+                    HostRecord {
+                        kind: HostRecordKind::OpenCallDecision,
+                        at_ms: None,
+                        details: json!({"call": c.call, "decision": "unknown", "reason": "host restarted"}),
+                    },
+                )?;
+                self.append(
+                    run,
+                    &mut last,
+                    json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
+                )?;
+                let more = machine
+                    .feed(&c.call, &outcome)
+                    .map_err(|e| Error::Conflict(e.to_string()))?;
+                first.extend(more);
+            }
+        }
+        self.drive(run, program, machine, first, host).await
+    }
+
+    /// Forks a run from a root-task Checkpoint: a new run whose Start names
+    /// the parent and checkpoint, whose first Checkpoint is that node with
+    /// that state (fields replaced as `sets` say, each decoded against
+    /// `state_schema`).
+    pub async fn fork(
+        &self,
+        parent: &RunId,
+        checkpoint: u64,
+        sets: &[(String, String)],
+        host: &Host,
+    ) -> Result<RunResult> {
+        let (sources, program, facts) = self.program_of(parent)?;
+        let cp = facts
+            .iter()
+            .find(|f| f["n"].as_u64() == Some(checkpoint))
+            .filter(|f| f["fact"] == "Checkpoint")
+            .ok_or_else(|| {
+                Error::NotFound(format!("{parent} has no Checkpoint at fact {checkpoint}"))
+            })?;
+        if cp["task"] != "root" {
+            return Err(Error::Refused(format!(
+                "fact {checkpoint} is a checkpoint of parallel branch {}; fork from a root checkpoint",
+                cp["task"]
+            )));
+        }
+        let node = cp["node"].as_str().unwrap_or_default().to_string();
+        let mut state = cp["state"].clone();
+        for (field, text) in sets {
+            let v = Machine::decode_state_field(&program, &program.root, field, text)
+                .map_err(Error::Refused)?;
+            if let Json::Object(m) = &mut state {
+                m.insert(field.clone(), v);
+            }
+        }
+        let module = facts[0]["entry"]["module"]
+            .as_str()
+            .unwrap_or(&program.root)
+            .to_string();
+        let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
+            .map_err(|e| Error::Refused(e.to_string()))?;
+        let run = new_run_id();
+        let start = json!({
+            "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
+            "entry": {"module": module, "function": flow_engine::program::ENTRY},
+            "program": sources.program_hash(), "sources": sources.start_entries(),
+            "input": state, "parent": {"run": parent.as_str(), "checkpoint": checkpoint},
+        });
+        let mut s = sources.clone();
+        s.dir = self.program_dir(parent)?;
+        self.create(&run, &start, &s)?;
+        self.drive(&run, program, machine, effects, host).await
+    }
+}
+
+/// Decodes a resume reply's value against the call's declared type: the
+/// hitl node's `resume_schema` for `std/human#input` (DESIGN §4: "A resume
+/// reply that does not decode against the call's declared type is refused
+/// ... and nothing is recorded").
+fn check_reply(
+    program: &Program,
+    machine: &Machine,
+    c: &OpenCall,
+    outcome: Outcome,
+) -> Result<Outcome> {
+    let Outcome::Ok(v) = &outcome else {
+        return Ok(outcome);
+    };
+    let Some(m) = program.module(machine.module()) else {
+        return Ok(outcome);
+    };
+    let node = m.report.flow.nodes.iter().find(|n| n.id == c.node);
+    let ty = match node.map(|n| &n.kind) {
+        Some(flow_engine::model::NodeKind::Hitl(h)) => h
+            .resume_schema
+            .as_ref()
+            .and_then(|s| m.report.schema_types.get(&s.ptr)),
+        _ => None,
+    };
+    let ty = match ty {
+        Some(t) => t.clone(),
+        None => match m.decls.get(&c.tool) {
+            Some(d) => d.ok.clone(),
+            None => return Ok(outcome),
+        },
+    };
+    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
+        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
+    Ok(Outcome::Ok(decoded.to_json()))
+}
+
+fn program_sources(store: &SqliteStore, run: &RunId) -> Result<Sources> {
+    let h = store.read_history(run)?;
+    let start = h
+        .facts
+        .first()
+        .ok_or_else(|| Error::Unreadable("no Start".into()))?;
+    let start = store.expand(&start.fact)?;
+    Sources::from_start(store, &start)
+}
+
+fn not_found(e: flow_store::Error) -> Error {
+    match e {
+        flow_store::Error::UnknownRun(r) => Error::NotFound(format!("no run {r}")),
+        other => Error::Store(other),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

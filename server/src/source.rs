@@ -1,0 +1,190 @@
+//! A program's source texts: read from disk for `run`, from the history for
+//! resume, replay and fork (DESIGN §4: "All of them are stored as source
+//! blobs at Start; resume, replay and fork read them from the history, never
+//! from the working directory").
+
+use crate::error::{Error, Result};
+use flow_engine::program::Program;
+use flow_store::{ReadHistory, SourceText};
+use serde_json::{Map, Value as Json};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The texts of a program's modules, by module path, and its root.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// The program root directory when read from disk (binding looks for
+    /// flow.toml from here); `None` for sources read from a history.
+    pub dir: Option<PathBuf>,
+    pub root: String,
+    pub texts: BTreeMap<String, String>,
+}
+
+impl Sources {
+    /// Reads `root_file` and the FlowSpec files beside it (subgraph
+    /// `flow_ref`s name flows in the same directory). Files that are not
+    /// FlowSpec documents are passed over; only the modules the program
+    /// reaches are kept.
+    pub fn read(root_file: &Path) -> Result<Sources> {
+        let root_text = std::fs::read_to_string(root_file)
+            .map_err(|e| Error::Refused(format!("{}: {e}", root_file.display())))?;
+        let dir = root_file
+            .parent()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let root = root_file
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .ok_or_else(|| Error::Refused(format!("{} is not a file", root_file.display())))?;
+        let mut texts = BTreeMap::new();
+        texts.insert(root.clone(), root_text);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.ends_with(".json") && !n.starts_with('.') && *n != root)
+                .collect();
+            names.sort();
+            for name in names {
+                let Ok(text) = std::fs::read_to_string(dir.join(&name)) else {
+                    continue;
+                };
+                let is_flow = flow_abi::json::parse(&text)
+                    .ok()
+                    .is_some_and(|v| v.get("spec_version").is_some() && v.get("nodes").is_some());
+                if is_flow {
+                    texts.insert(name, text);
+                }
+            }
+        }
+        let mut s = Sources {
+            dir: Some(dir),
+            root,
+            texts,
+        };
+        // Keep only what the program reaches (others may not even check).
+        if let Ok(p) = s.program_unchecked() {
+            s.texts.retain(|m, _| p.modules.contains_key(m));
+        } else {
+            let root = s.root.clone();
+            s.texts.retain(|m, _| *m == root);
+        }
+        Ok(s)
+    }
+
+    /// The program's sources as recorded in a history's Start.
+    pub fn from_start(store: &impl ReadHistory, start: &Json) -> Result<Sources> {
+        let root = start
+            .get("entry")
+            .and_then(|e| e.get("module"))
+            .and_then(Json::as_str)
+            .ok_or_else(|| Error::Unreadable("Start has no entry module".into()))?
+            .to_string();
+        let mut texts = BTreeMap::new();
+        for s in start
+            .get("sources")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(module), Some(hash)) = (
+                s.get("module").and_then(Json::as_str),
+                s.get("hash").and_then(Json::as_str),
+            ) else {
+                return Err(Error::Unreadable(
+                    "a Start source lacks module or hash".into(),
+                ));
+            };
+            let bytes = store.blob(hash)?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| Error::Unreadable(format!("source {module} is not UTF-8")))?;
+            texts.insert(module.to_string(), text);
+        }
+        Ok(Sources {
+            dir: None,
+            root,
+            texts,
+        })
+    }
+
+    fn program_unchecked(&self) -> std::result::Result<Program, flow_engine::program::Refused> {
+        let mut files = BTreeMap::new();
+        for (m, t) in &self.texts {
+            if let Ok(v) = flow_abi::json::parse(t) {
+                files.insert(m.clone(), v);
+            }
+        }
+        Program::load(&files, &self.root)
+    }
+
+    /// Parses and checks every module: the program, or every diagnostic.
+    pub fn program(&self) -> Result<Arc<Program>> {
+        let mut files = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (m, t) in &self.texts {
+            match flow_abi::json::parse(t) {
+                Ok(v) => {
+                    files.insert(m.clone(), v);
+                }
+                Err(e) => problems.push(format!("{m}: not JSON: {e}")),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::Check(problems));
+        }
+        Program::load(&files, &self.root)
+            .map(Arc::new)
+            .map_err(|r| {
+                Error::Check(
+                    r.diagnostics
+                        .iter()
+                        .map(|(m, d)| format!("{m}: {d}"))
+                        .collect(),
+                )
+            })
+    }
+
+    /// The texts as the store takes them.
+    pub fn source_texts(&self) -> Vec<SourceText> {
+        self.texts
+            .iter()
+            .map(|(m, t)| SourceText {
+                module: m.clone(),
+                text: t.clone(),
+            })
+            .collect()
+    }
+
+    /// The Start `sources` list: `{module, hash, length}` per module.
+    pub fn start_entries(&self) -> Json {
+        Json::Array(
+            self.texts
+                .iter()
+                .map(|(m, t)| {
+                    let (hash, length) = flow_store::source_ref(t);
+                    let mut o = Map::new();
+                    o.insert("module".into(), Json::String(m.clone()));
+                    o.insert("hash".into(), Json::String(hash));
+                    o.insert("length".into(), Json::Number(length.into()));
+                    Json::Object(o)
+                })
+                .collect(),
+        )
+    }
+
+    /// The program's identity in Start: `sha256:` of the canonical sources
+    /// list, so the same files make the same program.
+    pub fn program_hash(&self) -> String {
+        let text = flow_abi::json::canonical(&self.start_entries());
+        format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
+    }
+}
