@@ -800,10 +800,33 @@ impl Machine {
         let mut args = Map::new();
         let tool = match &node.kind {
             NodeKind::ToolInvoke(t) => {
-                for (param, path) in &t.input_map {
-                    args.insert(param.clone(), self.resolve(task, path)?);
+                let tool = format!("{}#{}", module.path, t.tool_id);
+                if t.input_map.is_empty() {
+                    // GAP-TOOL-3: without input_map each parameter takes
+                    // state[param]; a missing required one faults.
+                    let state = self.task_state(task);
+                    if let Some(d) = module.decls.get(&tool) {
+                        for p in &d.params {
+                            match state.get(&p.name) {
+                                Some(v) => {
+                                    args.insert(p.name.clone(), v.clone());
+                                }
+                                None if matches!(p.ty, Type::Option(_)) => {}
+                                None => {
+                                    return Err(format!(
+                                        "node {}: tool {} needs parameter {:?}, which the state does not hold (no input_map)",
+                                        node.id, t.tool_id, p.name
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    for (param, path) in &t.input_map {
+                        args.insert(param.clone(), self.resolve(task, path)?);
+                    }
                 }
-                format!("{}#{}", module.path, t.tool_id)
+                tool
             }
             NodeKind::LlmCall(l) => {
                 let defaults = flow.model_defaults.as_ref();
@@ -994,19 +1017,26 @@ impl Machine {
         let task = p.task.clone();
         match p.purpose {
             Purpose::Node => match outcome {
-                Outcome::Ok(v) => self.node_ok(&task, &node, v.clone()),
+                Outcome::Ok(v) => self.node_ok(&task, &node, call, v.clone()),
                 failed => self.node_failed(&task, &node, call, failed),
             },
             Purpose::Sleep => self.node_call(&task, &node),
             Purpose::Validate(value) => {
-                let valid = match outcome {
-                    Outcome::Ok(Json::Bool(b)) => *b,
-                    Outcome::Ok(Json::Object(m)) => {
-                        matches!(m.get("valid"), Some(Json::Bool(true)))
+                // GAP-FN-1: `{valid: Bool, reason?: Text}`; a bare Bool is
+                // read as `{valid}`.
+                let (valid, reason) = match outcome {
+                    Outcome::Ok(Json::Bool(b)) => (*b, None),
+                    Outcome::Ok(Json::Object(m))
+                        if matches!(m.get("valid"), Some(Json::Bool(_))) =>
+                    {
+                        (
+                            m.get("valid") == Some(&Json::Bool(true)),
+                            m.get("reason").and_then(Json::as_str).map(str::to_string),
+                        )
                     }
                     Outcome::Ok(other) => {
                         return Err(format!(
-                            "node {}: output validator answered {}, not a boolean",
+                            "node {}: output validator answered {}, not {{\"valid\": Bool, \"reason\"?: Text}}",
                             node.id,
                             flow_abi::json::canonical(other)
                         ));
@@ -1026,7 +1056,14 @@ impl Machine {
                         Ok(())
                     }
                     (false, Some(v)) => match v.on_fail {
-                        OnFail::Raise => Err(format!("node {}: output failed validation", node.id)),
+                        OnFail::Raise => Err(format!(
+                            "node {}: output failed validation{}",
+                            node.id,
+                            reason
+                                .as_deref()
+                                .map(|r| format!(": {r}"))
+                                .unwrap_or_default()
+                        )),
                         OnFail::Skip => {
                             self.route(&task);
                             Ok(())
@@ -1146,38 +1183,43 @@ impl Machine {
         }
     }
 
-    fn node_ok(&mut self, task: &str, node: &Node, v: Json) -> Step {
-        // A structured llm answer must fit its schema.
+    fn node_ok(&mut self, task: &str, node: &Node, call: &str, v: Json) -> Step {
+        // A structured llm answer must fit its schema; one that does not is
+        // a failure of the node's call (GAP-LLM-1, GAP-FAIL-1), handled like
+        // a Failed reply: retry, fail_branch, or a fault.
         let value = match &node.kind {
             NodeKind::LlmCall(l) => match &l.structured_output {
                 Some(s) => {
                     let m = self.module_ref();
                     match m.report.schema_types.get(&s.ptr) {
-                        Some(t) => decode_json(&v, t, &m.report.types)
-                            .map(|x| x.to_json())
-                            .map_err(|e| {
-                                format!(
-                                    "node {}: answer does not fit structured_output: {e}",
-                                    node.id
-                                )
-                            })?,
+                        Some(t) => match decode_json(&v, t, &m.report.types) {
+                            Ok(x) => x.to_json(),
+                            Err(e) => {
+                                let why = Outcome::BadReply(format!(
+                                    "the answer does not fit structured_output: {e}"
+                                ));
+                                return self.node_failed(task, node, call, &why);
+                            }
+                        },
                         None => v,
                     }
                 }
                 None => match v.get("text") {
                     Some(t) => t.clone(),
                     None => {
-                        return Err(format!(
-                            "node {}: the model's answer has no \"text\"",
-                            node.id
-                        ));
+                        let why = Outcome::BadReply("the model's answer has no \"text\"".into());
+                        return self.node_failed(task, node, call, &why);
                     }
                 },
             },
             _ => v,
         };
         if let Some(val) = validator(node) {
-            let input = fn_input(self.task_state(task), Some(&value));
+            // GAP-FN-1: validator `(output, state) → {valid, reason?}`.
+            let mut input = Map::new();
+            input.insert("output".into(), value.clone());
+            input.insert("state".into(), self.task_state(task).clone());
+            let input = Json::Object(input);
             let mut args = Map::new();
             args.insert("input".into(), input);
             return self.call(
@@ -1195,6 +1237,15 @@ impl Machine {
 
     fn store_result(&mut self, task: &str, node: &Node, value: Json) -> Step {
         match &node.kind {
+            // GAP-TOOL-3: without output_map, an object reply is written
+            // key by key into the same-named state keys.
+            NodeKind::ToolInvoke(t) if t.output_map.is_empty() => {
+                if let Json::Object(m) = value {
+                    for (k, v) in m {
+                        self.write_key(task, &k, v);
+                    }
+                }
+            }
             NodeKind::ToolInvoke(t) => {
                 for (field, target) in &t.output_map {
                     let v = value.get(field).cloned().ok_or_else(|| {
@@ -1210,6 +1261,15 @@ impl Machine {
                 for (field, target) in &s.output_map {
                     let v = value.get(field).cloned().unwrap_or(Json::Null);
                     self.write(task, target, v);
+                }
+            }
+            // GAP-LLM-4: a structured answer without output_key writes each
+            // top-level key to the same-named state key, through its reducer.
+            NodeKind::LlmCall(l) if l.output_key.is_none() && l.structured_output.is_some() => {
+                if let Json::Object(m) = value {
+                    for (k, v) in m {
+                        self.write_key(task, &k, v);
+                    }
                 }
             }
             other => {
@@ -1238,7 +1298,9 @@ impl Machine {
         if let Some(r) = &fb.retry
             && attempts < r.max_attempts
         {
-            let base = if r.delay_ms == 0 { 1000 } else { r.delay_ms };
+            // GAP-RETRY-1: fixed = delay_ms, exponential = delay_ms·2^(n−1)
+            // for the n-th retry (delay_ms defaults to 1000 in the model).
+            let base = r.delay_ms;
             let ms = match r.backoff {
                 Some(crate::model::Backoff::Exponential) => {
                     base.saturating_mul(1u64 << (attempts - 1).min(32))
@@ -1361,7 +1423,7 @@ impl Machine {
                 Condition::Expr(e) => {
                     let holds = e
                         .eval(&self.scope(task, None))
-                        .map_err(|err| format!("node {node}: condition `{e}`: {err}"))?;
+                        .map_err(|err| format!("node {node}: condition {}", expr_error(e, &err)))?;
                     if holds {
                         self.goto(task, to.clone());
                         return Ok(());
@@ -1446,9 +1508,10 @@ impl Machine {
                     .map(|b| self.branch_result(b))
                     .collect(),
             );
+            // GAP-FN-1: join `(results: List<json.Value>) → json.Value`,
+            // the winners' results in target order.
             let mut input = Map::new();
             input.insert("results".into(), results);
-            input.insert("state".into(), self.task_state(&parent).clone());
             let mut args = Map::new();
             args.insert("input".into(), Json::Object(input));
             if let Some(t) = self.tasks.get_mut(&parent) {
@@ -1667,11 +1730,15 @@ impl Machine {
             })
             .unwrap_or_default();
         if asked.is_empty() {
+            // GAP-AGENT-1: `{"final": v}` is the answer; a plain
+            // `{"text": …}` (or the structured value itself) is read the
+            // same way an llm_call's answer is.
+            let answer = v.get("final");
             let result = match &role.structured_output {
                 Some(s) => {
                     let m = self.module_ref();
                     match m.report.schema_types.get(&s.ptr) {
-                        Some(t) => decode_json(v, t, &m.report.types)
+                        Some(t) => decode_json(answer.unwrap_or(v), t, &m.report.types)
                             .map(|x| x.to_json())
                             .map_err(|e| {
                                 format!(
@@ -1682,8 +1749,11 @@ impl Machine {
                         None => v.clone(),
                     }
                 }
-                None => v.get("text").cloned().ok_or_else(|| {
-                    format!("node {}: the model's answer has no \"text\"", node.id)
+                None => answer.or_else(|| v.get("text")).cloned().ok_or_else(|| {
+                    format!(
+                        "node {}: the model's answer has neither \"final\" nor \"text\"",
+                        node.id
+                    )
                 })?,
             };
             if let Some(f) = &role.output_field {
@@ -1785,8 +1855,8 @@ impl Machine {
                 "agents".into(),
                 Json::Array(d.agents.iter().map(|a| Json::String(a.clone())).collect()),
             );
+            // GAP-FN-1: speaker `(transcript, agents) → Text`.
             input.insert("transcript".into(), Json::Array(st.transcript.clone()));
-            input.insert("state".into(), self.task_state(task).clone());
             let mut args = Map::new();
             args.insert("input".into(), Json::Object(input));
             return self.call(
@@ -1899,18 +1969,29 @@ impl Machine {
         self.set_stage(task, Stage::Debate(st));
         match &d.termination_condition {
             Some(Condition::Expr(e)) => {
-                let holds = e
-                    .eval(&self.scope(task, Some(&text)))
-                    .map_err(|err| format!("node {}: termination `{e}`: {err}", node.id))?;
+                let holds = e.eval(&self.scope(task, Some(&text))).map_err(|err| {
+                    format!(
+                        "node {}: termination condition {}",
+                        node.id,
+                        expr_error(e, &err)
+                    )
+                })?;
                 if holds {
                     return self.debate_end(task, node);
                 }
                 self.debate_next(task, node)
             }
             Some(Condition::FnRef(f)) => {
+                // GAP-AGENT-3: the termination condition sees
+                // `{last_message, transcript, state}`.
+                let transcript = match self.tasks.get(task).map(|t| &t.stage) {
+                    Some(Stage::Debate(st)) => Json::Array(st.transcript.clone()),
+                    _ => Json::Array(Vec::new()),
+                };
                 let mut input = Map::new();
                 input.insert("last_message".into(), text);
                 input.insert("state".into(), self.task_state(task).clone());
+                input.insert("transcript".into(), transcript);
                 let mut args = Map::new();
                 args.insert("input".into(), Json::Object(input));
                 self.call(
@@ -1925,20 +2006,26 @@ impl Machine {
         }
     }
 
-    /// The debate is over: `output_field` gets the last message's text.
+    /// The debate is over: `output_field` gets `{transcript, last_message}`
+    /// (GAP-AGENT-3).
     fn debate_end(&mut self, task: &str, node: &Node) -> Step {
         let d = self.debate_cfg(node)?;
-        let last = match self.tasks.get(task).map(|t| &t.stage) {
-            Some(Stage::Debate(st)) => st
-                .transcript
-                .last()
-                .and_then(|t| t.get("text").cloned())
-                .unwrap_or(Json::Null),
-            _ => Json::Null,
+        let (transcript, last) = match self.tasks.get(task).map(|t| &t.stage) {
+            Some(Stage::Debate(st)) => (
+                st.transcript.clone(),
+                st.transcript
+                    .last()
+                    .and_then(|t| t.get("text").cloned())
+                    .unwrap_or(Json::Null),
+            ),
+            _ => (Vec::new(), Json::Null),
         };
         if let Some(f) = &d.output_field {
             let f = f.clone();
-            self.write_key(task, &f, last);
+            let mut out = Map::new();
+            out.insert("last_message".into(), last);
+            out.insert("transcript".into(), Json::Array(transcript));
+            self.write_key(task, &f, Json::Object(out));
         }
         self.route(task);
         Ok(())
@@ -1971,6 +2058,17 @@ fn unreachable_module() -> &'static Module {
         decls: BTreeMap::new(),
         subflows: BTreeMap::new(),
     })
+}
+
+/// `` `expr`: why ``, naming the expression once even when the error names
+/// the (same) failing sub-expression.
+fn expr_error(e: &impl std::fmt::Display, err: &impl std::fmt::Display) -> String {
+    let whole = format!("`{e}`");
+    let why = err.to_string();
+    match why.strip_prefix(&format!("{whole}: ")) {
+        Some(rest) => format!("{whole}: {rest}"),
+        None => format!("{whole}: {why}"),
+    }
 }
 
 fn failed_msg(node: &str, call: &str, tool: &str, outcome: &Outcome) -> String {
