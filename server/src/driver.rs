@@ -337,7 +337,7 @@ impl Driver {
 
     /// Reads a run's program back from its history.
     pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
-        let history = self.store.read_history(run).map_err(not_found)?;
+        let history = self.store.read_history(run)?;
         let mut facts = Vec::with_capacity(history.facts.len());
         for f in &history.facts {
             let mut v = self.store.expand(&f.fact)?;
@@ -562,13 +562,6 @@ fn program_sources(store: &SqliteStore, run: &RunId) -> Result<Sources> {
         .ok_or_else(|| Error::Unreadable("no Start".into()))?;
     let start = store.expand(&start.fact)?;
     Sources::from_start(store, &start)
-}
-
-fn not_found(e: flow_store::Error) -> Error {
-    match e {
-        flow_store::Error::UnknownRun(r) => Error::NotFound(format!("no run {r}")),
-        other => Error::Store(other),
-    }
 }
 
 fn now_ms() -> i64 {

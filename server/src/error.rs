@@ -23,7 +23,7 @@ pub enum Error {
     Unreadable(String),
     /// The store could not accept or give back a fact.
     #[error("storage failure: {0}")]
-    Store(#[from] flow_store::Error),
+    Store(flow_store::Error),
 }
 
 impl Error {
@@ -31,15 +31,28 @@ impl Error {
     /// failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Store(e)
-                if !matches!(
-                    e,
-                    flow_store::Error::InvalidArgument(_) | flow_store::Error::UnknownRun(_)
-                ) =>
-            {
-                5
-            }
+            Error::Store(_) => 5,
             _ => 2,
+        }
+    }
+}
+
+impl From<flow_store::Error> for Error {
+    /// Only a store that cannot keep or give back facts is a storage
+    /// failure; a refused argument, archive or append is a refusal.
+    fn from(e: flow_store::Error) -> Error {
+        use flow_store::Error as S;
+        match e {
+            S::UnknownRun(r) => Error::NotFound(format!("no run {r}")),
+            S::UnknownBlob(b) => Error::NotFound(format!("no blob {b}")),
+            e @ (S::InvalidArgument(_)
+            | S::ArchiveRefused { .. }
+            | S::RunExists(_)
+            | S::Conflict(_)
+            | S::Ended { .. }
+            | S::WrongNumber { .. }
+            | S::InvalidFact(_)) => Error::Refused(e.to_string()),
+            e => Error::Store(e),
         }
     }
 }

@@ -1,0 +1,299 @@
+//! End-to-end tests of the real `flow` binary on real SQLite stores in
+//! temporary directories: run, pause, resume, replay, fork, history, runs,
+//! check, tools, export and import, with the exit codes of DESIGN §6.
+
+use serde_json::{Value as Json, json};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn flow() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_flow"));
+    c.env_remove("FLOW_DATA").env("NO_COLOR", "1");
+    c
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn shared() -> PathBuf {
+    std::env::var_os("FLOW_SHARED").map_or_else(|| repo().join("../shared"), PathBuf::from)
+}
+
+struct Flow {
+    data: tempfile::TempDir,
+}
+
+impl Flow {
+    fn new() -> Flow {
+        Flow {
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        flow()
+            .arg("--data")
+            .arg(self.data.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Json) {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.cmd(&a);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {text}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    fn facts(&self, run: &str) -> u64 {
+        let (code, v) = self.json(&["history", run]);
+        assert_eq!(code, 0, "{v}");
+        v["page"]["total"].as_u64().unwrap()
+    }
+}
+
+fn review_flow() -> String {
+    repo()
+        .join("examples/flows/review/review.json")
+        .display()
+        .to_string()
+}
+
+/// DESIGN §6 exit codes: 3 paused, 0 completed success, 4 other exit code,
+/// 2 refused; a refused resume records nothing (DESIGN §4).
+#[test]
+fn run_pause_resume_replay() {
+    let f = Flow::new();
+    let (code, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"hello"}"#]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["state"], "paused");
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(v["pending"][0]["call"], "c1:root#1");
+    assert_eq!(v["pending"][0]["tool"], "std/human#input");
+    let before = f.facts(&run);
+
+    // A reply that does not fit the resume_schema is refused, nothing recorded.
+    let (code, v) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"maybe"}}"#,
+    ]);
+    assert_eq!(code, 2, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("$.decision"), "{v}");
+    assert_eq!(f.facts(&run), before);
+    // Malformed JSON, an unknown call, and a BadReply outcome: refused too.
+    for (call, reply) in [
+        ("c1:root#1", "{not json"),
+        ("c1:root#9", r#"{"Ok":{"decision":"approved"}}"#),
+        ("c1:root#1", r#"{"BadReply":"x"}"#),
+    ] {
+        let (code, v) = f.json(&["resume", &run, "--call", call, "--reply", reply]);
+        assert_eq!(code, 2, "{call} {reply}: {v}");
+        assert_eq!(f.facts(&run), before);
+    }
+    // A paused run replays incomplete (exit 1).
+    let (code, v) = f.json(&["replay", &run]);
+    assert_eq!((code, v["verdict"].as_str()), (1, Some("incomplete")));
+
+    let (code, v) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved","notes":"LGTM"}}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["output"],
+        json!({"draft": "hello", "log": ["hello"], "review": {"decision": "approved", "notes": "LGTM"}, "text": "hello"})
+    );
+    let (code, v) = f.json(&["replay", &run]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    // A reply to a closed call is refused.
+    let (code, _) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 2);
+
+    // Discovery lists it, complete and completed.
+    let (code, v) = f.json(&["runs"]);
+    assert_eq!(code, 0);
+    let row = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] == run.as_str())
+        .unwrap();
+    assert_eq!(row["record"], "complete", "{row}");
+    assert_eq!(row["ending"], "completed", "{row}");
+}
+
+#[test]
+fn rejected_review_completes_with_its_exit_code() {
+    let f = Flow::new();
+    let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"x"}"#]);
+    let run = v["run"].as_str().unwrap().to_string();
+    let (code, v) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"rejected"}}"#,
+    ]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["exit"], "returned");
+}
+
+#[test]
+fn refusals_record_nothing() {
+    let f = Flow::new();
+    for input in [r#"{"text":1}"#, r#"{"text":"x","extra":1}"#, "{", "[]"] {
+        let (code, v) = f.json(&["run", &review_flow(), "--input", input]);
+        assert_eq!(code, 2, "{input}: {v}");
+    }
+    let (code, v) = f.json(&["runs"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["runs"], json!([]), "nothing was recorded");
+    // Unknown runs and malformed ids.
+    let out = f.cmd(&["replay", "run-0000000000000000000000000a"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = f.cmd(&["history", "not-a-run"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn fork_from_a_checkpoint_with_a_field_replaced() {
+    let f = Flow::new();
+    let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"one"}"#]);
+    let run = v["run"].as_str().unwrap().to_string();
+    // Fact 3 is the Checkpoint at node draft.
+    let (code, v) = f.json(&["fork", &run, "--checkpoint", "3", "--set", r#"text="two""#]);
+    assert_eq!(code, 3, "{v}");
+    let forked = v["run"].as_str().unwrap().to_string();
+    assert_ne!(forked, run);
+    let (code, v) = f.json(&[
+        "resume",
+        &forked,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"]["draft"], "two");
+    let (code, v) = f.json(&["replay", &forked]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    // Refused: a field that does not decode, an unknown field, no such
+    // checkpoint.
+    for args in [
+        vec!["fork", &run, "--checkpoint", "3", "--set", "text=5"],
+        vec!["fork", &run, "--checkpoint", "3", "--set", "nope=1"],
+        vec!["fork", &run, "--checkpoint", "99"],
+        vec!["fork", &run, "--checkpoint", "1"],
+    ] {
+        let (code, v) = f.json(&args);
+        assert_eq!(code, 2, "{args:?}: {v}");
+    }
+}
+
+#[test]
+fn export_import_round_trip() {
+    let f = Flow::new();
+    let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"x"}"#]);
+    let run = v["run"].as_str().unwrap().to_string();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join(&run);
+    let (code, v) = f.json(&["export", &run, "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    let other = Flow::new();
+    let (code, v) = other.json(&["import", dir.to_str().unwrap()]);
+    assert_eq!((code, v["imported"].as_bool()), (0, Some(true)), "{v}");
+    let (code, v) = other.json(&["import", dir.to_str().unwrap()]);
+    assert_eq!(
+        (code, v["imported"].as_bool()),
+        (0, Some(false)),
+        "idempotent: {v}"
+    );
+    // The imported run resumes and replays in the other store.
+    let (code, v) = other.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    // Discovery over the archive directory.
+    let (code, v) = f.json(&["runs", "--runs", out.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["runs"][0]["run"], run.as_str());
+    // A tampered archive is refused.
+    let hist = dir.join("history.jsonl");
+    let text = std::fs::read_to_string(&hist)
+        .unwrap()
+        .replace("\"x\"", "\"y\"");
+    std::fs::write(&hist, text).unwrap();
+    let third = Flow::new();
+    let (code, _) = third.json(&["import", dir.to_str().unwrap()]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn check_and_tools_on_the_corpus() {
+    let f = Flow::new();
+    let dir = shared().join("flowspec-corpus");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with(".json") || name == "flowspec.schema.json" {
+            continue;
+        }
+        n += 1;
+        let (code, v) = f.json(&["check", p.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {v}");
+        assert_eq!(v["errors"], 0);
+        let out = f.cmd(&["tools", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        let doc: Json = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["data"], "1.0");
+        for t in doc["programs"][0]["tools"].as_array().unwrap() {
+            assert!(t["fingerprint"].as_str().unwrap().starts_with("sha256:"));
+        }
+    }
+    assert!(n >= 12);
+    // A broken flow: exit 2 with a located diagnostic.
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, r#"{"spec_version":"1.0.0","id":"bad-flow","nodes":[{"id":"a","type":"input"}],"edges":[]}"#).unwrap();
+    let (code, v) = f.json(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "FS0203"),
+        "{v}"
+    );
+}
