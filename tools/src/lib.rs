@@ -11,6 +11,7 @@ mod child;
 pub mod dispatch;
 pub mod lines;
 pub mod manifest;
+pub mod mcp;
 pub mod outcome;
 pub mod process;
 

@@ -39,9 +39,11 @@
 
 use crate::child;
 use crate::lines::{Line, read_line};
-use crate::manifest::Binding;
+use crate::manifest::{Binding, Launch};
+use crate::mcp;
 use crate::outcome::{CallOutcome, CallRequest, Declarations};
 use flow_abi::protocol::{self, DescribeResult, Id, Message, Outcome};
+use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,7 +156,13 @@ impl ProcessHandle {
         let label: Arc<str> = Arc::from(binding.launch.to_string());
         let decls = Arc::new(decls);
         let (tx, rx) = mpsc::unbounded_channel();
+        let dialect = match binding.launch {
+            Launch::Command(_) => Dialect::Flow,
+            Launch::Mcp(_) => Dialect::Mcp,
+        };
         let mut actor = Actor {
+            dialect,
+            mcp_ids: HashMap::new(),
             binding: binding.clone(),
             decls: decls.clone(),
             options,
@@ -260,6 +268,17 @@ impl Drop for AbandonGuard<'_> {
 struct Pending {
     written: Arc<AtomicBool>,
     tx: oneshot::Sender<Outcome>,
+    /// The JSON-RPC request id of an MCP call.
+    mcp_id: Option<String>,
+}
+
+/// Which protocol the child speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// The Tool process protocol.
+    Flow,
+    /// MCP, through the adapter ([`crate::mcp`]).
+    Mcp,
 }
 
 /// A line for the writer, and the flag to set once it is flushed.
@@ -285,6 +304,21 @@ enum Event {
         theirs: String,
         ours: String,
     },
+    /// MCP: a response, by request id (see [`id_text`]): its result or error.
+    Response {
+        id: String,
+        result: Result<Json, Json>,
+    },
+    /// MCP: a response that cannot be admitted, by request id.
+    BadResponseTo {
+        id: String,
+        reason: String,
+    },
+    /// MCP: a request from the server.
+    ServerRequest {
+        id: Json,
+        method: String,
+    },
     /// End of the child's stdout.
     Closed,
 }
@@ -303,6 +337,9 @@ enum LiveEvent {
 }
 
 struct Actor {
+    dialect: Dialect,
+    /// MCP request id → the open call it carries.
+    mcp_ids: HashMap<String, Key>,
     binding: Binding,
     decls: Arc<Declarations>,
     options: ProcessOptions,
@@ -359,8 +396,13 @@ impl Actor {
                 }
             }
             Command::Abandon { key } => {
-                if self.pending.remove(&key).is_some() {
+                if self.pending.contains_key(&key) {
                     self.write_cancel(&key);
+                }
+                if let Some(p) = self.pending.remove(&key)
+                    && let Some(id) = p.mcp_id
+                {
+                    self.mcp_ids.remove(&id);
                 }
             }
             Command::Shutdown { .. } => {}
@@ -388,13 +430,38 @@ impl Actor {
             let _ = tx.send(Outcome::NotRun(reason.clone()));
             return;
         }
-        let line = protocol::write_call(&protocol::Call {
-            run: req.run,
-            call: req.call,
-            tool: req.tool,
-            args: req.args,
-            generic: None,
-        });
+        let (line, mcp_id) = match self.dialect {
+            Dialect::Flow => (
+                protocol::write_call(&protocol::Call {
+                    run: req.run,
+                    call: req.call,
+                    tool: req.tool,
+                    args: req.args,
+                    generic: None,
+                }),
+                None,
+            ),
+            Dialect::Mcp => {
+                // "A call is a tools/call request whose id is the call's
+                // history id" (unless another run's equal id is open).
+                let id = if self.mcp_ids.contains_key(&req.call) {
+                    format!("{}@{}", req.call, req.run)
+                } else {
+                    req.call.clone()
+                };
+                if self.mcp_ids.contains_key(&id) {
+                    let _ = tx.send(Outcome::NotRun(format!(
+                        "request id {id} is already open on the MCP server"
+                    )));
+                    return;
+                }
+                self.mcp_ids.insert(id.clone(), key.clone());
+                (
+                    mcp::call_request(&id, mcp::tool_name(&req.tool), req.args),
+                    Some(id),
+                )
+            }
+        };
         let written = Arc::new(AtomicBool::new(false));
         if let Some(w) = self.live.as_ref().and_then(|l| l.writes.as_ref()) {
             // A failed send leaves the flag unset: the call did not reach
@@ -404,15 +471,29 @@ impl Actor {
                 written: Some(written.clone()),
             });
         }
-        self.pending.insert(key, Pending { written, tx });
+        self.pending.insert(
+            key,
+            Pending {
+                written,
+                tx,
+                mcp_id,
+            },
+        );
     }
 
     fn write_cancel(&self, key: &Key) {
-        if let Some(w) = self.live.as_ref().and_then(|l| l.writes.as_ref()) {
-            let line = protocol::write_cancel(&protocol::Cancel {
+        let line = match self.pending.get(key).and_then(|p| p.mcp_id.as_deref()) {
+            Some(id) => mcp::cancelled_notification(id),
+            None => protocol::write_cancel(&protocol::Cancel {
                 run: key.0.clone(),
                 call: key.1.clone(),
-            });
+            }),
+        };
+        self.write(line);
+    }
+
+    fn write(&self, line: String) {
+        if let Some(w) = self.live.as_ref().and_then(|l| l.writes.as_ref()) {
             let _ = w.send(Write {
                 line,
                 written: None,
@@ -434,6 +515,21 @@ impl Actor {
                 };
                 tracing::warn!(tool.process = %self.label, "ignored an unexpected {kind} message");
             }
+            Event::Response { id, result } => match self.mcp_ids.get(&id).cloned() {
+                Some(key) => self.settle(key, mcp::call_outcome(result.as_ref())),
+                None => {
+                    tracing::warn!(tool.process = %self.label, "dropped a response to request {id}, which is not open")
+                }
+            },
+            Event::BadResponseTo { id, reason } => match self.mcp_ids.get(&id).cloned() {
+                Some(key) => self.settle(key, Outcome::BadReply(reason)),
+                None => {
+                    tracing::warn!(tool.process = %self.label, "dropped a response to request {id}: {reason}")
+                }
+            },
+            Event::ServerRequest { id, method } => {
+                self.write(mcp::answer_server_request(&id, &method));
+            }
             Event::Stray(why) | Event::BadResponse(why) => {
                 tracing::warn!(tool.process = %self.label, "ignored a line: {why}");
             }
@@ -448,6 +544,9 @@ impl Actor {
     fn settle(&mut self, key: Key, outcome: Outcome) {
         match self.pending.remove(&key) {
             Some(p) => {
+                if let Some(id) = &p.mcp_id {
+                    self.mcp_ids.remove(id);
+                }
                 let _ = p.tx.send(outcome);
             }
             None => tracing::warn!(
@@ -474,7 +573,7 @@ impl Actor {
             message: e.to_string(),
         })?;
         let (ev_tx, events) = mpsc::channel(1024);
-        tasks.spawn(reader(started.stdout, ev_tx));
+        tasks.spawn(reader(started.stdout, ev_tx, self.dialect));
         let (writes, w_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(writer(started.stdin, w_rx));
         let mut live = Live {
@@ -484,6 +583,27 @@ impl Actor {
             events,
             tasks,
         };
+        let result = match self.dialect {
+            Dialect::Flow => self.describe(&mut live, process).await,
+            Dialect::Mcp => self.mcp_handshake(&mut live, process).await,
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(tool.process = %self.label, tool.pid = ?live.child.id(), "process described");
+                self.live = Some(live);
+                Ok(())
+            }
+            Err(e) => {
+                // Dropping `live` kills the child (kill_on_drop).
+                live.tasks.abort_all();
+                tracing::warn!(tool.process = %self.label, "binding refused: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// The Tool process protocol's describe, checked.
+    async fn describe(&mut self, live: &mut Live, process: String) -> Result<(), ProcessError> {
         self.next_id += 1;
         let id = Id::from(self.next_id);
         if let Some(w) = &live.writes {
@@ -512,7 +632,7 @@ impl Actor {
             }
         })
         .await;
-        let result = match answer {
+        match answer {
             Err(_) => Err(ProcessError::Describe {
                 process,
                 message: format!(
@@ -534,20 +654,66 @@ impl Actor {
                 self.check(&described);
                 Ok(())
             }
-        };
-        match result {
-            Ok(()) => {
-                tracing::info!(tool.process = %self.label, tool.pid = ?live.child.id(), "process described");
-                self.live = Some(live);
-                Ok(())
-            }
-            Err(e) => {
-                // Dropping `live` kills the child (kill_on_drop).
-                live.tasks.abort_all();
-                tracing::warn!(tool.process = %self.label, "binding refused: {e}");
-                Err(e)
-            }
         }
+    }
+
+    /// MCP: initialize, initialized, then every page of tools/list. A
+    /// declaration with no tool of its name is unbound.
+    async fn mcp_handshake(
+        &mut self,
+        live: &mut Live,
+        process: String,
+    ) -> Result<(), ProcessError> {
+        let timeout = self.options.describe_timeout;
+        let fail = |message: String| ProcessError::Describe {
+            process: process.clone(),
+            message,
+        };
+        let label = self.label.clone();
+        self.next_id += 1;
+        let n = self.next_id;
+        let names = tokio::time::timeout(timeout, async {
+            let init_id = format!("flowd-initialize-{n}");
+            mcp_exchange(live, &label, mcp::initialize_request(&init_id), &init_id).await?;
+            if let Some(w) = &live.writes {
+                let _ = w.send(Write {
+                    line: mcp::initialized_notification(),
+                    written: None,
+                });
+            }
+            let mut names = Vec::new();
+            let mut cursor: Option<String> = None;
+            for page in 0..1000 {
+                let id = format!("flowd-tools-list-{n}-{page}");
+                let result = mcp_exchange(
+                    live,
+                    &label,
+                    mcp::list_tools_request(&id, cursor.as_deref()),
+                    &id,
+                )
+                .await?;
+                let (more, next) = mcp::read_tool_list(&result)?;
+                names.extend(more);
+                match next {
+                    Some(c) if !c.is_empty() => cursor = Some(c),
+                    _ => break,
+                }
+            }
+            Ok::<_, String>(names)
+        })
+        .await
+        .map_err(|_| {
+            fail(format!(
+                "no MCP handshake within {} ms",
+                timeout.as_millis()
+            ))
+        })?
+        .map_err(fail)?;
+        self.unfit = mcp::unbound(&self.decls, &names)
+            .into_iter()
+            .map(|(k, reason)| (k, (None, reason)))
+            .collect();
+        Ok(())
     }
 
     /// Records which declarations the described process does not fit.
@@ -612,6 +778,7 @@ impl Actor {
             Err(_) => "did not exit".to_string(),
         };
         live.tasks.abort_all();
+        self.mcp_ids.clear();
         let open = self.pending.len();
         for (_, p) in self.pending.drain() {
             let outcome = if p.written.load(Ordering::Acquire) {
@@ -631,27 +798,29 @@ impl Actor {
         for key in &keys {
             self.write_cancel(key);
         }
-        if let Some(live) = self.live.as_mut() {
+        // Take the child out while draining, so settling can borrow self.
+        if let Some(mut live) = self.live.take() {
             live.writes = None;
             let grace = self.options.stop_grace;
             let _ = tokio::time::timeout(grace, async {
                 // Replies to cancelled calls may still come.
-                loop {
+                while !self.pending.is_empty() {
                     match live.events.recv().await {
                         None | Some(Event::Closed) => break,
                         Some(Event::Message(Message::Reply(r))) => {
-                            if let Some(p) = self.pending.remove(&(r.run, r.call)) {
-                                let _ = p.tx.send(r.outcome);
-                            }
+                            self.settle((r.run, r.call), r.outcome);
                         }
+                        Some(
+                            ev @ (Event::Response { .. }
+                            | Event::BadReply { .. }
+                            | Event::BadResponseTo { .. }),
+                        ) => self.event(ev),
                         Some(_) => {}
-                    }
-                    if self.pending.is_empty() {
-                        break;
                     }
                 }
             })
             .await;
+            self.live = Some(live);
         }
         self.ended(reason).await;
     }
@@ -671,13 +840,14 @@ async fn next_live_event(live: &mut Option<Live>) -> LiveEvent {
 }
 
 /// Reads the child's stdout into events until it closes.
-async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>) {
+async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>, dialect: Dialect) {
     let mut r = BufReader::with_capacity(64 * 1024, stdout);
     let mut buf = Vec::new();
     loop {
         let ev = match read_line(&mut r, protocol::MAX_LINE_BYTES, &mut buf).await {
             Ok(None) | Err(_) => break,
             Ok(Some(Line::Text(t))) if t.trim().is_empty() => continue,
+            Ok(Some(Line::Text(t))) if dialect == Dialect::Mcp => mcp_event(&t),
             Ok(Some(Line::Text(t))) => match protocol::parse_line(&t) {
                 Ok(m) => Event::Message(m),
                 Err(protocol::Error::BadOutcome { run, call, reason }) => Event::BadReply {
@@ -706,10 +876,22 @@ async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>) {
                     text("params.run"),
                     text("params.call"),
                 ) {
-                    (Some("reply"), Some(run), Some(call)) => Event::BadReply {
-                        key: (run, call),
-                        reason,
-                    },
+                    (Some("reply"), Some(run), Some(call)) if dialect == Dialect::Flow => {
+                        Event::BadReply {
+                            key: (run, call),
+                            reason,
+                        }
+                    }
+                    (None, _, _) if dialect == Dialect::Mcp && skim.member("id").is_some() => {
+                        Event::BadResponseTo {
+                            id: skim
+                                .member("id")
+                                .and_then(|raw| flow_abi::json::parse(raw).ok())
+                                .map(|v| id_text(&v))
+                                .unwrap_or_default(),
+                            reason,
+                        }
+                    }
                     _ => Event::Stray(format!("a line of {len} bytes that names no call")),
                 }
             }
@@ -719,6 +901,94 @@ async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>) {
         }
     }
     let _ = events.send(Event::Closed).await;
+}
+
+/// One request-response exchange of the MCP handshake; server requests in
+/// between are answered.
+async fn mcp_exchange(
+    live: &mut Live,
+    label: &str,
+    line: String,
+    id: &str,
+) -> Result<Json, String> {
+    if let Some(w) = &live.writes {
+        let _ = w.send(Write {
+            line,
+            written: None,
+        });
+    }
+    loop {
+        match live.events.recv().await {
+            None | Some(Event::Closed) => {
+                return Err("the MCP server ended during the handshake".to_string());
+            }
+            Some(Event::Response { id: got, result }) if got == id => {
+                return result.map_err(|e| {
+                    format!(
+                        "the MCP server answered with an error: {}",
+                        flow_abi::json::canonical(&e)
+                    )
+                });
+            }
+            Some(Event::BadResponseTo { reason, .. }) => return Err(reason),
+            Some(Event::ServerRequest { id, method }) => {
+                if let Some(w) = &live.writes {
+                    let _ = w.send(Write {
+                        line: mcp::answer_server_request(&id, &method),
+                        written: None,
+                    });
+                }
+            }
+            Some(_) => {
+                tracing::debug!(tool.process = %label, "ignored a line during the MCP handshake");
+            }
+        }
+    }
+}
+
+/// A JSON-RPC id as the text the adapter keys requests by: a string id's
+/// own text, any other id's canonical JSON.
+fn id_text(id: &Json) -> String {
+    match id {
+        Json::String(s) => s.clone(),
+        other => flow_abi::json::canonical(other),
+    }
+}
+
+/// Reads one MCP line: a response, a server request, or a notification.
+fn mcp_event(line: &str) -> Event {
+    let v = match flow_abi::json::parse(line) {
+        Ok(v) => v,
+        Err(e) => return Event::Stray(format!("not JSON: {e}")),
+    };
+    let Some(m) = v.as_object() else {
+        return Event::Stray("not a JSON-RPC object".into());
+    };
+    match (m.get("id"), m.get("method").and_then(Json::as_str)) {
+        (Some(id), Some(method)) => Event::ServerRequest {
+            id: id.clone(),
+            method: method.to_string(),
+        },
+        (None, Some(_)) => Event::Stray("a notification".into()),
+        (Some(id), None) => {
+            let id = id_text(id);
+            match (m.get("result"), m.get("error")) {
+                (Some(r), None) => Event::Response {
+                    id,
+                    result: Ok(r.clone()),
+                },
+                (None, Some(e)) => Event::Response {
+                    id,
+                    result: Err(e.clone()),
+                },
+                _ => Event::BadResponseTo {
+                    id,
+                    reason: "a response has exactly one of result and error".into(),
+                },
+            }
+        }
+        (None, None) => Event::Stray("neither a request nor a response".into()),
+    }
 }
 
 /// Whether a line that did not parse as a message is a JSON-RPC response
