@@ -13,10 +13,10 @@
 //! `append` is used when a field's new list starts with its previous list
 //! (the `append` reducer), so a list that grows by one item per step adds one
 //! item per step. A new snapshot is written when the bytes written as deltas
-//! since the last snapshot reach the snapshot's own size, or after
-//! [`MAX_DELTA_CHAIN`] deltas: snapshots then cost O(1) amortized per step,
-//! and rebuilding any checkpoint's state reads at most about twice its
-//! stored size. The logical fact (what `checkpoint_state` returns) always has
+//! since the last snapshot reach [`SNAPSHOT_RATIO`] times the snapshot's own
+//! size, or after [`MAX_DELTA_CHAIN`] deltas: snapshots then cost O(1)
+//! amortized per step, and rebuilding any checkpoint's state reads at most
+//! about three times its stored size. The logical fact (what `checkpoint_state` returns) always has
 //! the whole state; the stored fact is what the chain covers.
 
 use crate::error::{Error, Result};
@@ -27,6 +27,12 @@ use serde_json::{Map, Number, Value};
 
 /// At most this many deltas follow a snapshot.
 pub const MAX_DELTA_CHAIN: u32 = 1024;
+
+/// A snapshot is written once the deltas since the last one add up to this
+/// many times its size: snapshots then grow geometrically (×3), costing
+/// about 1.5× the final snapshot over a whole run, and rebuilding a state
+/// reads at most about 3× its snapshot's bytes.
+pub const SNAPSHOT_RATIO: u64 = 2;
 
 /// What the writer remembers of a run's latest Checkpoint.
 #[derive(Clone, Debug)]
@@ -88,13 +94,20 @@ pub(crate) fn store_checkpoint(
             }
         }
         bytes += new_blob_bytes(&blobs[mark..]);
-        if p.delta_bytes + bytes < p.snapshot_bytes {
+        if p.delta_bytes + bytes < SNAPSHOT_RATIO * p.snapshot_bytes {
             let mut m = store_fact_without(&fact, FactKind::Checkpoint, "state", blobs)?;
             let mut d = Map::new();
             d.insert("base".into(), Value::Number(Number::from(p.n)));
-            d.insert("set".into(), Value::Object(set));
-            d.insert("append".into(), Value::Object(append));
-            d.insert("unset".into(), Value::Array(unset));
+            // Empty parts are left out: every byte here is paid per step.
+            if !set.is_empty() {
+                d.insert("set".into(), Value::Object(set));
+            }
+            if !append.is_empty() {
+                d.insert("append".into(), Value::Object(append));
+            }
+            if !unset.is_empty() {
+                d.insert("unset".into(), Value::Array(unset));
+            }
             m.insert("delta".into(), Value::Object(d));
             let state = take_state(&mut fact);
             let cache = CkptCache {

@@ -66,6 +66,8 @@ pub struct SqliteOptions {
     pub read_connections: usize,
     /// Queued commands before callers wait (back-pressure).
     pub queue_depth: usize,
+    /// Page size of a new database (ignored for an existing one).
+    pub page_size: u32,
 }
 
 impl Default for SqliteOptions {
@@ -74,6 +76,7 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Full,
             read_connections: 4,
             queue_depth: 4096,
+            page_size: PAGE_SIZE,
         }
     }
 }
@@ -90,7 +93,12 @@ fn configure(conn: &Connection, opts: &SqliteOptions, writer: bool) -> Result<()
     conn.busy_timeout(Duration::from_secs(5))?;
     if writer {
         // page_size only takes effect before the first table exists.
-        conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};"))?;
+        let size = if opts.page_size.is_power_of_two() && (512..=65536).contains(&opts.page_size) {
+            opts.page_size
+        } else {
+            PAGE_SIZE
+        };
+        conn.execute_batch(&format!("PRAGMA page_size = {size};"))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::Schema(format!(

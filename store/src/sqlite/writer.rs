@@ -78,6 +78,41 @@ pub(crate) struct Writer {
     heads: Arc<Heads>,
     cache: HashMap<i64, CkptCache>,
     cache_bytes: u64,
+    run_heads: HashMap<String, Head>,
+}
+
+/// A runs row as the writer reads it: key, last_n, last_hash, ending, state, updated_ms.
+type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64);
+
+/// Most run heads the writer remembers between batches.
+const HEADS_BUDGET: usize = 100_000;
+
+/// The writer's view of a run's row in the index. The writer is the only
+/// writer, so once loaded it is authoritative; a batch changes copies and
+/// writes each changed run's row once, just before COMMIT (so N appends to a
+/// run in one batch cost one UPDATE).
+#[derive(Clone, Debug)]
+struct Head {
+    key: i64,
+    last_n: u64,
+    last_hash: [u8; 32],
+    ending: Option<Ending>,
+    state: RunState,
+    updated_ms: i64,
+}
+
+/// What the commands of the current batch changed, not yet committed.
+#[derive(Default)]
+struct Batch {
+    ckpt: HashMap<i64, Option<CkptCache>>,
+    heads: HashMap<String, Head>,
+}
+
+/// A successful command's changes to the writer's memory.
+#[derive(Default)]
+struct Effects {
+    ckpt: CacheUpdate,
+    head: Option<(String, Head)>,
 }
 
 /// What the runs index keeps from a Start fact.
@@ -140,6 +175,7 @@ impl Writer {
             heads,
             cache: HashMap::new(),
             cache_bytes: 0,
+            run_heads: HashMap::new(),
         }
     }
 
@@ -175,12 +211,18 @@ impl Writer {
             .execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);");
     }
 
+    fn forget(&mut self) {
+        self.cache.clear();
+        self.cache_bytes = 0;
+        self.run_heads.clear();
+    }
+
     fn commit_batch(&mut self, cmds: Vec<Command>) {
         if cmds.is_empty() {
             return;
         }
         let mut done: Vec<Done> = Vec::with_capacity(cmds.len());
-        let mut overlay: HashMap<i64, Option<CkptCache>> = HashMap::new();
+        let mut batch = Batch::default();
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let msg = e.to_string();
             for cmd in cmds {
@@ -196,8 +238,8 @@ impl Writer {
                 fail(cmd, &e.to_string());
                 break;
             }
-            let (d, ok, update) = self.exec(cmd, &overlay);
-            let end = if ok {
+            let (d, effects) = self.exec(cmd, &batch);
+            let end = if effects.is_some() {
                 "RELEASE cmd"
             } else {
                 "ROLLBACK TO cmd; RELEASE cmd"
@@ -207,20 +249,31 @@ impl Writer {
                 done.push(d);
                 break;
             }
-            if ok && let Some((k, v)) = update {
-                overlay.insert(k, v);
+            if let Some(fx) = effects {
+                if let Some((k, v)) = fx.ckpt {
+                    batch.ckpt.insert(k, v);
+                }
+                if let Some((run, h)) = fx.head {
+                    batch.heads.insert(run, h);
+                }
             }
             done.push(d);
         }
         let commit = match control_error {
             Some(msg) => Err(msg),
-            None => self.conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+            None => self
+                .write_heads(&batch)
+                .and_then(|()| self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())),
         };
         match commit {
             Ok(()) => {
-                for (k, v) in overlay {
+                for (k, v) in batch.ckpt {
                     self.set_cache(k, v);
                 }
+                if self.run_heads.len() + batch.heads.len() > HEADS_BUDGET {
+                    self.run_heads.clear();
+                }
+                self.run_heads.extend(batch.heads);
                 let notes: Vec<(String, u64)> =
                     done.iter_mut().filter_map(|d| d.notify.take()).collect();
                 for d in done {
@@ -232,10 +285,9 @@ impl Writer {
             }
             Err(msg) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
-                // The cache may now be ahead of the database: forget it, the
+                // Memory may now be ahead of the database: forget it. The
                 // next checkpoint of each run is a snapshot.
-                self.cache.clear();
-                self.cache_bytes = 0;
+                self.forget();
                 for d in done {
                     (d.answer)(Some(&msg));
                 }
@@ -244,6 +296,26 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// One UPDATE per run the batch changed.
+    fn write_heads(&self, batch: &Batch) -> Result<(), String> {
+        let mut st = self
+            .conn
+            .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, state = ?3, ending = ?4, updated_ms = ?5 WHERE key = ?6")
+            .map_err(|e| e.to_string())?;
+        for h in batch.heads.values() {
+            st.execute(params![
+                h.last_n as i64,
+                &h.last_hash[..],
+                h.state.as_str(),
+                h.ending.map(ending_text),
+                h.updated_ms,
+                h.key
+            ])
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn set_cache(&mut self, key: i64, v: Option<CkptCache>) {
@@ -263,11 +335,57 @@ impl Writer {
         }
     }
 
-    fn exec(
-        &mut self,
-        cmd: Command,
-        overlay: &HashMap<i64, Option<CkptCache>>,
-    ) -> (Done, bool, CacheUpdate) {
+    /// The run's head as of this point in the batch.
+    fn head(&self, run: &RunId, batch: &Batch) -> Result<Head> {
+        if let Some(h) = batch
+            .heads
+            .get(run.as_str())
+            .or_else(|| self.run_heads.get(run.as_str()))
+        {
+            return Ok(h.clone());
+        }
+        let row: Option<HeadRow> = self
+            .conn
+            .prepare_cached(
+                "SELECT key, last_n, last_hash, ending, state, updated_ms FROM runs WHERE id = ?1",
+            )?
+            .query_row([run.as_str()], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .optional()?;
+        let (key, last_n, last_hash, ending, state, updated_ms) =
+            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
+        let bad = |what: &str| {
+            Error::corrupt(
+                run.as_str(),
+                last_n as u64,
+                format!("the runs index holds a malformed {what}"),
+            )
+        };
+        Ok(Head {
+            key,
+            last_n: last_n as u64,
+            last_hash: from_column(&last_hash).ok_or_else(|| bad("hash"))?,
+            ending: match ending.as_deref() {
+                None => None,
+                Some("completed") => Some(Ending::Completed),
+                Some("faulted") => Some(Ending::Faulted),
+                Some(_) => return Err(bad("ending")),
+            },
+            state: RunState::parse(&state).ok_or_else(|| bad("state"))?,
+            updated_ms,
+        })
+    }
+
+    /// Runs one command; `None` effects means it failed and is rolled back.
+    fn exec(&mut self, cmd: Command, batch: &Batch) -> (Done, Option<Effects>) {
         match cmd {
             Command::Create {
                 start,
@@ -275,16 +393,15 @@ impl Writer {
                 at_ms,
                 reply,
             } => {
-                let r = self.create(&start, &sources, at_ms);
-                let ok = r.is_ok();
+                let r = self.create(&start, &sources, at_ms, batch);
+                let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
                 (
                     Done {
                         answer: answer(reply, r),
                         notify,
                     },
-                    ok,
-                    None,
+                    fx,
                 )
             }
             Command::Append {
@@ -292,47 +409,53 @@ impl Writer {
                 fact,
                 at_ms,
                 reply,
-            } => {
-                let r = self.append(&run, fact, at_ms, overlay);
-                let ok = r.is_ok();
-                let (r, update) = match r {
-                    Ok((a, u)) => (Ok(a), u),
-                    Err(e) => (Err(e), None),
-                };
-                let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
-                (
+            } => match self.append(&run, fact, at_ms, batch) {
+                Ok((a, fx)) => {
+                    let notify = Some((a.run.to_string(), a.n));
+                    (
+                        Done {
+                            answer: answer(reply, Ok(a)),
+                            notify,
+                        },
+                        Some(fx),
+                    )
+                }
+                Err(e) => (
                     Done {
-                        answer: answer(reply, r),
-                        notify,
+                        answer: answer::<Appended>(reply, Err(e)),
+                        notify: None,
                     },
-                    ok,
-                    update,
-                )
-            }
+                    None,
+                ),
+            },
             Command::Host {
                 run,
                 record,
                 at_ms,
                 reply,
-            } => {
-                let r = self.host(&run, record, at_ms);
-                let ok = r.is_ok();
-                (
+            } => match self.host(&run, record, at_ms, batch) {
+                Ok((row, fx)) => (
                     Done {
-                        answer: answer(reply, r),
+                        answer: answer(reply, Ok(row)),
                         notify: None,
                     },
-                    ok,
+                    Some(fx),
+                ),
+                Err(e) => (
+                    Done {
+                        answer: answer::<HostRecordRow>(reply, Err(e)),
+                        notify: None,
+                    },
                     None,
-                )
-            }
+                ),
+            },
             Command::Import {
                 archive,
                 at_ms,
                 reply,
             } => {
-                let r = self.import(&archive, at_ms);
-                let ok = r.is_ok();
+                let r = self.import(&archive, at_ms, batch);
+                let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = match &r {
                     Ok(ImportOutcome::Imported { run, facts }) => Some((run.to_string(), *facts)),
                     _ => None,
@@ -342,8 +465,7 @@ impl Writer {
                         answer: answer(reply, r),
                         notify,
                     },
-                    ok,
-                    None,
+                    fx,
                 )
             }
             Command::Checkpoint(reply) => {
@@ -353,8 +475,7 @@ impl Writer {
                         answer: answer(reply, r),
                         notify: None,
                     },
-                    true,
-                    None,
+                    Some(Effects::default()),
                 )
             }
         }
@@ -416,7 +537,13 @@ impl Writer {
         Ok(self.conn.last_insert_rowid())
     }
 
-    fn create(&mut self, start: &Value, sources: &[SourceText], at_ms: i64) -> Result<Appended> {
+    fn create(
+        &mut self,
+        start: &Value,
+        sources: &[SourceText],
+        at_ms: i64,
+        batch: &Batch,
+    ) -> Result<Appended> {
         let (kind, n) = check(start, Form::Logical)?;
         if kind != FactKind::Start || n != 1 {
             return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
@@ -460,6 +587,9 @@ impl Writer {
                 extra.module
             )));
         }
+        if batch.heads.contains_key(run.as_str()) || self.run_heads.contains_key(run.as_str()) {
+            return Err(Error::RunExists(run.to_string()));
+        }
         let exists: Option<i64> = self
             .conn
             .prepare_cached("SELECT key FROM runs WHERE id = ?1")?
@@ -486,51 +616,36 @@ impl Writer {
         run: &RunId,
         fact: Value,
         at_ms: i64,
-        overlay: &HashMap<i64, Option<CkptCache>>,
-    ) -> Result<(Appended, CacheUpdate)> {
-        let row: Option<(i64, i64, Vec<u8>, Option<String>)> = self
-            .conn
-            .prepare_cached("SELECT key, last_n, last_hash, ending FROM runs WHERE id = ?1")?
-            .query_row([run.as_str()], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?;
-        let (key, last_n, last_hash, ending) =
-            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
+        batch: &Batch,
+    ) -> Result<(Appended, Effects)> {
+        let head = self.head(run, batch)?;
         let (kind, n) = check(&fact, Form::Logical)?;
         if kind == FactKind::Start {
             return Err(Error::InvalidFact("Start only begins a run".into()));
         }
-        if ending.is_some() {
+        if head.ending.is_some() {
             return Err(Error::Ended {
                 run: run.to_string(),
                 n,
             });
         }
-        let last_n = last_n as u64;
-        if n != last_n + 1 {
+        if n != head.last_n + 1 {
             return Err(Error::WrongNumber {
                 run: run.to_string(),
-                expected: last_n + 1,
+                expected: head.last_n + 1,
                 got: n.to_string(),
             });
         }
-        let prev = from_column(&last_hash).ok_or_else(|| {
-            Error::corrupt(
-                run.as_str(),
-                last_n,
-                "the runs index holds a malformed hash",
-            )
-        })?;
+        let key = head.key;
         let mut blobs = Vec::new();
         let end = if kind == FactKind::End {
             ending_of(&fact)
         } else {
             None
         };
-        let (stored, update) = match kind {
+        let (stored, ckpt) = match kind {
             FactKind::Checkpoint => {
-                let prev_ckpt = match overlay.get(&key) {
+                let prev_ckpt = match batch.ckpt.get(&key) {
                     Some(v) => v.as_ref(),
                     None => self.cache.get(&key),
                 };
@@ -542,78 +657,88 @@ impl Writer {
         };
         self.insert_blobs(&blobs)?;
         let body = canonical(&stored);
-        let h = chain_next(&prev, &body);
+        let h = chain_next(&head.last_hash, &body);
         self.insert_fact(key, n, kind, &h, &body)?;
         let state = match end {
             Some(Ending::Completed) => RunState::Completed,
             Some(Ending::Faulted) => RunState::Faulted,
             None => RunState::Running,
         };
-        self.conn
-            .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, state = ?3, ending = ?4, updated_ms = ?5 WHERE key = ?6")?
-            .execute(params![n as i64, &h[..], state.as_str(), end.map(ending_text), at_ms, key])?;
+        let new_head = Head {
+            key,
+            last_n: n,
+            last_hash: h,
+            ending: end,
+            state,
+            updated_ms: at_ms,
+        };
         Ok((
             Appended {
                 run: run.clone(),
                 n,
                 hash: hash_text(&h),
             },
-            update,
+            Effects {
+                ckpt,
+                head: Some((run.to_string(), new_head)),
+            },
         ))
     }
 
-    fn host(&mut self, run: &RunId, record: HostRecord, at_ms: i64) -> Result<HostRecordRow> {
-        let row: Option<(i64, i64, Vec<u8>, Option<String>)> = self
-            .conn
-            .prepare_cached("SELECT key, last_n, last_hash, ending FROM runs WHERE id = ?1")?
-            .query_row([run.as_str()], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?;
-        let (key, last_n, last_hash, ending) =
-            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
+    fn host(
+        &mut self,
+        run: &RunId,
+        record: HostRecord,
+        at_ms: i64,
+        batch: &Batch,
+    ) -> Result<(HostRecordRow, Effects)> {
+        let head = self.head(run, batch)?;
         let seq: i64 = self
             .conn
             .prepare_cached(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM host_records WHERE run_key = ?1",
             )?
-            .query_row([key], |r| r.get(0))?;
+            .query_row([head.key], |r| r.get(0))?;
         let details = canonical(&record.details);
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-            .execute(params![key, seq, record.kind.as_str(), at_ms, last_n, &last_hash, details])?;
+            .execute(params![head.key, seq, record.kind.as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
         let new_state = match record.kind {
             HostRecordKind::Halt => Some(RunState::Halted),
             HostRecordKind::Pause => Some(RunState::Paused),
             _ => None,
         };
+        let mut fx = Effects::default();
         if let Some(s) = new_state
-            && ending.is_none()
+            && head.ending.is_none()
         {
-            self.conn
-                .prepare_cached("UPDATE runs SET state = ?1, updated_ms = ?2 WHERE key = ?3")?
-                .execute(params![s.as_str(), at_ms, key])?;
+            let mut h = head.clone();
+            h.state = s;
+            h.updated_ms = at_ms;
+            fx.head = Some((run.to_string(), h));
         }
-        let head_hash = from_column(&last_hash).ok_or_else(|| {
-            Error::corrupt(
-                run.as_str(),
-                last_n as u64,
-                "the runs index holds a malformed hash",
-            )
-        })?;
-        Ok(HostRecordRow {
+        let row = HostRecordRow {
             seq: seq as u64,
             kind: record.kind,
             at_ms,
             head: FactRef {
-                n: last_n as u64,
-                hash: hash_text(&head_hash),
+                n: head.last_n,
+                hash: hash_text(&head.last_hash),
             },
             details: record.details,
-        })
+        };
+        Ok((row, fx))
     }
 
-    fn import(&mut self, a: &VerifiedArchive, at_ms: i64) -> Result<ImportOutcome> {
+    fn import(&mut self, a: &VerifiedArchive, at_ms: i64, batch: &Batch) -> Result<ImportOutcome> {
+        if let Ok(h) = self.head(&a.run, batch) {
+            let (last_n, last_hash) = a.last();
+            return if h.last_n == last_n && h.last_hash == last_hash {
+                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
+            } else {
+                Err(Error::Conflict(a.run.to_string()))
+            };
+        }
         let (last_n, last_hash) = a.last();
         let existing: Option<(i64, Vec<u8>)> = self
             .conn
