@@ -131,6 +131,9 @@ pub enum Command {
     },
     /// Import an archive directory (verified first; idempotent).
     Import { dir: PathBuf },
+    /// Run every `*.test.json` fixture under DIR against its fakes and
+    /// replay every saved archive against the current program.
+    Test { dir: PathBuf },
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -362,6 +365,39 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 );
             }
             Ok(0)
+        }
+        Command::Test { dir } => {
+            let results = crate::testing::run_dir(&dir)?;
+            let failed = results.iter().filter(|r| r.failure.is_some()).count();
+            let broken = results.iter().any(|r| r.broken);
+            if g.json {
+                let rows: Vec<Json> = results
+                    .iter()
+                    .map(|r| json!({"test": r.name, "passed": r.failure.is_none(), "failure": r.failure, "broken": r.broken}))
+                    .collect();
+                println!(
+                    "{}",
+                    json!({"tests": rows, "passed": results.len() - failed, "failed": failed})
+                );
+            } else {
+                for r in &results {
+                    match &r.failure {
+                        None => println!("ok    {}", r.name),
+                        Some(why) => println!("FAIL  {}: {why}", r.name),
+                    }
+                }
+                println!(
+                    "flow test: {} passed, {failed} failed",
+                    results.len() - failed
+                );
+            }
+            Ok(if broken {
+                2
+            } else if failed > 0 {
+                1
+            } else {
+                0
+            })
         }
         Command::Import { dir } => {
             let store = open_store(&g)?;

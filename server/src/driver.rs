@@ -335,8 +335,9 @@ impl Driver {
         })
     }
 
-    /// Reads a run's program back from its history.
-    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
+    /// A run's verified history as logical facts: every value loaded, every
+    /// Checkpoint with its whole state (not the stored delta).
+    pub fn facts(&self, run: &RunId) -> Result<Vec<Json>> {
         let history = self.store.read_history(run)?;
         let mut facts = Vec::with_capacity(history.facts.len());
         for f in &history.facts {
@@ -344,13 +345,18 @@ impl Driver {
             if f.kind == flow_store::FactKind::Checkpoint {
                 let state = self.store.checkpoint_state(run, f.n)?;
                 if let Json::Object(m) = &mut v {
-                    // The logical fact: its whole state, not the stored delta.
                     m.remove("delta");
                     m.insert("state".into(), state);
                 }
             }
             facts.push(v);
         }
+        Ok(facts)
+    }
+
+    /// Reads a run's program back from its history.
+    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
+        let facts = self.facts(run)?;
         let start = facts
             .first()
             .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;

@@ -10,3 +10,4 @@ pub mod driver;
 pub mod error;
 pub mod host;
 pub mod source;
+pub mod testing;

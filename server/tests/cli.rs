@@ -297,3 +297,84 @@ fn check_and_tools_on_the_corpus() {
         "{v}"
     );
 }
+
+/// `flow test`: fixtures against fakes, saved histories against the
+/// current program; exit 0 / 1 / 2 as running-a-program.txt "Testing" says.
+#[test]
+fn flow_test_fixtures_and_histories() {
+    let f = Flow::new();
+    let examples = repo().join("examples/flows");
+    let (code, v) = f.json(&["test", examples.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["passed"].as_u64().unwrap() >= 5, "{v}");
+
+    // A copy of the review flow with a failing expectation and one with a
+    // missing fake.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::copy(
+        repo().join("examples/flows/review/review.json"),
+        dir.join("review.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("wrong.test.json"),
+        r#"{"flow":"review.json","input":{"text":"x"},"fakes":{"std/human#input":{"Ok":{"decision":"rejected"}}},"expect":{"ending":"completed","exit_code":"success"}}"#,
+    )
+    .unwrap();
+    let (code, v) = f.json(&["test", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        v["tests"][0]["failure"]
+            .as_str()
+            .unwrap()
+            .contains("exit code"),
+        "{v}"
+    );
+    std::fs::write(
+        dir.join("unfaked.test.json"),
+        r#"{"flow":"review.json","input":{"text":"x"},"fakes":{}}"#,
+    )
+    .unwrap();
+    let (code, v) = f.json(&["test", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{v}");
+    std::fs::remove_file(dir.join("unfaked.test.json")).unwrap();
+    std::fs::remove_file(dir.join("wrong.test.json")).unwrap();
+
+    // A saved history beside its program replays matched ...
+    let (_, v) = f.json(&[
+        "run",
+        dir.join("review.json").to_str().unwrap(),
+        "--input",
+        r#"{"text":"x"}"#,
+    ]);
+    let run = v["run"].as_str().unwrap().to_string();
+    let (code, _) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 0);
+    let saved = dir.join("histories").join(&run);
+    let (code, _) = f.json(&["export", &run, "--out", saved.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let (code, v) = f.json(&["test", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    // ... and fails once the program changes what it does.
+    let text = std::fs::read_to_string(dir.join("review.json"))
+        .unwrap()
+        .replace("Approve this draft?", "Approve?");
+    std::fs::write(dir.join("review.json"), text).unwrap();
+    let (code, v) = f.json(&["test", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        v["tests"][0]["failure"]
+            .as_str()
+            .unwrap()
+            .contains("diverged"),
+        "{v}"
+    );
+}
