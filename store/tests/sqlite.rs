@@ -234,3 +234,41 @@ fn migrations_are_recorded_and_checked() {
         Err(Error::Schema(_))
     ));
 }
+
+/// Group commit: refused commands in a batch are rolled back alone; the
+/// accepted ones around them commit (issue 3 §2, DESIGN §7 "changes nothing").
+#[test]
+fn refusals_inside_a_group_commit_leave_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = open(&tmp.path().join("s.db"));
+    let runs: Vec<RunId> = (0..6).map(|_| create(&s)).collect();
+    std::thread::scope(|scope| {
+        for (t, run) in runs.iter().enumerate() {
+            let s = &s;
+            scope.spawn(move || {
+                for n in 2..60u64 {
+                    if t % 2 == 0 {
+                        // Wrong numbers and unknown runs, interleaved with good facts.
+                        assert!(s.append(run, &call_fact(n + 5, 1, json!({}))).is_err());
+                        assert!(
+                            s.append(&new_run_id(), &call_fact(n, 1, json!({})))
+                                .is_err()
+                        );
+                    }
+                    s.append(run, &call_fact(n, n, json!({"t": t, "n": n})))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    for run in &runs {
+        let h = s.read_history(run).unwrap();
+        assert_eq!(h.facts.len(), 59);
+        assert!(
+            h.facts
+                .iter()
+                .skip(1)
+                .all(|f| f.fact["args"]["n"] == json!(f.n))
+        );
+    }
+}

@@ -211,6 +211,15 @@ impl Writer {
             .execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);");
     }
 
+    /// Runs transaction-control statements through the statement cache
+    /// (they run once or twice per command, so parsing them each time shows).
+    fn control(&self, sql: &[&str]) -> rusqlite::Result<()> {
+        for q in sql {
+            self.conn.prepare_cached(q)?.execute([])?;
+        }
+        Ok(())
+    }
+
     fn forget(&mut self) {
         self.cache.clear();
         self.cache_bytes = 0;
@@ -233,18 +242,18 @@ impl Writer {
         let mut control_error: Option<String> = None;
         let mut rest = cmds.into_iter();
         for cmd in rest.by_ref() {
-            if let Err(e) = self.conn.execute_batch("SAVEPOINT cmd") {
+            if let Err(e) = self.control(&["SAVEPOINT cmd"]) {
                 control_error = Some(e.to_string());
                 fail(cmd, &e.to_string());
                 break;
             }
             let (d, effects) = self.exec(cmd, &batch);
-            let end = if effects.is_some() {
-                "RELEASE cmd"
+            let end: &[&str] = if effects.is_some() {
+                &["RELEASE cmd"]
             } else {
-                "ROLLBACK TO cmd; RELEASE cmd"
+                &["ROLLBACK TO cmd", "RELEASE cmd"]
             };
-            if let Err(e) = self.conn.execute_batch(end) {
+            if let Err(e) = self.control(end) {
                 control_error = Some(e.to_string());
                 done.push(d);
                 break;
