@@ -93,6 +93,14 @@ pub fn new_run_id() -> RunId {
     RunId::from_parts(millis, random)
 }
 
+/// A run whose Start is recorded, ready to drive.
+pub struct Started {
+    pub run: RunId,
+    program: Arc<Program>,
+    machine: Machine,
+    effects: Vec<Effect>,
+}
+
 /// Drives runs against one store.
 #[derive(Clone)]
 pub struct Driver {
@@ -116,6 +124,19 @@ impl Driver {
         input_text: &str,
         host: &Host,
     ) -> Result<RunResult> {
+        let started = self.create_run(sources, program, input_text)?;
+        self.drive_started(started, host).await
+    }
+
+    /// Records a new run's Start (after the input decodes) without driving
+    /// it: the server answers with the run id at once and drives it in a
+    /// task ([`Driver::drive_started`]).
+    pub fn create_run(
+        &self,
+        sources: &Sources,
+        program: Arc<Program>,
+        input_text: &str,
+    ) -> Result<Started> {
         let input = flow_abi::json::parse(input_text)
             .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
         let (machine, effects) = Machine::start(program.clone(), &program.root, &input)
@@ -128,6 +149,23 @@ impl Driver {
             "input": input,
         });
         self.create(&run, &start, sources)?;
+        Ok(Started {
+            run,
+            program,
+            machine,
+            effects,
+        })
+    }
+
+    /// Drives a run recorded by [`Driver::create_run`] until it ends or
+    /// pauses.
+    pub async fn drive_started(&self, started: Started, host: &Host) -> Result<RunResult> {
+        let Started {
+            run,
+            program,
+            machine,
+            effects,
+        } = started;
         self.drive(&run, program, machine, effects, host).await
     }
 
