@@ -18,6 +18,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// `now + timeout`, saturating: a caller's huge timeout never panics.
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 /// Durable heads of runs written through this process's writer.
 #[derive(Default)]
 pub struct Heads {
@@ -43,7 +50,7 @@ impl Heads {
     /// Waits until `run`'s head passes `after` or `timeout` elapses; true
     /// when it has passed.
     pub fn wait_past(&self, run: &str, after: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         let Ok(mut m) = self.map.lock() else {
             return false;
         };
@@ -90,7 +97,7 @@ impl<R: ReadHistory> StoreTail<R> {
 
 impl<R: ReadHistory + Send> Tail for StoreTail<R> {
     fn next_event(&mut self, timeout: Duration) -> Result<TailEvent> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         loop {
             if let Some(f) = self.buf.pop_front() {
                 self.last = f.n;
