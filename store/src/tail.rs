@@ -25,10 +25,21 @@ fn deadline_after(timeout: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
+/// Most runs whose heads are remembered; past it the map starts over.
+const MAX_HEADS: usize = 100_000;
+
+#[derive(Default)]
+struct HeadMap {
+    heads: HashMap<String, u64>,
+    /// Bumped when the map starts over, so a waiter re-reads the store
+    /// rather than missing a head that was forgotten.
+    generation: u64,
+}
+
 /// Durable heads of runs written through this process's writer.
 #[derive(Default)]
 pub struct Heads {
-    map: Mutex<HashMap<String, u64>>,
+    map: Mutex<HeadMap>,
     changed: Condvar,
 }
 
@@ -39,23 +50,28 @@ impl Heads {
             return;
         }
         if let Ok(mut m) = self.map.lock() {
+            if m.heads.len() + items.len() > MAX_HEADS {
+                m.heads.clear();
+                m.generation += 1;
+            }
             for (run, n) in items {
-                let e = m.entry(run.clone()).or_insert(0);
+                let e = m.heads.entry(run.clone()).or_insert(0);
                 *e = (*e).max(*n);
             }
         }
         self.changed.notify_all();
     }
 
-    /// Waits until `run`'s head passes `after` or `timeout` elapses; true
-    /// when it has passed.
+    /// Waits until `run`'s head passes `after` (or the map started over) or
+    /// `timeout` elapses; true when the caller should read the store again.
     pub fn wait_past(&self, run: &str, after: u64, timeout: Duration) -> bool {
         let deadline = deadline_after(timeout);
         let Ok(mut m) = self.map.lock() else {
             return false;
         };
+        let generation = m.generation;
         loop {
-            if m.get(run).copied().unwrap_or(0) > after {
+            if m.generation != generation || m.heads.get(run).copied().unwrap_or(0) > after {
                 return true;
             }
             let now = Instant::now();

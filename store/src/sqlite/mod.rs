@@ -109,10 +109,10 @@ fn configure(conn: &Connection, opts: &SqliteOptions, writer: bool) -> Result<()
             Synchronous::Full => "FULL",
             Synchronous::Normal => "NORMAL",
         };
-        conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = 67108864;"))?;
+        conn.execute_batch(&format!("PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = 67108864; PRAGMA cache_size = -65536;"))?;
     } else {
         conn.execute_batch(
-            "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA query_only = ON;",
+            "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA query_only = ON; PRAGMA cache_size = -16384;",
         )?;
     }
     Ok(())
