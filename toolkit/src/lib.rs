@@ -65,6 +65,10 @@ pub enum ToolError {
     /// Anything else: answered `Unknown`, since what the handler did before
     /// it stopped is not known.
     Other(String),
+    /// The handler knows the call definitely did not happen (for example, a
+    /// connection that was refused before anything was sent): answered
+    /// `NotRun`.
+    NotRun(String),
 }
 
 impl<E: std::error::Error> From<E> for ToolError {
@@ -279,10 +283,25 @@ impl Toolkit {
                     let out = out_tx.clone();
                     let running2 = running.clone();
                     let k2 = key.clone();
+                    // The map stays locked from spawn to insert, so a call
+                    // that finishes at once still finds its entry.
+                    let Ok(mut map) = running.lock() else {
+                        eprintln!("flow-toolkit: call table poisoned; ignored a call");
+                        continue;
+                    };
+                    if map.contains_key(&key) {
+                        eprintln!(
+                            "flow-toolkit: call {} of run {} is already running; ignored",
+                            key.1, key.0
+                        );
+                        continue;
+                    }
                     let handle = tasks.spawn(async move {
                         let outcome = this2
                             .run_call(c.run.clone(), c.call.clone(), c.tool, c.args)
                             .await;
+                        // Only the one who removes the entry answers: either
+                        // this task, or a cancel that aborted it.
                         let removed = running2
                             .lock()
                             .map(|mut m| m.remove(&k2).is_some())
@@ -291,9 +310,7 @@ impl Toolkit {
                             send_reply(&out, c.run, c.call, outcome);
                         }
                     });
-                    if let Ok(mut m) = running.lock() {
-                        m.insert(key, handle);
-                    }
+                    map.insert(key, handle);
                 }
                 Ok(Message::Cancel(c)) => {
                     let key = (c.run.clone(), c.call.clone());
@@ -374,6 +391,7 @@ impl Toolkit {
                     "the handler stopped with an error that is not the declared one: {e}"
                 )),
             },
+            Ok(Err(ToolError::NotRun(msg))) => Outcome::NotRun(msg),
             Ok(Err(ToolError::Other(msg))) => Outcome::Unknown(format!(
                 "the handler stopped with an undeclared error: {msg}"
             )),

@@ -10,6 +10,7 @@
 mod child;
 pub mod dispatch;
 pub mod lines;
+pub mod llm;
 pub mod manifest;
 pub mod mcp;
 pub mod outcome;

@@ -82,3 +82,72 @@ pub fn ok_text(o: &CallOutcome) -> Option<String> {
         _ => None,
     }
 }
+
+fn field(name: &str, ty: Type) -> Field {
+    Field {
+        name: name.into(),
+        ty,
+        doc: None,
+    }
+}
+
+/// examples/tools/calc: `calc.json#add(a: Int, b: Int) -> Int` and
+/// `calc.json#div(a: Decimal, b: Decimal) -> Decimal`, failing with ToolError.
+pub fn calc_decls() -> (Arc<TypeSet>, Vec<ToolDecl>) {
+    let mut types = TypeSet::new();
+    let err = tool_error(&mut types);
+    let decls = vec![
+        ToolDecl {
+            identity: "calc.json#add".into(),
+            doc: Some("The sum of two integers.".into()),
+            params: vec![field("a", Type::Int), field("b", Type::Int)],
+            ok: Type::Int,
+            err: err.clone(),
+        },
+        ToolDecl {
+            identity: "calc.json#div".into(),
+            doc: Some("The quotient of two decimals.".into()),
+            params: vec![field("a", Type::Decimal), field("b", Type::Decimal)],
+            ok: Type::Decimal,
+            err,
+        },
+    ];
+    (Arc::new(types), decls)
+}
+
+/// examples/tools/kv: `kv.json#put(key: Text, value: Text) -> Unit` and
+/// `kv.json#get(key: Text) -> Text`, failing with ToolError.
+pub fn kv_decls() -> (Arc<TypeSet>, Vec<ToolDecl>) {
+    let mut types = TypeSet::new();
+    let err = tool_error(&mut types);
+    let decls = vec![
+        ToolDecl {
+            identity: "kv.json#get".into(),
+            doc: Some("The value stored under a key.".into()),
+            params: vec![field("key", Type::Text)],
+            ok: Type::Text,
+            err: err.clone(),
+        },
+        ToolDecl {
+            identity: "kv.json#put".into(),
+            doc: Some("Stores a value under a key.".into()),
+            params: vec![field("key", Type::Text), field("value", Type::Text)],
+            ok: Type::Unit,
+            err,
+        },
+    ];
+    (Arc::new(types), decls)
+}
+
+/// The repository's examples/ folder.
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tools")
+}
+
+pub fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    // Numbers read strictly, so they are canonical.
+    match flow_abi::json::parse(&v.to_string()).unwrap() {
+        serde_json::Value::Object(m) => m,
+        _ => panic!("args must be an object"),
+    }
+}
