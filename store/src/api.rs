@@ -347,8 +347,38 @@ pub struct PageInfo {
 pub struct HistoryPage {
     pub run: String,
     pub state: RunState,
+    /// An unfinished physical tail; SQLite commits are atomic, so a stored
+    /// history is never truncated (an archive can be).
+    pub truncated: bool,
+    pub sources: Vec<SourceInfo>,
     pub facts: Vec<FactView>,
     pub page: PageInfo,
+}
+
+/// A recorded source as the history view lists it (seed, MCP `history`:
+/// "Sources are listed by module, commit, hash and code-point length").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceInfo {
+    pub module: String,
+    pub commit: Option<String>,
+    pub hash: String,
+    pub length: u64,
+    /// The blob is stored and verified ("An unavailable source is never
+    /// replaced by a working file").
+    pub available: bool,
+}
+
+/// Seed, MCP `history`: "an optional source module and source_offset select
+/// up to 4096 code points of its recorded text, with nextOffset null at the
+/// end."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourcePage {
+    pub module: String,
+    pub hash: String,
+    pub offset: u64,
+    pub text: String,
+    pub next_offset: Option<u64>,
 }
 
 /// What an import did.
@@ -399,6 +429,11 @@ pub trait ReadHistory {
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
     /// A filtered page of the verified history.
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage>;
+    /// Up to 4096 code points of a recorded source, from `offset` (in code
+    /// points). An unknown module or an offset past the end is refused.
+    fn source_page(&self, run: &RunId, module: &str, offset: u64) -> Result<SourcePage> {
+        crate::view::source_page(self, run, module, offset)
+    }
 }
 
 /// Run discovery over the store's index.

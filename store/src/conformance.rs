@@ -685,6 +685,36 @@ fn history_pages<B: Backend + Sync>(new: &mut dyn FnMut() -> B, _: &Path) -> Res
         !last.facts[0].values_omitted && last.facts[0].fact["args"] == json!({"k": 5}),
         "small values shown"
     );
+    ensure!(
+        calls.sources.len() == 1
+            && calls.sources[0].available
+            && calls.sources[0].module == "demo.json",
+        "sources listed"
+    );
+    let src = s.source_page(&run, "demo.json", 0).map_err(e)?;
+    ensure!(
+        src.text.starts_with("{\"id\":\"demo\"") && src.next_offset.is_none(),
+        "source page {src:?}"
+    );
+    let tail = s.source_page(&run, "demo.json", 5).map_err(e)?;
+    ensure!(
+        tail.text == src.text.chars().skip(5).collect::<String>(),
+        "source offset"
+    );
+    ensure!(
+        matches!(
+            s.source_page(&run, "other.json", 0),
+            Err(Error::InvalidArgument(_))
+        ),
+        "unknown module refused"
+    );
+    ensure!(
+        matches!(
+            s.source_page(&run, "demo.json", 1_000_000),
+            Err(Error::InvalidArgument(_))
+        ),
+        "offset past the end refused"
+    );
     let search = s
         .history_page(
             &run,

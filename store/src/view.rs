@@ -79,9 +79,37 @@ pub(crate) fn page(
         facts.push(view_fact(info.run.as_str(), f, text, expand)?);
     }
     let end = q.offset + facts.len() as u64;
+    // read_history verified every source blob, so each listed one is available.
+    let sources = history
+        .facts
+        .first()
+        .and_then(|f| f.fact.get("sources"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|s| SourceInfo {
+                    module: s
+                        .get("module")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    commit: s.get("commit").and_then(Value::as_str).map(str::to_string),
+                    hash: s
+                        .get("hash")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    length: s.get("length").and_then(Value::as_u64).unwrap_or(0),
+                    available: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(HistoryPage {
         run: info.run.to_string(),
         state: info.state,
+        truncated: false,
+        sources,
         facts,
         page: PageInfo {
             total,
@@ -132,5 +160,59 @@ fn view_fact(
         says_truncated,
         fact,
         values_omitted,
+    })
+}
+
+/// Code points of source text per page.
+pub const SOURCE_PAGE: usize = 4096;
+
+/// One page of a recorded source, read from the verified Start and its
+/// verified source blob.
+pub(crate) fn source_page<S: ReadHistory + ?Sized>(
+    store: &S,
+    run: &crate::RunId,
+    module: &str,
+    offset: u64,
+) -> Result<SourcePage> {
+    let start = store.read_after(run, 0, 1)?;
+    let entry = start
+        .first()
+        .and_then(|f| f.fact.get("sources"))
+        .and_then(Value::as_array)
+        .and_then(|l| {
+            l.iter()
+                .find(|s| s.get("module").and_then(Value::as_str) == Some(module))
+        })
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("run {run} recorded no source module {module:?}"))
+        })?;
+    let hash = entry
+        .get("hash")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let bytes = store.blob(&hash)?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::CorruptBlob {
+        hash: hash.clone(),
+        reason: "source is not UTF-8".into(),
+    })?;
+    let length = text.chars().count() as u64;
+    if offset > length {
+        return Err(Error::InvalidArgument(format!(
+            "source offset {offset} is past its {length} code points"
+        )));
+    }
+    let page: String = text
+        .chars()
+        .skip(offset as usize)
+        .take(SOURCE_PAGE)
+        .collect();
+    let end = offset + page.chars().count() as u64;
+    Ok(SourcePage {
+        module: module.to_string(),
+        hash,
+        offset,
+        text: page,
+        next_offset: (end < length).then_some(end),
     })
 }
