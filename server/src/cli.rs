@@ -134,6 +134,8 @@ pub enum Command {
     /// Run every `*.test.json` fixture under DIR against its fakes and
     /// replay every saved archive against the current program.
     Test { dir: PathBuf },
+    /// The HTTP server (docs/http.md).
+    Serve(crate::http::cli::ServeArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -366,6 +368,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(0)
         }
+        Command::Serve(args) => crate::http::cli::serve(open_store(&g)?, args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;
             let failed = results.iter().filter(|r| r.failure.is_some()).count();

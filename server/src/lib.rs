@@ -9,5 +9,6 @@ pub mod cli;
 pub mod driver;
 pub mod error;
 pub mod host;
+pub mod http;
 pub mod source;
 pub mod testing;

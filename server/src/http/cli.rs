@@ -1,0 +1,113 @@
+//! `flow serve`: parses the server's flags, binds and calls [`super::run`]
+//! (STYLE rule 1: the binary only parses config, binds and runs).
+
+use super::auth::{Tokens, is_loopback};
+use super::{AppState, ServeOptions};
+use crate::error::{Error, Result};
+use clap::Args;
+use flow_store::SqliteStore;
+use flow_tools::manifest::Manifest;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    /// A non-loopback address needs --tokens (or --insecure).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Bearer tokens: one `token scope[,scope]` per line (read, run, admin).
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// flow.toml files whose bindings serve submitted flows' Tools
+    /// (repeatable; the first that binds a declaration wins).
+    #[arg(long = "tools")]
+    pub tools: Vec<PathBuf>,
+    /// Listen on a non-loopback address without tokens.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub body_limit: usize,
+    /// Seconds before a request without a response gets 408.
+    #[arg(long, default_value_t = 60)]
+    pub request_timeout: u64,
+    /// Do not continue runs left running at start.
+    #[arg(long)]
+    pub no_recover: bool,
+}
+
+/// Builds the options from the flags: reads the tokens and manifests, and
+/// refuses a non-loopback listen address without tokens.
+pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
+    let tokens = match &args.tokens {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Error::Refused(format!("--tokens {}: {e}", p.display())))?;
+            Some(
+                Tokens::parse(&text)
+                    .map_err(|e| Error::Refused(format!("--tokens {}: {e}", p.display())))?,
+            )
+        }
+        None => None,
+    };
+    if tokens.is_none() && !is_loopback(&args.listen) && !args.insecure {
+        return Err(Error::Refused(format!(
+            "refusing to listen on {} without --tokens; pass --tokens FILE, or --insecure to serve it unauthenticated",
+            args.listen
+        )));
+    }
+    let mut manifests = Vec::new();
+    for p in &args.tools {
+        manifests.push(Manifest::read(p).map_err(|e| Error::Refused(e.to_string()))?);
+    }
+    Ok(ServeOptions {
+        manifests,
+        tokens,
+        body_limit: args.body_limit.max(1024),
+        request_timeout: Duration::from_secs(args.request_timeout.max(super::routes::MAX_WAIT + 5)),
+        recover: !args.no_recover,
+    })
+}
+
+/// Runs the server until Ctrl-C or SIGTERM.
+pub async fn serve(store: Arc<SqliteStore>, args: ServeArgs) -> Result<u8> {
+    let opts = options(&args)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
+    println!("flowd listening on http://{addr}");
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+    let state = AppState::new(store, opts, shutdown.clone());
+    super::run(listener, shutdown, state)
+        .await
+        .map_err(|e| Error::Refused(format!("the server stopped: {e}")))?;
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

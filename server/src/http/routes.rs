@@ -1,0 +1,860 @@
+//! The `/v1` handlers (DESIGN §6 "HTTP API"). Each turns a request into
+//! a driver or store call and its result into JSON; errors go through
+//! [`ApiError`]. Reads run on `spawn_blocking` (rusqlite is synchronous).
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
+use crate::source::Sources;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use flow_engine::replay::Verdict;
+use flow_store::{
+    Discover, DiscoveryQuery, FactKind, HistoryQuery, ReadHistory, RunId, RunInfo, RunState,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use utoipa::{IntoParams, ToSchema};
+
+/// The longest `wait` a request may ask for (seconds); below the request
+/// timeout so a waiting request is never cut off by it.
+pub const MAX_WAIT: u64 = 30;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(get_health))
+        .route("/metrics", get(get_metrics))
+        .route("/v1/check", post(check_flow))
+        .route("/v1/runs", post(start_run).get(list_runs))
+        .route("/v1/runs/{run}", get(get_run))
+        .route("/v1/runs/{run}/facts", get(list_facts))
+        .route("/v1/runs/{run}/events", get(super::sse::run_events))
+        .route("/v1/runs/{run}/resume", post(resume_run))
+        .route("/v1/runs/{run}/replay", post(replay_run))
+        .route("/v1/runs/{run}/fork", post(fork_run))
+        .route("/v1/runs/{run}/sources/{module}", get(get_source))
+        .route("/v1/blobs/{hash}", get(get_blob))
+        .route("/v1/calls", get(list_calls))
+        .route("/v1/events", get(super::sse::state_events))
+}
+
+/// Runs a blocking read off the runtime.
+async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&AppState) -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    let s = state.clone();
+    tokio::task::spawn_blocking(move || f(&s))
+        .await
+        .map_err(ApiError::internal)?
+}
+
+fn json_response(status: StatusCode, v: Json) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        flow_abi::json::canonical(&v),
+    )
+        .into_response()
+}
+
+/// A submitted program: the root flow and the modules its subgraphs name.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    /// The root FlowSpec document (a JSON object, or its text as a string).
+    #[schema(value_type = Object)]
+    pub flow: Json,
+    /// Other modules by name (`flow_ref` targets), each a document or text.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    /// The root module's name (default `flow.json`); `--tools` flow.toml
+    /// keys name modules by it.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `POST /v1/runs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    #[schema(value_type = Object)]
+    pub flow: Json,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The run's input (decoded against the input node's schema).
+    #[schema(value_type = Object)]
+    pub input: Json,
+    /// Seconds to wait for the run to end or pause (at most 30).
+    #[serde(default)]
+    pub wait: Option<u64>,
+}
+
+/// `POST /v1/runs/{run}/resume`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// The open call's id, e.g. `c1:root#1`.
+    pub call: String,
+    /// The outcome, e.g. `{"Ok": {"decision": "approved"}}`.
+    #[schema(value_type = Object)]
+    pub reply: Json,
+    #[serde(default)]
+    pub wait: Option<u64>,
+}
+
+/// `POST /v1/runs/{run}/fork`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The fact number of a root-task Checkpoint.
+    pub checkpoint: u64,
+    /// State fields to replace, each decoded against `state_schema`.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub set: Option<BTreeMap<String, Json>>,
+    #[serde(default)]
+    pub wait: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// 1 to 200, default 50.
+    pub limit: Option<u32>,
+    /// Excludes this id and earlier ones.
+    pub after: Option<String>,
+    /// running, paused, completed, faulted or halted.
+    pub state: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct FactsQuery {
+    pub kind: Option<String>,
+    pub search: Option<String>,
+    pub offset: Option<u64>,
+    /// 1 to 200, default 50.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct CallsQuery {
+    /// Only `open` is supported.
+    pub state: Option<String>,
+    /// At most this many calls (1 to 1000, default 200).
+    pub limit: Option<u32>,
+}
+
+fn text_of(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => flow_abi::json::canonical(other),
+    }
+}
+
+fn module_name_ok(m: &str) -> bool {
+    !m.is_empty()
+        && m.len() <= 256
+        && !m.starts_with('/')
+        && !m.contains('\\')
+        && !m.split('/').any(|s| s == ".." || s == "." || s.is_empty())
+}
+
+/// The program's sources from a request: no directory (a submitted flow has
+/// no filesystem bindings), the root named `name`.
+fn sources(
+    flow: &Json,
+    modules: &Option<BTreeMap<String, Json>>,
+    name: &Option<String>,
+) -> ApiResult<Sources> {
+    let root = name.clone().unwrap_or_else(|| "flow.json".to_string());
+    if !module_name_ok(&root) {
+        return Err(ApiError::unprocessable(format!(
+            "name {root:?} is not a module name (a relative path like flow.json)"
+        )));
+    }
+    let mut texts = BTreeMap::new();
+    texts.insert(root.clone(), text_of(flow));
+    for (m, doc) in modules.iter().flatten() {
+        if !module_name_ok(m) {
+            return Err(ApiError::unprocessable(format!(
+                "modules: {m:?} is not a module name (a relative path like other.json)"
+            )));
+        }
+        if *m == root {
+            return Err(ApiError::unprocessable(format!(
+                "modules: {m:?} is the root module's name"
+            )));
+        }
+        texts.insert(m.clone(), text_of(doc));
+    }
+    Ok(Sources {
+        dir: None,
+        root,
+        texts,
+    })
+}
+
+#[utoipa::path(get, path = "/healthz", operation_id = "get_health",
+    responses((status = 200, description = "The server is up", body = Object)))]
+pub async fn get_health(State(state): State<AppState>) -> Response {
+    json_response(
+        StatusCode::OK,
+        json!({"status": "ok", "shuttingDown": state.shutdown().is_cancelled()}),
+    )
+}
+
+#[utoipa::path(get, path = "/metrics", operation_id = "get_metrics",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    let text = blocking(&state, |s| {
+        Ok(s.metrics().render(&super::metrics::run_counts(s)))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        text,
+    )
+        .into_response())
+}
+
+#[utoipa::path(post, path = "/v1/check", operation_id = "check_flow", request_body = CheckRequest,
+    responses(
+        (status = 200, description = "Diagnostics (errors counts the error ones)", body = Object),
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A body of the wrong shape", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
+    let sources = sources(&req.flow, &req.modules, &req.name)?;
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for (m, text) in &sources.texts {
+        let doc = match flow_abi::json::parse(text) {
+            Ok(d) => d,
+            Err(e) => {
+                errors += 1;
+                all.push(json!({"module": m, "severity": "error", "code": "FS0000", "pointer": "", "message": format!("not JSON: {e}")}));
+                continue;
+            }
+        };
+        let report = flow_engine::check::check_module(&doc, m);
+        for d in &report.diagnostics {
+            if d.is_error() {
+                errors += 1;
+            }
+            let mut j = d.to_json();
+            if let Json::Object(o) = &mut j {
+                o.insert("module".into(), Json::String(m.clone()));
+            }
+            all.push(j);
+        }
+    }
+    if errors == 0
+        && let Err(crate::error::Error::Check(problems)) = sources.program()
+    {
+        for p in problems {
+            errors += 1;
+            all.push(json!({"severity": "error", "message": p}));
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        json!({"diagnostics": all, "errors": errors, "ok": errors == 0}),
+    ))
+}
+
+/// Waits up to `wait` seconds for a drive's outcome.
+async fn await_outcome(
+    rx: &mut tokio::sync::watch::Receiver<super::Outcome>,
+    wait: Option<u64>,
+) -> Option<ApiResult<Json>> {
+    let secs = wait.unwrap_or(0).min(MAX_WAIT);
+    if let Some(o) = rx.borrow().clone() {
+        return Some(o);
+    }
+    if secs == 0 {
+        return None;
+    }
+    let fut = rx.wait_for(|o| o.is_some());
+    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
+        Ok(Ok(o)) => o.clone(),
+        _ => None,
+    }
+}
+
+#[utoipa::path(post, path = "/v1/runs", operation_id = "start_run", request_body = StartRequest,
+    responses(
+        (status = 201, description = "Started: `{run, state}` (with `wait`, the ending or the pending calls)", body = Object),
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The program does not check, a Tool is unbound, or the input does not decode; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn start_run(
+    State(state): State<AppState>,
+    Body(req): Body<StartRequest>,
+) -> ApiResult<Response> {
+    if state.shutdown().is_cancelled() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let sources = sources(&req.flow, &req.modules, &req.name)?;
+    let program = sources.program()?;
+    let host = state.bind(&program).await?;
+    let input = flow_abi::json::canonical(&req.input);
+    let started = match state.driver().create_run(&sources, program, &input) {
+        Ok(s) => s,
+        Err(e) => {
+            host.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    let run = started.run.clone();
+    state.metrics().runs_started.inc();
+    state.claim(&run);
+    state.publish(run.as_str(), "running", json!({"started": true}));
+    let driver = state.driver().clone();
+    let mut rx = state.drive_in_task(run.clone(), host, move |host| {
+        Box::pin(async move { driver.drive_started(started, &host).await })
+    });
+    let body = match await_outcome(&mut rx, req.wait).await {
+        Some(Ok(j)) => j,
+        Some(Err(e)) => {
+            let mut j = json!({"run": run.as_str(), "state": run_state(&state, &run)});
+            j["error"] = e.body();
+            j
+        }
+        None => json!({"run": run.as_str(), "state": "running"}),
+    };
+    let mut r = json_response(StatusCode::CREATED, body);
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!("/v1/runs/{run}")) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(r)
+}
+
+fn run_state(state: &AppState, run: &RunId) -> &'static str {
+    state
+        .store()
+        .run_info(run)
+        .map(|i| i.state.as_str())
+        .unwrap_or("running")
+}
+
+#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", params(RunsQuery),
+    responses(
+        (status = 200, description = "Discovery: `{runs, nextAfter, problems}`", body = Object),
+        (status = 400, description = "Invalid limit, after or state", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn list_runs(
+    State(state): State<AppState>,
+    QueryArgs(q): QueryArgs<RunsQuery>,
+) -> ApiResult<Response> {
+    let st = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "state {s:?} is not one of running, paused, completed, faulted, halted"
+            ))
+        })?),
+    };
+    let dq = DiscoveryQuery {
+        limit: q.limit,
+        after: q.after,
+        state: st,
+    };
+    dq.check()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let page = blocking(&state, move |s| Ok(s.store().discover(&dq)?)).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        serde_json::to_value(&page).map_err(ApiError::internal)?,
+    ))
+}
+
+/// The calls of a history with no Reply or Close yet, as stored facts
+/// (expanded).
+fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>, Option<Json>)> {
+    let store = state.store();
+    let h = store.read_history(run)?;
+    let mut settled = BTreeSet::new();
+    for f in &h.facts {
+        if matches!(f.kind, FactKind::Reply | FactKind::Close)
+            && let Some(c) = f.fact.get("call").and_then(Json::as_str)
+        {
+            settled.insert(c.to_string());
+        }
+    }
+    let mut open = Vec::new();
+    let mut end = None;
+    for f in &h.facts {
+        match f.kind {
+            FactKind::Call => {
+                let Some(c) = f.fact.get("call").and_then(Json::as_str) else {
+                    continue;
+                };
+                if settled.contains(c) {
+                    continue;
+                }
+                let fact = store.expand(&f.fact)?;
+                let args = fact.get("args").cloned().unwrap_or(Json::Null);
+                open.push(json!({
+                    "call": c,
+                    "task": fact.get("task"),
+                    "node": fact.get("node"),
+                    "tool": fact.get("tool"),
+                    "fact": f.n,
+                    "prompt": args.get("prompt"),
+                    "schema": args.get("schema"),
+                    "args": args,
+                }));
+            }
+            FactKind::End => end = Some(store.expand(&f.fact)?),
+            _ => {}
+        }
+    }
+    Ok((open, end))
+}
+
+/// Runs created after `run` whose parent or outer run is `run` (ids are
+/// creation-ordered, so children come after their parent). Bounded: at
+/// most `cap` later runs are looked at.
+fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<Json>, bool)> {
+    let store = state.store();
+    let mut out = Vec::new();
+    let mut after = Some(run.to_string());
+    let mut seen = 0usize;
+    loop {
+        let q = DiscoveryQuery {
+            limit: Some(DiscoveryQuery::MAX_LIMIT),
+            after: after.clone(),
+            state: None,
+        };
+        let page = store.discover(&q)?;
+        for row in &page.runs {
+            seen += 1;
+            let Ok(id) = RunId::parse(&row.run) else {
+                continue;
+            };
+            let Ok(info) = store.run_info(&id) else {
+                continue;
+            };
+            if let Some((p, cp)) = &info.parent
+                && p == run.as_str()
+            {
+                out.push(json!({"run": row.run, "kind": "fork", "checkpoint": cp}));
+            }
+            if let Some((o, call)) = &info.outer
+                && o == run.as_str()
+            {
+                out.push(json!({"run": row.run, "kind": "nested", "call": call}));
+            }
+        }
+        if seen >= cap {
+            return Ok((out, page.next_after.is_some()));
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => return Ok((out, false)),
+        }
+    }
+}
+
+fn run_view(state: &AppState, run: &RunId) -> ApiResult<Json> {
+    let info: RunInfo = state.store().run_info(run)?;
+    let (pending, end) = open_calls(state, run)?;
+    let (kids, kids_truncated) = children(state, run, 2000)?;
+    let mut v = json!({
+        "run": run.as_str(),
+        "state": info.state.as_str(),
+        "driving": state.is_active(run.as_str()),
+        "entry": info.entry,
+        "program": info.program,
+        "ending": info.ending,
+        "exit": Json::Null,
+        "output": Json::Null,
+        "fault": Json::Null,
+        "pending": pending,
+        "lastFact": info.last_fact,
+        "parent": info.parent.as_ref().map(|(r, c)| json!({"run": r, "checkpoint": c})),
+        "outer": info.outer.as_ref().map(|(r, c)| json!({"run": r, "call": c})),
+        "children": kids,
+        "childrenTruncated": kids_truncated,
+        "createdMs": info.created_ms,
+        "updatedMs": info.updated_ms,
+    });
+    if let Some(end) = end {
+        let e = &end["ending"];
+        if let Some(c) = e.get("Completed") {
+            v["exit"] = c.get("exit").cloned().unwrap_or(Json::Null);
+            v["output"] = c.get("output").cloned().unwrap_or(Json::Null);
+        }
+        if let Some(f) = e.get("Faulted") {
+            v["fault"] = f.clone();
+        }
+    }
+    Ok(v)
+}
+
+#[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run",
+    params(("run" = String, Path, description = "A run id")),
+    responses(
+        (status = 200, description = "State, ending, output, pending calls, lastFact, parent, children", body = Object),
+        (status = 400, description = "Not a run id", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn get_run(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let v = blocking(&state, move |s| run_view(s, &run)).await?;
+    Ok(json_response(StatusCode::OK, v))
+}
+
+#[utoipa::path(get, path = "/v1/runs/{run}/facts", operation_id = "list_facts",
+    params(("run" = String, Path, description = "A run id"), FactsQuery),
+    responses(
+        (status = 200, description = "A history page", body = Object),
+        (status = 400, description = "Invalid arguments", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn list_facts(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+    QueryArgs(q): QueryArgs<FactsQuery>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let hq = HistoryQuery {
+        kind: q.kind,
+        search: q.search,
+        offset: q.offset,
+        limit: q.limit,
+    };
+    let page = blocking(&state, move |s| {
+        s.store().run_info(&run)?;
+        s.store().history_page(&run, &hq).map_err(|e| match e {
+            flow_store::Error::InvalidArgument(d) => ApiError::bad_request(d),
+            e => ApiError::from(e),
+        })
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        serde_json::to_value(&page).map_err(ApiError::internal)?,
+    ))
+}
+
+#[utoipa::path(post, path = "/v1/runs/{run}/resume", operation_id = "resume_run", request_body = ResumeRequest,
+    params(("run" = String, Path, description = "A run id")),
+    responses(
+        (status = 202, description = "Admitted; the run goes on in the server (with `wait`, its ending or pending calls)", body = Object),
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The call is not open, the run has ended, or the server drives it now", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The reply does not decode against the call's declared type; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn resume_run(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+    Body(req): Body<ResumeRequest>,
+) -> ApiResult<Response> {
+    if state.shutdown().is_cancelled() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let run = run_id(&run)?;
+    let info = {
+        let r = run.clone();
+        blocking(&state, move |s| Ok(s.store().run_info(&r)?)).await?
+    };
+    if info.ending.is_some() {
+        return Err(ApiError::conflict(format!(
+            "{run} has ended; call {} is not open",
+            req.call
+        )));
+    }
+    if !state.claim(&run) {
+        return Err(ApiError::conflict(format!(
+            "{run} is being driven by the server now; resume a call once the run pauses"
+        )));
+    }
+    let prepared = {
+        let r = run.clone();
+        blocking(&state, move |s| Ok(s.driver().program_of(&r)?)).await
+    };
+    let (_, program, facts) = match prepared {
+        Ok(x) => x,
+        Err(e) => {
+            state.release(run.as_str());
+            return Err(e);
+        }
+    };
+    let host = match state.bind(&program).await {
+        Ok(h) => h,
+        Err(e) => {
+            state.release(run.as_str());
+            return Err(e);
+        }
+    };
+    let reply = Some((req.call.clone(), flow_abi::json::canonical(&req.reply)));
+    let driver = state.driver().clone();
+    let r = run.clone();
+    let mut rx = state
+        .drive_checked(Some(run.clone()), host, move |host| {
+            Box::pin(async move { driver.resume(&r, program, facts, reply, &host).await })
+        })
+        .await?;
+    state.metrics().resumes.inc();
+    state.publish(run.as_str(), "running", json!({"resumed": req.call}));
+    let body = match await_outcome(&mut rx, req.wait).await {
+        Some(Ok(j)) => j,
+        Some(Err(e)) => return Err(e),
+        None => json!({"run": run.as_str(), "state": "running"}),
+    };
+    Ok(json_response(StatusCode::ACCEPTED, body))
+}
+
+#[utoipa::path(post, path = "/v1/runs/{run}/replay", operation_id = "replay_run",
+    params(("run" = String, Path, description = "A run id")),
+    responses(
+        (status = 200, description = "`{run, verdict, fact?, reason?}`: matched, incomplete or diverged", body = Object),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn replay_run(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let v = blocking(&state, move |s| {
+        let verdict = s.driver().replay(&run)?;
+        Ok(match verdict {
+            Verdict::Diverged { fact, reason } => {
+                json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
+            }
+            v => json!({"run": run.as_str(), "verdict": v.to_string()}),
+        })
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, v))
+}
+
+#[utoipa::path(post, path = "/v1/runs/{run}/fork", operation_id = "fork_run", request_body = ForkRequest,
+    params(("run" = String, Path, description = "The parent run id")),
+    responses(
+        (status = 201, description = "The new run: `{run, state, parent}`", body = Object),
+        (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a root checkpoint, or a `set` value does not decode", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn fork_run(
+    State(state): State<AppState>,
+    PathArgs(parent): PathArgs<String>,
+    Body(req): Body<ForkRequest>,
+) -> ApiResult<Response> {
+    if state.shutdown().is_cancelled() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let parent = run_id(&parent)?;
+    let program = {
+        let p = parent.clone();
+        blocking(&state, move |s| Ok(s.driver().program_of(&p)?.1)).await?
+    };
+    let sets: Vec<(String, String)> = req
+        .set
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), flow_abi::json::canonical(v)))
+        .collect();
+    let host = state.bind(&program).await?;
+    // The fork's run id is made inside the driver; runs created from here
+    // on with this parent and checkpoint are looked up when the drive
+    // does not finish in its first step.
+    let since = since_id();
+    let driver = state.driver().clone();
+    let p = parent.clone();
+    let cp = req.checkpoint;
+    let mut rx = state
+        .drive_checked(None, host, move |host| {
+            Box::pin(async move { driver.fork(&p, cp, &sets, &host).await })
+        })
+        .await?;
+    let body = match await_outcome(&mut rx, req.wait).await {
+        Some(Ok(j)) => j,
+        Some(Err(e)) => return Err(e),
+        None => {
+            let s2 = state.clone();
+            let p = parent.clone();
+            let child = blocking(&state, move |_| Ok(find_fork(&s2, &p, cp, &since))).await?;
+            match child {
+                Some(c) => json!({"run": c, "state": "running"}),
+                None => json!({"run": Json::Null, "state": "running"}),
+            }
+        }
+    };
+    let mut body = body;
+    body["parent"] = json!({"run": parent.as_str(), "checkpoint": req.checkpoint});
+    Ok(json_response(StatusCode::CREATED, body))
+}
+
+fn since_id() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    RunId::from_parts(millis.saturating_sub(1), [0; 10]).to_string()
+}
+
+fn find_fork(state: &AppState, parent: &RunId, checkpoint: u64, since: &str) -> Option<String> {
+    let q = DiscoveryQuery {
+        limit: Some(DiscoveryQuery::MAX_LIMIT),
+        after: Some(since.to_string()),
+        state: None,
+    };
+    let page = state.store().discover(&q).ok()?;
+    page.runs.iter().find_map(|row| {
+        let id = RunId::parse(&row.run).ok()?;
+        let info = state.store().run_info(&id).ok()?;
+        match &info.parent {
+            Some((p, c)) if p == parent.as_str() && *c == checkpoint => Some(row.run.clone()),
+            _ => None,
+        }
+    })
+}
+
+#[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source",
+    params(("run" = String, Path, description = "A run id"), ("module" = String, Path, description = "A module name as recorded in Start")),
+    responses(
+        (status = 200, description = "The recorded source text", body = String, content_type = "application/json"),
+        (status = 404, description = "No such run or module", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn get_source(
+    State(state): State<AppState>,
+    PathArgs((run, module)): PathArgs<(String, String)>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let text = blocking(&state, move |s| {
+        let h = s.store().read_history(&run)?;
+        let start = h
+            .facts
+            .first()
+            .ok_or_else(|| ApiError::not_found(format!("{run} has no Start")))?;
+        let hash = start
+            .fact
+            .get("sources")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .find(|e| e.get("module").and_then(Json::as_str) == Some(module.as_str()))
+            .and_then(|e| e.get("hash").and_then(Json::as_str))
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::not_found(format!("{run} recorded no module {module:?}")))?;
+        let bytes = s.store().blob(&hash)?;
+        String::from_utf8(bytes).map_err(|_| ApiError::internal("a source blob is not UTF-8"))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response())
+}
+
+#[utoipa::path(get, path = "/v1/blobs/{hash}", operation_id = "get_blob",
+    params(("hash" = String, Path, description = "`blake3:<hex>`")),
+    responses(
+        (status = 200, description = "The blob's verified bytes", body = Vec<u8>, content_type = "application/octet-stream"),
+        (status = 400, description = "Not a blob hash", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such blob", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn get_blob(
+    State(state): State<AppState>,
+    PathArgs(hash): PathArgs<String>,
+) -> ApiResult<Response> {
+    let ok = hash.strip_prefix("blake3:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if !ok {
+        return Err(ApiError::bad_request(format!(
+            "{hash:?} is not a blob hash (blake3:<64 lowercase hex digits>)"
+        )));
+    }
+    let bytes = blocking(&state, move |s| Ok(s.store().blob(&hash)?)).await?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        bytes,
+    )
+        .into_response())
+}
+
+#[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", params(CallsQuery),
+    responses(
+        (status = 200, description = "The inbox: `{calls: [{run, call, node, tool, prompt, schema, since}], truncated}`", body = Object),
+        (status = 400, description = "Unsupported state or limit", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn list_calls(
+    State(state): State<AppState>,
+    QueryArgs(q): QueryArgs<CallsQuery>,
+) -> ApiResult<Response> {
+    if let Some(s) = &q.state
+        && s != "open"
+    {
+        return Err(ApiError::bad_request(format!(
+            "state {s:?} is not supported; use state=open"
+        )));
+    }
+    let limit = q.limit.unwrap_or(200);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit must be from 1 to 1000, not {limit}"
+        )));
+    }
+    let v = blocking(&state, move |s| inbox(s, limit as usize)).await?;
+    Ok(json_response(StatusCode::OK, v))
+}
+
+/// Open calls of paused runs, oldest run first.
+fn inbox(state: &AppState, limit: usize) -> ApiResult<Json> {
+    let mut calls = Vec::new();
+    let mut after = None;
+    let mut truncated = false;
+    'pages: loop {
+        let q = DiscoveryQuery {
+            limit: Some(DiscoveryQuery::MAX_LIMIT),
+            after: after.clone(),
+            state: Some(RunState::Paused),
+        };
+        let page = state.store().discover(&q)?;
+        for row in &page.runs {
+            let Ok(id) = RunId::parse(&row.run) else {
+                continue;
+            };
+            let since = state.store().run_info(&id).map(|i| i.updated_ms).ok();
+            let Ok((open, _)) = open_calls(state, &id) else {
+                continue;
+            };
+            for c in open {
+                if calls.len() >= limit {
+                    truncated = true;
+                    break 'pages;
+                }
+                let mut m = Map::new();
+                m.insert("run".into(), Json::String(row.run.clone()));
+                for k in ["call", "node", "tool", "prompt", "schema", "fact"] {
+                    m.insert(k.into(), c.get(k).cloned().unwrap_or(Json::Null));
+                }
+                m.insert("sinceMs".into(), json!(since));
+                calls.push(Json::Object(m));
+            }
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    Ok(json!({"calls": calls, "truncated": truncated}))
+}
+
+/// Shared with the SSE module: a run must exist.
+pub(super) fn require_run(state: &AppState, run: &RunId) -> ApiResult<RunInfo> {
+    Ok(state.store().run_info(run)?)
+}

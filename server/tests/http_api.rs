@@ -1,0 +1,710 @@
+//! The HTTP API against the real server on 127.0.0.1:0 with a real client
+//! and a real SQLite store in a temp dir per test.
+
+use eventsource_stream::Eventsource;
+use flow_store::{SqliteOptions, SqliteStore};
+use flowd::http::auth::Tokens;
+use flowd::http::{AppState, ServeOptions};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// One server on a store directory; `stop` shuts it down gracefully.
+struct TestApp {
+    base: String,
+    client: reqwest::Client,
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+    token: Option<String>,
+}
+
+fn review_flow() -> Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn open_store(dir: &Path) -> Arc<SqliteStore> {
+    Arc::new(SqliteStore::open(dir.join("flow.db"), SqliteOptions::default()).unwrap())
+}
+
+impl TestApp {
+    async fn start(dir: &Path) -> TestApp {
+        TestApp::with(dir, ServeOptions::default()).await
+    }
+
+    async fn with(dir: &Path, opts: ServeOptions) -> TestApp {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let state = AppState::new(open_store(dir), opts, shutdown.clone());
+        let handle = tokio::spawn(flowd::http::run(listener, shutdown.clone(), state));
+        TestApp {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::builder().no_proxy().build().unwrap(),
+            shutdown,
+            handle,
+            token: None,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .auth(self.client.get(self.url(path)))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, body.to_string()).await
+    }
+
+    async fn post_raw(&self, path: &str, body: String) -> (u16, Value) {
+        let r = self
+            .auth(self.client.post(self.url(path)))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let ct = r
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let text = r.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if status >= 400 {
+            assert_eq!(ct, "application/problem+json", "{status} {v}");
+            assert_eq!(v["status"], status, "{v}");
+            assert!(
+                v["type"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("urn:flowd:problem:")
+            );
+            assert!(v["title"].is_string() && v["detail"].is_string(), "{v}");
+        }
+        (status, v)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(20), self.handle)
+            .await
+            .expect("the server stops within its drain deadline")
+            .unwrap()
+            .unwrap();
+    }
+
+    /// Polls a run until `pred` holds.
+    async fn until(&self, run: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..200 {
+            let (s, v) = self.get(&format!("/v1/runs/{run}")).await;
+            assert_eq!(s, 200, "{v}");
+            if pred(&v) {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("run {run} never reached the expected state");
+    }
+
+    async fn events(
+        &self,
+        path: &str,
+        last_id: Option<&str>,
+        n: usize,
+    ) -> Vec<(u64, String, Value)> {
+        sse(
+            &self.client,
+            &self.url(path),
+            self.token.as_deref(),
+            last_id,
+            n,
+        )
+        .await
+    }
+}
+
+/// Collects SSE events (id, event, data) until the stream ends or `n`
+/// arrived.
+async fn sse(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    last_id: Option<&str>,
+    n: usize,
+) -> Vec<(u64, String, Value)> {
+    let mut req = client.get(url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(id) = last_id {
+        req = req.header("Last-Event-ID", id);
+    }
+    let r = req.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut s = r.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout(Duration::from_secs(20), s.next()).await {
+            Ok(Some(Ok(e))) => out.push((
+                e.id.parse().unwrap(),
+                e.event,
+                serde_json::from_str(&e.data).unwrap(),
+            )),
+            Ok(Some(Err(e))) => panic!("SSE error: {e}"),
+            Ok(None) => break,
+            Err(_) => panic!("SSE stalled after {} events", out.len()),
+        }
+    }
+    out
+}
+
+async fn start_review(app: &TestApp, wait: u64) -> Value {
+    let (s, v) = app
+        .post(
+            "/v1/runs",
+            &json!({"flow": review_flow(), "input": {"text": "hello"}, "wait": wait}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    v
+}
+
+#[tokio::test]
+async fn quickstart_start_watch_inbox_resume_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(v["state"], "paused", "{v}");
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+
+    // The run view and the inbox show the pause.
+    let view = app.until(&run, |v| v["state"] == "paused").await;
+    assert_eq!(view["pending"][0]["call"], call.as_str());
+    assert_eq!(view["pending"][0]["tool"], "std/human#input");
+    let (s, inbox) = app.get("/v1/calls?state=open").await;
+    assert_eq!(s, 200);
+    let item = inbox["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run"] == run.as_str())
+        .expect("the paused call is in the inbox")
+        .clone();
+    assert_eq!(item["call"], call.as_str());
+    assert!(item["prompt"].as_str().unwrap().contains("hello"));
+    assert!(item["schema"].is_object());
+
+    // Watch: backlog first, then live.
+    let backlog_len = view["lastFact"]["n"].as_u64().unwrap() as usize;
+    let watcher = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/v1/runs/{run}/events"));
+        tokio::spawn(async move { sse(&client, &url, None, None, usize::MAX).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (s, r) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202, "{r}");
+    assert_eq!(r["state"], "completed", "{r}");
+    assert_eq!(r["exit"], "success");
+
+    let events = tokio::time::timeout(Duration::from_secs(20), watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    let ids: Vec<u64> = events.iter().map(|e| e.0).collect();
+    let want: Vec<u64> = (1..=ids.len() as u64).collect();
+    assert_eq!(ids, want, "no gap, no duplicate");
+    assert!(ids.len() > backlog_len, "live facts followed the backlog");
+    assert_eq!(events[0].1, "Start");
+    assert_eq!(events.last().unwrap().1, "End", "the stream ends after End");
+    for (n, kind, data) in &events {
+        assert_eq!(data["n"], *n);
+        assert_eq!(data["fact"], kind.as_str());
+    }
+
+    let done = app.until(&run, |v| v["state"] == "completed").await;
+    assert_eq!(done["exit"], "success");
+    assert_eq!(done["pending"], json!([]));
+    assert_eq!(done["ending"], "completed");
+
+    // Facts page, replay, sources, blobs.
+    let (s, page) = app.get(&format!("/v1/runs/{run}/facts?limit=2")).await;
+    assert_eq!(s, 200);
+    assert_eq!(page["facts"].as_array().unwrap().len(), 2);
+    assert_eq!(page["page"]["nextOffset"], 2);
+    let (s, page) = app.get(&format!("/v1/runs/{run}/facts?kind=Call")).await;
+    assert_eq!(s, 200);
+    assert_eq!(page["facts"].as_array().unwrap().len(), 1);
+    let (s, rep) = app
+        .post(&format!("/v1/runs/{run}/replay"), &json!({}))
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(rep["verdict"], "matched");
+    let (s, src) = app.get(&format!("/v1/runs/{run}/sources/flow.json")).await;
+    assert_eq!(s, 200);
+    assert_eq!(src["id"], "review-flow");
+    let (_, start) = app.get(&format!("/v1/runs/{run}/facts?kind=Start")).await;
+    let hash = start["facts"][0]["fact"]["sources"][0]["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = app
+        .client
+        .get(app.url(&format!("/v1/blobs/{hash}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let blob: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    assert_eq!(blob["id"], "review-flow");
+
+    // A second resume of the ended run: 409.
+    let (s, _) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}}),
+        )
+        .await;
+    assert_eq!(s, 409);
+
+    // Metrics count what happened.
+    let r = app.client.get(app.url("/metrics")).send().await.unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.contains("flowd_runs_started_total 1"), "{text}");
+    assert!(text.contains("flowd_runs{state=\"completed\"} 1"), "{text}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn errors_are_problem_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::with(
+        dir.path(),
+        ServeOptions {
+            body_limit: 64 * 1024,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    // 404 unknown run; 400 for something that is not a run id.
+    let unknown = flow_store::RunId::from_parts(1, [0; 10]).to_string();
+    let (s, v) = app.get(&format!("/v1/runs/{unknown}")).await;
+    assert_eq!(s, 404, "{v}");
+    assert_eq!(v["status"], 404);
+    let (s, _) = app.get("/v1/runs/nope").await;
+    assert_eq!(s, 400);
+    let (s, _) = app
+        .post(
+            &format!("/v1/runs/{unknown}/resume"),
+            &json!({"call": "c1:root#1", "reply": {"Ok": {}}}),
+        )
+        .await;
+    assert_eq!(s, 404);
+    let r = app
+        .client
+        .get(app.url(&format!("/v1/runs/{unknown}/events")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // 400 malformed JSON, duplicate keys too (strict parser).
+    let (s, v) = app.post_raw("/v1/runs", "{\"flow\": ".into()).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("not valid JSON"));
+    let (s, _) = app
+        .post_raw("/v1/check", "{\"flow\": {}, \"flow\": {}}".into())
+        .await;
+    assert_eq!(s, 400);
+    // 422 wrong shape; 422 a program that does not check, with diagnostics.
+    let (s, _) = app.post("/v1/runs", &json!({"flo": {}})).await;
+    assert_eq!(s, 422);
+    let (s, v) = app
+        .post("/v1/runs", &json!({"flow": {"nodes": []}, "input": {}}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert!(!v["diagnostics"].as_array().unwrap().is_empty(), "{v}");
+    // 413 oversized.
+    let big = json!({"flow": review_flow(), "input": {"text": "x".repeat(100 * 1024)}});
+    let (s, v) = app.post("/v1/runs", &big).await;
+    assert_eq!(s, 413, "{v}");
+
+    // 409 not open; 422 a reply that does not decode, nothing recorded.
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let before = app.until(&run, |_| true).await["lastFact"]["n"].clone();
+    let (s, v) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": "c1:root#99", "reply": {"Ok": {"decision": "approved"}}}),
+        )
+        .await;
+    assert_eq!(s, 409, "{v}");
+    let (s, v) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "maybe"}}}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let after = app.until(&run, |v| v["state"] == "paused").await;
+    assert_eq!(
+        after["lastFact"]["n"], before,
+        "a refused reply records nothing"
+    );
+    // Unknown endpoint and bad query: our envelope too.
+    let (s, v) = app.get("/v1/nothing").await;
+    assert_eq!(s, 404);
+    assert_eq!(v["status"], 404);
+    let (s, v) = app.get("/v1/runs?limit=0").await;
+    assert_eq!(s, 400, "{v}");
+    let (s, v) = app.get("/v1/runs?limit=abc").await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["status"], 400);
+    let (s, _) = app.get("/v1/blobs/nothex").await;
+    assert_eq!(s, 400);
+    let (s, _) = app
+        .get(&format!("/v1/blobs/blake3:{}", "0".repeat(64)))
+        .await;
+    assert_eq!(s, 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sse_resumes_with_last_event_id_and_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let (s, _) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "rejected"}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202);
+    let all = app
+        .events(&format!("/v1/runs/{run}/events"), None, usize::MAX)
+        .await;
+    let total = all.len() as u64;
+    assert!(total >= 4);
+    // Reconnect after fact 2: exactly 3..=total.
+    let rest = app
+        .events(&format!("/v1/runs/{run}/events"), Some("2"), usize::MAX)
+        .await;
+    assert_eq!(
+        rest.iter().map(|e| e.0).collect::<Vec<_>>(),
+        (3..=total).collect::<Vec<_>>()
+    );
+    assert_eq!(rest, all[2..].to_vec());
+    let rest = app
+        .events(
+            &format!("/v1/runs/{run}/events?after={}", total - 1),
+            None,
+            usize::MAX,
+        )
+        .await;
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].1, "End");
+    // Bad Last-Event-ID: 400; unknown run: 404 before any stream.
+    let r = app
+        .client
+        .get(app.url(&format!("/v1/runs/{run}/events")))
+        .header("Last-Event-ID", "x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn discovery_pages_and_state_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(
+            start_review(&app, 10).await["run"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let (s, p1) = app.get("/v1/runs?limit=2").await;
+    assert_eq!(s, 200, "{p1}");
+    assert_eq!(p1["runs"].as_array().unwrap().len(), 2);
+    let next = p1["nextAfter"].as_str().unwrap();
+    let (_, p2) = app.get(&format!("/v1/runs?limit=2&after={next}")).await;
+    assert_eq!(p2["runs"].as_array().unwrap().len(), 1);
+    assert!(p2["nextAfter"].is_null());
+    let mut seen: Vec<String> = p1["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(p2["runs"].as_array().unwrap())
+        .map(|r| r["run"].as_str().unwrap().to_string())
+        .collect();
+    seen.sort();
+    runs.sort();
+    assert_eq!(seen, runs);
+    let (_, paused) = app.get("/v1/runs?state=paused").await;
+    assert_eq!(paused["runs"].as_array().unwrap().len(), 3);
+    let (_, done) = app.get("/v1/runs?state=completed").await;
+    assert_eq!(done["runs"].as_array().unwrap().len(), 0);
+    let (s, _) = app.get("/v1/runs?state=sleeping").await;
+    assert_eq!(s, 400);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn fork_and_check_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let (s, v) = app.post("/v1/check", &json!({"flow": review_flow()})).await;
+    assert_eq!(s, 200);
+    assert_eq!(v["ok"], true, "{v}");
+    let (s, v) = app
+        .post(
+            "/v1/check",
+            &json!({"flow": {"spec_version": "1.0.0", "nodes": []}}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["ok"], false, "{v}");
+
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let (_, cps) = app
+        .get(&format!("/v1/runs/{run}/facts?kind=Checkpoint"))
+        .await;
+    let cp = cps["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fact"]["node"] == "review")
+        .expect("a checkpoint at review")["n"]
+        .as_u64()
+        .unwrap();
+    let (s, f) = app
+        .post(
+            &format!("/v1/runs/{run}/fork"),
+            &json!({"checkpoint": cp, "set": {"draft": "forked"}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 201, "{f}");
+    assert_eq!(f["state"], "paused", "{f}");
+    let child = f["run"].as_str().unwrap().to_string();
+    assert!(
+        f["pending"][0]["args"]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("forked"),
+        "{f}"
+    );
+    let parent = app.until(&run, |_| true).await;
+    assert_eq!(parent["children"][0]["run"], child.as_str(), "{parent}");
+    let c = app.until(&child, |_| true).await;
+    assert_eq!(c["parent"]["run"], run.as_str());
+    // 404 for a checkpoint that is not one; 422 for a set that does not decode.
+    let (s, _) = app
+        .post(&format!("/v1/runs/{run}/fork"), &json!({"checkpoint": 999}))
+        .await;
+    assert_eq!(s, 404);
+    let (s, _) = app
+        .post(
+            &format!("/v1/runs/{run}/fork"),
+            &json!({"checkpoint": cp, "set": {"text": 5}}),
+        )
+        .await;
+    assert_eq!(s, 422);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn auth_by_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = "read-token-0123456789abcdef";
+    let runner = "run-token-0123456789abcdef";
+    let tokens = Tokens::parse(&format!("# tokens\n{reader} read\n{runner} read,run\n")).unwrap();
+    let mut app = TestApp::with(
+        dir.path(),
+        ServeOptions {
+            tokens: Some(tokens),
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let body = json!({"flow": review_flow(), "input": {"text": "hi"}});
+    let (s, v) = app.get("/v1/runs").await;
+    assert_eq!(s, 401, "{v}");
+    let (s, _) = app.post("/v1/runs", &body).await;
+    assert_eq!(s, 401);
+    app.token = Some("not-a-token-0123456789".into());
+    let (s, _) = app.get("/v1/runs").await;
+    assert_eq!(s, 401);
+    app.token = Some(reader.into());
+    let (s, _) = app.get("/v1/runs").await;
+    assert_eq!(s, 200);
+    let (s, v) = app.post("/v1/runs", &body).await;
+    assert_eq!(s, 403, "{v}");
+    app.token = Some(runner.into());
+    let (s, v) = app.post("/v1/runs", &body).await;
+    assert_eq!(s, 201, "{v}");
+    // Health and the API document need no token.
+    app.token = None;
+    let (s, _) = app.get("/healthz").await;
+    assert_eq!(s, 200);
+    let (s, doc) = app.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    assert!(doc["paths"]["/v1/runs"].is_object());
+    let r = app.client.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("swagger"), "{html}");
+    assert!(
+        !html.contains("cdn."),
+        "the docs page loads nothing from a CDN"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn restart_keeps_runs_and_recovers_running_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    // A server starts a run that pauses; it stops; another server on the
+    // same store resumes it.
+    let app = TestApp::start(dir.path()).await;
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    app.stop().await;
+    // A run whose drive was cut short right after Start (as by kill -9):
+    // recorded, never driven.
+    let crashed = {
+        let store = open_store(dir.path());
+        let driver = flowd::driver::Driver::new(store);
+        let sources = flowd::source::Sources {
+            dir: None,
+            root: "flow.json".into(),
+            texts: [("flow.json".to_string(), review_flow().to_string())].into(),
+        };
+        let program = sources.program().unwrap();
+        let started = driver
+            .create_run(&sources, program, "{\"text\": \"crash\"}")
+            .unwrap();
+        started.run.to_string()
+    };
+    let app = TestApp::start(dir.path()).await;
+    // Recovery drives the crashed run on to its pause.
+    let rec = app.until(&crashed, |v| v["state"] == "paused").await;
+    assert_eq!(rec["pending"][0]["tool"], "std/human#input");
+    let (s, r) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202, "{r}");
+    assert_eq!(r["state"], "completed");
+    let (_, rep) = app
+        .post(&format!("/v1/runs/{run}/replay"), &json!({}))
+        .await;
+    assert_eq!(rep["verdict"], "matched");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_sse_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let r = app
+        .client
+        .get(app.url(&format!("/v1/runs/{run}/events")))
+        .send()
+        .await
+        .unwrap();
+    let r2 = app.client.get(app.url("/v1/events")).send().await.unwrap();
+    assert_eq!(r2.status(), 200);
+    let mut s = r.bytes_stream().eventsource();
+    // Read the backlog up to the pause.
+    let mut n = 0;
+    while let Ok(Some(Ok(e))) = tokio::time::timeout(Duration::from_millis(800), s.next()).await {
+        n = e.id.parse::<u64>().unwrap();
+    }
+    assert!(n >= 3);
+    // The open stream does not hold shutdown up.
+    app.stop().await;
+    let end = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap();
+    assert!(end.is_none() || end.unwrap().is_err());
+}
+
+#[tokio::test]
+async fn state_feed_reports_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let r = app.client.get(app.url("/v1/events")).send().await.unwrap();
+    let mut s = r.bytes_stream().eventsource();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let v = start_review(&app, 0).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let mut states = Vec::new();
+    while states.last().map(String::as_str) != Some("paused") {
+        let e = tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.event, "state");
+        let d: Value = serde_json::from_str(&e.data).unwrap();
+        if d["run"] == run.as_str() {
+            states.push(d["state"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(states, ["running", "paused"]);
+    app.stop().await;
+}
