@@ -19,8 +19,8 @@
 //! order, not arrival order"), through the state's reducers.
 
 use crate::model::{
-    Agent, Condition, Edge, EdgeKind, Flow, Node, NodeKind, OnFail, OnTimeout, OutputValidator,
-    Reducer, RetrievalMode, SpeakerSelection, ToolApproval, TransformMode, WaitFor, WriteMode,
+    Agent, Condition, EdgeKind, Flow, Node, NodeKind, OnFail, OnTimeout, OutputValidator, Reducer,
+    RetrievalMode, SpeakerSelection, ToolApproval, TransformMode, WaitFor, WriteMode,
 };
 use crate::path::{Path, Scope, Target};
 use crate::program::{Module, Program, subflow_entry};
@@ -493,7 +493,7 @@ impl Machine {
     }
 
     fn node(&self, id: &str) -> Option<&Node> {
-        self.flow().nodes.iter().find(|n| n.id == id)
+        self.module_ref().node(id)
     }
 
     fn fault(&mut self, why: String) {
@@ -537,14 +537,10 @@ impl Machine {
 
     /// Issues a call for `task`; the task waits.
     fn call(&mut self, task: &str, node: &str, tool: &str, args: Json, purpose: Purpose) -> Step {
-        let fingerprint = {
-            let m = self.module_ref();
-            let d = m
-                .decls
-                .get(tool)
-                .ok_or_else(|| format!("node {node}: no declaration {tool}"))?;
-            d.fingerprint(&m.report.types)
-        };
+        let fingerprint = self
+            .module_ref()
+            .fingerprint(tool)
+            .ok_or_else(|| format!("node {node}: no declaration {tool}"))?;
         let t = self
             .tasks
             .get_mut(task)
@@ -555,7 +551,8 @@ impl Machine {
             t.stage = Stage::Waiting;
         }
         let nested = tool
-            .strip_suffix(&format!("#{}", crate::program::ENTRY))
+            .strip_suffix(crate::program::ENTRY)
+            .and_then(|m| m.strip_suffix('#'))
             .filter(|m| self.program.module(m).is_some())
             .map(str::to_string);
         self.out.push(Effect::Call {
@@ -567,8 +564,9 @@ impl Machine {
             args: args.clone(),
             nested,
         });
-        if let Some(NodeKind::Hitl(h)) = self.node(node).map(|n| &n.kind)
-            && purpose == Purpose::Node
+        if purpose == Purpose::Node
+            && tool == "std/human#input"
+            && let Some(NodeKind::Hitl(h)) = self.node(node).map(|n| &n.kind)
             && let Some(seconds) = h.timeout_seconds
         {
             self.out.push(Effect::Deadline {
@@ -659,9 +657,12 @@ impl Machine {
                 self.max_steps
             ));
         }
-        let node = self
-            .node(&node_id)
-            .cloned()
+        // Borrow the node from a handle on the program, not from `self`, so
+        // no per-step clone of the node is needed.
+        let program = self.program.clone();
+        let node = program
+            .module(&self.module)
+            .and_then(|m| m.node(&node_id))
             .ok_or_else(|| format!("no node {node_id}"))?;
         // A branch that reaches a parallel_join stops there; its parent
         // joins it (target order, DESIGN §4).
@@ -758,7 +759,7 @@ impl Machine {
                         queue: Vec::new(),
                     })),
                 );
-                self.agent_turn(task, &node)
+                self.agent_turn(task, node)
             }
             NodeKind::AgentDebate(_) => {
                 self.set_stage(
@@ -769,12 +770,12 @@ impl Machine {
                         last_speaker: None,
                     })),
                 );
-                self.debate_next(task, &node)
+                self.debate_next(task, node)
             }
             NodeKind::Harness(t) | NodeKind::Unknown(t) => {
                 Err(format!("node {node_id}: node type {t} is not supported"))
             }
-            _ => self.node_call(task, &node),
+            _ => self.node_call(task, node),
         }
     }
 
@@ -963,10 +964,9 @@ impl Machine {
     /// passed to an llm_call or agent_role as a `context` argument, in list
     /// order."
     fn context_for(&self, task: &str, node: &str) -> Option<Json> {
-        let flow = self.flow();
-        let ids: Vec<&String> = flow
-            .edges
-            .iter()
+        let ids: Vec<&String> = self
+            .module_ref()
+            .in_edges(node)
             .filter_map(|e| match &e.kind {
                 EdgeKind::Direct {
                     to, context_from, ..
@@ -1010,17 +1010,18 @@ impl Machine {
     // ------------------------------------------------------------ replies
 
     fn on_reply(&mut self, call: &str, p: Pending, outcome: &Outcome) -> Step {
-        let node = self
-            .node(&p.node)
-            .cloned()
+        let program = self.program.clone();
+        let node = program
+            .module(&self.module)
+            .and_then(|m| m.node(&p.node))
             .ok_or_else(|| format!("no node {}", p.node))?;
         let task = p.task.clone();
         match p.purpose {
             Purpose::Node => match outcome {
-                Outcome::Ok(v) => self.node_ok(&task, &node, call, v.clone()),
-                failed => self.node_failed(&task, &node, call, failed),
+                Outcome::Ok(v) => self.node_ok(&task, node, call, v.clone()),
+                failed => self.node_failed(&task, node, call, failed),
             },
-            Purpose::Sleep => self.node_call(&task, &node),
+            Purpose::Sleep => self.node_call(&task, node),
             Purpose::Validate(value) => {
                 // GAP-FN-1: `{valid: Bool, reason?: Text}`; a bare Bool is
                 // read as `{valid}`.
@@ -1048,10 +1049,10 @@ impl Machine {
                         ));
                     }
                 };
-                let v = validator(&node).cloned();
+                let v = validator(node).cloned();
                 match (valid, v) {
                     (true, _) | (false, None) => {
-                        self.store_result(&task, &node, value)?;
+                        self.store_result(&task, node, value)?;
                         self.route(&task);
                         Ok(())
                     }
@@ -1079,7 +1080,7 @@ impl Machine {
                             if let Some(t) = self.tasks.get_mut(&task) {
                                 t.validations += 1;
                             }
-                            self.node_call(&task, &node)
+                            self.node_call(&task, node)
                         }
                     },
                 }
@@ -1118,12 +1119,12 @@ impl Machine {
             },
             Purpose::Join => match outcome {
                 Outcome::Ok(v) => {
-                    self.finish_join(&task, &node, Some(v.clone()));
+                    self.finish_join(&task, node, Some(v.clone()));
                     Ok(())
                 }
                 failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
             },
-            Purpose::AgentChat => self.agent_reply(&task, &node, call, outcome),
+            Purpose::AgentChat => self.agent_reply(&task, node, call, outcome),
             Purpose::AgentApprove => {
                 let approved = matches!(outcome, Outcome::Ok(Json::Object(m)) if m.get("approved") == Some(&Json::Bool(true)));
                 let Some(Stage::Agent(mut st)) = self.tasks.get(&task).map(|t| t.stage.clone())
@@ -1140,7 +1141,7 @@ impl Machine {
                         &Json::String("denied by the reviewer".into()),
                     ));
                     self.set_stage(&task, Stage::Agent(st));
-                    self.agent_continue(&task, &node)
+                    self.agent_continue(&task, node)
                 }
             }
             Purpose::AgentTool => {
@@ -1151,13 +1152,11 @@ impl Machine {
                 let (tool, _) = st.queue.remove(0);
                 st.messages.push(tool_message(&tool, &outcome.to_json()));
                 self.set_stage(&task, Stage::Agent(st));
-                self.agent_continue(&task, &node)
+                self.agent_continue(&task, node)
             }
-            Purpose::DebateTurn(speaker) => {
-                self.debate_reply(&task, &node, call, &speaker, outcome)
-            }
+            Purpose::DebateTurn(speaker) => self.debate_reply(&task, node, call, &speaker, outcome),
             Purpose::DebateSpeaker => match outcome {
-                Outcome::Ok(Json::String(s)) => self.debate_turn(&task, &node, s.clone()),
+                Outcome::Ok(Json::String(s)) => self.debate_turn(&task, node, s.clone()),
                 Outcome::Ok(other) => Err(format!(
                     "node {}: speaker selection answered {}, not an agent id",
                     node.id,
@@ -1168,9 +1167,9 @@ impl Machine {
             Purpose::DebateStop => match outcome {
                 Outcome::Ok(Json::Bool(stop)) => {
                     if *stop {
-                        self.debate_end(&task, &node)
+                        self.debate_end(&task, node)
                     } else {
-                        self.debate_next(&task, &node)
+                        self.debate_next(&task, node)
                     }
                 }
                 Outcome::Ok(other) => Err(format!(
@@ -1352,60 +1351,11 @@ impl Machine {
     /// Branch `i` of the route out of `node`: a condition node's branches,
     /// else its conditional edge's.
     fn route_target(&self, node: &str, i: usize) -> Result<String, String> {
-        let branches = self.branches(node);
+        let (branches, _) = route_of(self.module_ref(), node);
         branches
             .get(i)
-            .map(|(_, to)| to.clone())
+            .map(|(_, to)| to.to_string())
             .ok_or_else(|| format!("node {node}: no branch {i}"))
-    }
-
-    fn branches(&self, node: &str) -> Vec<(Condition, String)> {
-        if let Some(NodeKind::Condition(c)) = self.node(node).map(|n| &n.kind) {
-            return c
-                .branches
-                .iter()
-                .map(|b| (b.condition.clone(), b.target.clone()))
-                .collect();
-        }
-        self.out_edges(node)
-            .into_iter()
-            .find_map(|e| match &e.kind {
-                EdgeKind::Conditional { branches, .. } => Some(
-                    branches
-                        .iter()
-                        .map(|b| (b.condition.clone(), b.to.clone()))
-                        .collect(),
-                ),
-                EdgeKind::Direct { .. } => None,
-            })
-            .unwrap_or_default()
-    }
-
-    fn out_edges(&self, node: &str) -> Vec<&Edge> {
-        self.flow()
-            .edges
-            .iter()
-            .filter(|e| e.from == node)
-            .collect()
-    }
-
-    fn default_target(&self, node: &str) -> Option<String> {
-        if let Some(NodeKind::Condition(c)) = self.node(node).map(|n| &n.kind) {
-            return Some(c.default_target.clone());
-        }
-        let edges = self.out_edges(node);
-        edges
-            .iter()
-            .find_map(|e| match &e.kind {
-                EdgeKind::Conditional { default_target, .. } => Some(default_target.clone()),
-                EdgeKind::Direct { .. } => None,
-            })
-            .or_else(|| {
-                edges.iter().find_map(|e| match &e.kind {
-                    EdgeKind::Direct { to, .. } => Some(to.clone()),
-                    EdgeKind::Conditional { .. } => None,
-                })
-            })
     }
 
     /// Tries conditional branches from `next` on: the first that holds
@@ -1417,7 +1367,13 @@ impl Machine {
             .get(task)
             .map(|t| t.node.clone())
             .ok_or("no task")?;
-        let branches = self.branches(&node);
+        // Borrow the routes from a handle on the program: no clone of the
+        // conditions per step.
+        let program = self.program.clone();
+        let module = program
+            .module(&self.module)
+            .ok_or_else(|| format!("no module {}", self.module))?;
+        let (branches, default) = route_of(module, &node);
         for (i, (cond, to)) in branches.iter().enumerate().skip(next) {
             match cond {
                 Condition::Expr(e) => {
@@ -1425,7 +1381,7 @@ impl Machine {
                         .eval(&self.scope(task, None))
                         .map_err(|err| format!("node {node}: condition {}", expr_error(e, &err)))?;
                     if holds {
-                        self.goto(task, to.clone());
+                        self.goto(task, to.to_string());
                         return Ok(());
                     }
                 }
@@ -1448,9 +1404,9 @@ impl Machine {
                 }
             }
         }
-        match self.default_target(&node) {
+        match default {
             Some(to) => {
-                self.goto(task, to);
+                self.goto(task, to.to_string());
                 Ok(())
             }
             None => Err(format!("node {node} has no route out")),
@@ -2052,12 +2008,53 @@ fn unreachable_module() -> &'static Module {
     // A Machine is only made for a module of its program; this keeps the
     // type checker honest without a panic path in release code.
     static EMPTY: std::sync::OnceLock<Module> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(|| Module {
-        path: String::new(),
-        report: crate::check::check(&Json::Null),
-        decls: BTreeMap::new(),
-        subflows: BTreeMap::new(),
+    EMPTY.get_or_init(|| {
+        Module::new(
+            String::new(),
+            crate::check::check(&Json::Null),
+            BTreeMap::new(),
+        )
     })
+}
+
+/// The route out of `node`: its conditional branches in order (a
+/// condition node's own, else its conditional edge's) and the default
+/// target (a condition's or conditional edge's `default_target`, else the
+/// target of its direct edge). A condition node's direct edges only repeat
+/// its targets and are ignored (GAP-GRAPH-1).
+fn route_of<'m>(m: &'m Module, node: &str) -> (Vec<(&'m Condition, &'m str)>, Option<&'m str>) {
+    if let Some(NodeKind::Condition(c)) = m.node(node).map(|n| &n.kind) {
+        return (
+            c.branches
+                .iter()
+                .map(|b| (&b.condition, b.target.as_str()))
+                .collect(),
+            Some(c.default_target.as_str()),
+        );
+    }
+    let mut direct = None;
+    for e in m.out_edges(node) {
+        match &e.kind {
+            EdgeKind::Conditional {
+                branches,
+                default_target,
+            } => {
+                return (
+                    branches
+                        .iter()
+                        .map(|b| (&b.condition, b.to.as_str()))
+                        .collect(),
+                    Some(default_target.as_str()),
+                );
+            }
+            EdgeKind::Direct { to, .. } => {
+                if direct.is_none() {
+                    direct = Some(to.as_str());
+                }
+            }
+        }
+    }
+    (Vec::new(), direct)
 }
 
 /// `` `expr`: why ``, naming the expression once even when the error names

@@ -31,6 +31,92 @@ pub struct Module {
     pub decls: BTreeMap<String, ToolDecl>,
     /// `flow_ref` of each subgraph node → the module it runs.
     pub subflows: BTreeMap<String, String>,
+    /// Node id → its index in `report.flow.nodes` (the first node of an
+    /// id; the checker refuses duplicates).
+    pub node_index: BTreeMap<String, usize>,
+    /// Node id → the indices of the edges leaving it, in document order.
+    pub edges_from: BTreeMap<String, Vec<usize>>,
+    /// Node id → the indices of the direct edges entering it, in document
+    /// order.
+    pub edges_to: BTreeMap<String, Vec<usize>>,
+    /// Declaration identity → its fingerprint, computed once at load.
+    pub fingerprints: BTreeMap<String, String>,
+}
+
+impl Module {
+    /// A module with its lookup indexes; `decls` and `fingerprints` are
+    /// filled by [`Module::declare`].
+    pub fn new(path: String, report: Report, subflows: BTreeMap<String, String>) -> Module {
+        let mut node_index = BTreeMap::new();
+        for (i, n) in report.flow.nodes.iter().enumerate() {
+            node_index.entry(n.id.clone()).or_insert(i);
+        }
+        let mut edges_from: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut edges_to: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, e) in report.flow.edges.iter().enumerate() {
+            edges_from.entry(e.from.clone()).or_default().push(i);
+            if let crate::model::EdgeKind::Direct { to, .. } = &e.kind {
+                edges_to.entry(to.clone()).or_default().push(i);
+            }
+        }
+        Module {
+            path,
+            report,
+            decls: BTreeMap::new(),
+            subflows,
+            node_index,
+            edges_from,
+            edges_to,
+            fingerprints: BTreeMap::new(),
+        }
+    }
+
+    /// Computes the declarations this module's nodes can call and their
+    /// fingerprints.
+    pub fn declare(&mut self) {
+        self.decls = declarations(self);
+        self.fingerprints = self
+            .decls
+            .iter()
+            .map(|(id, d)| (id.clone(), d.fingerprint(&self.report.types)))
+            .collect();
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: &str) -> Option<&crate::model::Node> {
+        self.node_index
+            .get(id)
+            .and_then(|&i| self.report.flow.nodes.get(i))
+    }
+
+    /// The edges leaving `id`, in document order.
+    pub fn out_edges(&self, id: &str) -> impl Iterator<Item = &crate::model::Edge> {
+        self.edges_from
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.report.flow.edges.get(i))
+    }
+
+    /// The direct edges entering `id`, in document order.
+    pub fn in_edges(&self, id: &str) -> impl Iterator<Item = &crate::model::Edge> {
+        self.edges_to
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.report.flow.edges.get(i))
+    }
+
+    /// The fingerprint of declaration `identity`.
+    pub fn fingerprint(&self, identity: &str) -> Option<String> {
+        match self.fingerprints.get(identity) {
+            Some(f) => Some(f.clone()),
+            None => self
+                .decls
+                .get(identity)
+                .map(|d| d.fingerprint(&self.report.types)),
+        }
+    }
 }
 
 /// A checked program.
@@ -96,15 +182,7 @@ impl Program {
                     }
                 }
             }
-            modules.insert(
-                path.clone(),
-                Module {
-                    path,
-                    report,
-                    decls: BTreeMap::new(),
-                    subflows,
-                },
-            );
+            modules.insert(path.clone(), Module::new(path, report, subflows));
         }
         if !diagnostics.is_empty() {
             return Err(Refused { diagnostics });
@@ -114,7 +192,7 @@ impl Program {
             let Some(m) = modules.get_mut(&path) else {
                 continue;
             };
-            m.decls = declarations(m);
+            m.declare();
         }
         Ok(Program {
             root: root.to_string(),
@@ -311,7 +389,8 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
             }
             _ => {}
         }
-        for e in flow.edges.iter().filter(|e| e.from == node.id) {
+        let out = m.edges_from.get(&node.id).into_iter().flatten();
+        for e in out.filter_map(|&i| flow.edges.get(i)) {
             if let crate::model::EdgeKind::Conditional { branches, .. } = &e.kind {
                 for b in branches {
                     note_cond(&b.condition, &mut fns);

@@ -107,7 +107,7 @@ pub fn replay(program: Arc<Program>, facts: &[Json]) -> Replayed {
         Ok(x) => x,
         Err(e) => return diverged(1, format!("the run cannot start: {e}")),
     };
-    let mut pending: VecDeque<Effect> = first.into_iter().filter(|e| e.fact().is_some()).collect();
+    let mut pending: VecDeque<Effect> = first.into_iter().filter(is_fact).collect();
     for (i, fact) in facts.iter().enumerate().skip(1) {
         let n = i as u64 + 1;
         if fact.get("n").and_then(Json::as_u64) != Some(n) {
@@ -127,18 +127,14 @@ pub fn replay(program: Arc<Program>, facts: &[Json]) -> Replayed {
                     _ => return diverged(n, "the Reply's outcome is malformed"),
                 };
                 match machine.feed(&call, &outcome) {
-                    Ok(effects) => {
-                        pending.extend(effects.into_iter().filter(|e| e.fact().is_some()))
-                    }
+                    Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
                     Err(e) => return diverged(n, format!("a Reply for {call}, but {e}")),
                 }
             }
             "Close" if pending.is_empty() && text(fact, "reason") == "timeout" => {
                 let call = text(fact, "call");
                 match machine.expire(&call) {
-                    Ok(effects) => {
-                        pending.extend(effects.into_iter().filter(|e| e.fact().is_some()))
-                    }
+                    Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
                     Err(e) => return diverged(n, format!("a timeout of {call}, but {e}")),
                 }
                 if let Err(r) = compare(pending.pop_front(), fact) {
@@ -178,6 +174,53 @@ fn describe(e: &Effect) -> String {
     }
 }
 
+/// Whether an effect records a fact (a Deadline is a host record).
+fn is_fact(e: &Effect) -> bool {
+    !matches!(e, Effect::Deadline { .. })
+}
+
+/// Whether `recorded` is, member for member, the fact `e` records (with
+/// its number `n`). Equal JSON values have equal canonical forms, so this
+/// is a fast path: a `false` is settled by the canonical comparison.
+fn same_fact(e: &Effect, recorded: &Json) -> bool {
+    let Json::Object(r) = recorded else {
+        return false;
+    };
+    let s = |k: &str, v: &str| r.get(k).and_then(Json::as_str) == Some(v);
+    let members = |n: usize| r.len() == n + usize::from(r.contains_key("n"));
+    match e {
+        Effect::Call {
+            call,
+            task,
+            node,
+            tool,
+            fingerprint,
+            args,
+            ..
+        } => {
+            members(7)
+                && s("fact", "Call")
+                && s("call", call)
+                && s("task", task)
+                && s("node", node)
+                && s("tool", tool)
+                && s("fingerprint", fingerprint)
+                && r.get("args") == Some(args)
+        }
+        Effect::Checkpoint { task, node, state } => {
+            members(4)
+                && s("fact", "Checkpoint")
+                && s("task", task)
+                && s("node", node)
+                && r.get("state") == Some(state)
+        }
+        Effect::Close { call, reason } => {
+            members(3) && s("fact", "Close") && s("call", call) && s("reason", reason)
+        }
+        Effect::Deadline { .. } | Effect::End(_) => false,
+    }
+}
+
 /// Compares the next derived effect with a recorded fact.
 fn compare(derived: Option<Effect>, recorded: &Json) -> Result<(), String> {
     let Some(d) = derived else {
@@ -186,6 +229,9 @@ fn compare(derived: Option<Effect>, recorded: &Json) -> Result<(), String> {
             kind(recorded)
         ));
     };
+    if same_fact(&d, recorded) {
+        return Ok(());
+    }
     let Some(want) = d.fact() else {
         return Err("internal: a host record among facts".into());
     };
