@@ -305,6 +305,8 @@ pub struct DiscoveryPage {
 #[derive(Clone, Debug, Default)]
 pub struct HistoryQuery {
     pub kind: Option<String>,
+    /// `flow history --fact N`: only the fact with this recorded number.
+    pub fact: Option<u64>,
     pub search: Option<String>,
     pub offset: Option<u64>,
     pub limit: Option<u32>,

@@ -18,6 +18,7 @@ pub const VALUE_BOUND: u64 = 4096;
 
 pub(crate) struct CheckedHistoryQuery {
     kind: Option<FactKind>,
+    fact: Option<u64>,
     search: Option<String>,
     offset: u64,
     limit: u32,
@@ -41,8 +42,12 @@ pub(crate) fn check_query(q: &HistoryQuery) -> Result<CheckedHistoryQuery> {
     if q.search.as_deref() == Some("") {
         return Err(Error::InvalidArgument("search text is empty".into()));
     }
+    if q.fact == Some(0) {
+        return Err(Error::InvalidArgument("facts are numbered from 1".into()));
+    }
     Ok(CheckedHistoryQuery {
         kind,
+        fact: q.fact,
         search: q.search.clone(),
         offset: q.offset.unwrap_or(0),
         limit,
@@ -60,6 +65,7 @@ pub(crate) fn page(
         .facts
         .iter()
         .filter(|f| q.kind.is_none_or(|k| k == f.kind))
+        .filter(|f| q.fact.is_none_or(|n| n == f.n))
         .map(|f| (f, summary(&f.fact)))
         .filter(|(_, s)| q.search.as_deref().is_none_or(|needle| s.contains(needle)))
         .collect();
