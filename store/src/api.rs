@@ -305,8 +305,6 @@ pub struct DiscoveryPage {
 #[derive(Clone, Debug, Default)]
 pub struct HistoryQuery {
     pub kind: Option<String>,
-    /// `flow history --fact N`: only the fact with this recorded number.
-    pub fact: Option<u64>,
     pub search: Option<String>,
     pub offset: Option<u64>,
     pub limit: Option<u32>,
@@ -431,6 +429,20 @@ pub trait ReadHistory {
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
     /// A filtered page of the verified history.
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage>;
+    /// `flow history --fact N`: a page holding only fact `n`, with its
+    /// recorded number (refused when the run has no such fact).
+    fn history_fact(&self, run: &RunId, n: u64) -> Result<HistoryPage> {
+        let mut q = crate::view::check_query(&HistoryQuery::default())?;
+        q.fact = Some(n);
+        let info = self.run_info(run)?;
+        if n == 0 || n > info.last_fact.n {
+            return Err(crate::Error::InvalidArgument(format!(
+                "run {run} has no fact {n}"
+            )));
+        }
+        let history = self.read_history(run)?;
+        crate::view::page(&info, &history, &q, &mut |v| self.expand(v))
+    }
     /// Up to 4096 code points of a recorded source, from `offset` (in code
     /// points). An unknown module or an offset past the end is refused.
     fn source_page(&self, run: &RunId, module: &str, offset: u64) -> Result<SourcePage> {

@@ -18,7 +18,7 @@ pub const VALUE_BOUND: u64 = 4096;
 
 pub(crate) struct CheckedHistoryQuery {
     kind: Option<FactKind>,
-    fact: Option<u64>,
+    pub(crate) fact: Option<u64>,
     search: Option<String>,
     offset: u64,
     limit: u32,
@@ -42,12 +42,9 @@ pub(crate) fn check_query(q: &HistoryQuery) -> Result<CheckedHistoryQuery> {
     if q.search.as_deref() == Some("") {
         return Err(Error::InvalidArgument("search text is empty".into()));
     }
-    if q.fact == Some(0) {
-        return Err(Error::InvalidArgument("facts are numbered from 1".into()));
-    }
     Ok(CheckedHistoryQuery {
         kind,
-        fact: q.fact,
+        fact: None,
         search: q.search.clone(),
         offset: q.offset.unwrap_or(0),
         limit,
