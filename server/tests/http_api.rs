@@ -708,3 +708,38 @@ async fn state_feed_reports_changes() {
     assert_eq!(states, ["running", "paused"]);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn halt_then_continue_then_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let v = start_review(&app, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let (s, h) = app.post(&format!("/v1/runs/{run}/halt"), &json!({})).await;
+    assert_eq!(s, 200, "{h}");
+    let view = app.until(&run, |v| v["state"] == "halted").await;
+    assert_eq!(view["pending"][0]["call"], call.as_str());
+    // Only one of call and reply: 422.
+    let (s, _) = app
+        .post(&format!("/v1/runs/{run}/resume"), &json!({"call": call}))
+        .await;
+    assert_eq!(s, 422);
+    // Continue with no reply: the human call stays open, the run pauses.
+    let (s, r) = app
+        .post(&format!("/v1/runs/{run}/resume"), &json!({"wait": 10}))
+        .await;
+    assert_eq!(s, 202, "{r}");
+    assert_eq!(r["state"], "paused", "{r}");
+    let (s, r) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202, "{r}");
+    assert_eq!(r["state"], "completed");
+    let (s, _) = app.post(&format!("/v1/runs/{run}/halt"), &json!({})).await;
+    assert_eq!(s, 409);
+    app.stop().await;
+}

@@ -30,7 +30,7 @@ use flow_engine::program::Program;
 use flow_store::{Discover, DiscoveryQuery, ReadHistory, RunId, RunState, SqliteStore};
 use flow_tools::manifest::{Manifest, Resolver};
 use serde_json::{Value as Json, json};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -84,8 +84,10 @@ struct Inner {
     shutdown: CancellationToken,
     /// Driver tasks (STYLE rule 7: spawned tasks live in a JoinSet).
     tasks: Mutex<JoinSet<()>>,
-    /// Runs a task is driving now: a second resume of one is 409.
-    active: Mutex<HashSet<String>>,
+    /// Runs a task is driving now, each with the token that stops its
+    /// drive (a child of `shutdown`): a second resume of one is 409, a halt
+    /// cancels it.
+    active: Mutex<HashMap<String, CancellationToken>>,
     /// Run state changes across runs.
     events: broadcast::Sender<StateEvent>,
     metrics: metrics::Metrics,
@@ -110,7 +112,7 @@ impl AppState {
                 options,
                 shutdown,
                 tasks: Mutex::new(JoinSet::new()),
-                active: Mutex::new(HashSet::new()),
+                active: Mutex::new(HashMap::new()),
                 events,
                 metrics: metrics::Metrics::default(),
             }),
@@ -153,11 +155,47 @@ impl AppState {
 
     /// Marks `run` as driven; false when a task drives it already.
     pub fn claim(&self, run: &RunId) -> bool {
-        self.inner
+        let Ok(mut a) = self.inner.active.lock() else {
+            return false;
+        };
+        if a.contains_key(run.as_str()) {
+            return false;
+        }
+        a.insert(run.to_string(), self.inner.shutdown.child_token());
+        true
+    }
+
+    /// Stops the drive of `run`, if one is going, and waits (bounded) until
+    /// its task has let go of the run. True when no drive is left.
+    pub async fn stop_drive(&self, run: &RunId) -> bool {
+        let token = self
+            .inner
             .active
             .lock()
-            .map(|mut a| a.insert(run.to_string()))
-            .unwrap_or(false)
+            .ok()
+            .and_then(|a| a.get(run.as_str()).cloned());
+        let Some(token) = token else {
+            return true;
+        };
+        token.cancel();
+        for _ in 0..500 {
+            if !self.is_active(run.as_str()) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    fn drive_token(&self, run: Option<&RunId>) -> CancellationToken {
+        run.and_then(|r| {
+            self.inner
+                .active
+                .lock()
+                .ok()
+                .and_then(|a| a.get(r.as_str()).cloned())
+        })
+        .unwrap_or_else(|| self.inner.shutdown.clone())
     }
 
     pub fn release(&self, run: &str) {
@@ -170,7 +208,7 @@ impl AppState {
         self.inner
             .active
             .lock()
-            .map(|a| a.contains(run))
+            .map(|a| a.contains_key(run))
             .unwrap_or(false)
     }
 
@@ -201,7 +239,30 @@ impl AppState {
             resolver,
             ..HostOptions::default()
         };
-        Ok(Host::bind(program, &mut opts).await?)
+        match Host::bind(program, &mut opts).await {
+            Ok(h) => Ok(h),
+            Err(Error::Bind(msgs)) => Err(ApiError::from(Error::Bind(
+                msgs.iter().map(|m| self.redact(m)).collect(),
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Hides the server's own paths (the `--tools` manifests and their
+    /// directories) in a message meant for a client.
+    fn redact(&self, msg: &str) -> String {
+        let mut out = msg.to_string();
+        let mut paths: Vec<String> = Vec::new();
+        for m in &self.inner.options.manifests {
+            paths.push(m.path.display().to_string());
+            paths.push(m.dir.display().to_string());
+        }
+        // Longest first, so a file's path goes before its directory's.
+        paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in paths.iter().filter(|p| !p.is_empty() && p.as_str() != ".") {
+            out = out.replace(p.as_str(), "<tools>");
+        }
+        out
     }
 
     /// Wraps a drive so that it ends on shutdown, stops its Tools, releases
@@ -216,7 +277,7 @@ impl AppState {
         let state = self.clone();
         Box::pin(async move {
             let host = Arc::new(host);
-            let token = state.inner.shutdown.clone();
+            let token = state.drive_token(run.as_ref());
             let before = match &run {
                 Some(r) => state
                     .store()

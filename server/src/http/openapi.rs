@@ -58,6 +58,7 @@ impl Modify for Bearer {
         routes::resume_run,
         routes::replay_run,
         routes::fork_run,
+        routes::halt_run,
         routes::get_source,
         routes::get_blob,
         routes::list_calls,

@@ -36,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runs/{run}/resume", post(resume_run))
         .route("/v1/runs/{run}/replay", post(replay_run))
         .route("/v1/runs/{run}/fork", post(fork_run))
+        .route("/v1/runs/{run}/halt", post(halt_run))
         .route("/v1/runs/{run}/sources/{module}", get(get_source))
         .route("/v1/blobs/{hash}", get(get_blob))
         .route("/v1/calls", get(list_calls))
@@ -102,11 +103,15 @@ pub struct StartRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
-    /// The open call's id, e.g. `c1:root#1`.
-    pub call: String,
+    /// The open call's id, e.g. `c1:root#1`. Leave out `call` and `reply`
+    /// to continue a halted or crashed run, settling its open Tool calls
+    /// (as `flow resume RUN` does).
+    #[serde(default)]
+    pub call: Option<String>,
     /// The outcome, e.g. `{"Ok": {"decision": "approved"}}`.
-    #[schema(value_type = Object)]
-    pub reply: Json,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub reply: Option<Json>,
     #[serde(default)]
     pub wait: Option<u64>,
 }
@@ -140,6 +145,8 @@ pub struct RunsQuery {
 #[serde(deny_unknown_fields)]
 pub struct FactsQuery {
     pub kind: Option<String>,
+    /// Only the fact with this recorded number.
+    pub fact: Option<u64>,
     pub search: Option<String>,
     pub offset: Option<u64>,
     /// 1 to 200, default 50.
@@ -535,9 +542,14 @@ pub async fn list_facts(
         offset: q.offset,
         limit: q.limit,
     };
+    let fact = q.fact;
     let page = blocking(&state, move |s| {
         s.store().run_info(&run)?;
-        s.store().history_page(&run, &hq).map_err(|e| match e {
+        let page = match fact {
+            Some(n) => s.store().history_fact(&run, n),
+            None => s.store().history_page(&run, &hq),
+        };
+        page.map_err(|e| match e {
             flow_store::Error::InvalidArgument(d) => ApiError::bad_request(d),
             e => ApiError::from(e),
         })
@@ -566,15 +578,24 @@ pub async fn resume_run(
         return Err(ApiError::unavailable("the server is shutting down"));
     }
     let run = run_id(&run)?;
+    let reply = match (&req.call, &req.reply) {
+        (Some(c), Some(r)) => Some((c.clone(), flow_abi::json::canonical(r))),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::unprocessable(
+                "send both call and reply (admit a reply), or neither (continue a halted or crashed run)",
+            ));
+        }
+    };
     let info = {
         let r = run.clone();
         blocking(&state, move |s| Ok(s.store().run_info(&r)?)).await?
     };
     if info.ending.is_some() {
-        return Err(ApiError::conflict(format!(
-            "{run} has ended; call {} is not open",
-            req.call
-        )));
+        return Err(ApiError::conflict(match &req.call {
+            Some(c) => format!("{run} has ended; call {c} is not open"),
+            None => format!("{run} has ended; nothing to continue"),
+        }));
     }
     if !state.claim(&run) {
         return Err(ApiError::conflict(format!(
@@ -599,7 +620,6 @@ pub async fn resume_run(
             return Err(e);
         }
     };
-    let reply = Some((req.call.clone(), flow_abi::json::canonical(&req.reply)));
     let driver = state.driver().clone();
     let r = run.clone();
     let mut rx = state
@@ -615,6 +635,52 @@ pub async fn resume_run(
         None => json!({"run": run.as_str(), "state": "running"}),
     };
     Ok(json_response(StatusCode::ACCEPTED, body))
+}
+
+#[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run",
+    params(("run" = String, Path, description = "A run id")),
+    responses(
+        (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it", body = Object),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The run has ended", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn halt_run(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let info = {
+        let r = run.clone();
+        blocking(&state, move |s| Ok(s.store().run_info(&r)?)).await?
+    };
+    if info.ending.is_some() {
+        return Err(ApiError::conflict(format!(
+            "{run} has ended; there is nothing to halt"
+        )));
+    }
+    // Stop the drive first, so no fact follows the halt's head.
+    if !state.stop_drive(&run).await {
+        return Err(ApiError::unavailable(format!(
+            "{run}'s drive did not stop in time; try again"
+        )));
+    }
+    let r = run.clone();
+    let row = blocking(&state, move |s| {
+        Ok(flow_store::HostRecords::record_host(
+            &**s.store(),
+            &r,
+            flow_store::HostRecord {
+                kind: flow_store::HostRecordKind::Halt,
+                at_ms: None,
+                details: json!({"by": "http"}),
+            },
+        )?)
+    })
+    .await?;
+    state.publish(run.as_str(), "halted", json!({}));
+    Ok(json_response(
+        StatusCode::OK,
+        json!({"run": run.as_str(), "state": "halted", "head": row.head, "atMs": row.at_ms}),
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/runs/{run}/replay", operation_id = "replay_run",
