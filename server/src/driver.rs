@@ -20,8 +20,10 @@ use flow_store::{
 use flow_tools::CallOutcome;
 use flow_tools::outcome::CallRequest;
 use futures_util::StreamExt;
+use futures_util::future::{AbortHandle, Abortable, Aborted};
 use futures_util::stream::FuturesUnordered;
 use serde_json::{Map, Value as Json, json};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -107,7 +109,12 @@ pub struct Driver {
     pub store: Arc<SqliteStore>,
 }
 
-type Pending<'a> = Pin<Box<dyn Future<Output = (String, CallOutcome)> + Send + 'a>>;
+/// A call to send once its fact is durable: call id, tool, args, nested
+/// module.
+type ToDispatch = (String, String, Map<String, Json>, Option<String>);
+
+type Pending<'a> =
+    Pin<Box<dyn Future<Output = std::result::Result<(String, CallOutcome), Aborted>> + Send + 'a>>;
 
 impl Driver {
     pub fn new(store: Arc<SqliteStore>) -> Driver {
@@ -209,22 +216,28 @@ impl Driver {
         let module = machine.module().to_string();
         let mut last = self.store.run_info(run)?.last_fact.n;
         let mut inflight: FuturesUnordered<Pending<'h>> = FuturesUnordered::new();
+        // Abort handles of dispatched calls: a Close drops the call's future,
+        // which cancels it at its implementation.
+        let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
+        // Facts with no outside effect between them go to the store together
+        // (one transaction, one fsync per step); every one is durable before
+        // any call below is dispatched.
+        let mut facts: Vec<Json> = Vec::new();
         loop {
+            let mut dispatch: Vec<ToDispatch> = Vec::new();
+            let mut ended = None;
             for e in effects.drain(..) {
+                if let Some(f) = e.fact() {
+                    facts.push(f);
+                }
                 match e {
-                    Effect::Call { .. } => {
-                        let fact = e.fact().unwrap_or(Json::Null);
-                        self.append(run, &mut last, fact)?;
-                        let Effect::Call {
-                            call,
-                            tool,
-                            args,
-                            nested,
-                            ..
-                        } = e
-                        else {
-                            continue;
-                        };
+                    Effect::Call {
+                        call,
+                        tool,
+                        args,
+                        nested,
+                        ..
+                    } => {
                         if tool == HUMAN {
                             continue;
                         }
@@ -232,23 +245,12 @@ impl Driver {
                             Json::Object(m) => m,
                             _ => Map::new(),
                         };
-                        if let Some(sub) = nested {
-                            let fut = self.nested(run, &call, program.clone(), sub, args, host);
-                            let outcome = fut.await;
-                            inflight.push(Box::pin(std::future::ready((call, outcome))));
-                            continue;
+                        dispatch.push((call, tool, args, nested));
+                    }
+                    Effect::Close { call, .. } => {
+                        if let Some(a) = aborts.remove(&call) {
+                            a.abort();
                         }
-                        let req = CallRequest {
-                            run: run.to_string(),
-                            call: call.clone(),
-                            tool,
-                            args,
-                        };
-                        let module = module.clone();
-                        inflight.push(Box::pin(async move {
-                            let out = host.call(&module, req).await;
-                            (call, out)
-                        }));
                     }
                     Effect::Deadline { call, seconds } => {
                         let due = now_ms().saturating_add(seconds.saturating_mul(1000) as i64);
@@ -261,29 +263,56 @@ impl Driver {
                             },
                         )?;
                     }
-                    Effect::End(ending) => {
-                        let fact = Effect::End(ending.clone()).fact().unwrap_or(Json::Null);
-                        self.append(run, &mut last, fact)?;
-                        return Ok(match ending {
-                            Ending::Completed { exit, output } => RunResult::Completed {
-                                run: run.clone(),
-                                exit,
-                                output,
-                            },
-                            Ending::Faulted(why) => RunResult::Faulted {
-                                run: run.clone(),
-                                why,
-                            },
-                        });
-                    }
-                    other => {
-                        if let Some(f) = other.fact() {
-                            self.append(run, &mut last, f)?;
-                        }
-                    }
+                    Effect::End(ending) => ended = Some(ending),
+                    Effect::Checkpoint { .. } => {}
                 }
             }
-            let Some((call, outcome)) = inflight.next().await else {
+            self.append_all(run, &mut last, &mut facts)?;
+            if let Some(ending) = ended {
+                return Ok(match ending {
+                    Ending::Completed { exit, output } => RunResult::Completed {
+                        run: run.clone(),
+                        exit,
+                        output,
+                    },
+                    Ending::Faulted(why) => RunResult::Faulted {
+                        run: run.clone(),
+                        why,
+                    },
+                });
+            }
+            for (call, tool, args, nested) in dispatch {
+                if let Some(sub) = nested {
+                    let outcome = self
+                        .nested(run, &call, program.clone(), sub, args, host)
+                        .await;
+                    inflight.push(Box::pin(std::future::ready(Ok((call, outcome)))));
+                    continue;
+                }
+                let req = CallRequest {
+                    run: run.to_string(),
+                    call: call.clone(),
+                    tool,
+                    args,
+                };
+                let module = module.clone();
+                let (handle, registration) = AbortHandle::new_pair();
+                aborts.insert(call.clone(), handle);
+                let fut = async move {
+                    let out = host.call(&module, req).await;
+                    (call, out)
+                };
+                inflight.push(Box::pin(Abortable::new(fut, registration)));
+            }
+            let next = loop {
+                match inflight.next().await {
+                    // A call closed meanwhile: its future was dropped.
+                    Some(Err(Aborted)) => continue,
+                    Some(Ok(x)) => break Some(x),
+                    None => break None,
+                }
+            };
+            let Some((call, outcome)) = next else {
                 self.store.record_host(
                     run,
                     HostRecord {
@@ -297,23 +326,37 @@ impl Driver {
                     open: machine.open_calls(),
                 });
             };
+            aborts.remove(&call);
             let outcome_json = outcome.to_json();
             // A reply for a call closed meanwhile is dropped.
             if !machine.open_calls().iter().any(|c| c.call == call) {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
-            self.append(
-                run,
-                &mut last,
-                json!({"fact": "Reply", "call": call, "outcome": outcome_json}),
-            )?;
+            facts.push(json!({"fact": "Reply", "call": call, "outcome": outcome_json}));
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             effects = machine
                 .feed(&call, &o)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
         }
+    }
+
+    /// Appends the buffered facts, numbering them; returns once every one is
+    /// durable.
+    fn append_all(&self, run: &RunId, last: &mut u64, facts: &mut Vec<Json>) -> Result<()> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        for f in facts.iter_mut() {
+            if let Json::Object(m) = f {
+                *last += 1;
+                m.insert("n".into(), Json::Number((*last).into()));
+            }
+        }
+        let batch = std::mem::take(facts);
+        self.store.append_all(run, &batch)?;
+        Ok(())
     }
 
     /// A subgraph's nested run: its own run id and history, Start naming the

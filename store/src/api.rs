@@ -411,6 +411,13 @@ pub trait AppendFacts {
     /// Appends fact `n = last + 1`. Refused (changing nothing) after End,
     /// with a wrong `n`, for an unknown run, or for a malformed fact.
     fn append(&self, run: &RunId, fact: &Value) -> Result<Appended>;
+    /// Appends consecutive facts of one run, in order. A backend may commit
+    /// them in one transaction (one fsync for a run's step: DESIGN §6 "a
+    /// sequential run pays one fsync per step"); each is durable when this
+    /// returns. On an error, the facts before the failing one may be stored.
+    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
+        facts.iter().map(|f| self.append(run, f)).collect()
+    }
 }
 
 /// Verified reads.

@@ -305,6 +305,36 @@ impl AppendFacts for SqliteStore {
             reply,
         })
     }
+
+    /// Queues every fact before waiting for any answer, so the writer takes
+    /// them into one batch: one transaction and one fsync for the lot.
+    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
+        let sender = self
+            .inner
+            .tx
+            .lock()
+            .map_err(|_| Error::WriterGone)?
+            .clone()
+            .ok_or(Error::WriterGone)?;
+        let at_ms = now_ms();
+        let mut waits = Vec::with_capacity(facts.len());
+        for fact in facts {
+            let (reply, rx) = sync_channel(1);
+            sender
+                .send(writer::Command::Append {
+                    run: run.clone(),
+                    fact: fact.clone(),
+                    at_ms,
+                    reply,
+                })
+                .map_err(|_| Error::WriterGone)?;
+            waits.push(rx);
+        }
+        waits
+            .into_iter()
+            .map(|rx| rx.recv().map_err(|_| Error::WriterGone)?)
+            .collect()
+    }
 }
 
 impl HostRecords for SqliteStore {
