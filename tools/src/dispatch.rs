@@ -93,6 +93,7 @@ impl Default for Limits {
 
 struct Route {
     imp: Arc<dyn Implementation>,
+    resend: bool,
     permits: Arc<Semaphore>,
     timeout: Option<Duration>,
 }
@@ -134,12 +135,24 @@ impl DispatcherBuilder {
                 id,
                 Route {
                     imp: imp.clone(),
+                    resend: false,
                     permits: permits.clone(),
                     timeout: limits.timeout,
                 },
             );
         }
         self.implementations.push(imp);
+        self
+    }
+
+    /// Marks `identities` as bound with `resend = true` (DESIGN §5): a call
+    /// open at a host crash is sent again instead of settled Unknown.
+    pub fn resend(mut self, identities: impl IntoIterator<Item = String>) -> DispatcherBuilder {
+        for id in identities {
+            if let Some(r) = self.routes.get_mut(&id) {
+                r.resend = true;
+            }
+        }
         self
     }
 
@@ -169,6 +182,12 @@ impl Dispatcher {
             implementations: Vec::new(),
             grace: Duration::from_secs(2),
         }
+    }
+
+    /// Whether calls of `identity` open at a crash are to be sent again
+    /// (the binding's `resend = true`).
+    pub fn resends(&self, identity: &str) -> bool {
+        self.inner.routes.get(identity).is_some_and(|r| r.resend)
     }
 
     /// Whether `identity` is bound.
@@ -310,7 +329,10 @@ pub async fn bind(
         match imp {
             Ok(imp) => {
                 started.push(imp.clone());
-                builder = builder.route(ids, imp, &options.limits);
+                builder = builder.route(ids.clone(), imp, &options.limits);
+                if binding.resend {
+                    builder = builder.resend(ids);
+                }
             }
             Err(e) => refusals.push(e),
         }

@@ -156,7 +156,7 @@ async fn bind_from_flow_toml() {
     std::fs::write(
         dir.path().join("flow.toml"),
         format!(
-            "[tools.\"t.json\"]\ncommand = \"python3 '{}' '{}' --state starts\"\n",
+            "[tools.\"t.json\"]\ncommand = \"python3 '{}' '{}' --state starts\"\nresend = true\n",
             script.display(),
             doc.display()
         ),
@@ -191,6 +191,7 @@ async fn bind_from_flow_toml() {
     );
     // Commands run in the manifest's directory: the relative state file is there.
     assert!(dir.path().join("starts").is_file());
+    assert!(d.resends("t.json#echo"));
     d.shutdown().await;
 
     // An unbound declaration and a fingerprint mismatch, reported together.
