@@ -2023,7 +2023,10 @@ fn unreachable_module() -> &'static Module {
 /// target of its direct edge). A condition node's direct edges only repeat
 /// its targets and are ignored (GAP-GRAPH-1).
 fn route_of<'m>(m: &'m Module, node: &str) -> (Vec<(&'m Condition, &'m str)>, Option<&'m str>) {
-    if let Some(NodeKind::Condition(c)) = m.node(node).map(|n| &n.kind) {
+    let Some((n, edges)) = m.node_and_out_edges(node) else {
+        return (Vec::new(), None);
+    };
+    if let NodeKind::Condition(c) = &n.kind {
         return (
             c.branches
                 .iter()
@@ -2033,7 +2036,7 @@ fn route_of<'m>(m: &'m Module, node: &str) -> (Vec<(&'m Condition, &'m str)>, Op
         );
     }
     let mut direct = None;
-    for e in m.out_edges(node) {
+    for e in edges {
         match &e.kind {
             EdgeKind::Conditional {
                 branches,

@@ -34,8 +34,12 @@ pub struct Module {
     /// Node id → its index in `report.flow.nodes` (the first node of an
     /// id; the checker refuses duplicates).
     pub node_index: BTreeMap<String, usize>,
-    /// Node id → the indices of the edges leaving it, in document order.
+    /// Node id → the indices of the edges leaving it, in document order
+    /// (ids of no node included: the checker reports such edges).
     pub edges_from: BTreeMap<String, Vec<usize>>,
+    /// By node index (as `report.flow.nodes`): the indices of the edges
+    /// leaving that node, in document order.
+    pub out_by_node: Vec<Vec<usize>>,
     /// Node id → the indices of the direct edges entering it, in document
     /// order.
     pub edges_to: BTreeMap<String, Vec<usize>>,
@@ -59,6 +63,12 @@ impl Module {
                 edges_to.entry(to.clone()).or_default().push(i);
             }
         }
+        let out_by_node = report
+            .flow
+            .nodes
+            .iter()
+            .map(|n| edges_from.get(&n.id).cloned().unwrap_or_default())
+            .collect();
         Module {
             path,
             report,
@@ -66,6 +76,7 @@ impl Module {
             subflows,
             node_index,
             edges_from,
+            out_by_node,
             edges_to,
             fingerprints: BTreeMap::new(),
         }
@@ -87,6 +98,26 @@ impl Module {
         self.node_index
             .get(id)
             .and_then(|&i| self.report.flow.nodes.get(i))
+    }
+
+    /// The node with id `id` and the edges leaving it, in document order,
+    /// with one lookup.
+    pub fn node_and_out_edges(
+        &self,
+        id: &str,
+    ) -> Option<(
+        &crate::model::Node,
+        impl Iterator<Item = &crate::model::Edge>,
+    )> {
+        let &i = self.node_index.get(id)?;
+        let node = self.report.flow.nodes.get(i)?;
+        let edges = self
+            .out_by_node
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter_map(|&e| self.report.flow.edges.get(e));
+        Some((node, edges))
     }
 
     /// The edges leaving `id`, in document order.
