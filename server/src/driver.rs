@@ -173,7 +173,8 @@ impl Driver {
             machine,
             effects,
         } = started;
-        self.drive(&run, program, machine, effects, host).await
+        self.drive(&run, program, machine, effects, host, Vec::new())
+            .await
     }
 
     fn create(&self, run: &RunId, start: &Json, sources: &Sources) -> Result<()> {
@@ -212,8 +213,10 @@ impl Driver {
         mut machine: Machine,
         mut effects: Vec<Effect>,
         host: &'h Host,
+        resend: Vec<ToDispatch>,
     ) -> Result<RunResult> {
         let module = machine.module().to_string();
+        let mut resend = Some(resend);
         let mut last = self.store.run_info(run)?.last_fact.n;
         let mut inflight: FuturesUnordered<Pending<'h>> = FuturesUnordered::new();
         // Abort handles of dispatched calls: a Close drops the call's future,
@@ -224,7 +227,9 @@ impl Driver {
         // any call below is dispatched.
         let mut facts: Vec<Json> = Vec::new();
         loop {
-            let mut dispatch: Vec<ToDispatch> = Vec::new();
+            // Calls open at a crash whose binding says `resend = true` go out
+            // again with the same (run, call) pair (DESIGN §5).
+            let mut dispatch: Vec<ToDispatch> = resend.take().unwrap_or_default();
             let mut ended = None;
             for e in effects.drain(..) {
                 if let Some(f) = e.fact() {
@@ -394,7 +399,7 @@ impl Driver {
             if let Err(e) = self.create(&run, &start, &sources) {
                 return CallOutcome::Unknown(format!("nested run not recorded: {e}"));
             }
-            match Box::pin(self.drive(&run, program, machine, effects, host)).await {
+            match Box::pin(self.drive(&run, program, machine, effects, host, Vec::new())).await {
                 Ok(RunResult::Completed { output, .. }) => match flow_abi::decode_json(
                     &output,
                     &flow_abi::Type::Json,
@@ -496,6 +501,27 @@ impl Driver {
         // Effects derived past the record's end come first: record them.
         let mut first: Vec<Effect> = Vec::new();
         first.append(&mut effects);
+        let mut resend: Vec<ToDispatch> = Vec::new();
+        // Durable hitl deadlines that passed while nothing drove the run:
+        // close the call (`timeout`) as the engine says (DESIGN §4).
+        let now = now_ms();
+        for r in self.store.host_records(run)? {
+            if r.kind != HostRecordKind::Timeout {
+                continue;
+            }
+            let (Some(call), Some(due)) = (
+                r.details.get("call").and_then(Json::as_str),
+                r.details.get("due_ms").and_then(Json::as_i64),
+            ) else {
+                continue;
+            };
+            if due <= now && machine.open_calls().iter().any(|c| c.call == call) {
+                let more = machine
+                    .expire(call)
+                    .map_err(|e| Error::Conflict(e.to_string()))?;
+                first.extend(more);
+            }
+        }
         // Admit the supplied reply.
         let open = machine.open_calls();
         let recorded_calls: std::collections::BTreeSet<String> = facts
@@ -523,20 +549,31 @@ impl Driver {
             first.extend(more);
         } else {
             // Settle calls a crash left open (not the human ones, which stay
-            // open until answered): Unknown by default (DESIGN §5).
+            // open until answered): sent again when the binding says
+            // `resend = true`, else Unknown (DESIGN §5).
             for c in open
                 .iter()
                 .filter(|c| c.tool != HUMAN && recorded_calls.contains(&c.call))
             {
-                let outcome = Outcome::Unknown("host restarted".into());
+                let resending = host.resends(machine.module(), &c.tool);
+                let decision = if resending { "resend" } else { "unknown" };
                 self.store.record_host(
                     run,
                     HostRecord {
                         kind: HostRecordKind::OpenCallDecision,
                         at_ms: None,
-                        details: json!({"call": c.call, "decision": "unknown", "reason": "host restarted"}),
+                        details: json!({"call": c.call, "decision": decision, "reason": "host restarted"}),
                     },
                 )?;
+                if resending {
+                    let args = match &c.args {
+                        Json::Object(m) => m.clone(),
+                        _ => Map::new(),
+                    };
+                    resend.push((c.call.clone(), c.tool.clone(), args, None));
+                    continue;
+                }
+                let outcome = Outcome::Unknown("host restarted".into());
                 self.append(
                     run,
                     &mut last,
@@ -548,7 +585,7 @@ impl Driver {
                 first.extend(more);
             }
         }
-        self.drive(run, program, machine, first, host).await
+        self.drive(run, program, machine, first, host, resend).await
     }
 
     /// Forks a run from a root-task Checkpoint: a new run whose Start names
@@ -601,7 +638,8 @@ impl Driver {
         let mut s = sources.clone();
         s.dir = self.program_dir(parent)?;
         self.create(&run, &start, &s)?;
-        self.drive(&run, program, machine, effects, host).await
+        self.drive(&run, program, machine, effects, host, Vec::new())
+            .await
     }
 }
 

@@ -120,6 +120,14 @@ impl Host {
         }
     }
 
+    /// Whether a call to `tool` open at a crash is sent again (its binding
+    /// says `resend = true`).
+    pub fn resends(&self, module: &str, tool: &str) -> bool {
+        self.dispatchers
+            .get(module)
+            .is_some_and(|d| d.resends(tool))
+    }
+
     /// Stops every implementation.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();

@@ -378,3 +378,36 @@ fn flow_test_fixtures_and_histories() {
         "{v}"
     );
 }
+
+/// A hitl `timeout_seconds` is a durable deadline: it outlives the process
+/// that recorded the Call, and the next resume closes the call (`timeout`)
+/// and goes on as `on_timeout` says (DESIGN §4).
+#[test]
+fn hitl_deadline_survives_the_process() {
+    let f = Flow::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let flow_file = tmp.path().join("timed.json");
+    let doc = r#"{"spec_version":"1.0.0","id":"timed-flow",
+      "state_schema":{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"object"}}},
+      "nodes":[{"id":"start","type":"input","output_schema":{"q":{"type":"string"}}},
+        {"id":"ask","type":"hitl_breakpoint","prompt":"{{state.q}}","output_key":"a","timeout_seconds":0,"on_timeout":"skip"},
+        {"id":"done","type":"output"}],
+      "edges":[{"from":"start","to":"ask"},{"from":"ask","to":"done"}]}"#;
+    std::fs::write(&flow_file, doc).unwrap();
+    let (code, v) = f.json(&[
+        "run",
+        flow_file.to_str().unwrap(),
+        "--input",
+        r#"{"q":"?"}"#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    // The deadline passed: a resume with a reply finds the call closed.
+    let (code, v) = f.json(&["resume", &run]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"], json!({"q": "?"}));
+    let (_, h) = f.json(&["history", &run, "--kind", "Close"]);
+    assert_eq!(h["facts"][0]["fact"]["reason"], "timeout", "{h}");
+    let (code, v) = f.json(&["replay", &run]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+}
