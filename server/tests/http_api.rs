@@ -743,3 +743,82 @@ async fn halt_then_continue_then_resume() {
     assert_eq!(s, 409);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn archive_exported_from_one_server_imports_into_another() {
+    let a_dir = tempfile::tempdir().unwrap();
+    let b_dir = tempfile::tempdir().unwrap();
+    let a = TestApp::start(a_dir.path()).await;
+    let b = TestApp::start(b_dir.path()).await;
+    let v = start_review(&a, 10).await;
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let (s, _) = a
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202);
+    let r = a
+        .client
+        .get(a.url(&format!("/v1/runs/{run}/archive")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/x-tar");
+    let tar = r.bytes().await.unwrap().to_vec();
+    let import = |bytes: Vec<u8>| {
+        let b = &b;
+        async move {
+            let r = b
+                .client
+                .post(b.url("/v1/archives"))
+                .header("content-type", "application/x-tar")
+                .body(bytes)
+                .send()
+                .await
+                .unwrap();
+            let s = r.status().as_u16();
+            (
+                s,
+                serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap(),
+            )
+        }
+    };
+    let (s, v) = import(tar.clone()).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["run"], run.as_str());
+    let (s, v) = import(tar.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["imported"], false);
+    let (_, rep) = b.post(&format!("/v1/runs/{run}/replay"), &json!({})).await;
+    assert_eq!(rep["verdict"], "matched");
+    let view = b.until(&run, |_| true).await;
+    assert_eq!(view["state"], "completed");
+    // Garbage and a tampered archive change nothing.
+    let (s, v) = import(b"not a tar".to_vec()).await;
+    assert_eq!(s, 400, "{v}");
+    let mut bad = tar.clone();
+    let pos = bad.windows(8).position(|w| w == b"approved").unwrap();
+    bad[pos] = b'A';
+    let c_dir = tempfile::tempdir().unwrap();
+    let c = TestApp::start(c_dir.path()).await;
+    let r = c
+        .client
+        .post(c.url("/v1/archives"))
+        .body(bad)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    assert!(s == 422 || s == 400, "{s} {text}");
+    assert!(!text.contains("flowd-archive-"), "no server path: {text}");
+    let (_, runs) = c.get("/v1/runs").await;
+    assert_eq!(runs["runs"], json!([]));
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+}

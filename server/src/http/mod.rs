@@ -10,6 +10,7 @@
 //! CLI's `flow resume` settles them), and [`run`] continues every run left
 //! `running` before it accepts requests.
 
+pub mod archive;
 pub mod auth;
 pub mod cli;
 pub mod error;
@@ -91,6 +92,8 @@ struct Inner {
     /// Run state changes across runs.
     events: broadcast::Sender<StateEvent>,
     metrics: metrics::Metrics,
+    /// Per-run head watches shared by SSE subscribers.
+    hub: sse::Hub,
 }
 
 /// A drive's result as JSON, or the API error it ended with; `None` while
@@ -115,6 +118,7 @@ impl AppState {
                 active: Mutex::new(HashMap::new()),
                 events,
                 metrics: metrics::Metrics::default(),
+                hub: sse::Hub::default(),
             }),
         }
     }
@@ -137,6 +141,10 @@ impl AppState {
 
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.inner.metrics
+    }
+
+    pub fn hub(&self) -> &sse::Hub {
+        &self.inner.hub
     }
 
     pub fn events(&self) -> broadcast::Receiver<StateEvent> {

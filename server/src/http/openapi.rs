@@ -61,6 +61,8 @@ impl Modify for Bearer {
         routes::halt_run,
         routes::get_source,
         routes::get_blob,
+        super::archive::export_archive,
+        super::archive::import_archive,
         routes::list_calls,
         sse::run_events,
         sse::state_events,

@@ -38,6 +38,11 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runs/{run}/fork", post(fork_run))
         .route("/v1/runs/{run}/halt", post(halt_run))
         .route("/v1/runs/{run}/sources/{module}", get(get_source))
+        .route(
+            "/v1/runs/{run}/archive",
+            get(super::archive::export_archive),
+        )
+        .route("/v1/archives", post(super::archive::import_archive))
         .route("/v1/blobs/{hash}", get(get_blob))
         .route("/v1/calls", get(list_calls))
         .route("/v1/events", get(super::sse::state_events))

@@ -24,13 +24,18 @@ use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use flow_store::{Subscribe, Tail, TailEvent};
-use futures_util::{Stream, StreamExt};
+use flow_store::{FactKind, ReadHistory, RunId, StoredFact, Subscribe, TailEvent};
+use futures_util::StreamExt;
 use serde::Deserialize;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio_stream::wrappers::BroadcastStream;
 use utoipa::IntoParams;
+
+type EventStream = futures_util::stream::BoxStream<'static, Result<Event, Infallible>>;
 
 /// How long one blocking tail step waits before checking for shutdown.
 const STEP: Duration = Duration::from_millis(500);
@@ -65,7 +70,7 @@ pub async fn run_events(
     PathArgs(run): PathArgs<String>,
     QueryArgs(q): QueryArgs<EventsQuery>,
     headers: HeaderMap,
-) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+) -> ApiResult<Sse<axum::response::sse::KeepAliveStream<EventStream>>> {
     let run = run_id(&run)?;
     let after = match headers.get("last-event-id") {
         Some(v) => v
@@ -75,61 +80,197 @@ pub async fn run_events(
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be a fact number"))?,
         None => q.after.unwrap_or(0),
     };
-    let tail = {
+    // Subscribe first (STYLE rule 9): take the run's head watch before the
+    // first read, so a fact committed after that read still wakes us.
+    let info = {
         let s = state.clone();
         let r = run.clone();
-        tokio::task::spawn_blocking(move || -> ApiResult<Box<dyn Tail>> {
-            super::routes::require_run(&s, &r)?;
-            Ok(s.store().subscribe(&r, after)?)
-        })
-        .await
-        .map_err(ApiError::internal)??
+        tokio::task::spawn_blocking(move || super::routes::require_run(&s, &r))
+            .await
+            .map_err(ApiError::internal)??
     };
+    if info.ending.is_some() && after >= info.last_fact.n {
+        // Nothing after the End the client already has.
+        let empty = futures_util::stream::empty::<Result<Event, Infallible>>().boxed();
+        return Ok(Sse::new(empty).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)));
+    }
+    let rx = state.hub().watch(&state, &run, info.last_fact.n);
     state.metrics().sse_subscribers.inc();
-    let guard = Subscribed(state.clone());
-    let stream = futures_util::stream::unfold((tail, guard), |(mut tail, guard)| async move {
+    let sub = Subscriber {
+        state: state.clone(),
+        run,
+        last: after,
+        buf: VecDeque::new(),
+        rx,
+        done: false,
+        _guard: Subscribed(state.clone()),
+    };
+    let stream = futures_util::stream::unfold(sub, |mut sub| async move {
+        let f = sub.next().await?;
+        let ev = Event::default()
+            .id(f.n.to_string())
+            .event(f.kind.as_str())
+            .data(flow_abi::json::canonical(&f.fact));
+        Some((Ok(ev), sub))
+    })
+    .take_until(state.shutdown().clone().cancelled_owned())
+    .boxed();
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+/// One SSE subscriber's cursor: facts come from catch-up reads of the
+/// store after `last`; the hub's watch only says when to read again.
+struct Subscriber {
+    state: AppState,
+    run: RunId,
+    last: u64,
+    buf: VecDeque<StoredFact>,
+    rx: watch::Receiver<u64>,
+    done: bool,
+    _guard: Subscribed,
+}
+
+impl Subscriber {
+    async fn next(&mut self) -> Option<StoredFact> {
         loop {
-            let r = tokio::task::spawn_blocking(move || {
-                let e = tail.next_event(STEP);
-                (tail, e)
-            })
-            .await;
-            let Ok((t, e)) = r else {
-                return None;
-            };
-            tail = t;
-            match e {
-                Ok(TailEvent::Fact(f)) => {
-                    let data = flow_abi::json::canonical(&f.fact);
-                    let ev = Event::default()
-                        .id(f.n.to_string())
-                        .event(f.kind.as_str())
-                        .data(data);
-                    return Some((Ok(ev), (tail, guard)));
+            if let Some(f) = self.buf.pop_front() {
+                // Strictly by number: never a gap, never a duplicate.
+                if f.n != self.last + 1 {
+                    tracing::warn!(run.id = %self.run, fact.n = f.n, "SSE read out of order; ending the stream");
+                    return None;
                 }
-                Ok(TailEvent::Idle) => {
-                    if guard.0.shutdown().is_cancelled() {
-                        return None;
-                    }
+                self.last = f.n;
+                self.done = f.kind == FactKind::End;
+                return Some(f);
+            }
+            if self.done || self.state.shutdown().is_cancelled() {
+                return None;
+            }
+            // Mark the current head seen before reading: a later bump
+            // wakes `changed()` below.
+            let head = *self.rx.borrow_and_update();
+            let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
+            let facts =
+                tokio::task::spawn_blocking(move || s.store().read_after(&r, last, READ_BATCH))
+                    .await
+                    .ok()?;
+            match facts {
+                Ok(f) if !f.is_empty() => {
+                    self.buf.extend(f);
                     continue;
                 }
-                Ok(TailEvent::Ended) => return None,
+                Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "SSE tail failed; ending the stream");
+                    tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
                     return None;
                 }
             }
+            if head > self.last {
+                continue;
+            }
+            if self.rx.changed().await.is_err() {
+                // The watcher stopped (its run ended or it failed): one
+                // more read decides; if the run goes on, watch it again.
+                let ended = self
+                    .state
+                    .store()
+                    .run_info(&self.run)
+                    .map(|i| i.ending.is_some() && i.last_fact.n <= self.last)
+                    .unwrap_or(true);
+                if ended {
+                    return None;
+                }
+                self.rx = self.state.hub().watch(&self.state, &self.run, self.last);
+            }
         }
-    });
-    let stream = stream.take_until(state.shutdown().clone().cancelled_owned());
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    }
+}
+
+/// Catch-up read size.
+const READ_BATCH: u32 = 256;
+
+/// Per-run watches of the durable head (ECOSYSTEM §1 "Fan-out"): one
+/// blocking watcher per watched run follows the store's tail and publishes
+/// the latest fact number; any number of subscribers share it and read the
+/// facts themselves. A watcher ends when its run ends, when no subscriber
+/// is left, or on shutdown.
+#[derive(Default)]
+pub struct Hub {
+    runs: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl Hub {
+    pub fn watch(&self, state: &AppState, run: &RunId, head: u64) -> watch::Receiver<u64> {
+        let Ok(mut runs) = self.runs.lock() else {
+            // A poisoned map: a closed channel makes the subscriber read.
+            return watch::channel(head).1;
+        };
+        if let Some(tx) = runs.get(run.as_str()) {
+            return tx.subscribe();
+        }
+        let (tx, rx) = watch::channel(head);
+        runs.insert(run.to_string(), tx.clone());
+        drop(runs);
+        let (s, r) = (state.clone(), run.clone());
+        tokio::task::spawn_blocking(move || watcher(&s, &r, head, tx));
+        rx
+    }
+}
+
+fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>) {
+    let remove = |tx: &watch::Sender<u64>| {
+        if let Ok(mut runs) = state.hub().runs.lock()
+            && runs.get(run.as_str()).is_some_and(|t| t.same_channel(tx))
+        {
+            runs.remove(run.as_str());
+        }
+    };
+    let mut tail = match state.store().subscribe(run, head) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(run.id = %run, error = %e, "SSE watcher could not start");
+            remove(&tx);
+            return;
+        }
+    };
+    loop {
+        match tail.next_event(STEP) {
+            Ok(TailEvent::Fact(f)) => {
+                tx.send_replace(f.n);
+                if f.kind == FactKind::End {
+                    break;
+                }
+            }
+            Ok(TailEvent::Idle) => {
+                if state.shutdown().is_cancelled() {
+                    break;
+                }
+                // Leave only when nobody watches, deciding under the map's
+                // lock so a new subscriber never gets a dying channel.
+                if let Ok(mut runs) = state.hub().runs.lock()
+                    && tx.receiver_count() == 0
+                {
+                    if runs.get(run.as_str()).is_some_and(|t| t.same_channel(&tx)) {
+                        runs.remove(run.as_str());
+                    }
+                    return;
+                }
+            }
+            Ok(TailEvent::Ended) => break,
+            Err(e) => {
+                tracing::warn!(run.id = %run, error = %e, "SSE watcher failed");
+                break;
+            }
+        }
+    }
+    remove(&tx);
 }
 
 #[utoipa::path(get, path = "/v1/events", operation_id = "stream_events",
     responses((status = 200, description = "`text/event-stream` of run state changes: `event: state`, data `{run, state, …}`", body = String, content_type = "text/event-stream")))]
 pub async fn state_events(
     State(state): State<AppState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Sse<axum::response::sse::KeepAliveStream<EventStream>> {
     let rx = state.events();
     state.metrics().sse_subscribers.inc();
     let guard = Subscribed(state.clone());
@@ -143,6 +284,8 @@ pub async fn state_events(
                 .event("state")
                 .data(flow_abi::json::canonical(&v)))
         });
-    let stream = stream.take_until(state.shutdown().clone().cancelled_owned());
+    let stream = stream
+        .take_until(state.shutdown().clone().cancelled_owned())
+        .boxed();
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
