@@ -1030,3 +1030,103 @@ fn fork_refuses_unknown_fields_wrong_types_and_unknown_nodes() {
         Refusal::NoModule("other.json".into())
     );
 }
+
+// ------------------------------------------------------------ fn_ref roles
+
+#[test]
+fn condition_fn_refs_are_calls_tried_in_order() {
+    let (mut run, first) = Run::of("fn-refs", json!({"n": 5}));
+    assert_eq!(
+        calls(&first),
+        [r#"Call c1:root#1 fn/cond#big {"input":{"state":{"n":5}}}"#]
+    );
+    // false: the expression branch is tried (n > 100 does not hold), then
+    // the next fn_ref.
+    let e = run.feed("c1:root#1", ok(json!(false)));
+    assert_eq!(
+        calls(&e),
+        [r#"Call c1:root#2 fn/cond#small {"input":{"state":{"n":5}}}"#]
+    );
+    let e = run.feed("c1:root#2", ok(json!(true)));
+    assert_eq!(
+        lines(&e),
+        ["Checkpoint root small", r#"End Completed small {"n":5}"#]
+    );
+    run.assert_replays();
+    // An answer that is not a boolean faults.
+    let (mut run, _) = Run::of("fn-refs", json!({"n": 5}));
+    let e = run.feed("c1:root#1", ok(json!("yes")));
+    assert_eq!(
+        lines(&e),
+        [r#"End Faulted node route: condition function answered "yes", not a boolean"#]
+    );
+    run.assert_replays();
+}
+
+#[test]
+fn join_fn_ref_gets_the_results_in_target_order() {
+    let (mut run, first) = Run::of("fn-refs", json!({"n": 5}));
+    assert_eq!(calls(&first).len(), 1);
+    let e = run.feed("c1:root#1", ok(json!(true)));
+    // Both branches are mappings: they reach the join at once; the join
+    // function is the root task's next call.
+    assert_eq!(
+        lines(&e),
+        [
+            "Checkpoint root fork",
+            "Checkpoint root/left left",
+            "Checkpoint root/right right",
+            r#"Call c1:root#2 fn/joins#sum {"input":{"results":[{"left":5},{"right":5}]}}"#,
+        ]
+    );
+    let e = run.feed("c1:root#2", ok(json!({"sum": 10})));
+    assert_eq!(
+        lines(&e),
+        [
+            "Checkpoint root join",
+            "Checkpoint root big",
+            r#"End Completed big {"joined":{"sum":10},"left":5,"n":5,"right":5}"#,
+        ]
+    );
+    run.assert_replays();
+}
+
+#[test]
+fn debate_custom_speaker_and_no_repeat() {
+    let mut doc = flow_doc("debate");
+    let cfg = &mut doc["nodes"][1]["config"];
+    cfg["speaker_selection"] = json!("custom");
+    cfg["speaker_selection_fn_ref"] = json!("pick:next");
+    cfg["allow_repeat_speaker"] = json!(false);
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("debate.json".to_string(), doc);
+    let p = program_of(files, "debate.json");
+    let (mut run, first) = Run::start(&p, "debate.json", json!({"topic": "tea"}));
+    assert_eq!(
+        calls(&first),
+        [r#"Call c1:root#1 fn/pick#next {"input":{"agents":["pro","con"],"transcript":[]}}"#]
+    );
+    let e = run.feed("c1:root#1", ok(json!("con")));
+    assert!(calls(&e)[0].starts_with(r#"Call c1:root#2 std/llm#chat {"model":"m-con""#));
+    let e = run.feed("c1:root#2", text("No."));
+    assert_eq!(
+        calls(&e),
+        [
+            r#"Call c1:root#3 fn/pick#next {"input":{"agents":["pro","con"],"transcript":[{"speaker":"con","text":"No."}]}}"#
+        ]
+    );
+    // con again, with allow_repeat_speaker false: a fault.
+    let e = run.feed("c1:root#3", ok(json!("con")));
+    assert_eq!(
+        lines(&e),
+        ["End Faulted node debate: con would speak twice in a row"]
+    );
+    run.assert_replays();
+    // An id that is not one of the debate's agents.
+    let (mut run, _) = Run::start(&p, "debate.json", json!({"topic": "tea"}));
+    let e = run.feed("c1:root#1", ok(json!("judge")));
+    assert_eq!(
+        lines(&e),
+        ["End Faulted node debate: \"judge\" is not one of the debate's agents"]
+    );
+}
