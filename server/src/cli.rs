@@ -421,6 +421,32 @@ async fn dispatch(cli: Cli) -> Result<u8> {
     }
 }
 
+/// Whether to style diagnostics on standard output (running-a-program.txt:
+/// "auto styles only when the specific output destination is a terminal,
+/// NO_COLOR is absent or empty, and TERM is not dumb"; `always` overrides
+/// those conditions; JSON is never styled).
+fn styled(g: &Global) -> bool {
+    match g.color {
+        Color::Always => !g.json,
+        Color::Never => false,
+        Color::Auto => {
+            !g.json
+                && std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        }
+    }
+}
+
+/// A severity label, in red or yellow when styled.
+fn label(severity: &str, style: bool) -> String {
+    match (style, severity) {
+        (true, "error") => format!("\x1b[1;31m{severity}\x1b[0m"),
+        (true, _) => format!("\x1b[1;33m{severity}\x1b[0m"),
+        (false, _) => severity.to_string(),
+    }
+}
+
 fn check(g: &Global, flow: &Path) -> Result<u8> {
     let sources = Sources::read(flow)?;
     let mut all = Vec::new();
@@ -460,10 +486,11 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
     if g.json {
         println!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {
+        let style = styled(g);
         for d in &all {
             println!(
                 "{}[{}] {}#{}: {}",
-                d["severity"].as_str().unwrap_or("error"),
+                label(d["severity"].as_str().unwrap_or("error"), style),
                 d["code"].as_str().unwrap_or("-"),
                 d["module"].as_str().unwrap_or(""),
                 d["pointer"].as_str().unwrap_or(""),
