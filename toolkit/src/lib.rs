@@ -46,7 +46,7 @@ use flow_abi::protocol::{
 };
 use flow_abi::signature::ToolDecl;
 use flow_abi::types::{Body, Decl, Type, TypeSet};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -375,8 +375,10 @@ impl Toolkit {
             args,
             types: self.types.clone(),
         };
-        // A panic ends the handler's own task, not the process.
-        let result = tokio::spawn(handler(c)).await;
+        // A panic ends the handler, not the process (nor the other calls).
+        let result = std::panic::AssertUnwindSafe(handler(c))
+            .catch_unwind()
+            .await;
         let check = |v: &Value, ty: &Type| flow_abi::decode(&v.canonical(), ty, &self.types);
         match result {
             Ok(Ok(v)) => match check(&v, &decl.ok) {
@@ -395,8 +397,7 @@ impl Toolkit {
             Ok(Err(ToolError::Other(msg))) => Outcome::Unknown(format!(
                 "the handler stopped with an undeclared error: {msg}"
             )),
-            Err(e) if e.is_panic() => Outcome::Unknown("the handler panicked".into()),
-            Err(_) => Outcome::Unknown("the handler was stopped".into()),
+            Err(_) => Outcome::Unknown("the handler panicked".into()),
         }
     }
 }
