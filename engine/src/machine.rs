@@ -153,6 +153,10 @@ pub enum FeedError {
     NotOpen(String),
     #[error("the run has ended")]
     Ended,
+    #[error(
+        "call {0} has no deadline (only a hitl_breakpoint's own call with timeout_seconds has one)"
+    )]
+    NoDeadline(String),
 }
 
 /// An open call, as hosts and views see it.
@@ -431,16 +435,24 @@ impl Machine {
         }
         let p = self
             .calls
-            .remove(call)
+            .get(call)
             .ok_or_else(|| FeedError::NotOpen(call.to_string()))?;
+        // Only the calls a Deadline effect was given for can expire.
+        let on_timeout = match self.node(&p.node).map(|n| &n.kind) {
+            Some(NodeKind::Hitl(h))
+                if p.purpose == Purpose::Node && h.timeout_seconds.is_some() =>
+            {
+                h.on_timeout
+            }
+            _ => return Err(FeedError::NoDeadline(call.to_string())),
+        };
+        let Some(p) = self.calls.remove(call) else {
+            return Err(FeedError::NotOpen(call.to_string()));
+        };
         self.out.push(Effect::Close {
             call: call.to_string(),
             reason: "timeout".into(),
         });
-        let on_timeout = match self.node(&p.node).map(|n| &n.kind) {
-            Some(NodeKind::Hitl(h)) => h.on_timeout,
-            _ => OnTimeout::Raise,
-        };
         match on_timeout {
             OnTimeout::Raise => self.fault(format!(
                 "node {}: call {call} to {} timed out",

@@ -1130,3 +1130,25 @@ fn debate_custom_speaker_and_no_repeat() {
         ["End Faulted node debate: \"judge\" is not one of the debate's agents"]
     );
 }
+
+#[test]
+fn only_a_hitl_call_with_a_deadline_can_expire() {
+    use flow_engine::machine::FeedError;
+    let (mut run, _) = Run::of("tool-invoke", json!({"q": "rust", "limit": 2}));
+    assert_eq!(
+        run.machine.expire("c1:root#1"),
+        Err(FeedError::NoDeadline("c1:root#1".into()))
+    );
+    // Nothing changed: the call is still open and answers normally.
+    assert_eq!(run.open(), ["c1:root#1"]);
+    run.feed("c1:root#1", ok(json!({"hits": [], "total": 0})));
+    assert!(run.output().is_object());
+    run.assert_replays();
+    // A forged timeout Close of that call in a history diverges.
+    let (run, _) = Run::of("tool-invoke", json!({"q": "rust", "limit": 2}));
+    let mut f = run.facts.clone();
+    f.push(json!({"fact": "Close", "n": 5, "call": "c1:root#1", "reason": "timeout"}));
+    let (n, why) = diverged_at(&run.program, &f);
+    assert_eq!(n, 5);
+    assert!(why.contains("has no deadline"), "{why}");
+}
