@@ -142,3 +142,41 @@ proptest! {
         prop_assert!(completed);
     }
 }
+
+#[test]
+fn resume_from_every_root_checkpoint_reaches_the_same_end() {
+    // Issue 4, Tests: "Resume from every checkpoint of a recorded run
+    // reaches the same End" — here for nested parallel branches, with the
+    // same reply function.
+    let p = program(&["parallel-nested"]);
+    let (mut run, _) = Run::start(&p, "parallel-nested.json", json!({"topic": "t"}));
+    while run.ending().is_none() {
+        let c = run.machine.open_calls().remove(0);
+        run.feed(&c.call, reply(&c.call, &c.args));
+    }
+    let end = run.ending().unwrap().clone();
+    let mut resumed = 0;
+    for e in &run.effects {
+        let Effect::Checkpoint { task, node, state } = e else {
+            continue;
+        };
+        if task != "root" {
+            continue;
+        }
+        let (mut m, _) = flow_engine::machine::Machine::resume_at(
+            p.clone(),
+            "parallel-nested.json",
+            node,
+            state.clone(),
+        )
+        .unwrap();
+        while m.ending().is_none() {
+            let c = m.open_calls().remove(0);
+            m.feed(&c.call, &reply(&c.call, &c.args)).unwrap();
+        }
+        assert_eq!(m.ending(), Some(&end), "from {node}");
+        resumed += 1;
+    }
+    // start, fork, join (after the branches were joined), done.
+    assert_eq!(resumed, 4);
+}
