@@ -148,6 +148,7 @@ pub fn offline_answer(
                 root: s,
                 seed,
                 prompt,
+                budget: std::cell::Cell::new(10_000),
             }
             .value(s, "", 0)
         }
@@ -158,6 +159,9 @@ struct Fit<'a> {
     root: &'a Json,
     seed: [u8; 32],
     prompt: &'a str,
+    /// Values still to be made: a schema cannot make the answer explode
+    /// (nested arrays multiply).
+    budget: std::cell::Cell<usize>,
 }
 
 impl Fit<'_> {
@@ -194,9 +198,10 @@ impl Fit<'_> {
 
     fn value(&self, s: &Json, path: &str, depth: usize) -> Json {
         let s = self.resolve(s);
-        if depth > 16 {
+        if depth > 16 || self.budget.get() == 0 {
             return Json::Null;
         }
+        self.budget.set(self.budget.get() - 1);
         if let Some(c) = s.get("const") {
             return c.clone();
         }
