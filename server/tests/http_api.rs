@@ -822,3 +822,38 @@ async fn archive_exported_from_one_server_imports_into_another() {
     b.stop().await;
     c.stop().await;
 }
+
+#[tokio::test]
+async fn hitl_deadline_fires_in_the_server_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut flow = review_flow();
+    for n in flow["nodes"].as_array_mut().unwrap() {
+        if n["id"] == "review" {
+            n["timeout_seconds"] = json!(1);
+            n["on_timeout"] = json!("skip");
+        }
+    }
+    let body = json!({"flow": flow, "input": {"text": "late"}, "wait": 10});
+    let app = TestApp::start(dir.path()).await;
+    let (s, v) = app.post("/v1/runs", &body).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    // Skip: the run goes on without a review and is returned.
+    let done = app.until(&run, |v| v["state"] == "completed").await;
+    assert_eq!(done["exit"], "returned", "{done}");
+    // A deadline that passes while no server runs fires at the next start.
+    let (s, v) = app.post("/v1/runs", &body).await;
+    assert_eq!(s, 201);
+    let run2 = v["run"].as_str().unwrap().to_string();
+    app.stop().await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let app = TestApp::start(dir.path()).await;
+    let done = app.until(&run2, |v| v["state"] == "completed").await;
+    assert_eq!(done["exit"], "returned");
+    let (_, rep) = app
+        .post(&format!("/v1/runs/{run2}/replay"), &json!({}))
+        .await;
+    assert_eq!(rep["verdict"], "matched");
+    app.stop().await;
+}

@@ -13,6 +13,7 @@
 pub mod archive;
 pub mod auth;
 pub mod cli;
+pub mod deadlines;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
@@ -94,6 +95,7 @@ struct Inner {
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
     hub: sse::Hub,
+    deadlines: deadlines::Deadlines,
 }
 
 /// A drive's result as JSON, or the API error it ended with; `None` while
@@ -119,6 +121,7 @@ impl AppState {
                 events,
                 metrics: metrics::Metrics::default(),
                 hub: sse::Hub::default(),
+                deadlines: deadlines::Deadlines::default(),
             }),
         }
     }
@@ -141,6 +144,10 @@ impl AppState {
 
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.inner.metrics
+    }
+
+    pub fn deadlines(&self) -> &deadlines::Deadlines {
+        &self.inner.deadlines
     }
 
     pub fn hub(&self) -> &sse::Hub {
@@ -337,6 +344,9 @@ impl AppState {
                     let j = res.to_json();
                     let st = j["state"].as_str().unwrap_or("").to_string();
                     state.inner.metrics.finished(&st);
+                    if st == "paused" {
+                        state.deadlines().watch_run(&state, res.run());
+                    }
                     state.publish(res.run().as_str(), &st, json!({}));
                     let _ = done.send(Some(Ok(j)));
                 }
@@ -572,6 +582,13 @@ pub async fn run(
         let n = state.recover().await;
         if n > 0 {
             tracing::info!(runs = n, "continued runs left running");
+        }
+    }
+    // hitl deadlines: armed from the store, fired while serving.
+    {
+        let s = state.clone();
+        if let Ok(mut set) = state.inner.tasks.lock() {
+            set.spawn(deadlines::service(s));
         }
     }
     let addr = listener.local_addr()?;

@@ -434,6 +434,27 @@ fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>, Option<Jso
     Ok((open, end))
 }
 
+/// The ids of `run`'s open calls.
+pub(super) fn open_call_ids(state: &AppState, run: &RunId) -> ApiResult<BTreeSet<String>> {
+    let h = state.store().read_history(run)?;
+    let mut open = BTreeSet::new();
+    for f in &h.facts {
+        let Some(c) = f.fact.get("call").and_then(Json::as_str) else {
+            continue;
+        };
+        match f.kind {
+            FactKind::Call => {
+                open.insert(c.to_string());
+            }
+            FactKind::Reply | FactKind::Close => {
+                open.remove(c);
+            }
+            _ => {}
+        }
+    }
+    Ok(open)
+}
+
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
