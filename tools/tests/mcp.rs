@@ -245,13 +245,20 @@ async fn cancel_and_crash() {
     )
     .await;
     assert!(r.is_err());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let msgs = log(dir.path());
+    // The cancel reaches the server (poll: it is written asynchronously).
+    let cancelled = |m: &serde_json::Value| {
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "c1:slow#1"
+    };
+    for _ in 0..60 {
+        if log(dir.path()).iter().any(cancelled) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(
-        msgs.iter()
-            .any(|m| m["method"] == "notifications/cancelled"
-                && m["params"]["requestId"] == "c1:slow#1"),
-        "{msgs:?}"
+        log(dir.path()).iter().any(cancelled),
+        "{:?}",
+        log(dir.path())
     );
     let out = p
         .call(req("c2", "crash", serde_json::json!({"text": "x"})))

@@ -186,7 +186,8 @@ async fn call_that_never_reached_is_not_run() {
         ok_text(&p.call(req("c1", "t.json#echo", "closein")).await).as_deref(),
         Some("closing")
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The fixture closes its stdin right after that reply and lives 0.5 s.
+    tokio::time::sleep(Duration::from_millis(250)).await;
     let out = p.call(req("c2", "t.json#echo", "ok:x")).await;
     assert!(
         matches!(&out, CallOutcome::NotRun(w) if w.contains("before the call was sent")),
