@@ -194,10 +194,15 @@ fn read_arg(v: &str) -> Result<String> {
 /// only with `--allow` (or after asking on a terminal); with no terminal and
 /// no `--allow` the run is refused naming `--allow`.
 fn approve(program: &flow_engine::program::Program, dir: Option<&Path>, allow: bool) -> Result<()> {
-    let needs = program
-        .reachable()
-        .iter()
-        .any(|(_, id)| id != crate::host::HUMAN && id != crate::host::SLEEP);
+    let needs = program.reachable().iter().any(|(_, id)| {
+        ![
+            crate::host::HUMAN,
+            crate::host::SLEEP,
+            crate::host::MEMORY_READ,
+            crate::host::MEMORY_WRITE,
+        ]
+        .contains(&id.as_str())
+    });
     if !needs || allow || dir.is_none() {
         return Ok(());
     }
@@ -221,10 +226,12 @@ async fn bind_host(
     program: &flow_engine::program::Program,
     dir: Option<PathBuf>,
     allow: bool,
+    store: &Arc<SqliteStore>,
 ) -> Result<Host> {
     approve(program, dir.as_deref(), allow)?;
     let mut opts = HostOptions {
         program_dir: dir,
+        memory: Some(store.clone()),
         ..HostOptions::default()
     };
     Host::bind(program, &mut opts).await
@@ -239,8 +246,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let sources = Sources::read(&flow)?;
             let program = sources.program()?;
             let input = read_arg(&input)?;
-            let host = bind_host(&program, sources.dir.clone(), allow).await?;
-            let driver = Driver::new(open_store(&g)?);
+            let store = open_store(&g)?;
+            let host = bind_host(&program, sources.dir.clone(), allow, &store).await?;
+            let driver = Driver::new(store);
             let r = driver.start(&sources, program, &input, &host).await;
             host.shutdown().await;
             show_result(&g, &r?)
@@ -259,7 +267,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 _ => None,
             };
             let dir = driver.program_dir(&run)?;
-            let host = bind_host(&program, dir, allow).await?;
+            let host = bind_host(&program, dir, allow, &driver.store).await?;
             let r = driver.resume(&run, program, facts, reply, &host).await;
             host.shutdown().await;
             show_result(&g, &r?)
@@ -281,7 +289,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let driver = Driver::new(open_store(&g)?);
             let (_, program, _) = driver.program_of(&run)?;
             let dir = driver.program_dir(&run)?;
-            let host = bind_host(&program, dir, allow).await?;
+            let host = bind_host(&program, dir, allow, &driver.store).await?;
             let r = driver.fork(&run, checkpoint, &sets, &host).await;
             host.shutdown().await;
             show_result(&g, &r?)

@@ -22,9 +22,16 @@ use tokio_util::sync::CancellationToken;
 pub const HUMAN: &str = "std/human#input";
 /// `std/clock#sleep` is served by the host: a recorded wait.
 pub const SLEEP: &str = "std/clock#sleep";
+/// `std/memory#read|write` are served by the host from the store's own
+/// database when the host has one (DESIGN §4).
+pub const MEMORY_READ: &str = "std/memory#read";
+pub const MEMORY_WRITE: &str = "std/memory#write";
+
+/// Where the host keeps key-value memory.
+pub type MemoryBackend = Arc<dyn flow_store::Memory + Send + Sync>;
 
 /// What a host binds with.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct HostOptions {
     /// The program root on disk, for flow.toml; `None` for submitted source.
     pub program_dir: Option<PathBuf>,
@@ -32,6 +39,9 @@ pub struct HostOptions {
     /// the server's configuration).
     pub resolver: Resolver,
     pub bind: BindOptions,
+    /// Serves `std/memory#read|write` in the host; without it they must be
+    /// bound like any Tool.
+    pub memory: Option<MemoryBackend>,
 }
 
 /// The bound Tools of one run.
@@ -39,6 +49,10 @@ pub struct Host {
     /// One dispatcher per module of the program (each has its own types).
     dispatchers: BTreeMap<String, Dispatcher>,
     shutdown: CancellationToken,
+    memory: Option<MemoryBackend>,
+    /// `(module, memory store id)` of the thread-scoped stores: their keys
+    /// live per run.
+    thread_scoped: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Host {
@@ -62,6 +76,8 @@ impl Host {
                 .filter(|d| {
                     d.identity != HUMAN
                         && d.identity != SLEEP
+                        && !(options.memory.is_some()
+                            && (d.identity == MEMORY_READ || d.identity == MEMORY_WRITE))
                         && !m
                             .subflows
                             .values()
@@ -93,9 +109,23 @@ impl Host {
             }
             return Err(Error::Bind(refusals));
         }
+        let thread_scoped = program
+            .modules
+            .iter()
+            .flat_map(|(path, m)| {
+                m.report
+                    .flow
+                    .memory_stores
+                    .iter()
+                    .filter(|(_, s)| s.scope.as_deref() == Some("thread"))
+                    .map(move |(id, _)| (path.clone(), id.clone()))
+            })
+            .collect();
         Ok(Host {
             dispatchers,
             shutdown,
+            memory: options.memory.clone(),
+            thread_scoped,
         })
     }
 
@@ -111,12 +141,62 @@ impl Host {
             tokio::time::sleep(Duration::from_millis(ms.min(3_600_000))).await;
             return CallOutcome::Ok(flow_abi::Value::Unit);
         }
+        if let Some(mem) = &self.memory
+            && (req.tool == MEMORY_READ || req.tool == MEMORY_WRITE)
+        {
+            return self.memory_call(mem.clone(), module, req).await;
+        }
         let Some(d) = self.dispatchers.get(module) else {
             return CallOutcome::NotRun(format!("{} is not bound", req.tool));
         };
         match d.call(req).await {
             Ok(o) => o,
             Err(_) => CallOutcome::Unknown("the host is shutting down".into()),
+        }
+    }
+
+    /// Serves a memory call from the store's database (off the runtime:
+    /// SQLite is synchronous).
+    async fn memory_call(&self, mem: MemoryBackend, module: &str, req: CallRequest) -> CallOutcome {
+        let Some(store_id) = req.args.get("store").and_then(serde_json::Value::as_str) else {
+            return CallOutcome::NotRun("a memory call names its store".into());
+        };
+        let ns = if self
+            .thread_scoped
+            .contains(&(module.to_string(), store_id.to_string()))
+        {
+            format!("{}/{store_id}", req.run)
+        } else {
+            store_id.to_string()
+        };
+        let key = req
+            .args
+            .get("key")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        let write = req.tool == MEMORY_WRITE;
+        let value = req
+            .args
+            .get("value")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        let merge = req.args.get("mode").and_then(serde_json::Value::as_str) != Some("overwrite");
+        let done = tokio::task::spawn_blocking(move || {
+            if write {
+                mem.memory_write(&ns, &key, &value, merge).map(|()| None)
+            } else {
+                mem.memory_read(&ns, &key)
+                    .map(|v| Some(v.unwrap_or(serde_json::Value::Null)))
+            }
+        })
+        .await;
+        match done {
+            Ok(Ok(None)) => CallOutcome::Ok(flow_abi::Value::Unit),
+            Ok(Ok(Some(v))) => CallOutcome::Ok(flow_abi::Value::Json(v)),
+            // Whether a write landed is not known once it was attempted.
+            Ok(Err(e)) if write => CallOutcome::Unknown(format!("memory write: {e}")),
+            Ok(Err(e)) => CallOutcome::NotRun(format!("memory read: {e}")),
+            Err(e) => CallOutcome::Unknown(format!("memory call stopped: {e}")),
         }
     }
 

@@ -411,3 +411,27 @@ fn hitl_deadline_survives_the_process() {
     let (code, v) = f.json(&["replay", &run]);
     assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
 }
+
+/// std/memory is served from the store's own database (DESIGN §4): a
+/// global store outlives the run, a thread-scoped one is per run.
+#[test]
+fn memory_nodes_use_the_store() {
+    let f = Flow::new();
+    let notes = repo().join("examples/flows/notes/notes.json");
+    let notes = notes.to_str().unwrap();
+    let (code, v) = f.json(&["run", notes, "--input", r#"{"key":"k","note":"first"}"#]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"]["previous"], Json::Null);
+    let (code, v) = f.json(&["run", notes, "--input", r#"{"key":"k","note":"second"}"#]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"]["previous"], "first");
+    assert_eq!(
+        v["output"]["scratch"],
+        Json::Null,
+        "thread scope is per run"
+    );
+    let run = v["run"].as_str().unwrap().to_string();
+    // The reply is history: replay needs no store lookup.
+    let (code, v) = f.json(&["replay", &run]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+}

@@ -857,3 +857,46 @@ async fn hitl_deadline_fires_in_the_server_and_after_a_restart() {
     assert_eq!(rep["verdict"], "matched");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn unbound_tools_are_refused_with_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = TestApp::start(dir.path()).await;
+    let p =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/support/support.json");
+    let flow: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let (s, v) = app
+        .post("/v1/runs", &json!({"flow": flow, "name": "support.json", "input": {"question": "where is o-1?", "order_id": "o-1"}}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["type"], "urn:flowd:problem:unbound", "{v}");
+    let listed = v["diagnostics"].to_string();
+    assert!(listed.contains("lookup"), "{v}");
+    let (_, runs) = app.get("/v1/runs").await;
+    assert_eq!(runs["runs"], json!([]), "nothing was recorded");
+    app.stop().await;
+}
+
+#[test]
+fn a_public_listen_address_needs_tokens() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        serve: flowd::http::cli::ServeArgs,
+    }
+    let t = T::parse_from(["t", "--listen", "0.0.0.0:8080"]);
+    let e = flowd::http::cli::options(&t.serve).unwrap_err();
+    assert!(e.to_string().contains("--tokens"), "{e}");
+    let t = T::parse_from(["t", "--listen", "0.0.0.0:8080", "--insecure"]);
+    assert!(flowd::http::cli::options(&t.serve).is_ok());
+    let t = T::parse_from(["t"]);
+    assert!(
+        flowd::http::cli::options(&t.serve)
+            .unwrap()
+            .tokens
+            .is_none()
+    );
+    assert!(Tokens::parse("short read\n").is_err());
+    assert!(Tokens::parse("0123456789abcdef0123 write\n").is_err());
+}

@@ -485,6 +485,16 @@ pub trait Subscribe {
     fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>>;
 }
 
+/// The key-value memory stores `std/memory#read|write` use (DESIGN §4:
+/// "served by default from the store's own database"). Keys and values are
+/// JSON, kept as canonical text.
+pub trait Memory {
+    fn memory_read(&self, store: &str, key: &Value) -> Result<Option<Value>>;
+    /// With `merge`, an object value is merged into the object stored
+    /// (upsert); otherwise the value replaces what is stored (overwrite).
+    fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()>;
+}
+
 /// Everything a full backend offers; the conformance suite takes one.
 pub trait Backend:
     AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe

@@ -654,7 +654,11 @@ pub async fn resume_run(
         })
         .await?;
     state.metrics().resumes.inc();
-    state.publish(run.as_str(), "running", json!({"resumed": req.call}));
+    // Only while it goes on: a drive that ended in its first step has
+    // published its outcome already.
+    if rx.borrow().is_none() {
+        state.publish(run.as_str(), "running", json!({"resumed": req.call}));
+    }
     let body = match await_outcome(&mut rx, req.wait).await {
         Some(Ok(j)) => j,
         Some(Err(e)) => return Err(e),

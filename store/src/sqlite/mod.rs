@@ -21,7 +21,7 @@ use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::id::RunId;
 use crate::tail::Heads;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
@@ -34,11 +34,18 @@ pub const MAX_BATCH: usize = 256;
 
 /// The migrations, numbered, applied in order inside one transaction each
 /// (STYLE rule 11).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../../migrations/sqlite/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "memory",
+        include_str!("../../../migrations/sqlite/0002_memory.sql"),
+    ),
+];
 
 /// Page size for a new database. 16 KiB rather than SQLite's 4 KiB: blobs
 /// just over 2 KiB (a typical LLM answer) would otherwise take a whole 4 KiB
@@ -412,5 +419,61 @@ impl Subscribe for SqliteStore {
             run,
             after,
         )?))
+    }
+}
+
+impl crate::api::Memory for SqliteStore {
+    fn memory_read(&self, store: &str, key: &Value) -> Result<Option<Value>> {
+        let key = flow_abi::json::canonical(key);
+        let text: Option<String> = self.with_reader(|c| {
+            Ok(
+                c.prepare_cached("SELECT value FROM memory WHERE store = ?1 AND key = ?2")?
+                    .query_row(rusqlite::params![store, key], |r| r.get(0))
+                    .optional()?,
+            )
+        })?;
+        match text {
+            None => Ok(None),
+            Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
+                Error::Schema(format!(
+                    "memory {store}: a stored value does not parse: {e}"
+                ))
+            }),
+        }
+    }
+
+    /// Memory writes are rare and small: they take their own connection
+    /// with an IMMEDIATE transaction (SQLite serializes them with the
+    /// writer thread's batches through its lock and busy timeout).
+    fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()> {
+        let key = flow_abi::json::canonical(key);
+        let mut conn = Connection::open(&self.inner.path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let sync = match self.inner.opts.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut value = value.clone();
+        if merge {
+            let old: Option<String> = tx
+                .prepare_cached("SELECT value FROM memory WHERE store = ?1 AND key = ?2")?
+                .query_row(rusqlite::params![store, key], |r| r.get(0))
+                .optional()?;
+            if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
+                && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
+            {
+                o.extend(n);
+                value = Value::Object(o);
+            }
+        }
+        tx.execute(
+            "INSERT INTO memory (store, key, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
+            rusqlite::params![store, key, flow_abi::json::canonical(&value), now_ms()],
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 }
