@@ -99,6 +99,9 @@ pub enum Command {
         fact: Option<u64>,
         #[arg(long)]
         summary: bool,
+        /// Show a recorded source text (4096 code points from --offset).
+        #[arg(long)]
+        source: Option<String>,
         #[arg(long, default_value_t = 0)]
         offset: u64,
         #[arg(long, default_value_t = 200)]
@@ -162,6 +165,25 @@ pub fn main_with(cli: Cli) -> u8 {
             }
             e.exit_code()
         }
+    }
+}
+
+/// A driver for the CLI: with a live progress line on stderr when stderr is
+/// a terminal and the output is not JSON, nothing extra otherwise.
+fn driver(g: &Global, store: Arc<SqliteStore>) -> Driver {
+    let mut d = Driver::new(store);
+    if !g.json && std::io::stderr().is_terminal() {
+        d.progress = Some(Arc::new(|run: &RunId, facts: u64, out: usize| {
+            eprint!("\r\x1b[2K{run}: {facts} facts, {out} calls out");
+        }));
+    }
+    d
+}
+
+/// Clears the progress line before the result is printed.
+fn clear_progress(d: &Driver) {
+    if d.progress.is_some() {
+        eprint!("\r\x1b[2K");
     }
 }
 
@@ -248,8 +270,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let input = read_arg(&input)?;
             let store = open_store(&g)?;
             let host = bind_host(&program, sources.dir.clone(), allow, &store).await?;
-            let driver = Driver::new(store);
+            let driver = driver(&g, store);
             let r = driver.start(&sources, program, &input, &host).await;
+            clear_progress(&driver);
             host.shutdown().await;
             show_result(&g, &r?)
         }
@@ -260,7 +283,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             allow,
         } => {
             let run = run_id(&run)?;
-            let driver = Driver::new(open_store(&g)?);
+            let driver = driver(&g, open_store(&g)?);
             let (_, program, facts) = driver.program_of(&run)?;
             let reply = match (call, reply) {
                 (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
@@ -269,6 +292,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let dir = driver.program_dir(&run)?;
             let host = bind_host(&program, dir, allow, &driver.store).await?;
             let r = driver.resume(&run, program, facts, reply, &host).await;
+            clear_progress(&driver);
             host.shutdown().await;
             show_result(&g, &r?)
         }
@@ -286,11 +310,12 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
                 sets.push((k.to_string(), v.to_string()));
             }
-            let driver = Driver::new(open_store(&g)?);
+            let driver = driver(&g, open_store(&g)?);
             let (_, program, _) = driver.program_of(&run)?;
             let dir = driver.program_dir(&run)?;
             let host = bind_host(&program, dir, allow, &driver.store).await?;
             let r = driver.fork(&run, checkpoint, &sets, &host).await;
+            clear_progress(&driver);
             host.shutdown().await;
             show_result(&g, &r?)
         }
@@ -323,9 +348,30 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             search,
             fact,
             summary,
+            source,
             offset,
             limit,
-        } => history(&g, &run, kind, search, fact, summary, offset, limit),
+        } => {
+            if let Some(module) = source {
+                let run = run_id(&run)?;
+                let store = open_store(&g)?;
+                let page = store.source_page(&run, &module, offset)?;
+                if g.json {
+                    println!(
+                        "{}",
+                        json!({"module": page.module, "hash": page.hash, "offset": page.offset,
+                            "text": page.text, "nextOffset": page.next_offset})
+                    );
+                } else {
+                    print!("{}", page.text);
+                    if let Some(next) = page.next_offset {
+                        eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
+                    }
+                }
+                return Ok(0);
+            }
+            history(&g, &run, kind, search, fact, summary, offset, limit)
+        }
         Command::Runs {
             limit,
             after,

@@ -103,10 +103,16 @@ pub struct Started {
     effects: Vec<Effect>,
 }
 
+/// Told after each durable step: the run, its last fact number, and how
+/// many calls are out.
+pub type Progress = Arc<dyn Fn(&RunId, u64, usize) + Send + Sync>;
+
 /// Drives runs against one store.
 #[derive(Clone)]
 pub struct Driver {
     pub store: Arc<SqliteStore>,
+    /// The CLI's live progress line, when stderr is a terminal.
+    pub progress: Option<Progress>,
 }
 
 /// A call to send once its fact is durable: call id, tool, args, nested
@@ -118,7 +124,10 @@ type Pending<'a> =
 
 impl Driver {
     pub fn new(store: Arc<SqliteStore>) -> Driver {
-        Driver { store }
+        Driver {
+            store,
+            progress: None,
+        }
     }
 
     /// Starts a run: the program checks, every Tool is bound (by the
@@ -308,6 +317,9 @@ impl Driver {
                     (call, out)
                 };
                 inflight.push(Box::pin(Abortable::new(fut, registration)));
+            }
+            if let Some(p) = &self.progress {
+                p(run, last, inflight.len());
             }
             let next = loop {
                 match inflight.next().await {
