@@ -274,7 +274,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let r = driver.start(&sources, program, &input, &host).await;
             clear_progress(&driver);
             host.shutdown().await;
-            show_result(&g, &r?)
+            show_result(&g, &r?, allow)
         }
         Command::Resume {
             run,
@@ -294,7 +294,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let r = driver.resume(&run, program, facts, reply, &host).await;
             clear_progress(&driver);
             host.shutdown().await;
-            show_result(&g, &r?)
+            show_result(&g, &r?, allow)
         }
         Command::Fork {
             run,
@@ -317,7 +317,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let r = driver.fork(&run, checkpoint, &sets, &host).await;
             clear_progress(&driver);
             host.shutdown().await;
-            show_result(&g, &r?)
+            show_result(&g, &r?, allow)
         }
         Command::Replay { run } => {
             let run = run_id(&run)?;
@@ -664,7 +664,7 @@ fn print_runs(v: &Json) {
     }
 }
 
-fn show_result(g: &Global, r: &RunResult) -> Result<u8> {
+fn show_result(g: &Global, r: &RunResult, allow: bool) -> Result<u8> {
     if g.json {
         println!("{}", r.to_json());
         return Ok(r.exit_code());
@@ -682,8 +682,9 @@ fn show_result(g: &Global, r: &RunResult) -> Result<u8> {
             for c in open {
                 println!("  {}  {}  at node {}", c.call, c.tool, c.node);
                 if c.tool == crate::host::HUMAN {
+                    let allow = if allow { " --allow" } else { "" };
                     println!(
-                        "    flow resume {run} --call '{}' --reply '{{\"Ok\": …}}'",
+                        "    flow resume {run} --call '{}' --reply '{{\"Ok\": …}}'{allow}",
                         c.call
                     );
                 }

@@ -329,8 +329,9 @@ async fn errors_are_problem_json() {
     let (s, v) = app.get(&format!("/v1/runs/{unknown}")).await;
     assert_eq!(s, 404, "{v}");
     assert_eq!(v["status"], 404);
-    let (s, _) = app.get("/v1/runs/nope").await;
-    assert_eq!(s, 400);
+    let (s, v) = app.get("/v1/runs/nope").await;
+    assert_eq!(s, 404);
+    assert!(v["detail"].as_str().unwrap().contains("ULID"), "{v}");
     let (s, _) = app
         .post(
             &format!("/v1/runs/{unknown}/resume"),

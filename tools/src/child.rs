@@ -24,6 +24,28 @@ pub struct Started {
     pub stdout: ChildStdout,
 }
 
+/// The program to start: as named, unless it is a bare name found nowhere on
+/// PATH but present beside the running executable — so the binaries that
+/// ship with flowd (`flow-llm`) are found next to `flow` without setup.
+fn companion(program: &str) -> std::path::PathBuf {
+    let named = std::path::PathBuf::from(program);
+    if program.contains('/') {
+        return named;
+    }
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if on_path {
+        return named;
+    }
+    match std::env::current_exe() {
+        Ok(exe) => match exe.parent().map(|d| d.join(program)) {
+            Some(beside) if beside.is_file() => beside,
+            _ => named,
+        },
+        Err(_) => named,
+    }
+}
+
 /// Starts `launch` in `dir`, with stdin and stdout piped for the protocol
 /// and stderr drained into tracing by a task in `tasks`.
 pub fn start(
@@ -39,7 +61,7 @@ pub fn start(
             "empty command",
         ));
     };
-    let mut cmd = Command::new(program);
+    let mut cmd = Command::new(companion(program));
     cmd.args(args)
         .current_dir(dir)
         .stdin(Stdio::piped())

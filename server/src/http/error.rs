@@ -219,8 +219,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryArgs<T> {
     }
 }
 
-/// A run id from a path, strictly parsed (a malformed id is 400).
+/// A run id from a path, strictly parsed. A malformed id names no run:
+/// 404, with a detail that says what run ids look like.
 pub fn run_id(s: &str) -> ApiResult<flow_store::RunId> {
-    flow_store::RunId::parse(s)
-        .map_err(|e| ApiError::bad_request(format!("{s:?} is not a run id: {e}")))
+    flow_store::RunId::parse(s).map_err(|_| {
+        ApiError::not_found(format!(
+            "no run {s:?}: run ids are run- and a lowercase ULID"
+        ))
+    })
 }

@@ -75,7 +75,7 @@ impl Modify for Bearer {
         routes::ForkRequest
     )),
     modifiers(&Bearer),
-    security(("bearer" = []))
+    security((), ("bearer" = []))
 )]
 pub struct ApiDoc;
 

@@ -217,7 +217,7 @@ fn sources(
     })
 }
 
-#[utoipa::path(get, path = "/healthz", operation_id = "get_health",
+#[utoipa::path(get, path = "/healthz", operation_id = "get_health", security(()),
     responses((status = 200, description = "The server is up", body = Object)))]
 pub async fn get_health(State(state): State<AppState>) -> Response {
     json_response(
@@ -539,7 +539,6 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<Json> {
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "State, ending, output, pending calls, lastFact, parent, children", body = Object),
-        (status = 400, description = "Not a run id", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_run(
     State(state): State<AppState>,
@@ -740,6 +739,7 @@ pub async fn replay_run(
     params(("run" = String, Path, description = "The parent run id")),
     responses(
         (status = 201, description = "The new run: `{run, state, parent}`", body = Object),
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a root checkpoint, or a `set` value does not decode", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn fork_run(
