@@ -863,16 +863,15 @@ async fn hitl_deadline_fires_in_the_server_and_after_a_restart() {
 async fn unbound_tools_are_refused_with_the_list() {
     let dir = tempfile::tempdir().unwrap();
     let app = TestApp::start(dir.path()).await;
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/support/support.json");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage/triage.json");
     let flow: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let (s, v) = app
-        .post("/v1/runs", &json!({"flow": flow, "name": "support.json", "input": {"question": "where is o-1?", "order_id": "o-1"}}))
+        .post("/v1/runs", &json!({"flow": flow, "name": "triage.json", "input": {"ticket": "the site is down", "customer": "c-1"}}))
         .await;
     assert_eq!(s, 422, "{v}");
     assert_eq!(v["type"], "urn:flowd:problem:unbound", "{v}");
     let listed = v["diagnostics"].to_string();
-    assert!(listed.contains("lookup"), "{v}");
+    assert!(listed.contains("classify"), "{v}");
     let (_, runs) = app.get("/v1/runs").await;
     assert_eq!(runs["runs"], json!([]), "nothing was recorded");
     app.stop().await;
