@@ -411,6 +411,20 @@ impl Driver {
             if let Err(e) = self.create(&run, &start, &sources) {
                 return CallOutcome::Unknown(format!("nested run not recorded: {e}"));
             }
+            // Linked both ways: the nested Start names the outer run and
+            // call; the outer run's host record names the nested run that
+            // served the call (which implementation served a call is the
+            // host's record, host-boundary.txt "Binding").
+            if let Err(e) = self.store.record_host(
+                outer,
+                HostRecord {
+                    kind: HostRecordKind::Binding,
+                    at_ms: None,
+                    details: json!({"call": call, "nested_run": run.as_str()}),
+                },
+            ) {
+                return CallOutcome::Unknown(format!("nested run not linked: {e}"));
+            }
             match Box::pin(self.drive(&run, program, machine, effects, host, Vec::new())).await {
                 Ok(RunResult::Completed { output, .. }) => match flow_abi::decode_json(
                     &output,

@@ -161,63 +161,23 @@ pub fn run_fixture(path: &Path) -> TestResult {
         );
     }
     let input = fx.get("input").cloned().unwrap_or(json!({}));
-    let (mut machine, effects) = match Machine::start(program.clone(), &program.root, &input) {
-        Ok(x) => x,
-        Err(e) => return failed(&name, format!("the run is refused: {e}")),
+    let mut fakes = Fakes {
+        table: fakes,
+        counts: BTreeMap::new(),
+        replies: 0,
     };
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut queue: VecDeque<(String, Outcome)> = VecDeque::new();
-    let mut push = |effects: Vec<Effect>,
-                    queue: &mut VecDeque<(String, Outcome)>|
-     -> std::result::Result<(), String> {
-        for e in effects {
-            let Effect::Call { call, tool, .. } = e else {
-                continue;
-            };
-            let outcome = if tool == SLEEP && !fakes.contains_key(&tool) {
-                Outcome::Ok(Json::Null)
-            } else {
-                let list = fakes
-                    .get(&tool)
-                    .ok_or_else(|| format!("no fake for {tool}"))?;
-                let k = counts.entry(tool.clone()).or_insert(0);
-                *k += 1;
-                let o = list
-                    .get(*k - 1)
-                    .or_else(|| list.last())
-                    .ok_or_else(|| format!("the fake for {tool} has no outcome"))?;
-                let o = Outcome::from_record(o).map_err(|e| format!("the fake for {tool}: {e}"))?;
-                admit(&program, machine_module(&program), &tool, o)
-            };
-            queue.push_back((call, outcome));
-        }
-        Ok(())
-    };
-    if let Err(e) = push(effects, &mut queue) {
-        return broken(&name, e);
-    }
-    let mut fed = 0;
-    while let Some((call, outcome)) = queue.pop_front() {
-        if machine.ending().is_some() {
-            break;
-        }
-        fed += 1;
-        if fed > MAX_REPLIES {
+    let root = program.root.clone();
+    let machine = match fakes.run(&program, &root, &input, 0) {
+        Ok(m) => m,
+        Err(TestStop::Refused(e)) => return failed(&name, format!("the run is refused: {e}")),
+        Err(TestStop::Bound) => {
             return failed(
                 &name,
                 format!("the test reached its bound of {MAX_REPLIES} replies"),
             );
         }
-        match machine.feed(&call, &outcome) {
-            Ok(effects) => {
-                if let Err(e) = push(effects, &mut queue) {
-                    return broken(&name, e);
-                }
-            }
-            // A call closed meanwhile: its fake's answer is dropped.
-            Err(_) => continue,
-        }
-    }
+        Err(TestStop::Broken(e)) => return broken(&name, e),
+    };
     let expect = fx.get("expect").cloned().unwrap_or(json!({}));
     let (ending, exit, output) = match machine.ending() {
         Some(Ending::Completed { exit, output }) => {
@@ -261,8 +221,106 @@ pub fn run_fixture(path: &Path) -> TestResult {
     }
 }
 
-fn machine_module(program: &flow_engine::program::Program) -> &str {
-    &program.root
+/// Why a test stopped before its run ended or paused.
+enum TestStop {
+    Refused(String),
+    Bound,
+    Broken(String),
+}
+
+/// The fakes of one test, answering calls by number across the test and
+/// its nested runs.
+struct Fakes {
+    table: BTreeMap<String, Vec<Json>>,
+    counts: BTreeMap<String, usize>,
+    replies: usize,
+}
+
+impl Fakes {
+    /// Runs `module` with `input` until it ends or waits on calls no fake
+    /// answers; a subgraph runs as a nested machine with the same fakes.
+    fn run(
+        &mut self,
+        program: &Arc<flow_engine::program::Program>,
+        module: &str,
+        input: &Json,
+        depth: usize,
+    ) -> std::result::Result<Machine, TestStop> {
+        if depth > 32 {
+            return Err(TestStop::Broken("subgraphs nest deeper than 32".into()));
+        }
+        let (mut machine, effects) = Machine::start(program.clone(), module, input)
+            .map_err(|e| TestStop::Refused(e.to_string()))?;
+        let mut queue: VecDeque<(String, Outcome)> = VecDeque::new();
+        self.answer(program, module, effects, &mut queue, depth)?;
+        while let Some((call, outcome)) = queue.pop_front() {
+            if machine.ending().is_some() {
+                break;
+            }
+            self.replies += 1;
+            if self.replies > MAX_REPLIES {
+                return Err(TestStop::Bound);
+            }
+            // A call closed meanwhile: its fake's answer is dropped.
+            if let Ok(effects) = machine.feed(&call, &outcome) {
+                self.answer(program, module, effects, &mut queue, depth)?;
+            }
+        }
+        Ok(machine)
+    }
+
+    fn answer(
+        &mut self,
+        program: &Arc<flow_engine::program::Program>,
+        module: &str,
+        effects: Vec<Effect>,
+        queue: &mut VecDeque<(String, Outcome)>,
+        depth: usize,
+    ) -> std::result::Result<(), TestStop> {
+        for e in effects {
+            let Effect::Call {
+                call,
+                tool,
+                args,
+                nested,
+                ..
+            } = e
+            else {
+                continue;
+            };
+            let outcome = if let Some(sub) = nested {
+                let input = args.get("input").cloned().unwrap_or(json!({}));
+                match self.run(program, &sub, &input, depth + 1) {
+                    Ok(m) => match m.ending() {
+                        Some(Ending::Completed { output, .. }) => Outcome::Ok(output.clone()),
+                        Some(Ending::Faulted(why)) => Outcome::Failed(json!({"message": why})),
+                        None => Outcome::Unknown(format!("nested run of {sub} paused")),
+                    },
+                    Err(TestStop::Refused(e)) => {
+                        Outcome::NotRun(format!("nested run refused: {e}"))
+                    }
+                    Err(other) => return Err(other),
+                }
+            } else if tool == SLEEP && !self.table.contains_key(&tool) {
+                Outcome::Ok(Json::Null)
+            } else {
+                let list = self
+                    .table
+                    .get(&tool)
+                    .ok_or_else(|| TestStop::Broken(format!("no fake for {tool}")))?;
+                let k = self.counts.entry(tool.clone()).or_insert(0);
+                *k += 1;
+                let o = list.get(*k - 1).or_else(|| list.last()).ok_or_else(|| {
+                    TestStop::Broken(format!("the fake for {tool} has no outcome"))
+                })?;
+                let o = Outcome::from_record(o)
+                    .map_err(|e| TestStop::Broken(format!("the fake for {tool}: {e}")))?;
+                admit(program, module, &tool, o)
+            };
+            queue.push_back((call, outcome));
+        }
+        Ok(())
+    }
 }
 
 /// A fake's Ok or Failed value is decoded against the declared type, as an

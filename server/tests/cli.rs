@@ -435,3 +435,57 @@ fn memory_nodes_use_the_store() {
     let (code, v) = f.json(&["replay", &run]);
     assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
 }
+
+/// A subgraph is a nested run with its own history, linked both ways: its
+/// Start names the outer run and call; the outer run's host records name
+/// the nested run (DESIGN §4).
+#[test]
+fn subgraph_runs_as_a_linked_nested_run() {
+    let f = Flow::new();
+    let outer = repo().join("examples/flows/subgraph/outer.json");
+    let (code, v) = f.json(&[
+        "run",
+        outer.to_str().unwrap(),
+        "--input",
+        r#"{"text":"hi"}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"], json!({"shout": "hi", "text": "hi"}));
+    let run = v["run"].as_str().unwrap().to_string();
+    let (_, runs) = f.json(&["runs"]);
+    let rows = runs["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{runs}");
+    let nested = rows.iter().find(|r| r["run"] != run.as_str()).unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, start) = f.json(&["history", &nested, "--fact", "1"]);
+    assert_eq!(
+        start["outer"],
+        json!({"run": run, "call": "c1:root#1"}),
+        "{start}"
+    );
+    assert_eq!(start["entry"]["module"], "inner.json");
+    let (_, call) = f.json(&["history", &run, "--fact", "4"]);
+    assert_eq!(call["tool"], "inner.json#main", "{call}");
+    // The outer run's host record names the nested run.
+    let store =
+        flow_store::SqliteStore::open(f.data.path().join("flow.db"), Default::default()).unwrap();
+    let records =
+        flow_store::HostRecords::host_records(&store, &flow_store::RunId::parse(&run).unwrap())
+            .unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.details["nested_run"] == nested.as_str()),
+        "{records:?}"
+    );
+    for r in [&run, &nested] {
+        let (code, v) = f.json(&["replay", r]);
+        assert_eq!(
+            (code, v["verdict"].as_str()),
+            (0, Some("matched")),
+            "{r}: {v}"
+        );
+    }
+}
