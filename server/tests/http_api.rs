@@ -402,7 +402,9 @@ async fn errors_are_problem_json() {
     assert_eq!(s, 400, "{v}");
     assert_eq!(v["status"], 400);
     let (s, _) = app.get("/v1/blobs/nothex").await;
-    assert_eq!(s, 400);
+    assert_eq!(s, 404);
+    let (s, _) = app.post("/v1/check", &json!({"flow": [1]})).await;
+    assert_eq!(s, 422);
     let (s, _) = app
         .get(&format!("/v1/blobs/blake3:{}", "0".repeat(64)))
         .await;

@@ -82,6 +82,7 @@ pub struct CheckRequest {
     /// The root module's name (default `flow.json`); `--tools` flow.toml
     /// keys name modules by it.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
 }
 
@@ -95,6 +96,7 @@ pub struct StartRequest {
     #[serde(default)]
     pub modules: Option<BTreeMap<String, Json>>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
     /// The run's input (decoded against the input node's schema).
     #[schema(value_type = Object)]
@@ -139,6 +141,7 @@ pub struct ForkRequest {
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// Excludes this id and earlier ones.
     pub after: Option<String>,
@@ -155,6 +158,7 @@ pub struct FactsQuery {
     pub search: Option<String>,
     pub offset: Option<u64>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
@@ -164,13 +168,17 @@ pub struct CallsQuery {
     /// Only `open` is supported.
     pub state: Option<String>,
     /// At most this many calls (1 to 1000, default 200).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
-fn text_of(v: &Json) -> String {
+fn text_of(what: &str, v: &Json) -> ApiResult<String> {
     match v {
-        Json::String(s) => s.clone(),
-        other => flow_abi::json::canonical(other),
+        Json::String(s) => Ok(s.clone()),
+        Json::Object(_) => Ok(flow_abi::json::canonical(v)),
+        _ => Err(ApiError::unprocessable(format!(
+            "{what} must be a FlowSpec document (a JSON object) or its text"
+        ))),
     }
 }
 
@@ -196,7 +204,7 @@ fn sources(
         )));
     }
     let mut texts = BTreeMap::new();
-    texts.insert(root.clone(), text_of(flow));
+    texts.insert(root.clone(), text_of("flow", flow)?);
     for (m, doc) in modules.iter().flatten() {
         if !module_name_ok(m) {
             return Err(ApiError::unprocessable(format!(
@@ -208,7 +216,7 @@ fn sources(
                 "modules: {m:?} is the root module's name"
             )));
         }
-        texts.insert(m.clone(), text_of(doc));
+        texts.insert(m.clone(), text_of(&format!("modules.{m}"), doc)?);
     }
     Ok(Sources {
         dir: None,
@@ -858,7 +866,6 @@ pub async fn get_source(
     params(("hash" = String, Path, description = "`blake3:<hex>`")),
     responses(
         (status = 200, description = "The blob's verified bytes", body = Vec<u8>, content_type = "application/octet-stream"),
-        (status = 400, description = "Not a blob hash", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such blob", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_blob(
     State(state): State<AppState>,
@@ -870,8 +877,8 @@ pub async fn get_blob(
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     });
     if !ok {
-        return Err(ApiError::bad_request(format!(
-            "{hash:?} is not a blob hash (blake3:<64 lowercase hex digits>)"
+        return Err(ApiError::not_found(format!(
+            "no blob {hash:?}: blob hashes are blake3:<64 lowercase hex digits>"
         )));
     }
     let bytes = blocking(&state, move |s| Ok(s.store().blob(&hash)?)).await?;
