@@ -180,6 +180,43 @@ fn driver(g: &Global, store: Arc<SqliteStore>) -> Driver {
     d
 }
 
+/// Drives `work` until it finishes or the user interrupts (Ctrl-C): then the
+/// run is halted — a `halt` host record, no End (running-a-program.txt:
+/// "Halted is the host ending a run ... The host records that it halted the
+/// run; history does not") — and `None` is returned. In-flight calls are
+/// settled when the run is resumed.
+async fn interruptible(
+    driver: &Driver,
+    run: &RunId,
+    work: impl std::future::Future<Output = Result<RunResult>>,
+) -> Option<Result<RunResult>> {
+    tokio::select! {
+        r = work => Some(r),
+        _ = tokio::signal::ctrl_c() => {
+            let _ = flow_store::HostRecords::record_host(
+                &*driver.store,
+                run,
+                flow_store::HostRecord {
+                    kind: flow_store::HostRecordKind::Halt,
+                    at_ms: None,
+                    details: json!({"reason": "interrupt"}),
+                },
+            );
+            None
+        }
+    }
+}
+
+/// Reports a halted run: exit 130 (DESIGN §6).
+fn halted(g: &Global, run: &RunId) -> Result<u8> {
+    if g.json {
+        println!("{}", json!({"run": run.as_str(), "state": "halted"}));
+    } else {
+        eprintln!("{run} halted; continue it with: flow resume {run}");
+    }
+    Ok(130)
+}
+
 /// Clears the progress line before the result is printed.
 fn clear_progress(d: &Driver) {
     if d.progress.is_some() {
@@ -271,10 +308,21 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let store = open_store(&g)?;
             let host = bind_host(&program, sources.dir.clone(), allow, &store).await?;
             let driver = driver(&g, store);
-            let r = driver.start(&sources, program, &input, &host).await;
+            let started = match driver.create_run(&sources, program, &input) {
+                Ok(s) => s,
+                Err(e) => {
+                    host.shutdown().await;
+                    return Err(e);
+                }
+            };
+            let run = started.run.clone();
+            let r = interruptible(&driver, &run, driver.drive_started(started, &host)).await;
             clear_progress(&driver);
             host.shutdown().await;
-            show_result(&g, &r?, allow)
+            match r {
+                Some(r) => show_result(&g, &r?, allow),
+                None => halted(&g, &run),
+            }
         }
         Command::Resume {
             run,
@@ -291,10 +339,18 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             let dir = driver.program_dir(&run)?;
             let host = bind_host(&program, dir, allow, &driver.store).await?;
-            let r = driver.resume(&run, program, facts, reply, &host).await;
+            let r = interruptible(
+                &driver,
+                &run,
+                driver.resume(&run, program, facts, reply, &host),
+            )
+            .await;
             clear_progress(&driver);
             host.shutdown().await;
-            show_result(&g, &r?, allow)
+            match r {
+                Some(r) => show_result(&g, &r?, allow),
+                None => halted(&g, &run),
+            }
         }
         Command::Fork {
             run,

@@ -192,3 +192,120 @@ fn quickstart_triage_with_real_tool_processes() {
     let (code, v) = json(flow(data.path()).args(["--json", "replay", &run]));
     assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
 }
+
+/// An interrupt halts the run: exit 130, a halt host record, no End; the
+/// run resumes like a crashed one (running-a-program.txt, "How a run ends").
+#[test]
+fn interrupt_halts_with_exit_130() {
+    if !have_flow_llm() {
+        eprintln!(
+            "flow-llm is not built in {}; build the workspace",
+            bin_dir().display()
+        );
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let flow_file = repo().join("examples/flows/triage/triage.json");
+    let mut child = flow(data.path())
+        .env("TRIAGE_DELAY_MS", "30000")
+        .args([
+            "--json",
+            "run",
+            flow_file.to_str().unwrap(),
+            "--allow",
+            "--input",
+        ])
+        .arg(r#"{"ticket":"refund please","customer":"Bo"}"#)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        assert!(Instant::now() < deadline, "the run never recorded its Call");
+        std::thread::sleep(Duration::from_millis(100));
+        let (_, v) = json(flow(data.path()).args(["--json", "runs"]));
+        let Some(run) = v["runs"][0]["run"].as_str().map(str::to_string) else {
+            continue;
+        };
+        let (_, h) = json(flow(data.path()).args(["--json", "history", &run, "--kind", "Call"]));
+        if h["page"]["total"].as_u64() == Some(1) {
+            break run;
+        }
+    };
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "halted");
+    assert_eq!(v["run"], run.as_str());
+    // No End was recorded; resume settles the call and goes on.
+    let (_, h) = json(flow(data.path()).args(["--json", "history", &run, "--kind", "End"]));
+    assert_eq!(h["page"]["total"], 0);
+    let (code, v) = json(flow(data.path()).args(["--json", "resume", &run, "--allow"]));
+    assert_eq!(code, 1, "{v}");
+}
+
+/// Refused runs record nothing: an unbound Tool, and a Tool process whose
+/// fingerprint does not fit the declaration (host-boundary.txt, "Binding").
+#[test]
+fn unbound_and_unfitting_tools_refuse_the_run() {
+    if !have_flow_llm() {
+        eprintln!(
+            "flow-llm is not built in {}; build the workspace",
+            bin_dir().display()
+        );
+        return;
+    }
+    let src = repo().join("examples/flows/triage");
+    let input = r#"{"ticket":"x","customer":"y"}"#;
+    // No flow.toml: every Tool is unbound.
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::copy(src.join("triage.json"), bare.path().join("triage.json")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (code, v) = json(flow(data.path()).args([
+        "--json",
+        "run",
+        bare.path().join("triage.json").to_str().unwrap(),
+        "--allow",
+        "--input",
+        input,
+    ]));
+    assert_eq!(code, 2, "{v}");
+    let err = v["error"].as_str().unwrap();
+    assert!(
+        err.contains("triage.json#classify") && err.contains("unbound"),
+        "{err}"
+    );
+    // The declaration changed, the process still describes the old one.
+    let moved = tempfile::tempdir().unwrap();
+    for f in ["flow.toml", "triage_tools.py", "tools.json"] {
+        std::fs::copy(src.join(f), moved.path().join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(src.join("triage.json"))
+        .unwrap()
+        .replace(
+            r#""category": {"type": "string"}
+        },"#,
+            r#""category": {"type": "string"}, "confidence": {"type": "number"}
+        },"#,
+        );
+    assert!(text.contains("confidence"));
+    std::fs::write(moved.path().join("triage.json"), text).unwrap();
+    let (code, v) = json(flow(data.path()).args([
+        "--json",
+        "run",
+        moved.path().join("triage.json").to_str().unwrap(),
+        "--allow",
+        "--input",
+        input,
+    ]));
+    assert_eq!(code, 2, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("fingerprint"), "{v}");
+    let (_, runs) = json(flow(data.path()).args(["--json", "runs"]));
+    assert_eq!(runs["runs"], serde_json::json!([]), "nothing was recorded");
+}

@@ -29,7 +29,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_stream::wrappers::BroadcastStream;
@@ -94,7 +94,7 @@ pub async fn run_events(
         let empty = futures_util::stream::empty::<Result<Event, Infallible>>().boxed();
         return Ok(Sse::new(empty).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)));
     }
-    let rx = state.hub().watch(&state, &run, info.last_fact.n);
+    let (rx, ring) = state.hub().watch(&state, &run, info.last_fact.n);
     state.metrics().sse_subscribers.inc();
     let sub = Subscriber {
         state: state.clone(),
@@ -102,6 +102,7 @@ pub async fn run_events(
         last: after,
         buf: VecDeque::new(),
         rx,
+        ring,
         done: false,
         _guard: Subscribed(state.clone()),
     };
@@ -110,7 +111,7 @@ pub async fn run_events(
         let ev = Event::default()
             .id(f.n.to_string())
             .event(f.kind.as_str())
-            .data(flow_abi::json::canonical(&f.fact));
+            .data(&f.data);
         Some((Ok(ev), sub))
     })
     .take_until(state.shutdown().clone().cancelled_owned())
@@ -124,14 +125,35 @@ struct Subscriber {
     state: AppState,
     run: RunId,
     last: u64,
-    buf: VecDeque<StoredFact>,
+    buf: VecDeque<Arc<Frame>>,
     rx: watch::Receiver<u64>,
+    ring: Ring,
     done: bool,
     _guard: Subscribed,
 }
 
 impl Subscriber {
-    async fn next(&mut self) -> Option<StoredFact> {
+    /// Moves the frames after `last` from the shared ring into `buf`; false
+    /// when the ring does not hold `last + 1` (the subscriber is further
+    /// behind, or nothing new came).
+    fn from_ring(&mut self) -> bool {
+        let Ok(ring) = self.ring.lock() else {
+            return false;
+        };
+        let (Some(first), Some(last)) = (ring.front(), ring.back()) else {
+            return false;
+        };
+        let want = self.last + 1;
+        if want < first.n || want > last.n {
+            return false;
+        }
+        let skip = (want - first.n) as usize;
+        self.buf
+            .extend(ring.iter().skip(skip).take(READ_BATCH as usize).cloned());
+        true
+    }
+
+    async fn next(&mut self) -> Option<Arc<Frame>> {
         loop {
             if let Some(f) = self.buf.pop_front() {
                 // Strictly by number: never a gap, never a duplicate.
@@ -149,6 +171,11 @@ impl Subscriber {
             // Mark the current head seen before reading: a later bump
             // wakes `changed()` below.
             let head = *self.rx.borrow_and_update();
+            // Live subscribers share the watcher's frames; only one that is
+            // behind the ring reads the store.
+            if self.from_ring() {
+                continue;
+            }
             let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
             let facts =
                 tokio::task::spawn_blocking(move || s.store().read_after(&r, last, READ_BATCH))
@@ -156,7 +183,7 @@ impl Subscriber {
                     .ok()?;
             match facts {
                 Ok(f) if !f.is_empty() => {
-                    self.buf.extend(f);
+                    self.buf.extend(f.iter().map(Frame::of));
                     continue;
                 }
                 Ok(_) => {}
@@ -180,7 +207,7 @@ impl Subscriber {
                 if ended {
                     return None;
                 }
-                self.rx = self.state.hub().watch(&self.state, &self.run, self.last);
+                (self.rx, self.ring) = self.state.hub().watch(&self.state, &self.run, self.last);
             }
         }
     }
@@ -196,31 +223,53 @@ const READ_BATCH: u32 = 256;
 /// is left, or on shutdown.
 #[derive(Default)]
 pub struct Hub {
-    runs: Mutex<HashMap<String, watch::Sender<u64>>>,
+    runs: Mutex<HashMap<String, (watch::Sender<u64>, Ring)>>,
 }
 
-impl Hub {
-    pub fn watch(&self, state: &AppState, run: &RunId, head: u64) -> watch::Receiver<u64> {
-        let Ok(mut runs) = self.runs.lock() else {
-            // A poisoned map: a closed channel makes the subscriber read.
-            return watch::channel(head).1;
-        };
-        if let Some(tx) = runs.get(run.as_str()) {
-            return tx.subscribe();
-        }
-        let (tx, rx) = watch::channel(head);
-        runs.insert(run.to_string(), tx.clone());
-        drop(runs);
-        let (s, r) = (state.clone(), run.clone());
-        tokio::task::spawn_blocking(move || watcher(&s, &r, head, tx));
-        rx
+/// One fact as the feed sends it: its canonical text made once, shared.
+pub struct Frame {
+    n: u64,
+    kind: FactKind,
+    data: String,
+}
+
+impl Frame {
+    fn of(f: &StoredFact) -> Arc<Frame> {
+        Arc::new(Frame {
+            n: f.n,
+            kind: f.kind,
+            data: flow_abi::json::canonical(&f.fact),
+        })
     }
 }
 
-fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>) {
+/// The watcher's most recent frames (at most [`RING`]), in number order.
+type Ring = Arc<Mutex<VecDeque<Arc<Frame>>>>;
+const RING: usize = 4096;
+
+impl Hub {
+    pub fn watch(&self, state: &AppState, run: &RunId, head: u64) -> (watch::Receiver<u64>, Ring) {
+        let Ok(mut runs) = self.runs.lock() else {
+            // A poisoned map: a closed channel makes the subscriber read.
+            return (watch::channel(head).1, Ring::default());
+        };
+        if let Some((tx, ring)) = runs.get(run.as_str()) {
+            return (tx.subscribe(), ring.clone());
+        }
+        let (tx, rx) = watch::channel(head);
+        let ring = Ring::default();
+        runs.insert(run.to_string(), (tx.clone(), ring.clone()));
+        drop(runs);
+        let (s, r, g) = (state.clone(), run.clone(), ring.clone());
+        tokio::task::spawn_blocking(move || watcher(&s, &r, head, tx, g));
+        (rx, ring)
+    }
+}
+
+fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>, ring: Ring) {
     let remove = |tx: &watch::Sender<u64>| {
         if let Ok(mut runs) = state.hub().runs.lock()
-            && runs.get(run.as_str()).is_some_and(|t| t.same_channel(tx))
+            && runs.get(run.as_str()).is_some_and(|t| t.0.same_channel(tx))
         {
             runs.remove(run.as_str());
         }
@@ -236,6 +285,17 @@ fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>) {
     loop {
         match tail.next_event(STEP) {
             Ok(TailEvent::Fact(f)) => {
+                // The frame goes into the ring before the head moves, so a
+                // woken subscriber finds it there.
+                if let Ok(mut r) = ring.lock() {
+                    if r.back().is_some_and(|b| b.n + 1 != f.n) {
+                        r.clear();
+                    }
+                    r.push_back(Frame::of(&f));
+                    while r.len() > RING {
+                        r.pop_front();
+                    }
+                }
                 tx.send_replace(f.n);
                 if f.kind == FactKind::End {
                     break;
@@ -250,7 +310,10 @@ fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>) {
                 if let Ok(mut runs) = state.hub().runs.lock()
                     && tx.receiver_count() == 0
                 {
-                    if runs.get(run.as_str()).is_some_and(|t| t.same_channel(&tx)) {
+                    if runs
+                        .get(run.as_str())
+                        .is_some_and(|t| t.0.same_channel(&tx))
+                    {
                         runs.remove(run.as_str());
                     }
                     return;
