@@ -206,7 +206,7 @@ fn interrupt_halts_with_exit_130() {
     }
     let data = tempfile::tempdir().unwrap();
     let flow_file = repo().join("examples/flows/triage/triage.json");
-    let mut child = flow(data.path())
+    let child = flow(data.path())
         .env("TRIAGE_DELAY_MS", "30000")
         .args([
             "--json",
