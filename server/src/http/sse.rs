@@ -136,7 +136,7 @@ impl Subscriber {
     /// Moves the frames after `last` from the shared ring into `buf`; false
     /// when the ring does not hold `last + 1` (the subscriber is further
     /// behind, or nothing new came).
-    fn from_ring(&mut self) -> bool {
+    fn take_ring(&mut self) -> bool {
         let Ok(ring) = self.ring.lock() else {
             return false;
         };
@@ -173,7 +173,7 @@ impl Subscriber {
             let head = *self.rx.borrow_and_update();
             // Live subscribers share the watcher's frames; only one that is
             // behind the ring reads the store.
-            if self.from_ring() {
+            if self.take_ring() {
                 continue;
             }
             let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
