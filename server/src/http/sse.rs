@@ -21,8 +21,10 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use flow_store::{FactKind, ReadHistory, RunId, StoredFact, Subscribe, TailEvent};
 use futures_util::StreamExt;
@@ -70,7 +72,7 @@ pub async fn run_events(
     PathArgs(run): PathArgs<String>,
     QueryArgs(q): QueryArgs<EventsQuery>,
     headers: HeaderMap,
-) -> ApiResult<Sse<axum::response::sse::KeepAliveStream<EventStream>>> {
+) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let after = match headers.get("last-event-id") {
         Some(v) => v
@@ -91,8 +93,12 @@ pub async fn run_events(
     };
     if info.ending.is_some() && after >= info.last_fact.n {
         // Nothing after the End the client already has.
-        let empty = futures_util::stream::empty::<Result<Event, Infallible>>().boxed();
-        return Ok(Sse::new(empty).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)));
+        let mut r = Response::new(Body::empty());
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        return Ok(r);
     }
     let (rx, ring) = state.hub().watch(&state, &run, info.last_fact.n);
     state.metrics().sse_subscribers.inc();
@@ -106,18 +112,41 @@ pub async fn run_events(
         done: false,
         _guard: Subscribed(state.clone()),
     };
+    // The body is written by hand rather than through `Sse`: every fact's
+    // frame is rendered once (shared by all subscribers), and the frames a
+    // subscriber has ready go out as one chunk — one write instead of one
+    // per fact when a subscriber is behind.
     let stream = futures_util::stream::unfold(sub, |mut sub| async move {
-        let f = sub.next().await?;
-        let ev = Event::default()
-            .id(f.n.to_string())
-            .event(f.kind.as_str())
-            .data(&f.data);
-        Some((Ok(ev), sub))
+        let first = match tokio::time::timeout(KEEP_ALIVE, sub.next()).await {
+            // Keep-alive comment: proxies and clients see the stream live.
+            Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), sub)),
+            Ok(None) => return None,
+            Ok(Some(f)) => f,
+        };
+        let mut chunk = Vec::with_capacity(first.wire.len() * 2);
+        chunk.extend_from_slice(&first.wire);
+        while chunk.len() < CHUNK {
+            match sub.pop_ready() {
+                Some(f) => chunk.extend_from_slice(&f.wire),
+                None => break,
+            }
+        }
+        Some((Ok::<_, Infallible>(Bytes::from(chunk)), sub))
     })
-    .take_until(state.shutdown().clone().cancelled_owned())
-    .boxed();
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    .take_until(state.shutdown().clone().cancelled_owned());
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(r)
 }
+
+/// Largest chunk a subscriber writes at once.
+const CHUNK: usize = 256 * 1024;
 
 /// One SSE subscriber's cursor: facts come from catch-up reads of the
 /// store after `last`; the hub's watch only says when to read again.
@@ -151,6 +180,17 @@ impl Subscriber {
         self.buf
             .extend(ring.iter().skip(skip).take(READ_BATCH as usize).cloned());
         true
+    }
+
+    /// The next frame if it is already buffered and next in order.
+    fn pop_ready(&mut self) -> Option<Arc<Frame>> {
+        if self.done || self.buf.front().is_none_or(|f| f.n != self.last + 1) {
+            return None;
+        }
+        let f = self.buf.pop_front()?;
+        self.last = f.n;
+        self.done = f.kind == FactKind::End;
+        Some(f)
     }
 
     async fn next(&mut self) -> Option<Arc<Frame>> {
@@ -230,15 +270,26 @@ pub struct Hub {
 pub struct Frame {
     n: u64,
     kind: FactKind,
-    data: String,
+    /// `id: n`, `event: kind`, `data: <canonical fact>` and the blank line.
+    wire: Bytes,
 }
 
 impl Frame {
     fn of(f: &StoredFact) -> Arc<Frame> {
+        let data = flow_abi::json::canonical(&f.fact);
+        let mut w = format!("id: {}\nevent: {}\n", f.n, f.kind.as_str());
+        // Canonical JSON escapes control characters, so this is one line;
+        // split anyway, as SSE requires.
+        for line in data.split('\n') {
+            w.push_str("data: ");
+            w.push_str(line.trim_end_matches('\r'));
+            w.push('\n');
+        }
+        w.push('\n');
         Arc::new(Frame {
             n: f.n,
             kind: f.kind,
-            data: flow_abi::json::canonical(&f.fact),
+            wire: Bytes::from(w),
         })
     }
 }
