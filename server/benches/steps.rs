@@ -59,7 +59,11 @@ fn write_flow(dir: &Path, kind: &str, n: usize) -> PathBuf {
                 json!({"input_schema": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                        "output_schema": {"type": "integer"}}),
                 json!({"a": "$.state.x", "b": "$.state.x"}),
-                format!("{} {}", exe.display(), repo().join("examples/tools/calc/tools.json").display()),
+                format!(
+                    "{} {}",
+                    exe.display(),
+                    repo().join("examples/tools/calc/tools.json").display()
+                ),
             )
         }
         _ => (
@@ -105,6 +109,19 @@ fn write_flow(dir: &Path, kind: &str, n: usize) -> PathBuf {
     path
 }
 
+/// Store options: the defaults, or `FLOW_BENCH_PAGE_SIZE` to compare page
+/// sizes.
+fn options() -> flow_store::SqliteOptions {
+    let mut o = flow_store::SqliteOptions::default();
+    if let Some(p) = std::env::var("FLOW_BENCH_PAGE_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        o.page_size = p;
+    }
+    o
+}
+
 fn disk(dir: &Path) -> u64 {
     ["flow.db", "flow.db-wal"]
         .iter()
@@ -118,9 +135,8 @@ async fn sequential(kind: &str, fsync_us: f64) {
     let flow = write_flow(tmp.path(), kind, 1000);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    let store = Arc::new(
-        flow_store::SqliteStore::open(data.join("flow.db"), Default::default()).expect("store"),
-    );
+    let store =
+        Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
     let sources = Sources::read(&flow).expect("sources");
     let program = sources.program().expect("program");
     let mut opts = HostOptions {
@@ -158,9 +174,8 @@ async fn concurrent(fsync_us: f64) {
     let flow = write_flow(tmp.path(), "python", 100);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    let store = Arc::new(
-        flow_store::SqliteStore::open(data.join("flow.db"), Default::default()).expect("store"),
-    );
+    let store =
+        Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
     let sources = Sources::read(&flow).expect("sources");
     let program = sources.program().expect("program");
     let mut opts = HostOptions {
@@ -173,10 +188,14 @@ async fn concurrent(fsync_us: f64) {
     };
     let driver = Driver::new(store);
     let t = Instant::now();
-    let runs = (0..50).map(|_| driver.start(&sources, program.clone(), r#"{"x": 1, "k": "key"}"#, &host));
+    let runs =
+        (0..50).map(|_| driver.start(&sources, program.clone(), r#"{"x": 1, "k": "key"}"#, &host));
     let results = futures_util::future::join_all(runs).await;
     let secs = t.elapsed().as_secs_f64();
-    let ok = results.iter().filter(|r| matches!(r, Ok(RunResult::Completed { .. }))).count();
+    let ok = results
+        .iter()
+        .filter(|r| matches!(r, Ok(RunResult::Completed { .. })))
+        .count();
     println!(
         "concurrent: 50 runs × 100 steps ({ok} completed) in {secs:.3} s: {:.0} steps/s ({:.0} µs/step, fsync {fsync_us:.0} µs)",
         5000.0 / secs,

@@ -281,7 +281,7 @@ impl Driver {
                     Effect::Checkpoint { .. } => {}
                 }
             }
-            self.append_all(run, &mut last, &mut facts)?;
+            self.append_all(run, &mut last, &mut facts).await?;
             if let Some(ending) = ended {
                 return Ok(match ending {
                     Ending::Completed { exit, output } => RunResult::Completed {
@@ -361,7 +361,12 @@ impl Driver {
 
     /// Appends the buffered facts, numbering them; returns once every one is
     /// durable.
-    fn append_all(&self, run: &RunId, last: &mut u64, facts: &mut Vec<Json>) -> Result<()> {
+    ///
+    /// The store's writer is a thread that commits whatever is queued in one
+    /// transaction; waiting for it happens off the async runtime
+    /// (`spawn_blocking`), so many runs queue at once and share each commit
+    /// (group commit) instead of holding the runtime's few workers.
+    async fn append_all(&self, run: &RunId, last: &mut u64, facts: &mut Vec<Json>) -> Result<()> {
         if facts.is_empty() {
             return Ok(());
         }
@@ -372,7 +377,12 @@ impl Driver {
             }
         }
         let batch = std::mem::take(facts);
-        self.store.append_all(run, &batch)?;
+        let (store, run) = (self.store.clone(), run.clone());
+        tokio::task::spawn_blocking(move || store.append_all(&run, &batch))
+            .await
+            .map_err(|e| {
+                Error::Unreadable(format!("the store's writer could not be reached: {e}"))
+            })??;
         Ok(())
     }
 
