@@ -559,40 +559,7 @@ fn label(severity: &str, style: bool) -> String {
 
 fn check(g: &Global, flow: &Path) -> Result<u8> {
     let sources = Sources::read(flow)?;
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for (m, text) in &sources.texts {
-        let doc = match flow_abi::json::parse(text) {
-            Ok(d) => d,
-            Err(e) => {
-                errors += 1;
-                all.push(json!({"module": m, "severity": "error", "code": "FS0000", "pointer": "", "message": format!("not JSON: {e}")}));
-                continue;
-            }
-        };
-        let report = flow_engine::check::check_module(&doc, m);
-        for d in &report.diagnostics {
-            if d.is_error() {
-                errors += 1;
-            }
-            let mut j = d.to_json();
-            if let Json::Object(o) = &mut j {
-                o.insert("module".into(), Json::String(m.clone()));
-            }
-            all.push(j);
-        }
-    }
-    if let Err(Error::Check(problems)) = sources.program() {
-        for p in problems {
-            if !all
-                .iter()
-                .any(|d| p.contains(d["message"].as_str().unwrap_or("\u{0}")))
-            {
-                errors += 1;
-                all.push(json!({"severity": "error", "message": p}));
-            }
-        }
-    }
+    let (all, errors) = sources.diagnostics();
     if g.json {
         println!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {

@@ -153,6 +153,54 @@ impl Sources {
             })
     }
 
+    /// Every module's diagnostics as JSON (each naming its module) and the
+    /// number of errors. When every module checks, the program-level
+    /// problems (a subgraph naming no flow) are added. `flow check` and
+    /// `POST /v1/check` both report this.
+    pub fn diagnostics(&self) -> (Vec<Json>, usize) {
+        let mut all = Vec::new();
+        let mut errors = 0;
+        for (m, text) in &self.texts {
+            let doc = match flow_abi::json::parse(text) {
+                Ok(d) => d,
+                Err(e) => {
+                    errors += 1;
+                    let mut o = Map::new();
+                    o.insert("module".into(), Json::String(m.clone()));
+                    o.insert("severity".into(), Json::String("error".into()));
+                    o.insert("code".into(), Json::String("FS0000".into()));
+                    o.insert("pointer".into(), Json::String(String::new()));
+                    o.insert("message".into(), Json::String(format!("not JSON: {e}")));
+                    all.push(Json::Object(o));
+                    continue;
+                }
+            };
+            let report = flow_engine::check::check_module(&doc, m);
+            for d in &report.diagnostics {
+                if d.is_error() {
+                    errors += 1;
+                }
+                let mut j = d.to_json();
+                if let Json::Object(o) = &mut j {
+                    o.insert("module".into(), Json::String(m.clone()));
+                }
+                all.push(j);
+            }
+        }
+        if errors == 0
+            && let Err(Error::Check(problems)) = self.program()
+        {
+            for p in problems {
+                errors += 1;
+                let mut o = Map::new();
+                o.insert("severity".into(), Json::String("error".into()));
+                o.insert("message".into(), Json::String(p));
+                all.push(Json::Object(o));
+            }
+        }
+        (all, errors)
+    }
+
     /// The texts as the store takes them.
     pub fn source_texts(&self) -> Vec<SourceText> {
         self.texts

@@ -256,37 +256,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
         (status = 422, description = "A body of the wrong shape", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
     let sources = sources(&req.flow, &req.modules, &req.name)?;
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for (m, text) in &sources.texts {
-        let doc = match flow_abi::json::parse(text) {
-            Ok(d) => d,
-            Err(e) => {
-                errors += 1;
-                all.push(json!({"module": m, "severity": "error", "code": "FS0000", "pointer": "", "message": format!("not JSON: {e}")}));
-                continue;
-            }
-        };
-        let report = flow_engine::check::check_module(&doc, m);
-        for d in &report.diagnostics {
-            if d.is_error() {
-                errors += 1;
-            }
-            let mut j = d.to_json();
-            if let Json::Object(o) = &mut j {
-                o.insert("module".into(), Json::String(m.clone()));
-            }
-            all.push(j);
-        }
-    }
-    if errors == 0
-        && let Err(crate::error::Error::Check(problems)) = sources.program()
-    {
-        for p in problems {
-            errors += 1;
-            all.push(json!({"severity": "error", "message": p}));
-        }
-    }
+    let (all, errors) = sources.diagnostics();
     Ok(json_response(
         StatusCode::OK,
         json!({"diagnostics": all, "errors": errors, "ok": errors == 0}),
