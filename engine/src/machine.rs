@@ -1613,19 +1613,7 @@ impl Machine {
         let Some(Stage::Agent(st)) = self.tasks.get(task).map(|t| t.stage.clone()) else {
             return Err("agent stage lost".into());
         };
-        let mut args = Map::new();
-        let model = agent
-            .model
-            .clone()
-            .or_else(|| {
-                self.flow()
-                    .model_defaults
-                    .as_ref()
-                    .and_then(|d| d.model.clone())
-            })
-            .unwrap_or_else(|| "default".into());
-        args.insert("model".into(), Json::String(model));
-        args.insert("system".into(), Json::String(persona(&agent)));
+        let mut args = self.agent_args(&agent);
         let mut prompt = role
             .task_description
             .render(&self.scope(task, None))
@@ -1798,6 +1786,25 @@ impl Machine {
 
     // ------------------------------------------------------------ debates
 
+    /// The `model` (the agent's, else `model_defaults`', else "default")
+    /// and `system` (the agent's persona) of an agent's model turn.
+    fn agent_args(&self, agent: &Agent) -> Map<String, Json> {
+        let model = agent
+            .model
+            .clone()
+            .or_else(|| {
+                self.flow()
+                    .model_defaults
+                    .as_ref()
+                    .and_then(|d| d.model.clone())
+            })
+            .unwrap_or_else(|| "default".into());
+        let mut args = Map::new();
+        args.insert("model".into(), Json::String(model));
+        args.insert("system".into(), Json::String(persona(agent)));
+        args
+    }
+
     fn debate_cfg(&self, node: &Node) -> Result<crate::model::AgentDebate, String> {
         match &node.kind {
             NodeKind::AgentDebate(d) => Ok(d.clone()),
@@ -1868,19 +1875,7 @@ impl Machine {
             .find(|a| a.id == speaker)
             .cloned()
             .ok_or_else(|| format!("node {}: no agent {speaker}", node.id))?;
-        let mut args = Map::new();
-        let model = agent
-            .model
-            .clone()
-            .or_else(|| {
-                self.flow()
-                    .model_defaults
-                    .as_ref()
-                    .and_then(|m| m.model.clone())
-            })
-            .unwrap_or_else(|| "default".into());
-        args.insert("model".into(), Json::String(model));
-        args.insert("system".into(), Json::String(persona(&agent)));
+        let mut args = self.agent_args(&agent);
         let topic = node
             .description
             .clone()
