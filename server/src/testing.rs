@@ -16,11 +16,15 @@
 //! it (`{"Ok": v}`, `{"Failed": e}`, `{"NotRun": why}`, `{"Unknown": why}`),
 //! and in a test also `{"BadReply": why}`. A list answers the Tool's calls
 //! by number, the last entry answering any later call. Tests run in memory
-//! on a virtual clock: `std/clock#sleep` is answered at once unless faked.
+//! on a virtual clock: `std/clock#sleep` is answered at once unless faked,
+//! and `std/llm#chat` by flow-llm's offline model unless faked.
 
 use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::host::SLEEP;
+
+/// The model's declaration: answered by the offline model unless faked.
+const LLM: &str = "std/llm#chat";
 use crate::source::Sources;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Ending, Machine};
@@ -152,7 +156,7 @@ pub fn run_fixture(path: &Path) -> TestResult {
         .reachable()
         .into_iter()
         .map(|(_, id)| id)
-        .filter(|id| id != SLEEP && !fakes.contains_key(id))
+        .filter(|id| id != SLEEP && id != LLM && !fakes.contains_key(id))
         .collect();
     if !unfaked.is_empty() {
         return broken(
@@ -303,6 +307,17 @@ impl Fakes {
                 }
             } else if tool == SLEEP && !self.table.contains_key(&tool) {
                 Outcome::Ok(Json::Null)
+            } else if tool == LLM && !self.table.contains_key(&tool) {
+                // No fake for the model: flow-llm's offline model answers,
+                // deterministically, in process.
+                let text = |k: &str| args.get(k).and_then(Json::as_str);
+                let answer = flow_tools::llm::offline_answer(
+                    text("model").unwrap_or("default"),
+                    text("system"),
+                    text("prompt").unwrap_or(""),
+                    args.get("schema"),
+                );
+                admit(program, module, &tool, Outcome::Ok(answer))
             } else {
                 let list = self
                     .table
