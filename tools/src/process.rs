@@ -788,7 +788,11 @@ impl Actor {
             };
             let _ = p.tx.send(outcome);
         }
-        tracing::warn!(tool.process = %self.label, open.calls = open, "process ended: {status}");
+        if open > 0 {
+            tracing::warn!(tool.process = %self.label, open.calls = open, "process ended: {status}");
+        } else {
+            tracing::debug!(tool.process = %self.label, "process ended: {status}");
+        }
     }
 
     /// Stops on shutdown: cancels open calls, closes stdin, waits a grace
@@ -820,6 +824,11 @@ impl Actor {
                 }
             })
             .await;
+            // With stdin closed, a well-behaved process exits by itself;
+            // give it the grace period before `ended` kills it.
+            // (The writer task owns stdin and ends once `writes` is gone;
+            // `ended` awaits it, so it is not polled here.)
+            let _ = tokio::time::timeout(grace, live.child.wait()).await;
             self.live = Some(live);
         }
         self.ended(reason).await;
