@@ -73,7 +73,7 @@ fn json_response(status: StatusCode, v: Json) -> Response {
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
     /// The root FlowSpec document (a JSON object, or its text as a string).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub flow: Json,
     /// Other modules by name (`flow_ref` targets), each a document or text.
     #[schema(value_type = Option<Object>)]
@@ -90,7 +90,8 @@ pub struct CheckRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
-    #[schema(value_type = Object)]
+    /// The root FlowSpec document (a JSON object, or its text as a string).
+    #[schema(value_type = Value)]
     pub flow: Json,
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
@@ -138,6 +139,7 @@ pub struct ForkRequest {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     /// 1 to 200, default 50.
@@ -150,6 +152,7 @@ pub struct RunsQuery {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FactsQuery {
     pub kind: Option<String>,
@@ -163,6 +166,7 @@ pub struct FactsQuery {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct CallsQuery {
     /// Only `open` is supported.

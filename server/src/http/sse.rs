@@ -44,6 +44,7 @@ const STEP: Duration = Duration::from_millis(500);
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Yield facts after this number (`Last-Event-ID` wins when both are
