@@ -110,3 +110,148 @@ async fn kill_9_then_restart_loses_no_fact() {
     child.kill().unwrap();
     panic!("flow serve did not stop on SIGTERM");
 }
+
+/// Starts `flow serve` binding submitted flows' Tools with `tools`, with
+/// `env` set for the Tool processes it starts.
+fn serve_with_tools(data: &Path, tools: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new(&bin);
+    cmd.args([
+        "--data",
+        data.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tools",
+    ])
+    .arg(tools)
+    .env("PATH", path)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("flowd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, base)
+}
+
+/// kill -9 of the server while a Tool call is out: after the restart the
+/// server continues the run, the open call is settled Unknown("host
+/// restarted") (DESIGN §5), and no accepted fact is lost.
+#[tokio::test]
+async fn kill_9_with_a_tool_call_in_flight() {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    if !bin_dir.join("flow-llm").is_file() {
+        eprintln!(
+            "flow-llm is not built in {}; build the workspace",
+            bin_dir.display()
+        );
+        return;
+    }
+    let examples =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
+    let flow: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let (mut child, base) = serve_with_tools(
+        dir.path(),
+        &examples.join("flow.toml"),
+        &[("TRIAGE_DELAY_MS", "60000")],
+    );
+    let r = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": flow, "name": "triage.json", "input": {"ticket": "down!", "customer": "Acme"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let v: Value = r.json().await.unwrap();
+    let run = v["run"].as_str().unwrap().to_string();
+    // Wait until the Call to classify is durable.
+    let mut facts = 0;
+    for _ in 0..200 {
+        let page: Value = client
+            .get(format!("{base}/v1/runs/{run}/facts?kind=Call"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if page["page"]["total"] == 1 {
+            let all: Value = client
+                .get(format!("{base}/v1/runs/{run}/facts"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            facts = all["page"]["total"].as_u64().unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(facts, 4, "Start, two Checkpoints and the Call");
+    child.kill().unwrap(); // SIGKILL while the call is out
+    child.wait().unwrap();
+
+    let (mut child, base) = serve_with_tools(dir.path(), &examples.join("flow.toml"), &[]);
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        let v: Value = client
+            .get(format!("{base}/v1/runs/{run}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state = v["state"].clone();
+        if state == "faulted" || state == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "faulted", "classify settled Unknown, no fail_branch");
+    let reply: Value = client
+        .get(format!("{base}/v1/runs/{run}/facts?fact=5"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = reply.to_string();
+    assert!(text.contains("host restarted"), "{text}");
+    let verdict: Value = client
+        .post(format!("{base}/v1/runs/{run}/replay"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(verdict["verdict"], "matched", "{verdict}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
