@@ -736,15 +736,34 @@ fn read_terms(arr: &[Json], at: &str, depth: usize, sink: &mut Sink) -> Option<V
     terms.into_iter().collect()
 }
 
-fn read_term(v: &Json, at: &str, depth: usize, sink: &mut Sink) -> Option<SpecTerm> {
+/// What every term is: a primitive by name, or a one-member object
+/// `{tag: inner}` (`at` is the inner term's pointer).
+enum TermForm<'v> {
+    Prim(Prim),
+    Compound {
+        tag: &'v str,
+        inner: &'v Json,
+        at: String,
+    },
+}
+
+/// Reads a term's form, refusing (into `sink`) a term nested too deep, an
+/// unknown name, an object without exactly one member, or any other JSON.
+/// `noun` names the primitives in the message.
+fn term_form<'v>(
+    v: &'v Json,
+    at: &str,
+    depth: usize,
+    noun: &str,
+    sink: &mut Sink,
+) -> Option<TermForm<'v>> {
     if depth >= limits::MAX_DEPTH {
         sink.err(at, format!("term nested deeper than {}", limits::MAX_DEPTH));
         return None;
     }
-    let d = depth + 1;
     match v {
         Json::String(s) => match Prim::from_name(s) {
-            Some(p) => Some(SpecTerm::Prim(p)),
+            Some(p) => Some(TermForm::Prim(p)),
             None => {
                 sink.err(at, format!("unknown term \"{s}\""));
                 None
@@ -762,120 +781,140 @@ fn read_term(v: &Json, at: &str, depth: usize, sink: &mut Sink) -> Option<SpecTe
                 );
                 return None;
             };
-            let at_t = ptr(at, tag);
-            let boxed = |t: Option<SpecTerm>| t.map(Box::new);
-            match tag.as_str() {
-                "List" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::List),
-                "Set" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Set),
-                "Option" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Option),
-                "Task" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Task),
-                "Dict" => {
-                    let arr = as_array(inner, &at_t, "Dict's [key, value]", sink)?;
-                    if arr.len() != 2 {
-                        sink.err(
-                            &at_t,
-                            format!("Dict holds exactly two terms, found {}", arr.len()),
-                        );
-                        return None;
-                    }
-                    let mut ts = read_terms(arr, &at_t, d, sink)?.into_iter();
-                    match (ts.next(), ts.next()) {
-                        (Some(k), Some(v)) => Some(SpecTerm::Dict(Box::new(k), Box::new(v))),
-                        _ => None,
-                    }
-                }
-                "Tuple" => {
-                    let arr = as_array(inner, &at_t, "Tuple's parts", sink)?;
-                    if arr.len() < 2 {
-                        sink.err(
-                            &at_t,
-                            format!("Tuple holds at least two terms, found {}", arr.len()),
-                        );
-                        return None;
-                    }
-                    read_terms(arr, &at_t, d, sink).map(SpecTerm::Tuple)
-                }
-                "Function" => {
-                    let fm = as_object(inner, &at_t, "a Function", sink)?;
-                    check_members(fm, &at_t, &["params", "result"], &[], "a Function", sink);
-                    let params = fm.get("params").and_then(|p| {
-                        let at_p = ptr(&at_t, "params");
-                        let arr = as_array(p, &at_p, "Function params", sink)?;
-                        read_terms(arr, &at_p, d, sink)
-                    });
-                    let result = fm
-                        .get("result")
-                        .and_then(|r| read_term(r, &ptr(&at_t, "result"), d, sink));
-                    if fm.len() != 2 {
-                        return None;
-                    }
-                    Some(SpecTerm::Function {
-                        params: params?,
-                        result: Box::new(result?),
-                    })
-                }
-                "Named" => {
-                    let nm = as_object(inner, &at_t, "a Named term", sink)?;
-                    check_members(
-                        nm,
-                        &at_t,
-                        &["declaration", "args"],
-                        &[],
-                        "a Named term",
-                        sink,
-                    );
-                    let declaration = nm.get("declaration").and_then(|x| {
-                        read_name(
-                            x,
-                            &ptr(&at_t, "declaration"),
-                            "a local declaration id",
-                            sink,
-                        )
-                    });
-                    let args = nm.get("args").and_then(|a| {
-                        let at_a = ptr(&at_t, "args");
-                        let arr = as_array(a, &at_a, "Named args", sink)?;
-                        read_terms(arr, &at_a, d, sink)
-                    });
-                    if nm.len() != 2 {
-                        return None;
-                    }
-                    Some(SpecTerm::Named {
-                        declaration: declaration?,
-                        args: args?,
-                    })
-                }
-                "Param" => {
-                    let pm = as_object(inner, &at_t, "a Param term", sink)?;
-                    check_members(pm, &at_t, &["owner", "index"], &[], "a Param term", sink);
-                    let owner = pm
-                        .get("owner")
-                        .and_then(|x| read_name(x, &ptr(&at_t, "owner"), "a Param owner", sink));
-                    let index = pm
-                        .get("index")
-                        .and_then(|x| read_uint(x, &ptr(&at_t, "index"), "a Param index", 0, sink));
-                    if pm.len() != 2 {
-                        return None;
-                    }
-                    Some(SpecTerm::Param {
-                        owner: owner?,
-                        index: index?,
-                    })
-                }
-                other => {
-                    sink.err(at, format!("unknown term \"{other}\""));
-                    None
-                }
-            }
+            Some(TermForm::Compound {
+                tag,
+                inner,
+                at: ptr(at, tag),
+            })
         }
         other => {
             sink.err(
                 at,
                 format!(
-                    "expected a term (a primitive name or a one-member object), found {}",
+                    "expected a term (a {noun} name or a one-member object), found {}",
                     json_kind(other)
                 ),
             );
+            None
+        }
+    }
+}
+
+/// The parts of a `Dict` (exactly two) or a `Tuple` (at least two).
+fn term_parts<'v>(inner: &'v Json, at: &str, tag: &str, sink: &mut Sink) -> Option<&'v [Json]> {
+    let (what, ok, rule) = match tag {
+        "Dict" => (
+            "Dict's [key, value]",
+            inner.as_array().is_some_and(|a| a.len() == 2),
+            "exactly two",
+        ),
+        _ => (
+            "Tuple's parts",
+            inner.as_array().is_some_and(|a| a.len() >= 2),
+            "at least two",
+        ),
+    };
+    let arr = as_array(inner, at, what, sink)?;
+    if !ok {
+        sink.err(at, format!("{tag} holds {rule} terms, found {}", arr.len()));
+        return None;
+    }
+    Some(arr)
+}
+
+fn read_term(v: &Json, at: &str, depth: usize, sink: &mut Sink) -> Option<SpecTerm> {
+    let d = depth + 1;
+    let (tag, inner, at_t) = match term_form(v, at, depth, "primitive", sink)? {
+        TermForm::Prim(p) => return Some(SpecTerm::Prim(p)),
+        TermForm::Compound { tag, inner, at } => (tag, inner, at),
+    };
+    let boxed = |t: Option<SpecTerm>| t.map(Box::new);
+    match tag {
+        "List" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::List),
+        "Set" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Set),
+        "Option" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Option),
+        "Task" => boxed(read_term(inner, &at_t, d, sink)).map(SpecTerm::Task),
+        "Dict" => {
+            let arr = term_parts(inner, &at_t, tag, sink)?;
+            let mut ts = read_terms(arr, &at_t, d, sink)?.into_iter();
+            match (ts.next(), ts.next()) {
+                (Some(k), Some(v)) => Some(SpecTerm::Dict(Box::new(k), Box::new(v))),
+                _ => None,
+            }
+        }
+        "Tuple" => {
+            let arr = term_parts(inner, &at_t, tag, sink)?;
+            read_terms(arr, &at_t, d, sink).map(SpecTerm::Tuple)
+        }
+        "Function" => {
+            let fm = as_object(inner, &at_t, "a Function", sink)?;
+            check_members(fm, &at_t, &["params", "result"], &[], "a Function", sink);
+            let params = fm.get("params").and_then(|p| {
+                let at_p = ptr(&at_t, "params");
+                let arr = as_array(p, &at_p, "Function params", sink)?;
+                read_terms(arr, &at_p, d, sink)
+            });
+            let result = fm
+                .get("result")
+                .and_then(|r| read_term(r, &ptr(&at_t, "result"), d, sink));
+            if fm.len() != 2 {
+                return None;
+            }
+            Some(SpecTerm::Function {
+                params: params?,
+                result: Box::new(result?),
+            })
+        }
+        "Named" => {
+            let nm = as_object(inner, &at_t, "a Named term", sink)?;
+            check_members(
+                nm,
+                &at_t,
+                &["declaration", "args"],
+                &[],
+                "a Named term",
+                sink,
+            );
+            let declaration = nm.get("declaration").and_then(|x| {
+                read_name(
+                    x,
+                    &ptr(&at_t, "declaration"),
+                    "a local declaration id",
+                    sink,
+                )
+            });
+            let args = nm.get("args").and_then(|a| {
+                let at_a = ptr(&at_t, "args");
+                let arr = as_array(a, &at_a, "Named args", sink)?;
+                read_terms(arr, &at_a, d, sink)
+            });
+            if nm.len() != 2 {
+                return None;
+            }
+            Some(SpecTerm::Named {
+                declaration: declaration?,
+                args: args?,
+            })
+        }
+        "Param" => {
+            let pm = as_object(inner, &at_t, "a Param term", sink)?;
+            check_members(pm, &at_t, &["owner", "index"], &[], "a Param term", sink);
+            let owner = pm
+                .get("owner")
+                .and_then(|x| read_name(x, &ptr(&at_t, "owner"), "a Param owner", sink));
+            let index = pm
+                .get("index")
+                .and_then(|x| read_uint(x, &ptr(&at_t, "index"), "a Param index", 0, sink));
+            if pm.len() != 2 {
+                return None;
+            }
+            Some(SpecTerm::Param {
+                owner: owner?,
+                index: index?,
+            })
+        }
+        other => {
+            sink.err(at, format!("unknown term \"{other}\""));
             None
         }
     }
@@ -2159,88 +2198,39 @@ impl Term {
 }
 
 fn read_tools_term(v: &Json, at: &str, depth: usize, sink: &mut Sink) -> Option<Term> {
-    if depth >= limits::MAX_DEPTH {
-        sink.err(at, format!("term nested deeper than {}", limits::MAX_DEPTH));
-        return None;
-    }
     let d = depth + 1;
-    match v {
-        Json::String(s) => match Prim::from_name(s) {
-            Some(p) => Some(Term::Prim(p)),
-            None => {
-                sink.err(at, format!("unknown term \"{s}\""));
-                None
-            }
-        },
-        Json::Object(m) => {
-            let mut members = m.iter();
-            let (Some((tag, inner)), None) = (members.next(), members.next()) else {
-                sink.err(
-                    at,
-                    format!(
-                        "a compound term is an object with exactly one member, found {}",
-                        m.len()
-                    ),
-                );
-                return None;
-            };
-            let at_t = ptr(at, tag);
-            let many = |arr: &[Json], sink: &mut Sink| -> Option<Vec<Term>> {
-                let ts: Vec<Option<Term>> = arr
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| read_tools_term(x, &ptr_i(&at_t, i), d, sink))
-                    .collect();
-                ts.into_iter().collect()
-            };
-            match tag.as_str() {
-                "List" => read_tools_term(inner, &at_t, d, sink).map(|t| Term::List(Box::new(t))),
-                "Set" => read_tools_term(inner, &at_t, d, sink).map(|t| Term::Set(Box::new(t))),
-                "Option" => {
-                    read_tools_term(inner, &at_t, d, sink).map(|t| Term::Option(Box::new(t)))
-                }
-                "Dict" => {
-                    let arr = as_array(inner, &at_t, "Dict's [key, value]", sink)?;
-                    if arr.len() != 2 {
-                        sink.err(
-                            &at_t,
-                            format!("Dict holds exactly two terms, found {}", arr.len()),
-                        );
-                        return None;
-                    }
-                    let mut ts = many(arr, sink)?.into_iter();
-                    match (ts.next(), ts.next()) {
-                        (Some(k), Some(v)) => Some(Term::Dict(Box::new(k), Box::new(v))),
-                        _ => None,
-                    }
-                }
-                "Tuple" => {
-                    let arr = as_array(inner, &at_t, "Tuple's parts", sink)?;
-                    if arr.len() < 2 {
-                        sink.err(
-                            &at_t,
-                            format!("Tuple holds at least two terms, found {}", arr.len()),
-                        );
-                        return None;
-                    }
-                    many(arr, sink).map(Term::Tuple)
-                }
-                "Param" => read_name(inner, &at_t, "a type parameter name", sink).map(Term::Param),
-                "Named" => read_name(inner, &at_t, "a types key", sink).map(Term::Named),
-                other => {
-                    sink.err(at, format!("unknown term \"{other}\""));
-                    None
-                }
+    let (tag, inner, at_t) = match term_form(v, at, depth, "built-in", sink)? {
+        TermForm::Prim(p) => return Some(Term::Prim(p)),
+        TermForm::Compound { tag, inner, at } => (tag, inner, at),
+    };
+    let many = |arr: &[Json], sink: &mut Sink| -> Option<Vec<Term>> {
+        let ts: Vec<Option<Term>> = arr
+            .iter()
+            .enumerate()
+            .map(|(i, x)| read_tools_term(x, &ptr_i(&at_t, i), d, sink))
+            .collect();
+        ts.into_iter().collect()
+    };
+    match tag {
+        "List" => read_tools_term(inner, &at_t, d, sink).map(|t| Term::List(Box::new(t))),
+        "Set" => read_tools_term(inner, &at_t, d, sink).map(|t| Term::Set(Box::new(t))),
+        "Option" => read_tools_term(inner, &at_t, d, sink).map(|t| Term::Option(Box::new(t))),
+        "Dict" => {
+            let arr = term_parts(inner, &at_t, tag, sink)?;
+            let mut ts = many(arr, sink)?.into_iter();
+            match (ts.next(), ts.next()) {
+                (Some(k), Some(v)) => Some(Term::Dict(Box::new(k), Box::new(v))),
+                _ => None,
             }
         }
+        "Tuple" => {
+            let arr = term_parts(inner, &at_t, tag, sink)?;
+            many(arr, sink).map(Term::Tuple)
+        }
+        "Param" => read_name(inner, &at_t, "a type parameter name", sink).map(Term::Param),
+        "Named" => read_name(inner, &at_t, "a types key", sink).map(Term::Named),
         other => {
-            sink.err(
-                at,
-                format!(
-                    "expected a term (a built-in name or a one-member object), found {}",
-                    json_kind(other)
-                ),
-            );
+            sink.err(at, format!("unknown term \"{other}\""));
             None
         }
     }
