@@ -16,28 +16,7 @@ fn review_flow() -> Value {
 
 /// Starts `flow serve` and reads the address it prints.
 fn serve(data: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
-        .args([
-            "--data",
-            data.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, base)
+    serve_with(data, None, &[])
 }
 
 #[tokio::test]
@@ -111,9 +90,10 @@ async fn kill_9_then_restart_loses_no_fact() {
     panic!("flow serve did not stop on SIGTERM");
 }
 
-/// Starts `flow serve` binding submitted flows' Tools with `tools`, with
-/// `env` set for the Tool processes it starts.
-fn serve_with_tools(data: &Path, tools: &Path, env: &[(&str, &str)]) -> (Child, String) {
+/// Starts `flow serve` (binding submitted flows' Tools with `tools`, with
+/// `env` set for the Tool processes it starts) and reads the address it
+/// prints.
+fn serve_with(data: &Path, tools: Option<&Path>, env: &[(&str, &str)]) -> (Child, String) {
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"));
     let path = format!(
         "{}:{}",
@@ -127,12 +107,13 @@ fn serve_with_tools(data: &Path, tools: &Path, env: &[(&str, &str)]) -> (Child, 
         "serve",
         "--listen",
         "127.0.0.1:0",
-        "--tools",
     ])
-    .arg(tools)
     .env("PATH", path)
     .stdout(Stdio::piped())
     .stderr(Stdio::null());
+    if let Some(t) = tools {
+        cmd.arg("--tools").arg(t);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -172,9 +153,9 @@ async fn kill_9_with_a_tool_call_in_flight() {
             .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let (mut child, base) = serve_with_tools(
+    let (mut child, base) = serve_with(
         dir.path(),
-        &examples.join("flow.toml"),
+        Some(&examples.join("flow.toml")),
         &[("TRIAGE_DELAY_MS", "60000")],
     );
     let r = client
@@ -215,7 +196,7 @@ async fn kill_9_with_a_tool_call_in_flight() {
     child.kill().unwrap(); // SIGKILL while the call is out
     child.wait().unwrap();
 
-    let (mut child, base) = serve_with_tools(dir.path(), &examples.join("flow.toml"), &[]);
+    let (mut child, base) = serve_with(dir.path(), Some(&examples.join("flow.toml")), &[]);
     let mut state = Value::Null;
     for _ in 0..200 {
         let v: Value = client
