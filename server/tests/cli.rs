@@ -54,6 +54,12 @@ impl Flow {
         (out.status.code().unwrap_or(-1), v)
     }
 
+    /// `flow replay` says matched (exit 0).
+    fn assert_matched(&self, run: &str) {
+        let (code, v) = self.json(&["replay", run]);
+        assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    }
+
     fn facts(&self, run: &str) -> u64 {
         let (code, v) = self.json(&["history", run]);
         assert_eq!(code, 0, "{v}");
@@ -120,8 +126,7 @@ fn run_pause_resume_replay() {
         v["output"],
         json!({"draft": "hello", "log": ["hello"], "review": {"decision": "approved", "notes": "LGTM"}, "text": "hello"})
     );
-    let (code, v) = f.json(&["replay", &run]);
-    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    f.assert_matched(&run);
     // A reply to a closed call is refused.
     let (code, _) = f.json(&[
         "resume",
@@ -200,8 +205,7 @@ fn fork_from_a_checkpoint_with_a_field_replaced() {
     ]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["output"]["draft"], "two");
-    let (code, v) = f.json(&["replay", &forked]);
-    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    f.assert_matched(&forked);
     // Refused: a field that does not decode, an unknown field, no such
     // checkpoint.
     for args in [
@@ -408,8 +412,7 @@ fn hitl_deadline_survives_the_process() {
     assert_eq!(v["output"], json!({"q": "?"}));
     let (_, h) = f.json(&["history", &run, "--kind", "Close"]);
     assert_eq!(h["facts"][0]["fact"]["reason"], "timeout", "{h}");
-    let (code, v) = f.json(&["replay", &run]);
-    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    f.assert_matched(&run);
 }
 
 /// std/memory is served from the store's own database (DESIGN §4): a
@@ -432,8 +435,7 @@ fn memory_nodes_use_the_store() {
     );
     let run = v["run"].as_str().unwrap().to_string();
     // The reply is history: replay needs no store lookup.
-    let (code, v) = f.json(&["replay", &run]);
-    assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    f.assert_matched(&run);
 }
 
 /// A subgraph is a nested run with its own history, linked both ways: its
