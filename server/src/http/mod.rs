@@ -142,6 +142,15 @@ impl AppState {
         &self.inner.shutdown
     }
 
+    /// Refuses new work once shutdown began (503): runs started now would
+    /// only be cut short.
+    pub fn accepting(&self) -> Result<(), error::ApiError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(error::ApiError::unavailable("the server is shutting down"));
+        }
+        Ok(())
+    }
+
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.inner.metrics
     }

@@ -296,9 +296,7 @@ pub async fn start_run(
     State(state): State<AppState>,
     Body(req): Body<StartRequest>,
 ) -> ApiResult<Response> {
-    if state.shutdown().is_cancelled() {
-        return Err(ApiError::unavailable("the server is shutting down"));
-    }
+    state.accepting()?;
     let sources = sources(&req.flow, &req.modules, &req.name)?;
     let program = sources.program()?;
     let host = state.bind(&program).await?;
@@ -581,9 +579,7 @@ pub async fn resume_run(
     PathArgs(run): PathArgs<String>,
     Body(req): Body<ResumeRequest>,
 ) -> ApiResult<Response> {
-    if state.shutdown().is_cancelled() {
-        return Err(ApiError::unavailable("the server is shutting down"));
-    }
+    state.accepting()?;
     let run = run_id(&run)?;
     let reply = match (&req.call, &req.reply) {
         (Some(c), Some(r)) => Some((c.clone(), flow_abi::json::canonical(r))),
@@ -729,9 +725,7 @@ pub async fn fork_run(
     PathArgs(parent): PathArgs<String>,
     Body(req): Body<ForkRequest>,
 ) -> ApiResult<Response> {
-    if state.shutdown().is_cancelled() {
-        return Err(ApiError::unavailable("the server is shutting down"));
-    }
+    state.accepting()?;
     let parent = run_id(&parent)?;
     let program = {
         let p = parent.clone();
