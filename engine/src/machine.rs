@@ -477,6 +477,11 @@ impl Machine {
         &self.state
     }
 
+    /// Whether `call` is open (a reply to it would be admitted).
+    pub fn is_open(&self, call: &str) -> bool {
+        self.calls.contains_key(call)
+    }
+
     /// Open calls in call-id order.
     pub fn open_calls(&self) -> Vec<OpenCall> {
         self.calls

@@ -330,23 +330,24 @@ impl Driver {
                 }
             };
             let Some((call, outcome)) = next else {
+                let open = machine.open_calls();
                 self.store.record_host(
                     run,
                     HostRecord {
                         kind: HostRecordKind::Pause,
                         at_ms: None,
-                        details: json!({"open": machine.open_calls().iter().map(|c| c.call.clone()).collect::<Vec<_>>()}),
+                        details: json!({"open": open.iter().map(|c| c.call.as_str()).collect::<Vec<_>>()}),
                     },
                 )?;
                 return Ok(RunResult::Paused {
                     run: run.clone(),
-                    open: machine.open_calls(),
+                    open,
                 });
             };
             aborts.remove(&call);
             let outcome_json = outcome.to_json();
             // A reply for a call closed meanwhile is dropped.
-            if !machine.open_calls().iter().any(|c| c.call == call) {
+            if !machine.is_open(&call) {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
@@ -551,7 +552,7 @@ impl Driver {
             ) else {
                 continue;
             };
-            if due <= now && machine.open_calls().iter().any(|c| c.call == call) {
+            if due <= now && machine.is_open(call) {
                 let more = machine
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
