@@ -115,6 +115,17 @@ pub struct Driver {
     pub progress: Option<Progress>,
 }
 
+/// What the driver records, in the order the machine saw it: an effect of
+/// the machine, or a fact the host decided (a Reply it admitted on resume).
+enum Step {
+    Effect(Effect),
+    Fact(Json),
+}
+
+fn steps(effects: Vec<Effect>) -> Vec<Step> {
+    effects.into_iter().map(Step::Effect).collect()
+}
+
 /// A call to send once its fact is durable: call id, tool, args, nested
 /// module.
 type ToDispatch = (String, String, Map<String, Json>, Option<String>);
@@ -182,7 +193,7 @@ impl Driver {
             machine,
             effects,
         } = started;
-        self.drive(&run, program, machine, effects, host, Vec::new())
+        self.drive(&run, program, machine, steps(effects), host, Vec::new())
             .await
     }
 
@@ -204,23 +215,13 @@ impl Driver {
         Ok(())
     }
 
-    /// Appends the next fact, numbering it; returns once it is durable.
-    fn append(&self, run: &RunId, last: &mut u64, mut fact: Json) -> Result<()> {
-        if let Json::Object(m) = &mut fact {
-            m.insert("n".into(), Json::Number((*last + 1).into()));
-        }
-        self.store.append(run, &fact)?;
-        *last += 1;
-        Ok(())
-    }
-
     /// Carries out effects until the run ends or pauses.
     async fn drive<'h>(
         &'h self,
         run: &RunId,
         program: Arc<Program>,
         mut machine: Machine,
-        mut effects: Vec<Effect>,
+        mut effects: Vec<Step>,
         host: &'h Host,
         resend: Vec<ToDispatch>,
     ) -> Result<RunResult> {
@@ -240,7 +241,14 @@ impl Driver {
             // again with the same (run, call) pair (DESIGN §5).
             let mut dispatch: Vec<ToDispatch> = resend.take().unwrap_or_default();
             let mut ended = None;
-            for e in effects.drain(..) {
+            for step in effects.drain(..) {
+                let e = match step {
+                    Step::Fact(f) => {
+                        facts.push(f);
+                        continue;
+                    }
+                    Step::Effect(e) => e,
+                };
                 if let Some(f) = e.fact() {
                     facts.push(f);
                 }
@@ -354,9 +362,11 @@ impl Driver {
             facts.push(json!({"fact": "Reply", "call": call, "outcome": outcome_json}));
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
-            effects = machine
-                .feed(&call, &o)
-                .map_err(|e| Error::Conflict(e.to_string()))?;
+            effects = steps(
+                machine
+                    .feed(&call, &o)
+                    .map_err(|e| Error::Conflict(e.to_string()))?,
+            );
         }
     }
 
@@ -436,7 +446,9 @@ impl Driver {
             ) {
                 return CallOutcome::Unknown(format!("nested run not linked: {e}"));
             }
-            match Box::pin(self.drive(&run, program, machine, effects, host, Vec::new())).await {
+            match Box::pin(self.drive(&run, program, machine, steps(effects), host, Vec::new()))
+                .await
+            {
                 Ok(RunResult::Completed { output, .. }) => match flow_abi::decode_json(
                     &output,
                     &flow_abi::Type::Json,
@@ -533,11 +545,8 @@ impl Driver {
                 "{run} has ended; nothing to resume"
             )));
         }
-        let mut last = self.store.run_info(run)?.last_fact.n;
-        let mut effects = r.unrecorded;
         // Effects derived past the record's end come first: record them.
-        let mut first: Vec<Effect> = Vec::new();
-        first.append(&mut effects);
+        let mut first: Vec<Step> = steps(r.unrecorded);
         let mut resend: Vec<ToDispatch> = Vec::new();
         // Durable hitl deadlines that passed while nothing drove the run:
         // close the call (`timeout`) as the engine says (DESIGN §4).
@@ -556,7 +565,7 @@ impl Driver {
                 let more = machine
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
-                first.extend(more);
+                first.extend(steps(more));
             }
         }
         // Admit the supplied reply.
@@ -575,15 +584,13 @@ impl Driver {
             let outcome = Outcome::from_wire(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             let outcome = check_reply(&program, &machine, c, outcome)?;
-            self.append(
-                run,
-                &mut last,
+            first.push(Step::Fact(
                 json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
-            )?;
+            ));
             let more = machine
                 .feed(call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
-            first.extend(more);
+            first.extend(steps(more));
         } else {
             // Settle calls a crash left open (not the human ones, which stay
             // open until answered): sent again when the binding says
@@ -611,15 +618,13 @@ impl Driver {
                     continue;
                 }
                 let outcome = Outcome::Unknown("host restarted".into());
-                self.append(
-                    run,
-                    &mut last,
+                first.push(Step::Fact(
                     json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
-                )?;
+                ));
                 let more = machine
                     .feed(&c.call, &outcome)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
-                first.extend(more);
+                first.extend(steps(more));
             }
         }
         self.drive(run, program, machine, first, host, resend).await
@@ -675,7 +680,7 @@ impl Driver {
         let mut s = sources.clone();
         s.dir = self.program_dir(parent)?;
         self.create(&run, &start, &s)?;
-        self.drive(&run, program, machine, effects, host, Vec::new())
+        self.drive(&run, program, machine, steps(effects), host, Vec::new())
             .await
     }
 }
