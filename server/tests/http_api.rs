@@ -626,17 +626,14 @@ async fn restart_keeps_runs_and_recovers_running_ones() {
     // recorded, never driven.
     let crashed = {
         let store = open_store(dir.path());
-        let driver = flowd::driver::Driver::new(store);
         let sources = flowd::source::Sources {
             dir: None,
             root: "flow.json".into(),
             texts: [("flow.json".to_string(), review_flow().to_string())].into(),
         };
-        let program = sources.program().unwrap();
-        let started = driver
-            .create_run(&sources, program, "{\"text\": \"crash\"}")
-            .unwrap();
-        started.run.to_string()
+        flowd::service::record_start(&*store, &sources, "{\"text\": \"crash\"}")
+            .unwrap()
+            .to_string()
     };
     let app = TestApp::start(dir.path()).await;
     // Recovery drives the crashed run on to its pause.
@@ -901,4 +898,47 @@ fn a_public_listen_address_needs_tokens() {
     );
     assert!(Tokens::parse("short read\n").is_err());
     assert!(Tokens::parse("0123456789abcdef0123 write\n").is_err());
+}
+
+/// `flow serve` and `flow run` serve the built-ins the same way (issue 10):
+/// `std/memory` is answered from the store's own database by both, so a
+/// note saved over HTTP is read by the CLI on the same store, and the other
+/// way round.
+#[tokio::test]
+async fn memory_is_served_from_the_store_by_the_server_and_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes_path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/notes/notes.json");
+    let notes: Value =
+        serde_json::from_str(&std::fs::read_to_string(&notes_path).unwrap()).unwrap();
+    let cli = |note: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["--data", dir.path().to_str().unwrap(), "--json", "run"])
+            .arg(&notes_path)
+            .args(["--input", &json!({"key": "k", "note": note}).to_string()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = cli("from the cli");
+    assert_eq!(v["output"]["previous"], Value::Null, "{v}");
+    let app = TestApp::start(dir.path()).await;
+    let (s, v) = app
+        .post(
+            "/v1/runs",
+            &json!({"flow": notes, "input": {"key": "k", "note": "from the server"}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["output"]["previous"], "from the cli", "{v}");
+    assert_eq!(
+        v["output"]["scratch"],
+        Value::Null,
+        "thread scope is per run"
+    );
+    app.stop().await;
+    let v = cli("again");
+    assert_eq!(v["output"]["previous"], "from the server", "{v}");
 }

@@ -26,9 +26,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use flow_store::{FactKind, ReadHistory, RunId, StoredFact, Subscribe, TailEvent};
+use flow_store::{FactKind, RunId, StoredFact, TailEvent};
 use futures_util::StreamExt;
 use serde::Deserialize;
+use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -386,7 +387,7 @@ fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>, rin
 pub async fn state_events(
     State(state): State<AppState>,
 ) -> Sse<axum::response::sse::KeepAliveStream<EventStream>> {
-    let rx = state.events();
+    let rx = state.service().events();
     state.metrics().sse_subscribers.inc();
     let guard = Subscribed(state.clone());
     let stream = BroadcastStream::new(rx)
@@ -395,9 +396,15 @@ pub async fn state_events(
         .filter_map(|r| std::future::ready(r.ok()))
         .map(move |v| {
             let _keep = &guard;
+            let mut m = serde_json::Map::new();
+            m.insert("run".into(), Json::String(v.run));
+            m.insert("state".into(), Json::String(v.state.into()));
+            if let Json::Object(x) = v.extra {
+                m.extend(x);
+            }
             Ok(Event::default()
                 .event("state")
-                .data(flow_abi::json::canonical(&v)))
+                .data(flow_abi::json::canonical(&Json::Object(m))))
         });
     let stream = stream
         .take_until(state.shutdown().clone().cancelled_owned())
