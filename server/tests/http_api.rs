@@ -942,3 +942,100 @@ async fn memory_is_served_from_the_store_by_the_server_and_the_cli() {
     let v = cli("again");
     assert_eq!(v["output"]["previous"], "from the server", "{v}");
 }
+
+/// SSE subscribers on 2,000 distinct runs do not starve the store (issue
+/// 17, item 4): with a live stream open on every one of them (each past
+/// its backlog, waiting), runs still start, pause, resume and complete,
+/// `/healthz` answers, and a new subscriber of a driven run gets its
+/// facts live. (Before the async heads notifier, each followed run held a
+/// blocking-pool thread; at 512 every read and every drive stalled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_subscribers_on_two_thousand_runs() {
+    const RUNS: usize = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    let sources = flowd::source::Sources {
+        dir: None,
+        root: "flow.json".into(),
+        texts: [("flow.json".to_string(), review_flow().to_string())].into(),
+    };
+    let runs: Vec<String> = {
+        let store = open_store(dir.path());
+        (0..RUNS)
+            .map(|i| {
+                flowd::service::record_start(
+                    &*store,
+                    &sources,
+                    &json!({"text": format!("run {i}")}).to_string(),
+                )
+                .unwrap()
+                .to_string()
+            })
+            .collect()
+    };
+    let app = TestApp::with(
+        dir.path(),
+        ServeOptions {
+            recover: false,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let mut streams = Vec::with_capacity(RUNS);
+    for run in &runs {
+        let r = app
+            .client
+            .get(app.url(&format!("/v1/runs/{run}/events")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        streams.push(r);
+    }
+    // Every stream delivers its backlog (the Start) and stays open.
+    for r in &mut streams {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
+            .await
+            .expect("a backlog frame within 30 s")
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&chunk).contains("event: Start"));
+    }
+    let (s, _) = tokio::time::timeout(Duration::from_secs(30), app.get("/healthz"))
+        .await
+        .expect("/healthz within 30 s");
+    assert_eq!(s, 200);
+    // Runs keep progressing meanwhile, watched live.
+    let v = tokio::time::timeout(Duration::from_secs(30), start_review(&app, 10))
+        .await
+        .expect("a start within 30 s");
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let live = {
+        let (client, url) = (
+            app.client.clone(),
+            app.url(&format!("/v1/runs/{run}/events")),
+        );
+        tokio::spawn(async move { sse(&client, &url, None, None, usize::MAX).await })
+    };
+    let (s, v) = tokio::time::timeout(
+        Duration::from_secs(30),
+        app.post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        ),
+    )
+    .await
+    .expect("a resume within 30 s");
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    let events = tokio::time::timeout(Duration::from_secs(30), live)
+        .await
+        .expect("the live stream ends after End")
+        .unwrap();
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("End"));
+    let ns: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(ns, (1..=ns.len() as u64).collect::<Vec<_>>(), "no gap");
+    drop(streams);
+    app.stop().await;
+}

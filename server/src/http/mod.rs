@@ -15,6 +15,7 @@ pub mod archive;
 pub mod auth;
 pub mod cli;
 pub mod error;
+pub mod hub;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
@@ -75,7 +76,7 @@ struct Inner {
     options: ServeOptions,
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
-    hub: sse::Hub,
+    hub: hub::Hub,
 }
 
 impl AppState {
@@ -93,7 +94,7 @@ impl AppState {
                 service,
                 options,
                 metrics: metrics::Metrics::default(),
-                hub: sse::Hub::default(),
+                hub: hub::Hub::default(),
             }),
         }
     }
@@ -127,7 +128,7 @@ impl AppState {
         &self.inner.metrics
     }
 
-    pub fn hub(&self) -> &sse::Hub {
+    pub fn hub(&self) -> &hub::Hub {
         &self.inner.hub
     }
 }

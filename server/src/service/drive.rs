@@ -301,6 +301,7 @@ impl RunService {
                 n: a.n,
                 hash: a.hash.clone(),
             };
+            self.inner.heads.bump(run, a.n);
         }
         self.inner
             .stats

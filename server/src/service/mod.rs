@@ -26,6 +26,7 @@
 pub mod bind;
 mod deadlines;
 mod drive;
+pub mod heads;
 mod prepare;
 pub mod store;
 
@@ -270,6 +271,7 @@ struct Inner {
     events: broadcast::Sender<RunEvent>,
     stats: Stats,
     deadlines: Deadlines,
+    heads: heads::Heads,
 }
 
 /// A run marked as driven; dropping it unmarks the run (every early
@@ -304,12 +306,18 @@ impl RunService {
                 events,
                 stats: Stats::default(),
                 deadlines: Deadlines::default(),
+                heads: heads::Heads::default(),
             }),
         }
     }
 
     pub fn store(&self) -> &StoreRef {
         &self.inner.store
+    }
+
+    /// Live heads of the runs followed now (SSE).
+    pub fn heads(&self) -> &heads::Heads {
+        &self.inner.heads
     }
 
     pub fn stats(&self) -> &Stats {
