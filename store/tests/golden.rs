@@ -101,5 +101,8 @@ fn golden_archives_cover_every_fact_kind() {
     }
     let all = ["Call", "Checkpoint", "Close", "End", "Reply", "Start"];
     assert_eq!(kinds.iter().map(String::as_str).collect::<Vec<_>>(), all);
-    assert!(delta && blob && fork, "delta {delta}, blob {blob}, fork {fork}");
+    assert!(
+        delta && blob && fork,
+        "delta {delta}, blob {blob}, fork {fork}"
+    );
 }
