@@ -382,3 +382,100 @@ async fn refusals_without_wait_record_nothing() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// An answer is a consequence (issue 17, item 1; DESIGN §3): kill -9 the
+/// real server the moment a 201 (start) or a 202 (resume, without `wait`)
+/// arrives, restart it on the same store, and find what was acknowledged:
+/// the run's Start, the admitted Reply. Twenty kills per run of the test.
+#[tokio::test]
+async fn kill_9_at_the_acknowledgement_loses_nothing_acknowledged() {
+    const ROUNDS: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let get = |client: &reqwest::Client, url: String| {
+        let c = client.clone();
+        async move {
+            let r = c.get(url).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (mut child, mut base) = serve(dir.path());
+    // The first paused run.
+    let v: Value = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": review_flow(), "input": {"text": "ack 0"}, "wait": 10}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+    let mut paused = (
+        v["run"].as_str().unwrap().to_string(),
+        v["pending"][0]["call"].as_str().unwrap().to_string(),
+    );
+    let mut kills = 0;
+    for i in 0..ROUNDS {
+        // A resume without wait: 202, then kill -9 at once.
+        let (run, call) = paused.clone();
+        let r = client
+            .post(format!("{base}/v1/runs/{run}/resume"))
+            .json(&json!({"call": call, "reply": {"Ok": {"decision": "approved"}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        (child, base) = serve(dir.path());
+        let (s, page) = get(&client, format!("{base}/v1/runs/{run}/facts?kind=Reply")).await;
+        assert_eq!(s, 200, "{page}");
+        assert!(
+            page["facts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["call"] == call.as_str()),
+            "round {i}: the acknowledged Reply of {run} is durable: {page}"
+        );
+        // A start without wait: 201, then kill -9 at once.
+        let r = client
+            .post(format!("{base}/v1/runs"))
+            .json(&json!({"flow": review_flow(), "input": {"text": format!("ack {}", i + 1)}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: Value = r.json().await.unwrap();
+        let started = v["run"].as_str().unwrap().to_string();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        (child, base) = serve(dir.path());
+        // Recovery drives it on to its pause.
+        let mut view = Value::Null;
+        for _ in 0..200 {
+            let (s, v) = get(&client, format!("{base}/v1/runs/{started}")).await;
+            assert_eq!(
+                s, 200,
+                "round {i}: the acknowledged start of {started} is stored"
+            );
+            if v["state"] == "paused" && !v["pending"].as_array().unwrap().is_empty() {
+                view = v;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(view["state"], "paused", "round {i}: {view}");
+        paused = (
+            started,
+            view["pending"][0]["call"].as_str().unwrap().to_string(),
+        );
+    }
+    assert_eq!(kills, 2 * ROUNDS);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
