@@ -45,6 +45,9 @@ pub(super) type ToDispatch = (String, String, Map<String, Json>, Option<String>)
 type Pending<'a> =
     Pin<Box<dyn Future<Output = std::result::Result<(String, CallOutcome), Aborted>> + Send + 'a>>;
 
+/// Held by each commit of a drive (and of its nested runs).
+pub(super) type Writes = Arc<tokio::sync::Mutex<()>>;
+
 /// Told once the drive's first step is durable (its head then).
 pub(super) type Ack = tokio::sync::oneshot::Sender<Result<FactRef>>;
 
@@ -89,6 +92,7 @@ impl RunService {
         resend: Vec<ToDispatch>,
         head: u64,
         mut ack: Option<Ack>,
+        writes: &'h Writes,
     ) -> Result<RunResult> {
         let module = machine.module().to_string();
         let mut resend = Some(resend);
@@ -150,7 +154,9 @@ impl RunService {
                     Effect::Checkpoint { .. } => {}
                 }
             }
-            let appended = self.append_all(run, &mut last, &mut facts, deadlines).await;
+            let appended = self
+                .append_all(run, &mut last, &mut facts, deadlines, writes)
+                .await;
             if let Some(a) = ack.take() {
                 let _ = a.send(appended.clone().map(|()| last.clone()));
             }
@@ -161,7 +167,7 @@ impl RunService {
             for (call, tool, args, nested) in dispatch {
                 if let Some(sub) = nested {
                     let outcome = self
-                        .nested(run, &call, program.clone(), sub, args, host)
+                        .nested(run, &call, program.clone(), sub, args, host, writes)
                         .await;
                     inflight.push(Box::pin(std::future::ready(Ok((call, outcome)))));
                     continue;
@@ -260,6 +266,7 @@ impl RunService {
         last: &mut FactRef,
         facts: &mut Vec<Json>,
         deadlines: Vec<Json>,
+        writes: &Writes,
     ) -> Result<()> {
         if facts.is_empty() && deadlines.is_empty() {
             return Ok(());
@@ -274,7 +281,12 @@ impl RunService {
         let batch = std::mem::take(facts);
         let count = batch.len() as u64;
         let (store, r) = (self.inner.store.clone(), run.clone());
+        // The guard goes into the blocking task: a drive stopped while this
+        // commit is under way lets go of its run only once it is done, so a
+        // halt record never precedes a fact of the drive it halted.
+        let guard = writes.clone().lock_owned().await;
         let appended = tokio::task::spawn_blocking(move || -> Result<_> {
+            let _writing = guard;
             let a = if batch.is_empty() {
                 Vec::new()
             } else {
@@ -321,6 +333,7 @@ impl RunService {
         module: String,
         args: Map<String, Json>,
         host: &'a Host,
+        writes: &'a Writes,
     ) -> Pin<Box<dyn Future<Output = CallOutcome> + Send + 'a>> {
         Box::pin(async move {
             let input = args
@@ -387,6 +400,7 @@ impl RunService {
                 Vec::new(),
                 head.n,
                 None,
+                writes,
             ))
             .await
             {

@@ -766,6 +766,7 @@ impl RunService {
         let this = self.clone();
         let task = async move {
             let token = claim.token.clone();
+            let writes = drive::Writes::default();
             let drive = this.drive(
                 &claim.run,
                 program,
@@ -775,12 +776,15 @@ impl RunService {
                 resend,
                 head.n,
                 Some(ack_tx),
+                &writes,
             );
             let r = tokio::select! {
                 biased;
                 r = drive => Some(r),
                 _ = token.cancelled() => None,
             };
+            // A commit handed to the store before the stop finishes first.
+            let _done = writes.lock().await;
             bound.release().await;
             let run = claim.run.clone();
             drop(claim);
