@@ -325,6 +325,7 @@ impl RunService {
     /// A subgraph's nested run: its own run id and history, Start naming the
     /// outer run and call (DESIGN §4). Its ending becomes the outer call's
     /// outcome; a nested pause leaves the outer call open.
+    #[allow(clippy::too_many_arguments)]
     fn nested<'a>(
         &'a self,
         outer: &'a RunId,
