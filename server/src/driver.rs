@@ -10,6 +10,7 @@
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host};
 use crate::source::Sources;
+use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Ending, Machine, OpenCall};
 use flow_engine::program::Program;
@@ -119,7 +120,7 @@ pub struct Driver {
 /// the machine, or a fact the host decided (a Reply it admitted on resume).
 enum Step {
     Effect(Effect),
-    Fact(Json),
+    Fact(Fact),
 }
 
 fn steps(effects: Vec<Effect>) -> Vec<Step> {
@@ -169,13 +170,21 @@ impl Driver {
         let (machine, effects) = Machine::start(program.clone(), &program.root, &input)
             .map_err(|e| Error::Refused(e.to_string()))?;
         let run = new_run_id();
-        let start = json!({
-            "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
-            "entry": {"module": program.root, "function": flow_engine::program::ENTRY},
-            "program": sources.program_hash(), "sources": sources.start_entries(),
-            "input": input,
-        });
-        self.create(&run, &start, sources)?;
+        let start = Fact::Start {
+            n: 1,
+            run: run.clone(),
+            data: flow_abi::DATA_VERSION.into(),
+            entry: Entry {
+                module: program.root.clone(),
+                function: flow_engine::program::ENTRY.into(),
+            },
+            program: sources.program_hash(),
+            sources: sources.start_entries(),
+            input,
+            parent: None,
+            outer: None,
+        };
+        self.create(&run, &start.into_json(), sources)?;
         Ok(Started {
             run,
             program,
@@ -235,7 +244,7 @@ impl Driver {
         // Facts with no outside effect between them go to the store together
         // (one transaction, one fsync per step); every one is durable before
         // any call below is dispatched.
-        let mut facts: Vec<Json> = Vec::new();
+        let mut facts: Vec<Fact> = Vec::new();
         loop {
             // Calls open at a crash whose binding says `resend = true` go out
             // again with the same (run, call) pair (DESIGN §5).
@@ -267,10 +276,10 @@ impl Driver {
                             Json::Object(m) => m,
                             _ => Map::new(),
                         };
-                        dispatch.push((call, tool, args, nested));
+                        dispatch.push((call.to_string(), tool, args, nested));
                     }
                     Effect::Close { call, .. } => {
-                        if let Some(a) = aborts.remove(&call) {
+                        if let Some(a) = aborts.remove(call.as_str()) {
                             a.abort();
                         }
                     }
@@ -281,7 +290,7 @@ impl Driver {
                             HostRecord {
                                 kind: HostRecordKind::Timeout,
                                 at_ms: None,
-                                details: json!({"call": call, "due_ms": due}),
+                                details: json!({"call": call.as_str(), "due_ms": due}),
                             },
                         )?;
                     }
@@ -359,9 +368,13 @@ impl Driver {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
-            facts.push(json!({"fact": "Reply", "call": call, "outcome": outcome_json}));
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
+            facts.push(Fact::Reply {
+                n: 0,
+                call: CallId::parse(&call).map_err(|e| Error::Conflict(e.to_string()))?,
+                outcome: o.clone(),
+            });
             effects = steps(
                 machine
                     .feed(&call, &o)
@@ -377,17 +390,17 @@ impl Driver {
     /// transaction; waiting for it happens off the async runtime
     /// (`spawn_blocking`), so many runs queue at once and share each commit
     /// (group commit) instead of holding the runtime's few workers.
-    async fn append_all(&self, run: &RunId, last: &mut u64, facts: &mut Vec<Json>) -> Result<()> {
+    async fn append_all(&self, run: &RunId, last: &mut u64, facts: &mut Vec<Fact>) -> Result<()> {
         if facts.is_empty() {
             return Ok(());
         }
-        for f in facts.iter_mut() {
-            if let Json::Object(m) = f {
+        let batch: Vec<Json> = facts
+            .drain(..)
+            .map(|f| {
                 *last += 1;
-                m.insert("n".into(), Json::Number((*last).into()));
-            }
-        }
-        let batch = std::mem::take(facts);
+                f.numbered(*last).into_json()
+            })
+            .collect();
         let (store, run) = (self.store.clone(), run.clone());
         tokio::task::spawn_blocking(move || store.append_all(&run, &batch))
             .await
@@ -423,13 +436,27 @@ impl Driver {
             let Ok(sources) = sources else {
                 return CallOutcome::NotRun("the outer run's sources cannot be read".into());
             };
-            let start = json!({
-                "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
-                "entry": {"module": module, "function": flow_engine::program::ENTRY},
-                "program": sources.program_hash(), "sources": sources.start_entries(),
-                "input": input, "outer": {"run": outer.as_str(), "call": call},
-            });
-            if let Err(e) = self.create(&run, &start, &sources) {
+            let Ok(outer_call) = CallId::parse(call) else {
+                return CallOutcome::NotRun(format!("nested run refused: {call} is not a call id"));
+            };
+            let start = Fact::Start {
+                n: 1,
+                run: run.clone(),
+                data: flow_abi::DATA_VERSION.into(),
+                entry: Entry {
+                    module,
+                    function: flow_engine::program::ENTRY.into(),
+                },
+                program: sources.program_hash(),
+                sources: sources.start_entries(),
+                input,
+                parent: None,
+                outer: Some(Outer {
+                    run: outer.clone(),
+                    call: outer_call,
+                }),
+            };
+            if let Err(e) = self.create(&run, &start.into_json(), &sources) {
                 return CallOutcome::Unknown(format!("nested run not recorded: {e}"));
             }
             // Linked both ways: the nested Start names the outer run and
@@ -472,7 +499,7 @@ impl Driver {
 
     /// A run's verified history as logical facts: every value loaded, every
     /// Checkpoint with its whole state (not the stored delta).
-    pub fn facts(&self, run: &RunId) -> Result<Vec<Json>> {
+    pub fn facts(&self, run: &RunId) -> Result<Vec<Fact>> {
         let history = self.store.read_history(run)?;
         let mut facts = Vec::with_capacity(history.facts.len());
         for f in &history.facts {
@@ -484,13 +511,16 @@ impl Driver {
                     m.insert("state".into(), state);
                 }
             }
-            facts.push(v);
+            facts.push(
+                Fact::from_value(v)
+                    .map_err(|e| Error::Unreadable(format!("{run} fact {}: {e}", f.n)))?,
+            );
         }
         Ok(facts)
     }
 
     /// Reads a run's program back from its history.
-    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
+    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Fact>)> {
         let facts = self.facts(run)?;
         let start = facts
             .first()
@@ -526,7 +556,7 @@ impl Driver {
         &self,
         run: &RunId,
         program: Arc<Program>,
-        facts: Vec<Json>,
+        facts: Vec<Fact>,
         reply: Option<(String, String)>,
         host: &Host,
     ) -> Result<RunResult> {
@@ -572,8 +602,10 @@ impl Driver {
         let open = machine.open_calls();
         let recorded_calls: std::collections::BTreeSet<String> = facts
             .iter()
-            .filter(|f| f["fact"] == "Call")
-            .filter_map(|f| f["call"].as_str().map(str::to_string))
+            .filter_map(|f| match f {
+                Fact::Call { call, .. } => Some(call.to_string()),
+                _ => None,
+            })
             .collect();
         if let Some((call, text)) = &reply {
             let Some(c) = open.iter().find(|c| &c.call == call) else {
@@ -584,9 +616,11 @@ impl Driver {
             let outcome = Outcome::from_wire(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             let outcome = check_reply(&program, &machine, c, outcome)?;
-            first.push(Step::Fact(
-                json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
-            ));
+            first.push(Step::Fact(Fact::Reply {
+                n: 0,
+                call: CallId::parse(call).map_err(|e| Error::Refused(e.to_string()))?,
+                outcome: outcome.clone(),
+            }));
             let more = machine
                 .feed(call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -618,9 +652,11 @@ impl Driver {
                     continue;
                 }
                 let outcome = Outcome::Unknown("host restarted".into());
-                first.push(Step::Fact(
-                    json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
-                ));
+                first.push(Step::Fact(Fact::Reply {
+                    n: 0,
+                    call: CallId::parse(&c.call).map_err(|e| Error::Conflict(e.to_string()))?,
+                    outcome: outcome.clone(),
+                }));
                 let more = machine
                     .feed(&c.call, &outcome)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -642,21 +678,21 @@ impl Driver {
         host: &Host,
     ) -> Result<RunResult> {
         let (sources, program, facts) = self.program_of(parent)?;
-        let cp = facts
-            .iter()
-            .find(|f| f["n"].as_u64() == Some(checkpoint))
-            .filter(|f| f["fact"] == "Checkpoint")
-            .ok_or_else(|| {
-                Error::NotFound(format!("{parent} has no Checkpoint at fact {checkpoint}"))
-            })?;
-        if cp["task"] != "root" {
+        let Some(Fact::Checkpoint {
+            task, node, state, ..
+        }) = facts.iter().find(|f| f.n() == checkpoint)
+        else {
+            return Err(Error::NotFound(format!(
+                "{parent} has no Checkpoint at fact {checkpoint}"
+            )));
+        };
+        if task != "root" {
             return Err(Error::Refused(format!(
-                "fact {checkpoint} is a checkpoint of parallel branch {}; fork from a root checkpoint",
-                cp["task"]
+                "fact {checkpoint} is a checkpoint of parallel branch {task:?}; fork from a root checkpoint"
             )));
         }
-        let node = cp["node"].as_str().unwrap_or_default().to_string();
-        let mut state = cp["state"].clone();
+        let node = node.clone();
+        let mut state = state.clone();
         for (field, text) in sets {
             let v = Machine::decode_state_field(&program, &program.root, field, text)
                 .map_err(Error::Refused)?;
@@ -664,22 +700,33 @@ impl Driver {
                 m.insert(field.clone(), v);
             }
         }
-        let module = facts[0]["entry"]["module"]
-            .as_str()
-            .unwrap_or(&program.root)
-            .to_string();
+        let module = match facts.first() {
+            Some(Fact::Start { entry, .. }) => entry.module.clone(),
+            _ => program.root.clone(),
+        };
         let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
             .map_err(|e| Error::Refused(e.to_string()))?;
         let run = new_run_id();
-        let start = json!({
-            "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
-            "entry": {"module": module, "function": flow_engine::program::ENTRY},
-            "program": sources.program_hash(), "sources": sources.start_entries(),
-            "input": state, "parent": {"run": parent.as_str(), "checkpoint": checkpoint},
-        });
+        let start = Fact::Start {
+            n: 1,
+            run: run.clone(),
+            data: flow_abi::DATA_VERSION.into(),
+            entry: Entry {
+                module,
+                function: flow_engine::program::ENTRY.into(),
+            },
+            program: sources.program_hash(),
+            sources: sources.start_entries(),
+            input: state,
+            parent: Some(Parent {
+                run: parent.clone(),
+                checkpoint,
+            }),
+            outer: None,
+        };
         let mut s = sources.clone();
         s.dir = self.program_dir(parent)?;
-        self.create(&run, &start, &s)?;
+        self.create(&run, &start.into_json(), &s)?;
         self.drive(&run, program, machine, steps(effects), host, Vec::new())
             .await
     }
@@ -727,7 +774,8 @@ fn program_sources(store: &SqliteStore, run: &RunId) -> Result<Sources> {
         .facts
         .first()
         .ok_or_else(|| Error::Unreadable("no Start".into()))?;
-    let start = store.expand(&start.fact)?;
+    let start = Fact::from_value(store.expand(&start.fact)?)
+        .map_err(|e| Error::Unreadable(format!("{run} fact 1: {e}")))?;
     Sources::from_start(store, &start)
 }
 

@@ -332,7 +332,7 @@ impl Fakes {
                     .map_err(|e| TestStop::Broken(format!("the fake for {tool}: {e}")))?;
                 admit(program, module, &tool, o)
             };
-            queue.push_back((call, outcome));
+            queue.push_back((call.to_string(), outcome));
         }
         Ok(())
     }
@@ -375,11 +375,10 @@ pub fn replay_history(dir: &Path) -> TestResult {
         };
         let driver = Driver::new(store);
         let facts = driver.facts(&run)?;
-        let module = facts
-            .first()
-            .and_then(|s| s["entry"]["module"].as_str())
-            .ok_or_else(|| Error::Unreadable("the history has no entry module".into()))?
-            .to_string();
+        let module = match facts.first() {
+            Some(flow_abi::fact::Fact::Start { entry, .. }) => entry.module.clone(),
+            _ => return Err(Error::Unreadable("the history has no entry module".into())),
+        };
         let root = dir
             .ancestors()
             .map(|d| d.join(&module))
