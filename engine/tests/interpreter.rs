@@ -10,6 +10,7 @@
 mod fixtures;
 
 use flow_abi::example::example;
+use flow_abi::fact::Fact;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Ending, Machine};
 use flow_engine::model::NodeKind;
@@ -30,9 +31,18 @@ struct Run {
 }
 
 fn start_fact(module: &str, input: &Json) -> Json {
-    json!({"fact": "Start", "n": 1, "run": "run-test", "data": "1.0",
+    json!({"fact": "Start", "n": 1, "run": "run-00000000000000000000000000", "data": "1.0",
         "entry": {"module": module, "function": "main"},
         "program": "sha256:0", "sources": [], "input": input})
+}
+
+/// Recorded facts (JSON, so tests can tamper with them) as replay takes
+/// them.
+fn typed(facts: &[Json]) -> Vec<Fact> {
+    facts
+        .iter()
+        .map(|f| Fact::from_json(f).unwrap_or_else(|e| panic!("{f}: {e}")))
+        .collect()
 }
 
 fn record(facts: &mut Vec<Json>, mut f: Json) {
@@ -131,10 +141,10 @@ fn settle(program: &Arc<Program>, module: &str, run: &mut Run, effects: Vec<Effe
     let take = |run: &mut Run, effects: Vec<Effect>, replies: &mut VecDeque<(String, Outcome)>| {
         for e in effects {
             if let Some(f) = e.fact() {
-                record(&mut run.facts, f);
+                record(&mut run.facts, f.to_json());
             }
             if let (Effect::Call { call, .. }, Some(o)) = (&e, fake(program, module, &e)) {
-                replies.push_back((call.clone(), o));
+                replies.push_back((call.to_string(), o));
             }
         }
     };
@@ -223,7 +233,7 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
             let c = &open[0];
             assert_eq!(c.tool, "std/human#input", "{module}: waiting on {}", c.tool);
             // A paused history replays incomplete.
-            let r = replay(program.clone(), &run.facts);
+            let r = replay(program.clone(), &typed(&run.facts));
             assert_eq!(r.verdict, Verdict::Incomplete, "{module} paused");
             let m = program.module(module).unwrap();
             let node = m.report.flow.nodes.iter().find(|n| n.id == c.node).unwrap();
@@ -261,11 +271,11 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
                 panic!("{module}: completed, expected a fault saying {part:?}")
             }
         }
-        let r = replay(program.clone(), &run.facts);
+        let r = replay(program.clone(), &typed(&run.facts));
         assert_eq!(r.verdict, Verdict::Matched, "{module}");
         // Every prefix replays incomplete (never diverged).
         for cut in 1..run.facts.len() {
-            let r = replay(program.clone(), &run.facts[..cut]);
+            let r = replay(program.clone(), &typed(&run.facts[..cut]));
             assert_eq!(r.verdict, Verdict::Incomplete, "{module} cut at {cut}");
         }
         summary.push(format!(
@@ -344,7 +354,7 @@ fn tool_invoke_reducers_and_effect_order() {
     let (mut m, effects) = Machine::start(p.clone(), "t.json", &json!({"q": "rust"})).unwrap();
     let kinds: Vec<String> = effects
         .iter()
-        .map(|e| e.fact().unwrap()["fact"].as_str().unwrap().to_string())
+        .map(|e| e.fact().unwrap().kind().as_str().to_string())
         .collect();
     assert_eq!(kinds, ["Checkpoint", "Checkpoint", "Call"]);
     let Effect::Call {
@@ -408,9 +418,12 @@ fn input_is_refused_when_it_does_not_fit() {
 fn tampering_diverges_at_the_right_fact() {
     let p = load_one(tool_flow());
     let run = drive(&p, "t.json", &json!({"q": "rust"}));
-    assert_eq!(replay(p.clone(), &run.facts).verdict, Verdict::Matched);
+    assert_eq!(
+        replay(p.clone(), &typed(&run.facts)).verdict,
+        Verdict::Matched
+    );
     // facts: 1 Start, 2 Cp start, 3 Cp s1, 4 Call, 5 Reply, 6 Cp s2, 7 Call, 8 Reply, 9 Cp done, 10 End
-    let at = |facts: &[Json]| match replay(p.clone(), facts).verdict {
+    let at = |facts: &[Json]| match replay(p.clone(), &typed(facts)).verdict {
         Verdict::Diverged { fact, reason } => (fact, reason),
         v => panic!("{v:?}"),
     };
@@ -438,7 +451,7 @@ fn tampering_diverges_at_the_right_fact() {
     doc["tools"]["search"]["input_schema"] = json!({"type": "object", "required": ["query"],
         "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}});
     let p2 = load_one(doc);
-    let r = replay(p2, &run.facts);
+    let r = replay(p2, &typed(&run.facts));
     assert!(
         matches!(r.verdict, Verdict::Diverged { fact: 4, .. }),
         "{:?}",

@@ -331,7 +331,7 @@ impl Fakes {
                     .map_err(|e| TestStop::Broken(format!("the fake for {tool}: {e}")))?;
                 admit(program, module, &tool, o)
             };
-            queue.push_back((call, outcome));
+            queue.push_back((call.to_string(), outcome));
         }
         Ok(())
     }
@@ -373,11 +373,10 @@ pub fn replay_history(dir: &Path) -> TestResult {
             | flow_store::ImportOutcome::AlreadyPresent { run } => run,
         };
         let facts = crate::service::logical_facts(&*store, &run)?;
-        let module = facts
-            .first()
-            .and_then(|s| s["entry"]["module"].as_str())
-            .ok_or_else(|| Error::Unreadable("the history has no entry module".into()))?
-            .to_string();
+        let module = match facts.first() {
+            Some(flow_abi::fact::Fact::Start { entry, .. }) => entry.module.clone(),
+            _ => return Err(Error::Unreadable("the history has no entry module".into())),
+        };
         let root = dir
             .ancestors()
             .map(|d| d.join(&module))

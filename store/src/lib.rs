@@ -19,7 +19,6 @@ pub mod conformance;
 mod error;
 pub mod fact;
 pub mod hash;
-mod id;
 pub mod merkle;
 pub mod sqlite;
 pub mod tail;
@@ -32,7 +31,7 @@ pub use archive::{
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;
-pub use id::RunId;
+pub use flow_abi::fact::RunId;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The Start entry of a source text: `(hash, length)` with `hash` =

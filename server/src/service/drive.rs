@@ -12,6 +12,7 @@ use super::{RunResult, RunService, new_run_id};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host};
 use crate::source::Sources;
+use flow_abi::fact::{CallId, Fact};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 /// the machine, or a fact the host decided (a Reply it admitted on resume).
 pub(super) enum Step {
     Effect(Effect),
-    Fact(Json),
+    Fact(Fact),
 }
 
 pub(super) fn steps(effects: Vec<Effect>) -> Vec<Step> {
@@ -57,10 +58,10 @@ pub(super) type Ack = tokio::sync::oneshot::Sender<Result<FactRef>>;
 pub(super) fn create(
     store: &dyn Store,
     run: &RunId,
-    start: &Json,
+    start: &Fact,
     sources: &Sources,
 ) -> Result<FactRef> {
-    let a = store.create_run(start, &sources.source_texts())?;
+    let a = store.create_run(&start.to_json(), &sources.source_texts())?;
     if let Some(dir) = &sources.dir {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         store.record_host(
@@ -104,7 +105,7 @@ impl RunService {
         // Abort handles of dispatched calls: a Close drops the call's future,
         // which cancels it at its implementation.
         let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
-        let mut facts: Vec<Json> = Vec::new();
+        let mut facts: Vec<Fact> = Vec::new();
         loop {
             // Calls open at a crash whose binding says `resend = true` go out
             // again with the same (run, call) pair (DESIGN §5).
@@ -137,10 +138,10 @@ impl RunService {
                             Json::Object(m) => m,
                             _ => Map::new(),
                         };
-                        dispatch.push((call, tool, args, nested));
+                        dispatch.push((call.to_string(), tool, args, nested));
                     }
                     Effect::Close { call, .. } => {
-                        if let Some(a) = aborts.remove(&call) {
+                        if let Some(a) = aborts.remove(call.as_str()) {
                             a.abort();
                         }
                     }
@@ -148,7 +149,7 @@ impl RunService {
                         let due = super::deadlines::now_ms().saturating_add(
                             seconds.saturating_mul(1000).min(i64::MAX as u64) as i64,
                         );
-                        deadlines.push(json!({"call": call, "due_ms": due}));
+                        deadlines.push(json!({"call": call.as_str(), "due_ms": due}));
                     }
                     Effect::End(ending) => ended = Some(ending),
                     Effect::Checkpoint { .. } => {}
@@ -208,9 +209,9 @@ impl RunService {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
-            facts.push(json!({"fact": "Reply", "call": call, "outcome": outcome_json}));
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
+            facts.push(super::prepare::reply_fact(&call, o.clone())?);
             effects = steps(
                 machine
                     .feed(&call, &o)
@@ -264,7 +265,7 @@ impl RunService {
         &self,
         run: &RunId,
         last: &mut FactRef,
-        facts: &mut Vec<Json>,
+        facts: &mut Vec<Fact>,
         deadlines: Vec<Json>,
         writes: &Writes,
     ) -> Result<()> {
@@ -272,13 +273,13 @@ impl RunService {
             return Ok(());
         }
         let mut n = last.n;
-        for f in facts.iter_mut() {
-            if let Json::Object(m) = f {
+        let batch: Vec<Json> = facts
+            .drain(..)
+            .map(|f| {
                 n += 1;
-                m.insert("n".into(), Json::Number(n.into()));
-            }
-        }
-        let batch = std::mem::take(facts);
+                f.numbered(n).into_json()
+            })
+            .collect();
         let count = batch.len() as u64;
         let (store, r) = (self.inner.store.clone(), run.clone());
         // The guard goes into the blocking task: a drive stopped while this
@@ -354,13 +355,16 @@ impl RunService {
             let Ok(sources) = sources else {
                 return CallOutcome::NotRun("the outer run's sources cannot be read".into());
             };
+            let Ok(outer_call) = CallId::parse(call) else {
+                return CallOutcome::NotRun(format!("{call} is not a call id"));
+            };
             let start = super::prepare::start_fact(
                 &run,
                 &module,
                 &sources,
                 input,
                 None,
-                Some((outer, call)),
+                Some((outer, &outer_call)),
             );
             let created = {
                 let (s, r, o, c) = (

@@ -10,6 +10,7 @@ use super::{RunService, new_run_id};
 use crate::error::{Error, Result};
 use crate::host::HUMAN;
 use crate::source::Sources;
+use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine, OpenCall};
 use flow_engine::program::Program;
@@ -26,31 +27,49 @@ pub(super) fn start_fact(
     sources: &Sources,
     input: Json,
     parent: Option<(&RunId, u64)>,
-    outer: Option<(&RunId, &str)>,
-) -> Json {
-    let mut start = json!({
-        "fact": "Start", "n": 1, "run": run.as_str(), "data": flow_abi::DATA_VERSION,
-        "entry": {"module": module, "function": flow_engine::program::ENTRY},
-        "program": sources.program_hash(), "sources": sources.start_entries(),
-        "input": input,
-    });
-    if let Some((p, cp)) = parent {
-        start["parent"] = json!({"run": p.as_str(), "checkpoint": cp});
+    outer: Option<(&RunId, &CallId)>,
+) -> Fact {
+    Fact::Start {
+        n: 1,
+        run: run.clone(),
+        data: flow_abi::DATA_VERSION.to_string(),
+        entry: Entry {
+            module: module.to_string(),
+            function: flow_engine::program::ENTRY.to_string(),
+        },
+        program: sources.program_hash(),
+        sources: sources.start_entries(),
+        input,
+        parent: parent.map(|(run, checkpoint)| Parent {
+            run: run.clone(),
+            checkpoint,
+        }),
+        outer: outer.map(|(run, call)| Outer {
+            run: run.clone(),
+            call: call.clone(),
+        }),
     }
-    if let Some((o, c)) = outer {
-        start["outer"] = json!({"run": o.as_str(), "call": c});
-    }
-    start
+}
+
+/// A Reply the host decided (admitted on resume, or settling a crash).
+pub(super) fn reply_fact(call: &str, outcome: Outcome) -> Result<Fact> {
+    let call = CallId::parse(call).map_err(|e| Error::Refused(format!("call {call}: {e}")))?;
+    Ok(Fact::Reply {
+        n: 0,
+        call,
+        outcome,
+    })
 }
 
 /// A run's Start, values loaded (one fact read, not the history).
-fn read_start(store: &dyn Store, run: &RunId) -> Result<Json> {
+fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
     let first = store.read_after(run, 0, 1)?;
     let start = first
         .first()
         .filter(|f| f.kind == FactKind::Start)
         .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
-    Ok(store.expand(&start.fact)?)
+    Fact::from_value(store.expand(&start.fact)?)
+        .map_err(|e| Error::Unreadable(format!("{run} fact 1: {e}")))
 }
 
 /// The sources a run's Start records.
@@ -74,7 +93,7 @@ pub(super) struct Fork {
     pub hash: String,
     pub sources: Sources,
     pub program: Arc<Program>,
-    pub start: Json,
+    pub start: Fact,
     pub machine: Machine,
     pub effects: Vec<Effect>,
 }
@@ -82,13 +101,13 @@ pub(super) struct Fork {
 impl RunService {
     /// A run's verified history as logical facts: every value loaded, every
     /// Checkpoint with its whole state (not the stored delta).
-    pub fn facts(&self, run: &RunId) -> Result<Vec<Json>> {
+    pub fn facts(&self, run: &RunId) -> Result<Vec<Fact>> {
         logical_facts(&*self.inner.store, run)
     }
 
     /// Reads a run's program back from its history (the checked program
     /// from the cache by program hash).
-    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Json>)> {
+    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Fact>)> {
         let facts = self.facts(run)?;
         let start = facts
             .first()
@@ -127,8 +146,10 @@ impl RunService {
             };
             let recorded: BTreeSet<String> = facts
                 .iter()
-                .filter(|f| f["fact"] == "Call")
-                .filter_map(|f| f["call"].as_str().map(str::to_string))
+                .filter_map(|f| match f {
+                    Fact::Call { call, .. } => Some(call.to_string()),
+                    _ => None,
+                })
                 .collect();
             Ok((program, machine, steps(replayed.unrecorded), Some(recorded)))
         })
@@ -185,9 +206,7 @@ impl RunService {
             let outcome = Outcome::from_wire(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             let outcome = check_reply(&program, &machine, c, outcome)?;
-            first.push(Step::Fact(
-                json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
-            ));
+            first.push(Step::Fact(reply_fact(call, outcome.clone())?));
             let more = machine
                 .feed(call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -260,9 +279,7 @@ impl RunService {
                 continue;
             }
             let outcome = Outcome::Unknown("host restarted".into());
-            first.push(Step::Fact(
-                json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
-            ));
+            first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
             let more = machine
                 .feed(&c.call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -334,10 +351,10 @@ impl RunService {
                 m.insert(field.clone(), v);
             }
         }
-        let module = start["entry"]["module"]
-            .as_str()
-            .unwrap_or(&program.root)
-            .to_string();
+        let module = match &start {
+            Fact::Start { entry, .. } => entry.module.clone(),
+            _ => program.root.clone(),
+        };
         let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
             .map_err(|e| Error::Refused(e.to_string()))?;
         let run = new_run_id();
@@ -363,7 +380,7 @@ impl RunService {
 
 /// A run's verified history as logical facts: every value loaded, every
 /// Checkpoint with its whole state (not the stored delta).
-pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Json>> {
+pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Fact>> {
     let history = store.read_history(run)?;
     let mut facts = Vec::with_capacity(history.facts.len());
     for f in &history.facts {
@@ -375,7 +392,10 @@ pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Json>> {
                 m.insert("state".into(), state);
             }
         }
-        facts.push(v);
+        facts.push(
+            Fact::from_value(v)
+                .map_err(|e| Error::Unreadable(format!("{run} fact {}: {e}", f.n)))?,
+        );
     }
     Ok(facts)
 }

@@ -6,9 +6,9 @@ use crate::checkpoint::{MAX_DELTA_CHAIN, apply_delta, delta_of};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
-use crate::id::RunId;
 use crate::merkle::{self, BlobVerifier};
 use crate::verify::check_stored_fact;
+use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -341,8 +341,8 @@ pub(super) fn checkpoint_state(conn: &mut Connection, run: &RunId, n: u64) -> Re
                     "checkpoint delta chain is too long",
                 ));
             }
-            let fact = linked_fact(c, key, run, at)?;
-            if fact.get("fact").and_then(Value::as_str) != Some("Checkpoint") {
+            let (fact, kind) = linked_fact(c, key, run, at)?;
+            if kind != FactKind::Checkpoint {
                 return Err(if at == n {
                     Error::InvalidArgument(format!("fact {n} of {run} is not a Checkpoint"))
                 } else {
@@ -390,7 +390,7 @@ pub(super) fn checkpoint_state(conn: &mut Connection, run: &RunId, n: u64) -> Re
 }
 
 /// Fact `n`, checked against its predecessor's recorded hash.
-fn linked_fact(conn: &Connection, key: i64, run: &RunId, n: u64) -> Result<Value> {
+fn linked_fact(conn: &Connection, key: i64, run: &RunId, n: u64) -> Result<(Value, FactKind)> {
     let mut st = conn.prepare_cached("SELECT n, kind, hash, body FROM facts WHERE run_key = ?1 AND n BETWEEN ?2 AND ?3 ORDER BY n")?;
     let rows: Vec<(i64, String, Vec<u8>, String)> = st
         .query_map(params![key, n.saturating_sub(1) as i64, n as i64], |r| {
@@ -410,7 +410,7 @@ fn linked_fact(conn: &Connection, key: i64, run: &RunId, n: u64) -> Result<Value
         .iter()
         .find(|r| r.0 as u64 == n)
         .ok_or_else(|| Error::InvalidArgument(format!("run {run} has no fact {n}")))?;
-    let (fact, _) = check_stored_fact(run.as_str(), n, body)
+    let (fact, kind) = check_stored_fact(run.as_str(), n, body)
         .map_err(|reason| Error::corrupt(run.as_str(), n, reason))?;
     if from_column(hash) != Some(chain_next(&prev, body)) {
         return Err(Error::corrupt(
@@ -419,7 +419,7 @@ fn linked_fact(conn: &Connection, key: i64, run: &RunId, n: u64) -> Result<Value
             "the chain hash does not match",
         ));
     }
-    Ok(fact)
+    Ok((fact, kind))
 }
 
 pub(super) fn host_records(conn: &mut Connection, run: &RunId) -> Result<Vec<HostRecordRow>> {

@@ -8,11 +8,12 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, store_checkpoint};
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, Form, check, store_fact};
+use crate::fact::{FactKind, read_logical, store_fact};
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
-use crate::id::RunId;
 use crate::merkle::NewBlob;
 use crate::tail::Heads;
+use flow_abi::fact::RunId;
+use flow_abi::fact::{Ending as FactEnding, Fact};
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -125,39 +126,41 @@ struct StartMeta {
     outer: Option<(String, String)>,
 }
 
-fn start_meta(start: &Value) -> Result<StartMeta> {
-    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let bad = || Error::InvalidFact("Start lacks run, entry or program".into());
+fn start_meta(start: &Fact) -> Result<StartMeta> {
+    let Fact::Start {
+        run,
+        entry,
+        program,
+        parent,
+        outer,
+        ..
+    } = start
+    else {
+        return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
+    };
     Ok(StartMeta {
-        run: s(start.get("run")).ok_or_else(bad)?,
-        entry_module: s(start.pointer("/entry/module")).ok_or_else(bad)?,
-        entry_function: s(start.pointer("/entry/function")).ok_or_else(bad)?,
-        program: s(start.get("program")).ok_or_else(bad)?,
-        parent: match (
-            s(start.pointer("/parent/run")),
-            start.pointer("/parent/checkpoint").and_then(Value::as_u64),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
-        outer: match (
-            s(start.pointer("/outer/run")),
-            s(start.pointer("/outer/call")),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
+        run: run.to_string(),
+        entry_module: entry.module.clone(),
+        entry_function: entry.function.clone(),
+        program: program.clone(),
+        parent: parent.as_ref().map(|p| (p.run.to_string(), p.checkpoint)),
+        outer: outer
+            .as_ref()
+            .map(|o| (o.run.to_string(), o.call.to_string())),
     })
 }
 
-fn ending_of(end: &Value) -> Option<Ending> {
-    let e = end.get("ending")?.as_object()?;
-    if e.contains_key("Completed") {
-        Some(Ending::Completed)
-    } else if e.contains_key("Faulted") {
-        Some(Ending::Faulted)
-    } else {
-        None
+fn ending_of(end: &Fact) -> Option<Ending> {
+    match end {
+        Fact::End {
+            ending: FactEnding::Completed { .. },
+            ..
+        } => Some(Ending::Completed),
+        Fact::End {
+            ending: FactEnding::Faulted(_),
+            ..
+        } => Some(Ending::Faulted),
+        _ => None,
     }
 }
 
@@ -402,7 +405,7 @@ impl Writer {
                 at_ms,
                 reply,
             } => {
-                let r = self.create(&start, &sources, at_ms, batch);
+                let r = self.create(start, &sources, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
                 (
@@ -548,35 +551,34 @@ impl Writer {
 
     fn create(
         &mut self,
-        start: &Value,
+        start: Value,
         sources: &[SourceText],
         at_ms: i64,
         batch: &Batch,
     ) -> Result<Appended> {
-        let (kind, n) = check(start, Form::Logical)?;
-        if kind != FactKind::Start || n != 1 {
+        let typed = read_logical(start)?;
+        let Fact::Start {
+            n: 1,
+            run,
+            sources: listed,
+            ..
+        } = &typed
+        else {
             return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
-        }
-        let meta = start_meta(start)?;
-        let run =
-            RunId::parse(&meta.run).map_err(|e| Error::InvalidFact(format!("Start.run: {e}")))?;
+        };
+        let (run, listed) = (run.clone(), listed.clone());
+        let meta = start_meta(&typed)?;
+        let start = typed.into_json();
         // DESIGN §3: "sources are always blobs". Start lists each by hash;
         // the text must be handed over and match.
-        let listed = start
-            .get("sources")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
         let mut blobs = Vec::new();
         for s in &listed {
-            let module = s.get("module").and_then(Value::as_str).unwrap_or_default();
-            let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
-            let length = s.get("length").and_then(Value::as_u64);
+            let module = s.module.as_str();
             let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
                 Error::InvalidFact(format!("no source text was given for module {module:?}"))
             })?;
             let h = blob_hash(text.text.as_bytes());
-            if hash != Some(h) || length != Some(text.text.chars().count() as u64) {
+            if parse_hash(&s.hash) != Some(h) || s.length != text.text.chars().count() as u64 {
                 return Err(Error::InvalidFact(format!(
                     "source {module:?} does not match its hash or length in Start"
                 )));
@@ -586,11 +588,10 @@ impl Writer {
                 body: text.text.as_bytes().to_vec(),
             });
         }
-        if let Some(extra) = sources.iter().find(|t| {
-            !listed
-                .iter()
-                .any(|s| s.get("module").and_then(Value::as_str) == Some(t.module.as_str()))
-        }) {
+        if let Some(extra) = sources
+            .iter()
+            .find(|t| !listed.iter().any(|s| s.module == t.module))
+        {
             return Err(Error::InvalidFact(format!(
                 "source {:?} is not listed in Start",
                 extra.module
@@ -607,12 +608,12 @@ impl Writer {
         if exists.is_some() {
             return Err(Error::RunExists(run.to_string()));
         }
-        let stored = store_fact(start, kind, &mut blobs)?;
+        let stored = store_fact(&start, FactKind::Start, &mut blobs)?;
         self.insert_blobs(&blobs)?;
         let body = canonical(&stored);
         let h = chain_next(&chain_start(run.as_str()), &body);
         let key = self.insert_run(&meta, RunState::Running, None, 1, &h, at_ms)?;
-        self.insert_fact(key, 1, kind, &h, &body)?;
+        self.insert_fact(key, 1, FactKind::Start, &h, &body)?;
         Ok(Appended {
             run,
             n: 1,
@@ -628,7 +629,8 @@ impl Writer {
         batch: &Batch,
     ) -> Result<(Appended, Effects)> {
         let head = self.head(run, batch)?;
-        let (kind, n) = check(&fact, Form::Logical)?;
+        let typed = read_logical(fact)?;
+        let (kind, n) = (typed.kind(), typed.n());
         if kind == FactKind::Start {
             return Err(Error::InvalidFact("Start only begins a run".into()));
         }
@@ -647,11 +649,8 @@ impl Writer {
         }
         let key = head.key;
         let mut blobs = Vec::new();
-        let end = if kind == FactKind::End {
-            ending_of(&fact)
-        } else {
-            None
-        };
+        let end = ending_of(&typed);
+        let fact = typed.into_json();
         let (stored, ckpt) = match kind {
             FactKind::Checkpoint => {
                 let prev_ckpt = match batch.ckpt.get(&key) {
@@ -766,12 +765,13 @@ impl Writer {
             fact: None,
             reason: "empty history".into(),
         })?;
-        let meta = start_meta(&first.fact)?;
-        let ending = a
-            .facts
-            .last()
-            .filter(|f| f.kind == FactKind::End)
-            .and_then(|f| ending_of(&f.fact));
+        // Verified already; read again only for the runs index. A Start is
+        // never a delta, and an End's output is opaque to the reader.
+        let meta = start_meta(&read_logical(first.fact.clone())?)?;
+        let ending = match a.facts.last() {
+            Some(f) if f.kind == FactKind::End => ending_of(&read_logical(f.fact.clone())?),
+            _ => None,
+        };
         let decision = a
             .host
             .iter()
