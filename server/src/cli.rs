@@ -139,6 +139,8 @@ pub enum Command {
     Test { dir: PathBuf },
     /// The HTTP server (docs/http.md).
     Serve(crate::http::cli::ServeArgs),
+    /// The MCP server over standard input and output (docs/mcp.md).
+    Mcp(crate::mcp::stdio::McpArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -155,7 +157,11 @@ pub fn main_with(cli: Cli) -> u8 {
         }
     };
     let json = cli.global.json;
-    match rt.block_on(dispatch(cli)) {
+    let r = rt.block_on(dispatch(cli));
+    // Background work (a blocked read of standard input, say) must not
+    // keep the process after the command is done.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match r {
         Ok(code) => code,
         Err(e) => {
             if json {
@@ -249,19 +255,31 @@ fn read_arg(v: &str) -> Result<String> {
     }
 }
 
+/// The declarations a run of `program` can reach that the host does not
+/// serve itself: read from disk, flow.toml beside the program binds them,
+/// so binding them starts its commands (DESIGN §5).
+pub fn commands_needed(program: &flow_engine::program::Program) -> Vec<String> {
+    program
+        .reachable()
+        .into_iter()
+        .map(|(_, id)| id)
+        .filter(|id| {
+            ![
+                crate::host::HUMAN,
+                crate::host::SLEEP,
+                crate::host::MEMORY_READ,
+                crate::host::MEMORY_WRITE,
+            ]
+            .contains(&id.as_str())
+        })
+        .collect()
+}
+
 /// The approval rule (DESIGN §5): the CLI starts a local manifest's commands
 /// only with `--allow` (or after asking on a terminal); with no terminal and
 /// no `--allow` the run is refused naming `--allow`.
 fn approve(program: &flow_engine::program::Program, dir: Option<&Path>, allow: bool) -> Result<()> {
-    let needs = program.reachable().iter().any(|(_, id)| {
-        ![
-            crate::host::HUMAN,
-            crate::host::SLEEP,
-            crate::host::MEMORY_READ,
-            crate::host::MEMORY_WRITE,
-        ]
-        .contains(&id.as_str())
-    });
+    let needs = !commands_needed(program).is_empty();
     if !needs || allow || dir.is_none() {
         return Ok(());
     }
@@ -479,6 +497,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Serve(args) => crate::http::cli::serve(open_store(&g)?, args).await,
+        Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;
             let failed = results.iter().filter(|r| r.failure.is_some()).count();

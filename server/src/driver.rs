@@ -15,7 +15,7 @@ use flow_engine::machine::{Effect, Ending, Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::{Verdict, replay};
 use flow_store::{
-    AppendFacts, HostRecord, HostRecordKind, HostRecords, ReadHistory, RunId, SqliteStore,
+    AppendFacts, Appended, HostRecord, HostRecordKind, HostRecords, ReadHistory, RunId, SqliteStore,
 };
 use flow_tools::CallOutcome;
 use flow_tools::outcome::CallRequest;
@@ -98,6 +98,10 @@ pub fn new_run_id() -> RunId {
 /// A run whose Start is recorded, ready to drive.
 pub struct Started {
     pub run: RunId,
+    /// Start as the store accepted it (durable): its number and hash, for
+    /// the accepted-Start view (running-a-program.txt, "Accepted-Start
+    /// transport view") before any further driving.
+    pub start: flow_store::FactRef,
     program: Arc<Program>,
     machine: Machine,
     effects: Vec<Effect>,
@@ -175,9 +179,13 @@ impl Driver {
             "program": sources.program_hash(), "sources": sources.start_entries(),
             "input": input,
         });
-        self.create(&run, &start, sources)?;
+        let accepted = self.create(&run, &start, sources)?;
         Ok(Started {
             run,
+            start: flow_store::FactRef {
+                n: accepted.n,
+                hash: accepted.hash,
+            },
             program,
             machine,
             effects,
@@ -192,13 +200,15 @@ impl Driver {
             program,
             machine,
             effects,
+            ..
         } = started;
         self.drive(&run, program, machine, steps(effects), host, Vec::new())
             .await
     }
 
-    fn create(&self, run: &RunId, start: &Json, sources: &Sources) -> Result<()> {
-        self.store.create_run(start, &sources.source_texts())?;
+    /// Records Start and the program directory; returns Start as accepted.
+    fn create(&self, run: &RunId, start: &Json, sources: &Sources) -> Result<Appended> {
+        let accepted = self.store.create_run(start, &sources.source_texts())?;
         if let Some(dir) = &sources.dir {
             // Resume and fork keep the original local source base
             // (host-boundary.txt, "Binding").
@@ -212,7 +222,7 @@ impl Driver {
                 },
             )?;
         }
-        Ok(())
+        Ok(accepted)
     }
 
     /// Carries out effects until the run ends or pauses.

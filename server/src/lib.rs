@@ -1,5 +1,5 @@
-//! flowd: the run driver (engine + store + tools), the `flow` CLI, and the
-//! HTTP server (a later issue) on the same driver.
+//! flowd: the run driver (engine + store + tools), the `flow` CLI, the
+//! HTTP server and the MCP server on the same driver.
 //!
 //! The driver is the one code path that turns the engine's effects into
 //! durable facts and dispatched calls; the CLI and the server only choose
@@ -10,5 +10,6 @@ pub mod driver;
 pub mod error;
 pub mod host;
 pub mod http;
+pub mod mcp;
 pub mod source;
 pub mod testing;

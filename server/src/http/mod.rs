@@ -30,7 +30,7 @@ use axum::http::StatusCode;
 use error::ApiError;
 use flow_engine::program::Program;
 use flow_store::{Discover, DiscoveryQuery, ReadHistory, RunId, RunState, SqliteStore};
-use flow_tools::manifest::{Manifest, Resolver};
+use flow_tools::manifest::Manifest;
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -241,23 +241,7 @@ impl AppState {
     /// declaration is looked up in the `--tools` manifests (by its module
     /// and tool id, as flow.toml keys them) and bound as a host override.
     pub async fn bind(&self, program: &Program) -> Result<Host, ApiError> {
-        let mut resolver = Resolver::new();
-        for m in program.modules.values() {
-            for d in m.decls.values() {
-                let Some((module, tool)) = d.identity.rsplit_once('#') else {
-                    continue;
-                };
-                if let Some(b) = self
-                    .inner
-                    .options
-                    .manifests
-                    .iter()
-                    .find_map(|man| man.lookup(module, tool))
-                {
-                    resolver.override_binding(&d.identity, b.clone());
-                }
-            }
-        }
+        let (resolver, _) = crate::host::manifest_overrides(&self.inner.options.manifests, program);
         let mut opts = HostOptions {
             program_dir: None,
             resolver,
@@ -524,8 +508,17 @@ fn clone_err(e: &Error) -> ApiError {
 pub fn app(state: AppState) -> Router {
     let limit = state.options().body_limit;
     let timeout = state.options().request_timeout;
-    let api = routes::router()
+    // The request timeout is for `/v1`: an MCP `run` answers when the run
+    // ends or pauses, however long that takes (its client decides how long
+    // to wait, and cancelling halts the run).
+    let timed = routes::router()
         .merge(openapi::router())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ));
+    let api = timed
+        .nest_service("/mcp", crate::mcp::http::service(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -537,10 +530,6 @@ pub fn app(state: AppState) -> Router {
         .with_state(state);
     // Router::layer wraps: the last one added is the outermost.
     api.layer(DefaultBodyLimit::max(limit))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ))
         .layer(RequestBodyLimitLayer::new(limit))
         .layer(axum::middleware::map_response(problem_413))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
