@@ -184,15 +184,15 @@ impl Service {
         let sources = self.sources(p).await?;
         let program = {
             let s = sources.clone();
-            blocking(move || s.program()).await.map_err(|e| self.refusal(e))?
+            blocking(move || s.program())
+                .await
+                .map_err(|e| self.refusal(e))?
         };
         let host = self.bind(&program, sources.dir.clone()).await?;
         let input = flow_abi::json::canonical(input);
         let driver = self.driver.clone();
-        let created = tokio::task::spawn_blocking(move || {
-            driver.create_run(&sources, program, &input)
-        })
-        .await;
+        let created =
+            tokio::task::spawn_blocking(move || driver.create_run(&sources, program, &input)).await;
         let started = match created {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
@@ -205,7 +205,7 @@ impl Service {
             }
         };
         let run = started.run.clone();
-        let claimed = self.claim(&run);
+        let mut claimed = self.claim(&run);
         if let Mode::Server(state) = &self.mode {
             state.metrics().runs_started.inc();
             state.publish(run.as_str(), "running", json!({"started": true}));
@@ -215,6 +215,9 @@ impl Service {
             fact: started.start.clone(),
         })
         .await;
+        if let Some(c) = claimed.as_mut() {
+            c.hand_over();
+        }
         let r = self
             .drive(run, host, cancel, move |driver, host| {
                 Box::pin(async move { driver.drive_started(started, &host).await })
@@ -227,11 +230,7 @@ impl Service {
     /// `resume`: admits `reply` for the open `call` and drives on, or with
     /// neither continues a halted or crashed run, settling its open calls.
     /// `None`: `cancel` fired and the run was halted.
-    pub async fn resume(
-        &self,
-        a: ResumeArgs,
-        cancel: CancellationToken,
-    ) -> Answer<Option<Json>> {
+    pub async fn resume(&self, a: ResumeArgs, cancel: CancellationToken) -> Answer<Option<Json>> {
         let _drive = self.drives.token();
         self.accepting()?;
         let run = run_id(&a.run)?;
@@ -259,7 +258,7 @@ impl Service {
                 },
             ));
         }
-        let Some(claimed) = self.claim(&run) else {
+        let Some(mut claimed) = self.claim(&run) else {
             return Err(Refusal::new(
                 "conflict",
                 format!("{run} is being driven now; resume a call once the run pauses"),
@@ -278,6 +277,7 @@ impl Service {
             state.publish(run.as_str(), "running", json!({"resumed": true}));
         }
         let r = run.clone();
+        claimed.hand_over();
         let out = self
             .drive(run, host, cancel, move |driver, host| {
                 Box::pin(async move { driver.resume(&r, program, facts, reply, &host).await })
@@ -328,10 +328,10 @@ impl Service {
             let mut v = serde_json::to_value(&page)
                 .map_err(|e| Error::Refused(format!("the page cannot be shown: {e}")))?;
             let src = match source {
-                Some((module, offset)) => serde_json::to_value(store.source_page(
-                    &run, &module, offset,
-                )?)
-                .map_err(|e| Error::Refused(format!("the source cannot be shown: {e}")))?,
+                Some((module, offset)) => {
+                    serde_json::to_value(store.source_page(&run, &module, offset)?)
+                        .map_err(|e| Error::Refused(format!("the source cannot be shown: {e}")))?
+                }
                 None => Json::Null,
             };
             v["source"] = src;
@@ -349,8 +349,7 @@ impl Service {
             after: a.after,
             state: None,
         };
-        q.check()
-            .map_err(|e| self.refusal(Error::from(e)))?;
+        q.check().map_err(|e| self.refusal(Error::from(e)))?;
         let store = self.driver.store.clone();
         blocking(move || {
             let page = store.discover(&q)?;
@@ -510,17 +509,21 @@ impl Service {
     }
 
     /// Marks `run` as driven; `None` when it is driven already. The claim
-    /// ends when the returned guard drops (the server's own claim ends
-    /// with its drive task).
+    /// ends when the returned guard drops, unless it was handed to the
+    /// server's drive task, which ends it itself.
     fn claim(&self, run: &RunId) -> Option<Claim<'_>> {
-        match &self.mode {
-            Mode::Server(state) => state.claim(run).then_some(Claim(None)),
-            Mode::Local { .. } => {
-                let mut d = self.driving.lock().ok()?;
-                d.insert(run.to_string())
-                    .then(|| Claim(Some((&self.driving, run.to_string()))))
-            }
-        }
+        let claimed = match &self.mode {
+            Mode::Server(state) => state.claim(run),
+            Mode::Local { .. } => self
+                .driving
+                .lock()
+                .is_ok_and(|mut d| d.insert(run.to_string())),
+        };
+        claimed.then(|| Claim {
+            service: self,
+            run: run.to_string(),
+            armed: true,
+        })
     }
 
     fn accepting(&self) -> Answer<()> {
@@ -562,16 +565,35 @@ impl Service {
     }
 }
 
-/// A run claimed by `flow mcp` (released on drop); the server's claims are
-/// released by its drive task.
-struct Claim<'a>(Option<(&'a Mutex<BTreeSet<String>>, String)>);
+/// A claimed run, released on drop (see [`Service::claim`]).
+struct Claim<'a> {
+    service: &'a Service,
+    run: String,
+    armed: bool,
+}
+
+impl Claim<'_> {
+    /// About to drive: the server's drive task releases its claim when it
+    /// ends (a later release here could end someone else's claim).
+    fn hand_over(&mut self) {
+        if let Mode::Server(_) = self.service.mode {
+            self.armed = false;
+        }
+    }
+}
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        if let Some((set, run)) = self.0.take()
-            && let Ok(mut s) = set.lock()
-        {
-            s.remove(&run);
+        if !self.armed {
+            return;
+        }
+        match &self.service.mode {
+            Mode::Server(state) => state.release(&self.run),
+            Mode::Local { .. } => {
+                if let Ok(mut s) = self.service.driving.lock() {
+                    s.remove(&self.run);
+                }
+            }
         }
     }
 }

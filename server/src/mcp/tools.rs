@@ -66,7 +66,11 @@ impl FlowMcp {
     #[tool(
         name = "run",
         description = "Run a FlowSpec program with an input, as `flow run` does, until it ends or pauses: the ending ({run, state: completed, exit, output} or {run, state: faulted, fault}), or when paused the run id and its pending calls ({run, state: paused, pending: [{call, task, node, tool, args}]}) to answer with `resume`. Tools are bound only as the server's configuration approves; nothing is asked. With a progress token, one progress notification reports the recorded Start before the run goes on. Cancelling the request halts the run (no End; `resume` with the run id alone continues it).",
-        annotations(read_only_hint = false, destructive_hint = false, open_world_hint = true)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = true
+        )
     )]
     async fn run(
         &self,
@@ -101,7 +105,11 @@ impl FlowMcp {
     #[tool(
         name = "resume",
         description = "Resume a run, as `flow resume` does: with `call` and `reply` (an outcome such as {\"Ok\": {...}}), admit that reply for the open call and drive on; with neither, continue a halted or crashed run, settling its open calls. Answers like `run`. Cancelling the request halts the run.",
-        annotations(read_only_hint = false, destructive_hint = false, open_world_hint = true)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = true
+        )
     )]
     async fn resume(
         &self,
