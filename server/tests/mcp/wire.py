@@ -34,7 +34,8 @@ class Wire:
     def read(self):
         while b"\n" not in self.buf:
             left = DEADLINE - time.monotonic()
-            check(left > 0, "the server answered in time", self.seen[-3:])
+            check(left > 0, "the server answered in time",
+                  [m.get("method") or m.get("id") for m in self.seen[-5:]])
             r, _, _ = select.select([self.p.stdout], [], [], left)
             if r:
                 chunk = os.read(self.p.stdout.fileno(), 65536)
