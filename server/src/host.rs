@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use flow_engine::program::Program;
 use flow_tools::CallOutcome;
 use flow_tools::dispatch::{BindOptions, Dispatcher, ToBind, bind};
-use flow_tools::manifest::{Manifest, Resolver, Source};
+use flow_tools::manifest::{Resolver, Source};
 use flow_tools::outcome::CallRequest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,30 +42,6 @@ pub struct HostOptions {
     /// Serves `std/memory#read|write` in the host; without it they must be
     /// bound like any Tool.
     pub memory: Option<MemoryBackend>,
-}
-
-/// Host overrides from configured flow.toml files (`flow serve --tools`,
-/// `flow mcp --tools`): each declaration the program has is looked up by
-/// its module and tool id, as flow.toml keys them, in the first manifest
-/// that binds it. Returns the resolver and the identities it binds.
-pub fn manifest_overrides(
-    manifests: &[Manifest],
-    program: &Program,
-) -> (Resolver, std::collections::BTreeSet<String>) {
-    let mut resolver = Resolver::new();
-    let mut bound = std::collections::BTreeSet::new();
-    for m in program.modules.values() {
-        for d in m.decls.values() {
-            let Some((module, tool)) = d.identity.rsplit_once('#') else {
-                continue;
-            };
-            if let Some(b) = manifests.iter().find_map(|man| man.lookup(module, tool)) {
-                resolver.override_binding(&d.identity, b.clone());
-                bound.insert(d.identity.clone());
-            }
-        }
-    }
-    (resolver, bound)
 }
 
 /// The bound Tools of one run.

@@ -82,7 +82,7 @@ impl Sources {
     }
 
     /// The program's sources as recorded in a history's Start.
-    pub fn from_start(store: &impl ReadHistory, start: &Json) -> Result<Sources> {
+    pub fn from_start(store: &(impl ReadHistory + ?Sized), start: &Json) -> Result<Sources> {
         let root = start
             .get("entry")
             .and_then(|e| e.get("module"))

@@ -1,5 +1,5 @@
-//! `/mcp` on `flow serve`: the same tools over MCP streamable HTTP, bound
-//! and driven as the server drives every run. Mounted behind the server's
+//! `/mcp` on `flow serve`: the same tools over MCP streamable HTTP, on the
+//! server's own run service (its runs are the server's like any other). Mounted behind the server's
 //! bearer auth; each tool checks the token's scope (read for check,
 //! history, runs and replay; run for run and resume).
 //!

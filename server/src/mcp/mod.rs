@@ -5,8 +5,8 @@
 //!
 //! - [`args`]: the tools' arguments;
 //! - [`tools`]: the tools themselves and the accepted-Start notification;
-//! - [`service`]: the one contact with the driver, the CLI's binding and
-//!   approval rules, the server's run table and the store;
+//! - [`service`]: the one contact with the run service (the CLI's and the
+//!   HTTP server's) and the store;
 //! - [`stdio`] and [`http`]: the two transports.
 
 pub mod args;

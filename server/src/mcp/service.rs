@@ -1,58 +1,40 @@
-//! The MCP tools' one contact with the run machinery: the driver, the CLI's
-//! binding and approval rules, the HTTP server's run table and the store's
-//! bounded views. Every tool is one call of a function here, so pointing
-//! MCP at another run service changes this file only.
+//! The MCP tools' one contact with the run machinery: the run service
+//! ([`RunService`], the same one the CLI and `/v1` ask) for run, resume,
+//! replay and halts, and the store's bounded views and
+//! [`Sources::diagnostics`] for check, history and runs. Nothing here
+//! binds, claims or drives a run.
 //!
 //! Two hosts serve the same tools ("with the same meaning" as the CLI,
 //! running-a-program.txt "The CLI and MCP surface"):
-//! - `flow mcp` ([`Mode::Local`]) binds as `flow run` does — flow.toml
-//!   beside a program read from disk, its commands started only with
-//!   `--allow`, never after asking — plus the `--tools` manifests, and
-//!   drives a run in the request's own task, as `flow run` does in its
-//!   process;
-//! - `/mcp` on `flow serve` ([`Mode::Server`]) binds and drives as the
-//!   server drives every run: `--tools` only, in its task set, claimed, so
-//!   `/v1` sees it, 409s a second resume and can halt it.
+//! - `flow mcp` ([`Service::local`]) has its own run service, bound as
+//!   [`Bindings::unattended`] says: flow.toml beside a program read from
+//!   disk, its commands started only with `--allow`, never after asking,
+//!   plus the `--tools` manifests;
+//! - `/mcp` on `flow serve` ([`Service::server`]) asks the server's run
+//!   service, so its runs are the server's like any other: `/v1` sees them
+//!   driven, 409s a second resume and can halt them.
 //!
 //! A cancelled run or resume halts its run as an interrupt does (How a run
-//! ends): the drive is dropped, a `halt` host record is written, no End.
+//! ends): the run service stops the drive and records a `halt` host
+//! record, no End.
 
 use super::args::{HistoryArgs, ProgramArgs, ResumeArgs, RunsArgs};
-use crate::driver::{Driver, RunResult};
 use crate::error::Error;
-use crate::host::{Host, HostOptions};
 use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::service::bind::Bindings;
+use crate::service::store::{StoreRef, blocking};
+use crate::service::{Accepted, RunService, ServiceOptions};
 use crate::source::Sources;
-use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
-use flow_store::{
-    Discover, DiscoveryQuery, FactRef, HistoryQuery, HostRecord, HostRecordKind, HostRecords,
-    ReadHistory, RunId,
-};
+use flow_store::{DiscoveryQuery, FactRef, HistoryQuery, RunId};
 use flow_tools::manifest::Manifest;
 use serde_json::{Value as Json, json};
-use std::collections::BTreeSet;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// How the server binds and drives runs.
-pub enum Mode {
-    /// `flow mcp`.
-    Local {
-        /// `--allow`: start the commands a program's flow.toml names.
-        allow: bool,
-        /// `--tools`: flow.toml files that bind declarations for any
-        /// program (as `flow serve --tools` does).
-        manifests: Vec<Manifest>,
-    },
-    /// `/mcp` on `flow serve`.
-    Server(AppState),
-}
 
 /// A refused request: nothing was recorded (or, for `run`/`resume`, the
 /// drive ended in an error). `kind` is a stable slug.
@@ -97,76 +79,72 @@ impl From<ApiError> for Refusal {
 
 pub type Answer<T> = Result<T, Refusal>;
 
-/// Start as storage accepted it: what the accepted-Start progress
-/// notification reports.
-#[derive(Debug, Clone)]
-pub struct Accepted {
-    pub run: RunId,
-    pub fact: FactRef,
-}
-
-type Drive = Pin<Box<dyn Future<Output = crate::error::Result<RunResult>> + Send + 'static>>;
-
-/// The MCP server's run service: cheap to share (`Arc`).
+/// The MCP server's contact with the run service: cheap to share (`Arc`).
 pub struct Service {
-    driver: Driver,
-    mode: Mode,
-    /// Runs `flow mcp` drives now: a second resume of one is refused.
-    driving: Mutex<BTreeSet<String>>,
-    /// Every drive `flow mcp` has going, so that it exits only once each
-    /// cancelled one has recorded its halt.
-    drives: TaskTracker,
+    runs: RunService,
+    /// `/mcp`: the server whose run service `runs` is. Its metrics count
+    /// MCP runs as `/v1` runs; its errors are reported as `/v1` reports
+    /// them (a storage failure's cause stays in its log).
+    server: Option<AppState>,
+    /// The run and resume requests going on, so that `flow mcp` exits only
+    /// once each cancelled one has recorded its halt.
+    requests: TaskTracker,
 }
 
 impl Service {
-    /// `flow mcp` on `store`.
-    pub fn local(
-        store: Arc<flow_store::SqliteStore>,
-        allow: bool,
-        manifests: Vec<Manifest>,
-    ) -> Service {
-        Service::new(Driver::new(store), Mode::Local { allow, manifests })
+    /// `flow mcp` on `store`: `allow` is `--allow`, `manifests` `--tools`.
+    pub fn local(store: StoreRef, allow: bool, manifests: Vec<Manifest>) -> Service {
+        let runs = RunService::new(
+            store,
+            ServiceOptions {
+                bindings: Bindings::unattended(allow, manifests),
+                progress: None,
+            },
+            CancellationToken::new(),
+        );
+        Service::new(runs, None)
     }
 
     /// `/mcp` on the server whose state is `state`.
     pub fn server(state: AppState) -> Service {
-        Service::new(state.driver().clone(), Mode::Server(state))
+        Service::new(state.service().clone(), Some(state))
     }
 
-    fn new(driver: Driver, mode: Mode) -> Service {
+    fn new(runs: RunService, server: Option<AppState>) -> Service {
         Service {
-            driver,
-            mode,
-            driving: Mutex::new(BTreeSet::new()),
-            drives: TaskTracker::new(),
+            runs,
+            server,
+            requests: TaskTracker::new(),
         }
     }
 
-    /// Waits (at most `deadline`) for every drive to end, after the
-    /// transport closed and cancelled them.
-    pub async fn drain(&self, deadline: std::time::Duration) {
-        self.drives.close();
-        if tokio::time::timeout(deadline, self.drives.wait())
+    /// `flow mcp`'s exit, after the transport closed and cancelled its
+    /// requests: waits (at most `deadline`) for their halts to be
+    /// recorded, then stops the run service (its drives and Tools).
+    pub async fn drain(&self, deadline: Duration) {
+        self.requests.close();
+        if tokio::time::timeout(deadline, self.requests.wait())
             .await
             .is_err()
         {
-            tracing::warn!("mcp: drives still going at exit");
+            tracing::warn!("mcp: requests still going at exit");
         }
+        self.runs.shutdown(deadline).await;
     }
 
     /// `check`: every diagnostic, as `flow check --json` and `POST
     /// /v1/check` give them.
     pub async fn check(&self, p: ProgramArgs) -> Answer<Json> {
         let sources = self.sources(p).await?;
-        let (all, errors) = blocking(move || Ok(sources.diagnostics()))
+        let (all, errors) = off_runtime(move || Ok(sources.diagnostics()))
             .await
             .map_err(|e| self.refusal(e))?;
         Ok(json!({"diagnostics": all, "errors": errors, "ok": errors == 0}))
     }
 
-    /// `run`: binds every Tool (refusing what the configuration has not
-    /// approved), records Start, tells `accepted` (and waits for it) before
-    /// any further driving, then drives until the run ends or pauses.
+    /// `run`: the run service's start (every refusal first, nothing
+    /// recorded); once Start is durable, tells `accepted` its run and fact
+    /// (and waits for it), then waits until the run ends or pauses.
     /// `None`: `cancel` fired and the run was halted.
     pub async fn start<F, Fut>(
         &self,
@@ -176,63 +154,30 @@ impl Service {
         accepted: F,
     ) -> Answer<Option<Json>>
     where
-        F: FnOnce(Accepted) -> Fut + Send,
+        F: FnOnce(RunId, FactRef) -> Fut + Send,
         Fut: Future<Output = ()> + Send,
     {
-        let _drive = self.drives.token();
-        self.accepting()?;
+        let _request = self.requests.token();
         let sources = self.sources(p).await?;
-        let program = {
-            let s = sources.clone();
-            blocking(move || s.program())
-                .await
-                .map_err(|e| self.refusal(e))?
-        };
-        let host = self.bind(&program, sources.dir.clone()).await?;
         let input = flow_abi::json::canonical(input);
-        let driver = self.driver.clone();
-        let created =
-            tokio::task::spawn_blocking(move || driver.create_run(&sources, program, &input)).await;
-        let started = match created {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                host.shutdown().await;
-                return Err(self.refusal(e));
-            }
-            Err(e) => {
-                host.shutdown().await;
-                return Err(Refusal::new("internal", format!("recording Start: {e}")));
-            }
-        };
-        let run = started.run.clone();
-        let mut claimed = self.claim(&run);
-        if let Mode::Server(state) = &self.mode {
+        let started = self
+            .runs
+            .start(sources, &input)
+            .await
+            .map_err(|e| self.refusal(e))?;
+        if let Some(state) = &self.server {
             state.metrics().runs_started.inc();
-            state.publish(run.as_str(), "running", json!({"started": true}));
         }
-        accepted(Accepted {
-            run: run.clone(),
-            fact: started.start.clone(),
-        })
-        .await;
-        if let Some(c) = claimed.as_mut() {
-            c.hand_over();
-        }
-        let r = self
-            .drive(run, host, cancel, move |driver, host| {
-                Box::pin(async move { driver.drive_started(started, &host).await })
-            })
-            .await;
-        drop(claimed);
-        r
+        accepted(started.run.clone(), started.head.clone()).await;
+        self.finish(started, cancel).await
     }
 
-    /// `resume`: admits `reply` for the open `call` and drives on, or with
-    /// neither continues a halted or crashed run, settling its open calls.
-    /// `None`: `cancel` fired and the run was halted.
+    /// `resume`: the run service's resume — admits `reply` for the open
+    /// `call`, or with neither continues a halted or crashed run, settling
+    /// its open calls — then waits until the run ends or pauses. `None`:
+    /// `cancel` fired and the run was halted.
     pub async fn resume(&self, a: ResumeArgs, cancel: CancellationToken) -> Answer<Option<Json>> {
-        let _drive = self.drives.token();
-        self.accepting()?;
+        let _request = self.requests.token();
         let run = run_id(&a.run)?;
         let reply = match (a.call, a.reply) {
             (Some(c), Some(r)) => Some((c, flow_abi::json::canonical(&r))),
@@ -243,58 +188,28 @@ impl Service {
                 ));
             }
         };
-        let info = {
-            let (s, r) = (self.driver.store.clone(), run.clone());
-            blocking(move || Ok(s.run_info(&r)?))
-                .await
-                .map_err(|e| self.refusal(e))?
-        };
-        if info.ending.is_some() {
-            return Err(Refusal::new(
-                "conflict",
-                match &reply {
-                    Some((c, _)) => format!("{run} has ended; call {c} is not open"),
-                    None => format!("{run} has ended; nothing to continue"),
-                },
-            ));
-        }
-        let Some(mut claimed) = self.claim(&run) else {
-            return Err(Refusal::new(
-                "conflict",
-                format!("{run} is being driven now; resume a call once the run pauses"),
-            ));
-        };
-        let prepared = {
-            let (d, r) = (self.driver.clone(), run.clone());
-            blocking(move || Ok((d.program_of(&r)?, d.program_dir(&r)?)))
-                .await
-                .map_err(|e| self.refusal(e))?
-        };
-        let ((_, program, facts), dir) = prepared;
-        let host = self.bind(&program, dir).await?;
-        if let Mode::Server(state) = &self.mode {
-            state.metrics().resumes.inc();
-            state.publish(run.as_str(), "running", json!({"resumed": true}));
-        }
-        let r = run.clone();
-        claimed.hand_over();
-        let out = self
-            .drive(run, host, cancel, move |driver, host| {
-                Box::pin(async move { driver.resume(&r, program, facts, reply, &host).await })
-            })
-            .await;
-        drop(claimed);
-        out
-    }
-
-    /// `replay`: the verdict, as `flow replay --json` gives it.
-    pub async fn replay(&self, run: &str) -> Answer<Json> {
-        let run = run_id(run)?;
-        let d = self.driver.clone();
-        let verdict = blocking(move || d.replay(&run).map(|v| (run, v)))
+        let resumed = self
+            .runs
+            .resume(&run, reply)
             .await
             .map_err(|e| self.refusal(e))?;
-        let (run, verdict) = verdict;
+        if let Some(state) = &self.server {
+            state.metrics().resumes.inc();
+        }
+        self.finish(resumed, cancel).await
+    }
+
+    /// `replay`: the verdict, as `flow replay --json` gives it (a recorded
+    /// program that no longer checks is an unreadable history, as there).
+    pub async fn replay(&self, run: &str) -> Answer<Json> {
+        let run = run_id(run)?;
+        let verdict = match self.runs.replay(&run).await {
+            Ok(v) => v,
+            Err(e @ (Error::Unreadable(_) | Error::Check(_))) => {
+                return Err(self.refusal(Error::Unreadable(e.to_string())));
+            }
+            Err(e) => return Err(self.refusal(e)),
+        };
         Ok(match verdict {
             Verdict::Diverged { fact, reason } => {
                 json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
@@ -321,8 +236,7 @@ impl Service {
             limit: limit(a.limit)?,
         };
         let source = a.source.map(|m| (m, a.source_offset.unwrap_or(0)));
-        let store = self.driver.store.clone();
-        blocking(move || {
+        blocking(self.runs.store(), move |store| {
             store.run_info(&run)?;
             let page = store.history_page(&run, &q)?;
             let mut v = serde_json::to_value(&page)
@@ -350,8 +264,7 @@ impl Service {
             state: None,
         };
         q.check().map_err(|e| self.refusal(Error::from(e)))?;
-        let store = self.driver.store.clone();
-        blocking(move || {
+        blocking(self.runs.store(), move |store| {
             let page = store.discover(&q)?;
             serde_json::to_value(&page)
                 .map_err(|e| Error::Refused(format!("the page cannot be shown: {e}")))
@@ -371,7 +284,7 @@ impl Service {
                 "give the program: path (a FlowSpec file) or flow (the document)",
             )),
             (Some(path), None) => {
-                if matches!(self.mode, Mode::Server(_)) {
+                if self.server.is_some() {
                     return Err(Refusal::refused(
                         "the server reads no files: give the program as flow (the document)",
                     ));
@@ -381,7 +294,7 @@ impl Service {
                         "modules and name go with flow; a path's modules are the FlowSpec files beside it",
                     ));
                 }
-                blocking(move || Sources::read(Path::new(&path)))
+                off_runtime(move || Sources::read(Path::new(&path)))
                     .await
                     .map_err(|e| self.refusal(e))
             }
@@ -389,155 +302,46 @@ impl Service {
         }
     }
 
-    /// Binds every Tool the program can reach from the configuration, or
-    /// refuses. `flow mcp` never asks: a command flow.toml names starts
-    /// only under `--allow`, unless `--tools` binds that declaration.
-    async fn bind(&self, program: &Program, dir: Option<PathBuf>) -> Answer<Host> {
-        match &self.mode {
-            Mode::Server(state) => Ok(state.bind(program).await?),
-            Mode::Local { allow, manifests } => {
-                let (resolver, bound) = crate::host::manifest_overrides(manifests, program);
-                if dir.is_some() && !allow {
-                    let unapproved: Vec<String> = crate::cli::commands_needed(program)
-                        .into_iter()
-                        .filter(|id| !bound.contains(id))
-                        .collect();
-                    if !unapproved.is_empty() {
-                        return Err(Refusal::new(
-                            "unapproved",
-                            format!(
-                                "the run is refused, nothing was recorded: it would start the Tool commands flow.toml names for {}, and flow mcp never asks; start flow mcp with --allow to approve them, or bind them with --tools",
-                                unapproved.join(", ")
-                            ),
-                        ));
-                    }
+    /// Waits until an accepted run ends or pauses, or until `cancel`
+    /// fires: then the run service halts it (the request is answered by
+    /// nothing). A server shutting down cancels every MCP request too; its
+    /// runs are left `running`, to be continued when it starts again.
+    async fn finish(&self, accepted: Accepted, cancel: CancellationToken) -> Answer<Option<Json>> {
+        let run = accepted.run.clone();
+        let r = tokio::select! {
+            biased;
+            r = accepted.finished() => r,
+            _ = cancel.cancelled() => {
+                if self.runs.accepting() {
+                    self.halt(&run).await;
                 }
-                let mut opts = HostOptions {
-                    program_dir: dir,
-                    resolver,
-                    memory: Some(self.driver.store.clone()),
-                    ..HostOptions::default()
-                };
-                Host::bind(program, &mut opts)
-                    .await
-                    .map_err(|e| self.refusal(e))
+                return Ok(None);
             }
-        }
+        };
+        r.map(|r| Some(r.to_json())).map_err(|e| self.refusal(e))
     }
 
-    /// Drives a recorded run until it ends or pauses, or until `cancel`
-    /// fires: then the drive is dropped and the run halted.
-    async fn drive(
-        &self,
-        run: RunId,
-        host: Host,
-        cancel: CancellationToken,
-        make: impl FnOnce(Driver, Arc<Host>) -> Drive + Send + 'static,
-    ) -> Answer<Option<Json>> {
-        match &self.mode {
-            Mode::Local { .. } => {
-                let host = Arc::new(host);
-                let work = make(self.driver.clone(), host.clone());
-                let r = tokio::select! {
-                    biased;
-                    r = work => Some(r),
-                    _ = cancel.cancelled() => None,
-                };
-                host.shutdown().await;
-                match r {
-                    Some(r) => r.map(|r| Some(r.to_json())).map_err(|e| self.refusal(e)),
-                    None => {
-                        self.halt(&run).await;
-                        Ok(None)
-                    }
-                }
-            }
-            Mode::Server(state) => {
-                let driver = self.driver.clone();
-                let mut rx = state.drive_in_task(run.clone(), host, move |h| make(driver, h));
-                let outcome = tokio::select! {
-                    biased;
-                    o = rx.wait_for(Option::is_some) => Some(o.ok().and_then(|o| o.clone())),
-                    _ = cancel.cancelled() => None,
-                };
-                let Some(outcome) = outcome else {
-                    // A server shutting down leaves its runs `running`, to
-                    // be continued when it starts again.
-                    if !state.shutdown().is_cancelled() {
-                        if !state.stop_drive(&run).await {
-                            tracing::warn!(run.id = %run, "mcp: the cancelled drive did not stop in time");
-                        }
-                        self.halt(&run).await;
-                        state.publish(run.as_str(), "halted", json!({}));
-                    }
-                    return Ok(None);
-                };
-                match outcome {
-                    Some(Ok(v)) => Ok(Some(v)),
-                    Some(Err(e)) => Err(e.into()),
-                    None => Err(Refusal::new("unavailable", "the server is shutting down")),
-                }
-            }
-        }
-    }
-
-    /// Records that the host halted `run` (no End: it resumes like a
-    /// crashed run), unless it ended meanwhile.
+    /// Halts `run` for a cancelled request; a run that ended meanwhile is
+    /// left as it ended.
     async fn halt(&self, run: &RunId) {
-        let (store, r) = (self.driver.store.clone(), run.clone());
-        let done = tokio::task::spawn_blocking(move || {
-            if store.run_info(&r)?.ending.is_some() {
-                return Ok(());
+        match self
+            .runs
+            .halt(run, json!({"by": "mcp", "reason": "cancelled"}))
+            .await
+        {
+            Ok(_) => tracing::info!(run.id = %run, "mcp: run halted on cancellation"),
+            Err(e @ Error::Conflict(_)) => {
+                tracing::info!(run.id = %run, error = %e, "mcp: not halted")
             }
-            store
-                .record_host(
-                    &r,
-                    HostRecord {
-                        kind: HostRecordKind::Halt,
-                        at_ms: None,
-                        details: json!({"by": "mcp", "reason": "cancelled"}),
-                    },
-                )
-                .map(|_| ())
-        })
-        .await;
-        match done {
-            Ok(Ok(())) => tracing::info!(run.id = %run, "mcp: run halted on cancellation"),
-            Ok(Err(e)) => tracing::error!(run.id = %run, error = %e, "mcp: halt not recorded"),
             Err(e) => tracing::error!(run.id = %run, error = %e, "mcp: halt not recorded"),
         }
     }
 
-    /// Marks `run` as driven; `None` when it is driven already. The claim
-    /// ends when the returned guard drops, unless it was handed to the
-    /// server's drive task, which ends it itself.
-    fn claim(&self, run: &RunId) -> Option<Claim<'_>> {
-        let claimed = match &self.mode {
-            Mode::Server(state) => state.claim(run),
-            Mode::Local { .. } => self
-                .driving
-                .lock()
-                .is_ok_and(|mut d| d.insert(run.to_string())),
-        };
-        claimed.then(|| Claim {
-            service: self,
-            run: run.to_string(),
-            armed: true,
-        })
-    }
-
-    fn accepting(&self) -> Answer<()> {
-        match &self.mode {
-            Mode::Server(state) => Ok(state.accepting()?),
-            Mode::Local { .. } => Ok(()),
-        }
-    }
-
-    /// A driver error as the tools report it. The server keeps a storage
-    /// failure's or unreadable history's cause in its log, as `/v1` does;
-    /// `flow mcp` says it, as `flow` does.
+    /// A run service error as the tools report it. The server keeps a
+    /// storage failure's or unreadable history's cause in its log, as `/v1`
+    /// does; `flow mcp` says it, as `flow` does.
     fn refusal(&self, e: Error) -> Refusal {
-        if let Mode::Server(_) = self.mode {
+        if self.server.is_some() {
             return ApiError::from(e).into();
         }
         let ds = |v: Vec<String>| -> Vec<Json> {
@@ -559,41 +363,13 @@ impl Service {
             },
             Error::NotFound(m) => Refusal::new("not-found", m),
             Error::Conflict(m) => Refusal::new("conflict", m),
+            Error::Halted(run) => Refusal::new(
+                "conflict",
+                format!("{run} was halted before it ended or paused"),
+            ),
+            Error::Unavailable(m) => Refusal::new("unavailable", m),
             e @ Error::Unreadable(_) => Refusal::new("unreadable", e.to_string()),
             e @ Error::Store(_) => Refusal::new("storage", e.to_string()),
-        }
-    }
-}
-
-/// A claimed run, released on drop (see [`Service::claim`]).
-struct Claim<'a> {
-    service: &'a Service,
-    run: String,
-    armed: bool,
-}
-
-impl Claim<'_> {
-    /// About to drive: the server's drive task releases its claim when it
-    /// ends (a later release here could end someone else's claim).
-    fn hand_over(&mut self) {
-        if let Mode::Server(_) = self.service.mode {
-            self.armed = false;
-        }
-    }
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        match &self.service.mode {
-            Mode::Server(state) => state.release(&self.run),
-            Mode::Local { .. } => {
-                if let Ok(mut s) = self.service.driving.lock() {
-                    s.remove(&self.run);
-                }
-            }
         }
     }
 }
@@ -613,8 +389,9 @@ fn run_id(s: &str) -> Answer<RunId> {
     RunId::parse(s).map_err(|e| Refusal::new("not-found", format!("no run {s:?}: {e}")))
 }
 
-/// Runs blocking work (SQLite, file reads, checking) off the runtime.
-async fn blocking<T: Send + 'static>(
+/// Runs blocking work that is not the store's (file reads, checking) off
+/// the runtime.
+async fn off_runtime<T: Send + 'static>(
     f: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
 ) -> crate::error::Result<T> {
     tokio::task::spawn_blocking(f)

@@ -9,8 +9,8 @@
 use super::service::Service;
 use super::tools::FlowMcp;
 use crate::error::{Error, Result};
+use crate::service::store::StoreRef;
 use clap::Args;
-use flow_store::SqliteStore;
 use flow_tools::manifest::Manifest;
 use rmcp::ServiceExt;
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// Serves MCP on stdio until the client closes it, or until Ctrl-C or
 /// SIGTERM: then every run still driven is halted (a host record, no End),
 /// as an interrupt halts `flow run`.
-pub async fn serve(store: Arc<SqliteStore>, args: McpArgs) -> Result<u8> {
+pub async fn serve(store: StoreRef, args: McpArgs) -> Result<u8> {
     let mut manifests = Vec::new();
     for p in &args.tools {
         manifests.push(Manifest::read(p).map_err(|e| Error::Refused(e.to_string()))?);

@@ -7,8 +7,9 @@
 //! other request (REQUIREMENTS MCPS-2).
 
 use super::args::{CheckArgs, HistoryArgs, ReplayArgs, ResumeArgs, RunArgs, RunsArgs};
-use super::service::{Accepted, Answer, Refusal, Service};
+use super::service::{Answer, Refusal, Service};
 use crate::http::auth::Scope;
+use flow_store::{FactRef, RunId};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{
     CallToolResult, ErrorCode, ErrorData, MetaObject, NotificationMetaObject,
@@ -65,7 +66,7 @@ impl FlowMcp {
 
     #[tool(
         name = "run",
-        description = "Run a FlowSpec program with an input, as `flow run` does, until it ends or pauses: the ending ({run, state: completed, exit, output} or {run, state: faulted, fault}), or when paused the run id and its pending calls ({run, state: paused, pending: [{call, task, node, tool, args}]}) to answer with `resume`. Tools are bound only as the server's configuration approves; nothing is asked. With a progress token, one progress notification reports the recorded Start before the run goes on. Cancelling the request halts the run (no End; `resume` with the run id alone continues it).",
+        description = "Run a FlowSpec program with an input, as `flow run` does, until it ends or pauses: the ending ({run, state: completed, exit, output} or {run, state: faulted, fault}), or when paused the run id and its pending calls ({run, state: paused, pending: [{call, task, node, tool, args}]}) to answer with `resume`. Tools are bound only as the server's configuration approves; nothing is asked. With a progress token, one progress notification reports Start (its run, fact number and hash) once it is recorded. Cancelling the request halts the run (no End; `resume` with the run id alone continues it).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -83,15 +84,15 @@ impl FlowMcp {
         let token = ctx.meta.get_progress_token();
         let request = serde_json::to_value(&ctx.id).unwrap_or(Json::Null);
         let peer = ctx.peer.clone();
-        let notify = move |acc: Accepted| async move {
+        let notify = move |run: RunId, start: FactRef| async move {
             let Some(token) = token else { return };
             let sent = tokio::time::timeout(
                 NOTIFY_DEADLINE,
-                peer.notify_progress(accepted_start(token, request, &acc)),
+                peer.notify_progress(accepted_start(token, request, &run, &start)),
             )
             .await;
             if !matches!(sent, Ok(Ok(()))) {
-                tracing::warn!(run.id = %acc.run, "mcp: the accepted-Start notification was not sent");
+                tracing::warn!(run.id = %run, "mcp: the accepted-Start notification was not sent");
             }
         };
         let program = a.program();
@@ -185,17 +186,16 @@ impl ServerHandler for FlowMcp {}
 fn accepted_start(
     token: rmcp::model::ProgressToken,
     request: Json,
-    acc: &Accepted,
+    run: &RunId,
+    start: &FactRef,
 ) -> ProgressNotificationParam {
     let mut meta = Map::new();
     meta.insert(META_REQUEST.into(), request);
-    meta.insert(META_RUN.into(), Json::String(acc.run.to_string()));
-    meta.insert(META_FACT.into(), Json::String(acc.fact.n.to_string()));
-    meta.insert(META_HASH.into(), Json::String(acc.fact.hash.clone()));
-    let mut p = ProgressNotificationParam::new(token, 1.0).with_message(format!(
-        "{} started: Start recorded as fact {}",
-        acc.run, acc.fact.n
-    ));
+    meta.insert(META_RUN.into(), Json::String(run.to_string()));
+    meta.insert(META_FACT.into(), Json::String(start.n.to_string()));
+    meta.insert(META_HASH.into(), Json::String(start.hash.clone()));
+    let mut p = ProgressNotificationParam::new(token, 1.0)
+        .with_message(format!("{run} started: Start recorded as fact {}", start.n));
     p.meta = Some(NotificationMetaObject(MetaObject(meta)));
     p
 }

@@ -335,7 +335,7 @@ async def approval(t):
     slow = {"path": SLOW, "input": {"ms": 1}}
     async with t.client(mcp_args=[]) as c:
         r = await refused(c, "run", slow, "--allow")
-        check(r["error"] == "unapproved", "unapproved", r)
+        check(r["error"] == "refused", "refused", r)
         check((await ok(c, "runs", {}))["runs"] == [], "a refused run records nothing")
         # A program whose Tools are all the host's own needs no approval.
         v = await ok(c, "run", {"path": REVIEW, "input": {"text": "x"}})
