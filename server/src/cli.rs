@@ -138,6 +138,8 @@ pub enum Command {
     Test { dir: PathBuf },
     /// The HTTP server (docs/http.md).
     Serve(crate::http::cli::ServeArgs),
+    /// The MCP server over standard input and output (docs/mcp.md).
+    Mcp(crate::mcp::stdio::McpArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -154,7 +156,11 @@ pub fn main_with(cli: Cli) -> u8 {
         }
     };
     let json = cli.global.json;
-    match rt.block_on(dispatch(cli)) {
+    let r = rt.block_on(dispatch(cli));
+    // Background work (a blocked read of standard input, say) must not
+    // keep the process after the command is done.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match r {
         Ok(code) => code,
         Err(e) => {
             if json {
@@ -180,7 +186,7 @@ fn service(g: &Global, store: StoreRef, allow: bool) -> RunService {
     RunService::new(
         store,
         ServiceOptions {
-            bindings: Bindings::Local { allow },
+            bindings: Bindings::local(allow),
             progress,
         },
         tokio_util::sync::CancellationToken::new(),
@@ -407,6 +413,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Serve(args) => crate::http::cli::serve(open_store(&g)?, args).await,
+        Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;
             let failed = results.iter().filter(|r| r.failure.is_some()).count();

@@ -1,15 +1,16 @@
-//! flowd: the run service (engine + store + tools), the `flow` CLI, and the
-//! HTTP server on the same service.
+//! flowd: the run service (engine + store + tools), the `flow` CLI, the
+//! HTTP server and the MCP server on the same service.
 //!
 //! The run service ([`service::RunService`]) is the one code path that
 //! starts, resumes, forks, halts and recovers runs, turning the engine's
-//! effects into durable facts and dispatched calls; the CLI and the server
+//! effects into durable facts and dispatched calls; the CLI and the servers
 //! only choose what to ask of it and how to show the answer.
 
 pub mod cli;
 pub mod error;
 pub mod host;
 pub mod http;
+pub mod mcp;
 pub mod service;
 pub mod source;
 pub mod testing;

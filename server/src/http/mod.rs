@@ -138,8 +138,17 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let limit = state.options().body_limit;
     let timeout = state.options().request_timeout;
-    let api = routes::router()
+    // The request timeout is for `/v1`: an MCP `run` answers when the run
+    // ends or pauses, however long that takes (its client decides how long
+    // to wait, and cancelling halts the run).
+    let timed = routes::router()
         .merge(openapi::router())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ));
+    let api = timed
+        .nest_service("/mcp", crate::mcp::http::service(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -151,10 +160,6 @@ pub fn app(state: AppState) -> Router {
         .with_state(state);
     // Router::layer wraps: the last one added is the outermost.
     api.layer(DefaultBodyLimit::max(limit))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ))
         .layer(RequestBodyLimitLayer::new(limit))
         .layer(axum::middleware::map_response(problem_413))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(

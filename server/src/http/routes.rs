@@ -195,7 +195,7 @@ fn module_name_ok(m: &str) -> bool {
 
 /// The program's sources from a request: no directory (a submitted flow has
 /// no filesystem bindings), the root named `name`.
-fn sources(
+pub(crate) fn sources(
     flow: &Json,
     modules: &Option<BTreeMap<String, Json>>,
     name: &Option<String>,

@@ -1,10 +1,12 @@
 //! Binding a program's Tools before Start (host-boundary.txt, "Binding"),
 //! the two ways a host does it:
 //!
-//! * **Local** (the CLI): flow.toml beside the program, after approval
-//!   (`--allow`, or a prompt on a terminal); the Tool processes live as
-//!   long as the one drive of this process.
-//! * **Configured** (`flow serve`, `flow mcp`): only the server's own
+//! * **Local** (the CLI, `flow mcp`): flow.toml beside the program, after
+//!   approval ([`Approval`]: `--allow`, a prompt on a terminal for the CLI,
+//!   never a prompt for `flow mcp`), with `flow mcp --tools` manifests
+//!   binding declarations before it (those need no approval: the operator
+//!   named them); the Tool processes live as long as the one drive.
+//! * **Configured** (`flow serve`, and `/mcp` on it): only the server's own
 //!   `--tools` manifests bind — a submitted flow has no filesystem bindings
 //!   of its own — and the bound Tools are pooled by program hash, so their
 //!   processes stay up across runs and resumes (issue 10, item 3; the
@@ -17,7 +19,7 @@ use super::store::StoreRef;
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
 use flow_engine::program::Program;
-use flow_tools::manifest::{Manifest, Resolver};
+use flow_tools::manifest::{Binding, Manifest, Resolver};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -29,13 +31,31 @@ const POOL_PROGRAMS: usize = 64;
 
 /// How a host binds.
 pub enum Bindings {
-    /// flow.toml from the program's directory; `allow` is `--allow`.
-    Local { allow: bool },
+    /// flow.toml from the program's directory once `approval` allows its
+    /// commands; `manifests` (`flow mcp --tools`, first match wins) bind
+    /// declarations before it, with no approval.
+    Local {
+        approval: Approval,
+        manifests: Vec<Manifest>,
+    },
     /// The server's `--tools` manifests, first match wins.
     Configured {
         manifests: Vec<Manifest>,
         pool: Pool,
     },
+}
+
+/// Who approves starting the commands a program's own flow.toml names
+/// (seed "Running a repository's implementations"; a local manifest's
+/// command needs consent on each run or live continuation, APR-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// `--allow`: approved.
+    Allowed,
+    /// The CLI without `--allow`: asks on a terminal, refuses without one.
+    Ask,
+    /// `flow mcp` without `--allow`: never asks, refuses (APR-6).
+    Refuse,
 }
 
 /// Bound Tools by program hash.
@@ -63,6 +83,31 @@ impl Bound {
 }
 
 impl Bindings {
+    /// The CLI's: flow.toml beside the program, after `--allow` or asking.
+    pub fn local(allow: bool) -> Bindings {
+        Bindings::Local {
+            approval: if allow {
+                Approval::Allowed
+            } else {
+                Approval::Ask
+            },
+            manifests: Vec::new(),
+        }
+    }
+
+    /// `flow mcp`'s: never asks; `--allow` approves flow.toml beside a
+    /// program, `--tools` manifests bind declarations of any program.
+    pub fn unattended(allow: bool, manifests: Vec<Manifest>) -> Bindings {
+        Bindings::Local {
+            approval: if allow {
+                Approval::Allowed
+            } else {
+                Approval::Refuse
+            },
+            manifests,
+        }
+    }
+
     pub fn configured(manifests: Vec<Manifest>) -> Bindings {
         Bindings::Configured {
             manifests,
@@ -81,10 +126,14 @@ impl Bindings {
         dir: Option<PathBuf>,
     ) -> Result<Bound> {
         match self {
-            Bindings::Local { allow } => {
-                approve(program, dir.as_deref(), *allow)?;
+            Bindings::Local {
+                approval,
+                manifests,
+            } => {
+                approve(program, dir.as_deref(), *approval, manifests)?;
                 let mut opts = HostOptions {
                     program_dir: dir,
+                    resolver: resolver(manifests, program),
                     memory: Some(store.clone()),
                     ..HostOptions::default()
                 };
@@ -174,21 +223,25 @@ impl Pool {
     }
 }
 
-/// Each declaration looked up in the manifests (by its module and tool id,
-/// as flow.toml keys them) and bound as a host override.
+/// Each declaration looked up in the manifests and bound as a host
+/// override.
 fn resolver(manifests: &[Manifest], program: &Program) -> Resolver {
     let mut resolver = Resolver::new();
     for m in program.modules.values() {
         for d in m.decls.values() {
-            let Some((module, tool)) = d.identity.rsplit_once('#') else {
-                continue;
-            };
-            if let Some(b) = manifests.iter().find_map(|man| man.lookup(module, tool)) {
+            if let Some(b) = configured(manifests, &d.identity) {
                 resolver.override_binding(&d.identity, b.clone());
             }
         }
     }
     resolver
+}
+
+/// The first manifest binding of the declaration `identity`, looked up by
+/// its module and tool id, as flow.toml keys them.
+fn configured<'m>(manifests: &'m [Manifest], identity: &str) -> Option<&'m Binding> {
+    let (module, tool) = identity.rsplit_once('#')?;
+    manifests.iter().find_map(|man| man.lookup(module, tool))
 }
 
 /// Hides the server's own paths (the `--tools` manifests and their
@@ -208,17 +261,33 @@ fn redact(manifests: &[Manifest], msg: &str) -> String {
     out
 }
 
-/// The approval rule (seed "Running a repository's implementations"): the
-/// CLI starts a local manifest's commands only with `--allow` (or after
-/// asking on a terminal); with no terminal and no `--allow` the run is
-/// refused naming `--allow`.
-fn approve(program: &Program, dir: Option<&Path>, allow: bool) -> Result<()> {
-    let needs = program
+/// The approval rule (seed "Running a repository's implementations"): a
+/// local manifest's commands start only with `--allow`, or after asking on
+/// a terminal (the CLI); with neither the run is refused naming `--allow`.
+/// A declaration the host serves itself, or one the configured `manifests`
+/// bind, needs no approval; a program not read from disk has no local
+/// manifest.
+fn approve(
+    program: &Program,
+    dir: Option<&Path>,
+    approval: Approval,
+    manifests: &[Manifest],
+) -> Result<()> {
+    let needed: Vec<String> = program
         .reachable()
-        .iter()
-        .any(|(_, id)| ![HUMAN, SLEEP, MEMORY_READ, MEMORY_WRITE].contains(&id.as_str()));
-    if !needs || allow || dir.is_none() {
+        .into_iter()
+        .map(|(_, id)| id)
+        .filter(|id| ![HUMAN, SLEEP, MEMORY_READ, MEMORY_WRITE].contains(&id.as_str()))
+        .filter(|id| configured(manifests, id).is_none())
+        .collect();
+    if needed.is_empty() || approval == Approval::Allowed || dir.is_none() {
         return Ok(());
+    }
+    if approval == Approval::Refuse {
+        return Err(Error::Refused(format!(
+            "the run is refused, nothing was recorded: it would start the Tool commands flow.toml names for {}, and flow mcp never asks; start flow mcp with --allow to approve them, or bind them with --tools",
+            needed.join(", ")
+        )));
     }
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         eprint!(
