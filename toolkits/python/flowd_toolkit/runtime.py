@@ -16,7 +16,8 @@ host-boundary.txt, "The Tool process protocol" and "Toolkits":
   in a worker thread), replies go out in any order, keyed by (run, call);
 * cancel stops an async handler (a thread cannot be stopped: its
   :class:`Call` has ``cancelled`` set and its late result is dropped) and
-  answers Unknown, since it proves nothing.
+  answers Unknown, since it proves nothing, or NotRun when the handler had
+  not started yet.
 
 Stdout carries protocol lines only: while serving, file descriptor 1 points
 at stderr, so ``print`` and any library writing to stdout land in the log.
@@ -64,6 +65,16 @@ class Call:
         self.call = call
         self.tool = tool
         self.cancelled = threading.Event()
+        # Whether the author's code may have started: what cancel answers
+        # depends on it.
+        self._started = False
+        self._future = None
+
+    def _may_have_started(self):
+        if self._future is not None:
+            # A future that can still be cancelled never started.
+            return not self._future.cancel()
+        return self._started
 
     def __repr__(self):
         return f"Call(run={self.run!r}, call={self.call!r}, tool={self.tool!r})"
@@ -197,10 +208,11 @@ class Toolkit:
             kwargs[h.context_param] = context
         try:
             if h.is_async:
+                context._started = True
                 result = await h.fn(**kwargs)
             else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor(), functools.partial(h.fn, **kwargs))
+                context._future = self._executor().submit(functools.partial(h.fn, **kwargs))
+                result = await asyncio.wrap_future(context._future)
         except asyncio.CancelledError:
             raise
         except ToolError as e:
@@ -338,8 +350,13 @@ class Toolkit:
                 if entry is not None:
                     task, ctx = entry
                     ctx.cancelled.set()
+                    started = ctx._may_have_started()
                     task.cancel()
-                    send(reply_line(key[0], key[1], _outcome("Unknown", '"cancelled while running"')))
+                    if started:
+                        outcome = _outcome("Unknown", '"cancelled while running"')
+                    else:
+                        outcome = _outcome("NotRun", '"cancelled before the handler started"')
+                    send(reply_line(key[0], key[1], outcome))
             else:
                 log.warning("ignored a message a host does not send")
         tasks = [t for t, _ in running.values()]
