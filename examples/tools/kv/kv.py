@@ -21,13 +21,15 @@ tk = Toolkit.from_file(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, 
 store = {}
 
 
+# Neither handler ever waits, so both run on the toolkit's event loop
+# (`async def`) rather than in a worker thread.
 @tk.tool("kv.json#put")
-def put(key: str, value: str) -> None:
+async def put(key: str, value: str) -> None:
     store[key] = value
 
 
 @tk.tool("kv.json#get")
-def get(key: str) -> str:
+async def get(key: str) -> str:
     if key not in store:
         raise ToolError(f"no value for {key}")
     return store[key]

@@ -208,13 +208,30 @@ def _constant(name):
     raise DecodeError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(
-    parse_float=Num.parse,
-    parse_int=Num.parse,
-    parse_constant=_constant,
-    object_pairs_hook=_pairs,
-    strict=True,
-)
+def _checked_number(token):
+    n = Num.parse(token)
+    n.check_decimal()
+    return n
+
+
+def _decoder(number):
+    return json.JSONDecoder(
+        parse_float=number,
+        parse_int=number,
+        parse_constant=_constant,
+        object_pairs_hook=_pairs,
+        strict=True,
+    )
+
+
+# Numbers are judged as they are read; a refusal is then found again by the
+# walk below, which knows its path.
+_DECODER = _decoder(_checked_number)
+_LENIENT = _decoder(Num.parse)
+# Only a \u escape of a surrogate can make a lone surrogate (the text itself
+# is UTF-8); only a long text can hold a long string; only many brackets can
+# nest deeply. Texts with none of these need no walk.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def parse(text):
@@ -226,14 +243,24 @@ def parse(text):
         except UnicodeDecodeError as e:
             raise DecodeError(f"not UTF-8: {e}") from None
     try:
-        tree = _DECODER.decode(text)
+        try:
+            tree = _DECODER.decode(text)
+        except DecodeError:
+            tree = _LENIENT.decode(text)
+            _check(tree)
+            raise
     except RecursionError:
         raise DecodeError(f"nesting deeper than the limit of {MAX_DEPTH}") from None
     except _Duplicate as e:
         raise DecodeError(f"duplicate key {write_str(e.args[0])}") from None
     except json.JSONDecodeError as e:
         raise DecodeError(f"invalid JSON at character {e.pos}: {e.msg}") from None
-    _check(tree)
+    if (
+        len(text) > MAX_TEXT_BYTES // 4
+        or text.count("[") + text.count("{") > MAX_DEPTH
+        or ("\\u" in text and _SURROGATE_ESCAPE.search(text))
+    ):
+        _check(tree)
     return tree
 
 

@@ -38,6 +38,7 @@ from .document import DocumentError, read
 DATA_VERSION = "1.0"
 MAX_LINE_BYTES = (16 << 20) + (1 << 20)
 log = logging.getLogger("flowd_toolkit")
+_EVENTS = threading.Lock()
 
 
 class ToolError(Exception):
@@ -64,11 +65,20 @@ class Call:
         self.run = run
         self.call = call
         self.tool = tool
-        self.cancelled = threading.Event()
+        self._cancelled = None
         # Whether the author's code may have started: what cancel answers
         # depends on it.
         self._started = False
         self._future = None
+
+    @property
+    def cancelled(self):
+        """A ``threading.Event``, set when the host cancels the call."""
+        # Made on first use: most calls never look, and an Event is not free.
+        with _EVENTS:
+            if self._cancelled is None:
+                self._cancelled = threading.Event()
+            return self._cancelled
 
     def _may_have_started(self):
         if self._future is not None:
@@ -274,27 +284,44 @@ class Toolkit:
         lines = asyncio.Queue()
 
         def read_lines():
+            # Lines go to the loop a chunk at a time: one wake-up per read,
+            # not per line.
+            pending, skipping = b"", False
             try:
                 while True:
-                    line = reader.readline(MAX_LINE_BYTES + 1)
-                    if not line:
+                    chunk = reader.read1(1 << 16)
+                    if not chunk:
                         break
-                    if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                        while line and not line.endswith(b"\n"):
-                            line = reader.readline(1 << 20)
-                        loop.call_soon_threadsafe(lines.put_nowait, b"")
+                    parts = (pending + chunk).split(b"\n")
+                    pending = parts.pop()
+                    if skipping and parts:
+                        parts.pop(0)  # the end of the line being dropped
+                        skipping = False
+                    if len(pending) > MAX_LINE_BYTES:
                         log.warning("dropped a line longer than %d bytes", MAX_LINE_BYTES)
-                        continue
-                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                        pending, skipping = b"", True
+                    if parts:
+                        loop.call_soon_threadsafe(lines.put_nowait, parts)
             finally:
+                if pending and not skipping:
+                    loop.call_soon_threadsafe(lines.put_nowait, [pending])
                 loop.call_soon_threadsafe(lines.put_nowait, None)
 
         threading.Thread(target=read_lines, name="flowd-stdin", daemon=True).start()
         running = {}
+        out = []
+
+        def flush():
+            data = "".join(out).encode("utf-8")
+            out.clear()
+            writer.write(data)
+            writer.flush()
 
         def send(text):
-            writer.write(text.encode("utf-8"))
-            writer.flush()
+            # Replies written in one turn of the loop go out in one write.
+            if not out:
+                loop.call_soon(flush)
+            out.append(text)
 
         async def one(key, ctx, tool, args):
             try:
@@ -305,62 +332,69 @@ class Toolkit:
                 send(reply_line(key[0], key[1], outcome))
 
         while True:
-            line = await lines.get()
-            if line is None:
+            batch = await lines.get()
+            if batch is None:
                 break
-            if not line.strip():
-                continue
-            try:
-                msg = jsontext.parse(line)
-            except jsontext.DecodeError as e:
-                log.warning("ignored a line that is not JSON: %s", e)
-                continue
-            method = msg.get("method") if isinstance(msg, dict) else None
-            if method == "describe":
-                rid = msg.get("id")
-                if not isinstance(rid, (str, jsontext.Num)):
-                    rid = None
-                send(jsontext.canonical({"id": rid, "jsonrpc": "2.0", "result": self.describe()}) + "\n")
-            elif method == "call":
-                p = msg.get("params")
-                run = p.get("run") if isinstance(p, dict) else None
-                cid = p.get("call") if isinstance(p, dict) else None
-                if not isinstance(run, str) or not isinstance(cid, str):
-                    log.warning("ignored a call without run and call ids")
-                    continue
-                key = (run, cid)
-                if key in running:
-                    log.warning("call %s of run %s is already running; ignored", cid, run)
-                    continue
-                tool, args = p.get("tool"), p.get("args")
-                problem = None
-                if not isinstance(tool, str) or not isinstance(args, dict):
-                    problem = "a call has a tool (a string) and args (an object)"
-                elif "schema" in p or "types" in p:
-                    problem = f"{tool} is not generic: its calls carry no schema or types"
-                if problem:
-                    send(reply_line(run, cid, _outcome("NotRun", jsontext.write_str(problem))))
-                    continue
-                ctx = Call(run, cid, tool)
-                running[key] = (asyncio.ensure_future(one(key, ctx, tool, args)), ctx)
-            elif method == "cancel":
-                p = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-                key = (p.get("run"), p.get("call"))
-                entry = running.pop(key, None)
-                if entry is not None:
-                    task, ctx = entry
-                    ctx.cancelled.set()
-                    started = ctx._may_have_started()
-                    task.cancel()
-                    if started:
-                        outcome = _outcome("Unknown", '"cancelled while running"')
-                    else:
-                        outcome = _outcome("NotRun", '"cancelled before the handler started"')
-                    send(reply_line(key[0], key[1], outcome))
-            else:
-                log.warning("ignored a message a host does not send")
+            for line in batch:
+                self._dispatch(line, running, send, one)
         tasks = [t for t, _ in running.values()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if out:
+            flush()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _dispatch(self, line, running, send, one):
+        """One line from the host."""
+        if not line.strip():
+            return
+        try:
+            msg = jsontext.parse(line)
+        except jsontext.DecodeError as e:
+            log.warning("ignored a line that is not JSON: %s", e)
+            return
+        method = msg.get("method") if isinstance(msg, dict) else None
+        if method == "describe":
+            rid = msg.get("id")
+            if not isinstance(rid, (str, jsontext.Num)):
+                rid = None
+            send(jsontext.canonical({"id": rid, "jsonrpc": "2.0", "result": self.describe()}) + "\n")
+        elif method == "call":
+            p = msg.get("params")
+            run = p.get("run") if isinstance(p, dict) else None
+            cid = p.get("call") if isinstance(p, dict) else None
+            if not isinstance(run, str) or not isinstance(cid, str):
+                log.warning("ignored a call without run and call ids")
+                return
+            key = (run, cid)
+            if key in running:
+                log.warning("call %s of run %s is already running; ignored", cid, run)
+                return
+            tool, args = p.get("tool"), p.get("args")
+            problem = None
+            if not isinstance(tool, str) or not isinstance(args, dict):
+                problem = "a call has a tool (a string) and args (an object)"
+            elif "schema" in p or "types" in p:
+                problem = f"{tool} is not generic: its calls carry no schema or types"
+            if problem:
+                send(reply_line(run, cid, _outcome("NotRun", jsontext.write_str(problem))))
+                return
+            ctx = Call(run, cid, tool)
+            running[key] = (asyncio.ensure_future(one(key, ctx, tool, args)), ctx)
+        elif method == "cancel":
+            p = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            key = (p.get("run"), p.get("call"))
+            entry = running.pop(key, None)
+            if entry is not None:
+                task, ctx = entry
+                ctx.cancelled.set()
+                started = ctx._may_have_started()
+                task.cancel()
+                if started:
+                    outcome = _outcome("Unknown", '"cancelled while running"')
+                else:
+                    outcome = _outcome("NotRun", '"cancelled before the handler started"')
+                send(reply_line(key[0], key[1], outcome))
+        else:
+            log.warning("ignored a message a host does not send")
