@@ -122,8 +122,8 @@ async fn calc_with_the_rust_toolkit() {
     assert!(matches!(out, CallOutcome::NotRun(_)), "{out:?}");
 }
 
-/// PRO-4: the protocol is language neutral: a Python process with no
-/// library serves the same declarations.
+/// PRO-4: the protocol is language neutral: a Python process (on the
+/// Python toolkit) serves the same declarations.
 #[tokio::test]
 async fn kv_in_plain_python() {
     let (types, decls) = kv_decls();
