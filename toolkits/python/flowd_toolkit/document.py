@@ -19,7 +19,7 @@ generic Tools, ``Param`` terms, host types and constructor payloads other
 than one positional part are refused, not ignored.
 """
 
-from . import codec, jsontext
+from . import codec, jsontext, named
 from .values import make_enum_class, make_record_class
 
 DATA_MAJOR = "1"
@@ -43,7 +43,7 @@ class Listed:
         self.params = params
         self.ok = ok
         self.err = err
-        self.args = codec.RecordOf(params)
+        self.args = named.RecordOf(params)
 
     def __repr__(self):
         return f"<declaration {self.tool} {self.fingerprint}>"
@@ -105,7 +105,7 @@ def read(doc):
             d = _obj(d, dptr)
             name = _str(_get(d, dptr, "name"), dptr + "/name")
             if key not in decls:
-                decls[key] = codec.Decl(key, name)
+                decls[key] = named.Decl(key, name)
             bodies.append((key, dptr, d))
     seen_bodies = {}
     for key, dptr, d in bodies:
@@ -177,7 +177,7 @@ def _read_body(d, dptr, decls):
                 ty = term(payload["positional"][0], p + "/payload/positional/0", decls)
             else:
                 raise DocumentError(p + "/payload", "only a payload of one positional part is supported")
-            ctors.append(codec.Ctor(name, ty, _doc(c, p)))
+            ctors.append(named.Ctor(name, ty, _doc(c, p)))
         return "enum", ctors
     raise DocumentError(dptr + "/kind", f"kind `{kind}` is not supported (record or enum)")
 
@@ -195,7 +195,7 @@ def _read_fields(fields, ptr, decls):
             raise DocumentError(p, f"name `{name}` is repeated")
         names.add(name)
         ty = term(_get(f, p, "type"), p + "/type", decls)
-        out.append(codec.Field(name, ty, _doc(f, p) if "doc" in f else None))
+        out.append(named.Field(name, ty, _doc(f, p) if "doc" in f else None))
     return out
 
 
@@ -246,7 +246,7 @@ def term(t, ptr, decls, depth=0):
     if k == "Named" and isinstance(v, str):
         if v not in decls:
             raise DocumentError(p, f"`{v}` is not in the types map")
-        return codec.NamedType(decls[v])
+        return named.NamedType(decls[v])
     if k == "Param":
         raise DocumentError(p, "type parameters are not supported by this toolkit")
     raise DocumentError(ptr, f"malformed `{k}` term")

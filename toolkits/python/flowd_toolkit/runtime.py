@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 
-from . import codec, jsontext
+from . import jsontext, named
 from .document import DocumentError, read
 
 DATA_VERSION = "1.0"
@@ -129,9 +129,9 @@ class Toolkit:
     """
 
     def __init__(self, document):
-        """``document``: the parsed ``flow tools`` document (a tree from
-        :func:`flowd_toolkit.jsontext.parse`, or plain ``json.loads``
-        output)."""
+        """``document``: the ``flow tools`` document as
+        :func:`flowd_toolkit.parse` reads it (numbers exact); see
+        :meth:`from_file` and :meth:`from_text`."""
         self.declarations, self.types = read(document)
         self._handlers = {}
         self._pool = None
@@ -248,7 +248,7 @@ class Toolkit:
         err = h.listed.err
         if (
             isinstance(value, str)
-            and isinstance(err, codec.NamedType)
+            and isinstance(err, named.NamedType)
             and err.decl.identity == "std/tool.ToolError"
         ):
             value = {"message": value}

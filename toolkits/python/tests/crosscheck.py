@@ -15,7 +15,7 @@ import sys
 from decimal import Decimal
 
 from flowd_toolkit import DecodeError, Duration, Instant, Some
-from flowd_toolkit import codec
+from flowd_toolkit import codec, named
 from flowd_toolkit.document import read, term
 from flowd_toolkit.temporal import _MAX_NANOS, _MIN_NANOS
 
@@ -142,7 +142,7 @@ class Gen:
             if t.text_keys or (t.key_type.hashable() and r.random() < 0.7):
                 return {as_decoded(t.key_type, k): v for k, v in pairs}
             return pairs
-        if c is codec.NamedType:
+        if c is named.NamedType:
             d = t.decl
             # The recursive Tree bounds its depth.
             inner = depth - 1 if d.identity == "test.Tree" else depth
