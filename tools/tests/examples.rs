@@ -1,5 +1,5 @@
 //! examples/tools: a Tool process written with the Rust toolkit (calc) and
-//! one in plain Python (kv), both through the real protocol client.
+//! one in Python on the Python toolkit (kv), both through the real protocol client.
 //! REQUIREMENTS PRO-4 (one protocol, any language), TKT-2..TKT-6.
 
 mod common;
