@@ -6,7 +6,7 @@
 //! - a FlowSpec flow of 1,000 sequential `tool_invoke` nodes (input → 1,000
 //!   tool nodes → output), each one Tool call with two small arguments,
 //!   answered at once by a long-lived Tool process: the Rust toolkit example
-//!   (`flow-example-calc`, `calc.json#add(a, b)`) and the plain Python one
+//!   (`flow-example-calc`, `calc.json#add(a, b)`) and the Python toolkit one
 //!   (`kv.py`, `kv.json#put(key, value)`);
 //! - every fact durable before its consequence, SQLite at
 //!   `synchronous=FULL` (WAL): per step a Checkpoint, a Call, then the Reply,

@@ -1,5 +1,5 @@
 //! examples/tools: a Tool process written with the Rust toolkit (calc) and
-//! one in plain Python (kv), both through the real protocol client.
+//! one in Python on the Python toolkit (kv), both through the real protocol client.
 //! REQUIREMENTS PRO-4 (one protocol, any language), TKT-2..TKT-6.
 
 mod common;
@@ -122,8 +122,8 @@ async fn calc_with_the_rust_toolkit() {
     assert!(matches!(out, CallOutcome::NotRun(_)), "{out:?}");
 }
 
-/// PRO-4: the protocol is language neutral: a Python process with no
-/// library serves the same declarations.
+/// PRO-4: the protocol is language neutral: a Python process (on the
+/// Python toolkit) serves the same declarations.
 #[tokio::test]
 async fn kv_in_plain_python() {
     let (types, decls) = kv_decls();
