@@ -38,8 +38,7 @@ pub(crate) trait ReadDb {
         limit: u32,
     ) -> Result<Vec<Result<FactRow, String>>>;
     /// Facts numbered `from..=to`, in order.
-    fn fact_range(&mut self, key: i64, from: u64, to: u64)
-    -> Result<Vec<Result<FactRow, String>>>;
+    fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>>;
     fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>>;
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>>;
     /// A hint: the blobs these stored values reference are about to be
@@ -80,11 +79,7 @@ struct RowChecker<'a> {
 }
 
 impl RowChecker<'_> {
-    fn check(
-        &mut self,
-        db: &mut dyn ReadDb,
-        row: Result<FactRow, String>,
-    ) -> Result<StoredFact> {
+    fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<StoredFact> {
         let run = self.run.as_str();
         let n = self.expected;
         let (row_n, kind_col, hash_col, body) =

@@ -6,10 +6,13 @@
 //! that every acknowledged fact is present with its hash. The same test
 //! runs against SQLite (a file) and Postgres (a schema of its own).
 
+#[cfg(feature = "postgres")]
 mod pg;
 
 use flow_store::conformance::{call_fact, checkpoint_fact, reply_fact, start_fact};
-use flow_store::{Backend, PostgresOptions, PostgresStore, RunId, SqliteOptions, SqliteStore};
+use flow_store::{Backend, RunId, SqliteOptions, SqliteStore};
+#[cfg(feature = "postgres")]
+use flow_store::{PostgresOptions, PostgresStore};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -19,6 +22,7 @@ use std::time::Duration;
 /// The SQLite child's database file.
 const CHILD_ENV: &str = "FLOW_STORE_CRASH_CHILD_DB";
 /// The Postgres child's `url schema`.
+#[cfg(feature = "postgres")]
 const PG_CHILD_ENV: &str = "FLOW_STORE_CRASH_CHILD_PG";
 
 fn runs() -> [RunId; 2] {
@@ -48,6 +52,7 @@ fn crash_child() {
     if let Ok(db) = std::env::var(CHILD_ENV) {
         child_appends(&SqliteStore::open(&db, SqliteOptions::default()).unwrap());
     }
+    #[cfg(feature = "postgres")]
     if let Ok(v) = std::env::var(PG_CHILD_ENV)
         && let Some((url, schema)) = v.split_once(' ')
     {
@@ -99,6 +104,7 @@ fn kill_9_loses_no_acknowledged_fact() {
     });
 }
 
+#[cfg(feature = "postgres")]
 /// The same against Postgres: the child's connection dies with it, its
 /// open transaction rolls back, and every COMMIT it acknowledged stays.
 #[test]

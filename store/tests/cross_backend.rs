@@ -3,9 +3,13 @@
 //! the same stored facts, hashes, blobs, host records and state — and the
 //! other way round.
 
+#![cfg(feature = "postgres")]
+
 mod pg;
 
-use flow_store::conformance::{call_fact, checkpoint_fact, end_fact, new_run_id, reply_fact, start_fact};
+use flow_store::conformance::{
+    call_fact, checkpoint_fact, end_fact, new_run_id, reply_fact, start_fact,
+};
 use flow_store::{
     Backend, HostRecord, HostRecordKind, ImportOutcome, RunId, SqliteOptions, SqliteStore,
     export_run, import_run,
@@ -21,15 +25,23 @@ fn make_run<B: Backend>(s: &B) -> RunId {
     let mut msgs = Vec::new();
     let mut n = 1;
     for k in 1..=6u64 {
-        s.append(&run, &call_fact(n + 1, k, json!({"k": k}))).unwrap();
+        s.append(&run, &call_fact(n + 1, k, json!({"k": k})))
+            .unwrap();
         s.append(
             &run,
-            &reply_fact(n + 2, k, json!({"text": format!("{k}{}", "r".repeat(1500))})),
+            &reply_fact(
+                n + 2,
+                k,
+                json!({"text": format!("{k}{}", "r".repeat(1500))}),
+            ),
         )
         .unwrap();
         msgs.push(json!(format!("{k}{}", "m".repeat(1200))));
-        s.append(&run, &checkpoint_fact(n + 3, json!({"messages": msgs, "k": k})))
-            .unwrap();
+        s.append(
+            &run,
+            &checkpoint_fact(n + 3, json!({"messages": msgs, "k": k})),
+        )
+        .unwrap();
         n += 3;
     }
     s.record_host(
@@ -41,7 +53,8 @@ fn make_run<B: Backend>(s: &B) -> RunId {
         },
     )
     .unwrap();
-    s.append(&run, &end_fact(n + 1, json!({"ok": true}))).unwrap();
+    s.append(&run, &end_fact(n + 1, json!({"ok": true})))
+        .unwrap();
     run
 }
 

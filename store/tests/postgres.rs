@@ -2,6 +2,8 @@
 //! migrations, corruption detection, fencing between writers, the live
 //! tail across processes' notifications, and use from a tokio app.
 
+#![cfg(feature = "postgres")]
+
 mod pg;
 
 use flow_store::conformance::{self, call_fact, end_fact, new_run_id, reply_fact, start_fact};
@@ -54,7 +56,10 @@ fn migration_folders_list_the_same_versions() {
     let sqlite = versions(&root.join("sqlite"));
     let postgres = versions(&root.join("postgres"));
     assert!(!sqlite.is_empty());
-    assert_eq!(sqlite, postgres, "migrations/sqlite and migrations/postgres");
+    assert_eq!(
+        sqlite, postgres,
+        "migrations/sqlite and migrations/postgres"
+    );
     assert_eq!(
         flow_store::sqlite::schema_version(),
         flow_store::postgres::schema_version()
@@ -109,8 +114,11 @@ fn damaged_rows_are_storage_failures_naming_the_fact() {
     s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
     s.append(&run, &call_fact(3, 2, json!({"marker": "CORRUPT-ME"})))
         .unwrap();
-    s.append(&run, &reply_fact(4, 2, json!(format!("BLOB{}", "z".repeat(4000)))))
-        .unwrap();
+    s.append(
+        &run,
+        &reply_fact(4, 2, json!(format!("BLOB{}", "z".repeat(4000)))),
+    )
+    .unwrap();
     s.append(&run, &call_fact(5, 3, json!({"a": 3}))).unwrap();
     s.read_history(&run).unwrap();
     // A changed byte in a fact body.
@@ -166,13 +174,15 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
     let a = PostgresStore::open(opts.clone()).unwrap();
     let b = PostgresStore::open(opts.clone()).unwrap();
     let run = create(&a);
-    a.append(&run, &call_fact(2, 1, json!({"by": "a"}))).unwrap();
+    a.append(&run, &call_fact(2, 1, json!({"by": "a"})))
+        .unwrap();
     // b never saw fact 2 written; it still cannot write another fact 2.
     assert!(matches!(
         b.append(&run, &call_fact(2, 1, json!({"by": "b"}))),
         Err(Error::WrongNumber { expected: 3, .. })
     ));
-    b.append(&run, &call_fact(3, 2, json!({"by": "b"}))).unwrap();
+    b.append(&run, &call_fact(3, 2, json!({"by": "b"})))
+        .unwrap();
     assert!(matches!(
         a.append(&run, &call_fact(3, 2, json!({"by": "a"}))),
         Err(Error::WrongNumber { expected: 4, .. })
@@ -351,8 +361,13 @@ fn memory_reads_and_merges() {
     assert_eq!(s.memory_read("m", &key).unwrap(), None);
     s.memory_write("m", &key, &json!({"x": 1, "y": 2}), false)
         .unwrap();
-    s.memory_write("m", &json!({"a": [1.5, "x"], "b": 1}), &json!({"y": 3, "z": 4}), true)
-        .unwrap();
+    s.memory_write(
+        "m",
+        &json!({"a": [1.5, "x"], "b": 1}),
+        &json!({"y": 3, "z": 4}),
+        true,
+    )
+    .unwrap();
     assert_eq!(
         s.memory_read("m", &key).unwrap(),
         Some(json!({"x": 1, "y": 3, "z": 4}))

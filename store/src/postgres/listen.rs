@@ -20,7 +20,12 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// Starts the listener and waits until it is listening, so a store that
 /// opened sees every fact committed after that.
-pub(super) fn start(handle: &Handle, cfg: Config, channel: String, heads: Arc<Heads>) -> Result<()> {
+pub(super) fn start(
+    handle: &Handle,
+    cfg: Config,
+    channel: String,
+    heads: Arc<Heads>,
+) -> Result<()> {
     let (ready, ready_rx) = sync_channel::<Result<()>>(1);
     handle.spawn(async move {
         let mut ready = Some(ready);

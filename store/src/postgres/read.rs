@@ -220,12 +220,7 @@ impl ReadDb for Session {
         )
     }
 
-    fn fact_range(
-        &mut self,
-        key: i64,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Result<FactRow, String>>> {
+    fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>> {
         let cached = matches!(self.window, Some((k, lo, hi)) if k == key && lo <= from && to <= hi);
         if !cached {
             let lo = to.saturating_sub(WINDOW - 1).min(from);
@@ -250,7 +245,10 @@ impl ReadDb for Session {
             "SELECT hash FROM facts WHERE run_key = $1 AND n = $2",
             &[&key, &(n as i64)],
         )?;
-        rows.first().map(|r| r.try_get(0)).transpose().map_err(Error::from)
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(Error::from)
     }
 
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
@@ -258,7 +256,10 @@ impl ReadDb for Session {
             return Ok(Some(b.clone()));
         }
         let rows = self.query("SELECT body FROM blobs WHERE hash = $1", &[&&hash[..]])?;
-        rows.first().map(|r| r.try_get(0)).transpose().map_err(Error::from)
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(Error::from)
     }
 
     fn prefetch(&mut self, values: &[&Value]) -> Result<()> {

@@ -91,7 +91,9 @@ enum Out {
 impl Command {
     fn run_id(&self) -> Option<String> {
         match self {
-            Command::Create { start, .. } => start.get("run").and_then(Value::as_str).map(str::to_string),
+            Command::Create { start, .. } => {
+                start.get("run").and_then(Value::as_str).map(str::to_string)
+            }
             Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
             Command::Import { archive, .. } => Some(archive.run.to_string()),
         }
@@ -144,8 +146,17 @@ struct Rows {
     blobs: BTreeMap<[u8; 32], Vec<u8>>,
     runs: Vec<NewRun>,
     facts: Vec<(String, u64, &'static str, [u8; 32], String)>,
-    host: Vec<(String, i64, &'static str, i64, i64, [u8; 32], String)>,
+    host: Vec<HostRow>,
 }
+
+/// `(run, seq, kind, at_ms, head_n, head_hash, details)`.
+type HostRow = (String, i64, &'static str, i64, i64, [u8; 32], String);
+
+/// A pipelined statement and the rows it must affect (`None`: any).
+type Step<'a> = (
+    BoxFuture<'a, Result<u64, tokio_postgres::Error>>,
+    Option<usize>,
+);
 
 struct NewRun {
     meta: StartMeta,
@@ -448,7 +459,9 @@ fn decide(
     start: Option<Result<CheckedStart>>,
 ) -> Result<Out> {
     match cmd {
-        Command::Create { start: fact, at_ms, .. } => {
+        Command::Create {
+            start: fact, at_ms, ..
+        } => {
             let mut checked = start.ok_or(Error::WriterGone)??;
             let run = checked.run.clone();
             if plan.heads.contains_key(run.as_str()) {
@@ -489,7 +502,9 @@ fn decide(
                 hash: hash_text(&f.hash),
             }))
         }
-        Command::Append { run, fact, at_ms, .. } => {
+        Command::Append {
+            run, fact, at_ms, ..
+        } => {
             let id = run.to_string();
             let head = plan
                 .heads
@@ -520,7 +535,9 @@ fn decide(
                 hash: hash_text(&p.fact.hash),
             }))
         }
-        Command::Host { run, record, at_ms, .. } => {
+        Command::Host {
+            run, record, at_ms, ..
+        } => {
             let id = run.to_string();
             let head = plan
                 .heads
@@ -543,9 +560,16 @@ fn decide(
                 plan.heads.insert(id.clone(), h.clone());
                 plan.changed.insert(id, h);
             }
-            Ok(Out::Host(host_row(seq as u64, record.clone(), *at_ms, &head)))
+            Ok(Out::Host(host_row(
+                seq as u64,
+                record.clone(),
+                *at_ms,
+                &head,
+            )))
         }
-        Command::Import { archive: a, at_ms, .. } => {
+        Command::Import {
+            archive: a, at_ms, ..
+        } => {
             let id = a.run.to_string();
             if let Some(h) = plan.heads.get(&id) {
                 return import_over(a, h.last_n, &h.last_hash).map(Out::Import);
@@ -612,8 +636,16 @@ async fn write(conn: &Conn, channel: &str, plan: &Plan) -> Result<(), Failed> {
     let blob_body: Vec<&[u8]> = r.blobs.values().map(Vec::as_slice).collect();
     let run_id: Vec<&str> = r.runs.iter().map(|x| x.meta.run.as_str()).collect();
     let run_state: Vec<&str> = r.runs.iter().map(|x| x.state.as_str()).collect();
-    let run_em: Vec<&str> = r.runs.iter().map(|x| x.meta.entry_module.as_str()).collect();
-    let run_ef: Vec<&str> = r.runs.iter().map(|x| x.meta.entry_function.as_str()).collect();
+    let run_em: Vec<&str> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.entry_module.as_str())
+        .collect();
+    let run_ef: Vec<&str> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.entry_function.as_str())
+        .collect();
     let run_prog: Vec<&str> = r.runs.iter().map(|x| x.meta.program.as_str()).collect();
     let run_pr: Vec<Option<&str>> = r
         .runs
@@ -674,34 +706,21 @@ async fn write(conn: &Conn, channel: &str, plan: &Plan) -> Result<(), Failed> {
     let p_update: [P<'_>; 6] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t];
     let p_notify: [P<'_>; 2] = [&channel, &notes];
     // (statement, rows it must affect: None = any)
-    let mut steps: Vec<(BoxFuture<'_, Result<u64, tokio_postgres::Error>>, Option<usize>)> =
-        Vec::new();
+    let mut steps: Vec<Step<'_>> = Vec::new();
     if !blob_hash.is_empty() {
         steps.push((Box::pin(c.execute(&st.blobs, &p_blobs)), None));
     }
     if !run_id.is_empty() {
-        steps.push((
-            Box::pin(c.execute(&st.runs, &p_runs)),
-            Some(run_id.len()),
-        ));
+        steps.push((Box::pin(c.execute(&st.runs, &p_runs)), Some(run_id.len())));
     }
     if !f_id.is_empty() {
-        steps.push((
-            Box::pin(c.execute(&st.facts, &p_facts)),
-            Some(f_id.len()),
-        ));
+        steps.push((Box::pin(c.execute(&st.facts, &p_facts)), Some(f_id.len())));
     }
     if !h_id.is_empty() {
-        steps.push((
-            Box::pin(c.execute(&st.host, &p_host)),
-            Some(h_id.len()),
-        ));
+        steps.push((Box::pin(c.execute(&st.host, &p_host)), Some(h_id.len())));
     }
     if !u_id.is_empty() {
-        steps.push((
-            Box::pin(c.execute(&st.update, &p_update)),
-            Some(u_id.len()),
-        ));
+        steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));
     }
     if !notes.is_empty() {
         steps.push((Box::pin(c.execute(&st.notify, &p_notify)), None));

@@ -27,9 +27,7 @@ fn fact_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
-fn rows_of(
-    rows: impl Iterator<Item = rusqlite::Result<FactRow>>,
-) -> Vec<Result<FactRow, String>> {
+fn rows_of(rows: impl Iterator<Item = rusqlite::Result<FactRow>>) -> Vec<Result<FactRow, String>> {
     rows.map(|r| r.map_err(|e| e.to_string())).collect()
 }
 
@@ -82,12 +80,7 @@ impl ReadDb for Db<'_> {
         )?))
     }
 
-    fn fact_range(
-        &mut self,
-        key: i64,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Result<FactRow, String>>> {
+    fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>> {
         let mut st = self.0.prepare_cached("SELECT n, kind, hash, body FROM facts WHERE run_key = ?1 AND n BETWEEN ?2 AND ?3 ORDER BY n")?;
         Ok(rows_of(st.query_map(
             params![key, from as i64, to as i64],

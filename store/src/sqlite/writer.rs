@@ -499,14 +499,7 @@ impl Writer {
         }
         let fact = checked.store(start)?;
         self.insert_blobs(&checked.blobs)?;
-        let key = self.insert_run(
-            &checked.meta,
-            RunState::Running,
-            None,
-            1,
-            &fact.hash,
-            at_ms,
-        )?;
+        let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
         Ok(Appended {
             run,

@@ -120,7 +120,11 @@ impl Drop for TestDb {
     fn drop(&mut self) {
         let schemas = self.schemas.lock().map(|s| s.clone()).unwrap_or_default();
         for s in schemas {
-            if let Err(e) = sql(&self.url, None, &format!("DROP SCHEMA IF EXISTS {s} CASCADE")) {
+            if let Err(e) = sql(
+                &self.url,
+                None,
+                &format!("DROP SCHEMA IF EXISTS {s} CASCADE"),
+            ) {
                 eprintln!("could not drop schema {s}: {e}");
             }
         }
