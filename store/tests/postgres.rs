@@ -438,3 +438,43 @@ fn bad_options_and_unreachable_servers_are_refused_clearly() {
         "{msg}"
     );
 }
+
+/// The store outlives its connections: after every backend of the store is
+/// terminated (a restarted server looks the same), appends, reads and a
+/// tail fed by another store's notifications carry on.
+#[test]
+fn connections_lost_are_replaced() {
+    let Some(db) = TestDb::new() else { return };
+    let opts = db.options();
+    let writer = PostgresStore::open(opts.clone()).unwrap();
+    let reader = PostgresStore::open(opts.clone()).unwrap();
+    let run = create(&writer);
+    writer.append(&run, &call_fact(2, 1, json!({}))).unwrap();
+    reader.read_history(&run).unwrap();
+    let app = format!("flow-store:{}", opts.schema);
+    // Two writers and two listeners at least, then all of them killed.
+    db.sql(
+        &opts.schema,
+        &format!(
+            "DO $$ BEGIN IF (SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}') < 4
+             THEN RAISE EXCEPTION 'the store''s connections are not named'; END IF; END $$;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'"
+        ),
+    );
+    // Let each connection task see its socket close.
+    std::thread::sleep(Duration::from_millis(300));
+    writer.append(&run, &call_fact(3, 2, json!({}))).unwrap();
+    assert_eq!(reader.read_history(&run).unwrap().facts.len(), 3);
+    let mut tail = reader.subscribe(&run, 3).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // After the listener's reconnection delay.
+            std::thread::sleep(Duration::from_secs(2));
+            writer.append(&run, &call_fact(4, 3, json!({}))).unwrap();
+        });
+        match tail.next_event(Duration::from_secs(30)).unwrap() {
+            TailEvent::Fact(f) => assert_eq!(f.n, 4),
+            other => panic!("the tail did not recover: {other:?}"),
+        }
+    });
+}

@@ -65,7 +65,8 @@ pub(super) fn config(opts: &PostgresOptions) -> Result<Config> {
         "-c search_path={} -c synchronous_commit=on",
         opts.schema
     ));
-    cfg.application_name("flow-store");
+    // Names the store's connections in pg_stat_activity.
+    cfg.application_name(&format!("flow-store:{}", opts.schema));
     cfg.connect_timeout(Duration::from_secs(10));
     Ok(cfg)
 }

@@ -316,7 +316,17 @@ impl Writer {
 
     fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
         let handle = self.handle.clone();
-        match handle.block_on(self.batch(&cmds)) {
+        let mut result = handle.block_on(self.batch(&cmds));
+        if let Err(f) = &result
+            && !f.unknown
+            && self.conn.as_ref().is_none_or(|c| c.client.is_closed())
+        {
+            // The connection was gone before COMMIT (a restarted server, a
+            // terminated backend): nothing was stored, so one retry on a
+            // new connection is safe.
+            result = handle.block_on(self.batch(&cmds));
+        }
+        match result {
             Ok((outs, plan)) => {
                 for (run, c) in plan.ckpt {
                     self.set_cache(run, c);
