@@ -66,7 +66,7 @@ pub(super) fn config(opts: &PostgresOptions) -> Result<Config> {
         opts.schema
     ));
     // Names the store's connections in pg_stat_activity.
-    cfg.application_name(&format!("flow-store:{}", opts.schema));
+    cfg.application_name(format!("flow-store:{}", opts.schema));
     cfg.connect_timeout(Duration::from_secs(10));
     Ok(cfg)
 }
