@@ -36,6 +36,7 @@
 mod connect;
 mod listen;
 mod read;
+mod sql;
 mod writer;
 
 pub use connect::schema_version;
