@@ -99,4 +99,11 @@ impl From<tokio_postgres::Error> for Error {
     }
 }
 
+/// A malformed run id given as an argument.
+impl From<flow_abi::fact::IdError> for Error {
+    fn from(e: flow_abi::fact::IdError) -> Error {
+        Error::InvalidArgument(e.to_string())
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

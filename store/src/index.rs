@@ -6,7 +6,7 @@
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::{from_column, hash_text};
-use crate::id::RunId;
+use flow_abi::fact::RunId;
 
 /// The `ending` column's text.
 pub(crate) fn ending_text(e: Ending) -> &'static str {

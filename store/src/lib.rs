@@ -20,7 +20,6 @@ pub mod conformance;
 mod error;
 pub mod fact;
 pub mod hash;
-mod id;
 mod index;
 pub mod merkle;
 mod migrate;
@@ -39,7 +38,7 @@ pub use archive::{
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;
-pub use id::RunId;
+pub use flow_abi::fact::RunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};

@@ -8,11 +8,11 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, store_checkpoint};
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, Form, check, store_fact};
+use crate::fact::{FactKind, read_logical, store_fact};
 use crate::hash::{blob_hash, chain_next, chain_start, hash_text, parse_hash};
-use crate::id::RunId;
 use crate::index::Head;
 use crate::merkle::NewBlob;
+use flow_abi::fact::{Ending as FactEnding, Fact, RunId};
 use flow_abi::json::canonical;
 use serde_json::Value;
 
@@ -26,39 +26,43 @@ pub(crate) struct StartMeta {
     pub outer: Option<(String, String)>,
 }
 
-pub(crate) fn start_meta(start: &Value) -> Result<StartMeta> {
-    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let bad = || Error::InvalidFact("Start lacks run, entry or program".into());
+/// The runs index's columns of a Start fact; anything else is refused.
+pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
+    let Fact::Start {
+        run,
+        entry,
+        program,
+        parent,
+        outer,
+        ..
+    } = start
+    else {
+        return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
+    };
     Ok(StartMeta {
-        run: s(start.get("run")).ok_or_else(bad)?,
-        entry_module: s(start.pointer("/entry/module")).ok_or_else(bad)?,
-        entry_function: s(start.pointer("/entry/function")).ok_or_else(bad)?,
-        program: s(start.get("program")).ok_or_else(bad)?,
-        parent: match (
-            s(start.pointer("/parent/run")),
-            start.pointer("/parent/checkpoint").and_then(Value::as_u64),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
-        outer: match (
-            s(start.pointer("/outer/run")),
-            s(start.pointer("/outer/call")),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
+        run: run.to_string(),
+        entry_module: entry.module.clone(),
+        entry_function: entry.function.clone(),
+        program: program.clone(),
+        parent: parent.as_ref().map(|p| (p.run.to_string(), p.checkpoint)),
+        outer: outer
+            .as_ref()
+            .map(|o| (o.run.to_string(), o.call.to_string())),
     })
 }
 
-pub(crate) fn ending_of(end: &Value) -> Option<Ending> {
-    let e = end.get("ending")?.as_object()?;
-    if e.contains_key("Completed") {
-        Some(Ending::Completed)
-    } else if e.contains_key("Faulted") {
-        Some(Ending::Faulted)
-    } else {
-        None
+/// How an End fact ended the run; `None` for every other fact.
+pub(crate) fn ending_of(end: &Fact) -> Option<Ending> {
+    match end {
+        Fact::End {
+            ending: FactEnding::Completed { .. },
+            ..
+        } => Some(Ending::Completed),
+        Fact::End {
+            ending: FactEnding::Faulted(_),
+            ..
+        } => Some(Ending::Faulted),
+        _ => None,
     }
 }
 
@@ -67,35 +71,33 @@ pub(crate) fn ending_of(end: &Value) -> Option<Ending> {
 pub(crate) struct CheckedStart {
     pub run: RunId,
     pub meta: StartMeta,
-    pub kind: FactKind,
+    /// The Start as the fact reader wrote it back.
+    start: Value,
     /// The source blobs.
     pub blobs: Vec<NewBlob>,
 }
 
 /// Checks a Start and its source texts. DESIGN §3: "sources are always
 /// blobs". Start lists each by hash; the text must be handed over and match.
-pub(crate) fn check_start(start: &Value, sources: &[SourceText]) -> Result<CheckedStart> {
-    let (kind, n) = check(start, Form::Logical)?;
-    if kind != FactKind::Start || n != 1 {
+pub(crate) fn check_start(start: Value, sources: &[SourceText]) -> Result<CheckedStart> {
+    let typed = read_logical(start)?;
+    let Fact::Start {
+        n: 1,
+        run,
+        sources: listed,
+        ..
+    } = &typed
+    else {
         return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
-    }
-    let meta = start_meta(start)?;
-    let run = RunId::parse(&meta.run).map_err(|e| Error::InvalidFact(format!("Start.run: {e}")))?;
-    let listed = start
-        .get("sources")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    };
     let mut blobs = Vec::new();
-    for s in &listed {
-        let module = s.get("module").and_then(Value::as_str).unwrap_or_default();
-        let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
-        let length = s.get("length").and_then(Value::as_u64);
+    for s in listed {
+        let module = s.module.as_str();
         let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
             Error::InvalidFact(format!("no source text was given for module {module:?}"))
         })?;
         let h = blob_hash(text.text.as_bytes());
-        if hash != Some(h) || length != Some(text.text.chars().count() as u64) {
+        if parse_hash(&s.hash) != Some(h) || s.length != text.text.chars().count() as u64 {
             return Err(Error::InvalidFact(format!(
                 "source {module:?} does not match its hash or length in Start"
             )));
@@ -105,20 +107,21 @@ pub(crate) fn check_start(start: &Value, sources: &[SourceText]) -> Result<Check
             body: text.text.as_bytes().to_vec(),
         });
     }
-    if let Some(extra) = sources.iter().find(|t| {
-        !listed
-            .iter()
-            .any(|s| s.get("module").and_then(Value::as_str) == Some(t.module.as_str()))
-    }) {
+    if let Some(extra) = sources
+        .iter()
+        .find(|t| !listed.iter().any(|s| s.module == t.module))
+    {
         return Err(Error::InvalidFact(format!(
             "source {:?} is not listed in Start",
             extra.module
         )));
     }
+    let run = run.clone();
+    let meta = start_meta(&typed)?;
     Ok(CheckedStart {
         run,
         meta,
-        kind,
+        start: typed.into_json(),
         blobs,
     })
 }
@@ -133,13 +136,13 @@ pub(crate) struct NewFact {
 
 impl CheckedStart {
     /// The stored Start (adding its value blobs) once the run is known new.
-    pub(crate) fn store(&mut self, start: &Value) -> Result<NewFact> {
-        let stored = store_fact(start, self.kind, &mut self.blobs)?;
+    pub(crate) fn store(&mut self) -> Result<NewFact> {
+        let stored = store_fact(&self.start, FactKind::Start, &mut self.blobs)?;
         let body = canonical(&stored);
         let hash = chain_next(&chain_start(self.run.as_str()), &body);
         Ok(NewFact {
             n: 1,
-            kind: self.kind,
+            kind: FactKind::Start,
             hash,
             body,
         })
@@ -165,7 +168,8 @@ pub(crate) fn prepare_append(
     at_ms: i64,
     prev_ckpt: Option<&CkptCache>,
 ) -> Result<PreparedAppend> {
-    let (kind, n) = check(&fact, Form::Logical)?;
+    let typed = read_logical(fact)?;
+    let (kind, n) = (typed.kind(), typed.n());
     if kind == FactKind::Start {
         return Err(Error::InvalidFact("Start only begins a run".into()));
     }
@@ -183,11 +187,8 @@ pub(crate) fn prepare_append(
         });
     }
     let mut blobs = Vec::new();
-    let end = if kind == FactKind::End {
-        ending_of(&fact)
-    } else {
-        None
-    };
+    let end = ending_of(&typed);
+    let fact = typed.into_json();
     let (stored, ckpt) = match kind {
         FactKind::Checkpoint => {
             let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
@@ -287,12 +288,13 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
         fact: None,
         reason: "empty history".into(),
     })?;
-    let meta = start_meta(&first.fact)?;
-    let ending = a
-        .facts
-        .last()
-        .filter(|f| f.kind == FactKind::End)
-        .and_then(|f| ending_of(&f.fact));
+    // Verified already; read again only for the runs index. A Start is
+    // never a delta, and an End's output is opaque to the reader.
+    let meta = start_meta(&read_logical(first.fact.clone())?)?;
+    let ending = match a.facts.last() {
+        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(f.fact.clone())?),
+        _ => None,
+    };
     let decision = a
         .host
         .iter()

@@ -13,10 +13,10 @@ use crate::checkpoint::{MAX_DELTA_CHAIN, apply_delta, delta_of};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
-use crate::id::RunId;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
 use crate::merkle::{self, BlobVerifier};
 use crate::verify::check_stored_fact;
+use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use serde_json::Value;
 
@@ -272,8 +272,8 @@ pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Resu
                 "checkpoint delta chain is too long",
             ));
         }
-        let fact = linked_fact(db, key, run, at)?;
-        if fact.get("fact").and_then(Value::as_str) != Some("Checkpoint") {
+        let (fact, kind) = linked_fact(db, key, run, at)?;
+        if kind != FactKind::Checkpoint {
             return Err(if at == n {
                 Error::InvalidArgument(format!("fact {n} of {run} is not a Checkpoint"))
             } else {
@@ -323,7 +323,7 @@ pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Resu
 }
 
 /// Fact `n`, checked against its predecessor's recorded hash.
-fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<Value> {
+fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<(Value, FactKind)> {
     let rows: Vec<FactRow> = db
         .fact_range(key, n.saturating_sub(1), n)?
         .into_iter()
@@ -341,7 +341,7 @@ fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<Val
         .iter()
         .find(|r| r.0 as u64 == n)
         .ok_or_else(|| Error::InvalidArgument(format!("run {run} has no fact {n}")))?;
-    let (fact, _) = check_stored_fact(run.as_str(), n, body)
+    let (fact, kind) = check_stored_fact(run.as_str(), n, body)
         .map_err(|reason| Error::corrupt(run.as_str(), n, reason))?;
     if from_column(hash) != Some(chain_next(&prev, body)) {
         return Err(Error::corrupt(
@@ -350,7 +350,7 @@ fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<Val
             "the chain hash does not match",
         ));
     }
-    Ok(fact)
+    Ok((fact, kind))
 }
 
 pub(crate) fn host_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostRecordRow>> {

@@ -13,7 +13,7 @@
 use crate::api::{ReadHistory, StoredFact, Tail, TailEvent};
 use crate::error::Result;
 use crate::fact::FactKind;
-use crate::id::RunId;
+use flow_abi::fact::RunId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};

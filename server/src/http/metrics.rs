@@ -3,10 +3,11 @@
 //! server has its own numbers).
 
 use super::AppState;
+use crate::service::RunService;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use flow_store::{Discover, DiscoveryQuery, RunState};
+use flow_store::{DiscoveryQuery, RunState};
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -48,29 +49,12 @@ const BUCKETS: [f64; 8] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 pub struct Metrics {
     pub runs_started: Counter,
     pub resumes: Counter,
-    /// Facts appended by the server's drives.
-    pub facts: Counter,
-    /// Drives that ended, by state.
-    pub completed: Counter,
-    pub faulted: Counter,
-    pub paused: Counter,
-    /// Driver tasks alive now.
-    pub drives: Gauge,
     pub sse_subscribers: Gauge,
     requests: Mutex<Vec<(u16, u64)>>,
     latency: Mutex<([u64; 8], u64, f64)>,
 }
 
 impl Metrics {
-    pub fn finished(&self, state: &str) {
-        match state {
-            "completed" => self.completed.inc(),
-            "faulted" => self.faulted.inc(),
-            "paused" => self.paused.inc(),
-            _ => {}
-        }
-    }
-
     fn request(&self, status: u16, secs: f64) {
         if let Ok(mut r) = self.requests.lock() {
             match r.iter_mut().find(|(s, _)| *s == status) {
@@ -89,8 +73,11 @@ impl Metrics {
         }
     }
 
-    /// The text exposition; `runs` are the counts by state from the store.
-    pub fn render(&self, runs: &[(RunState, u64)]) -> String {
+    /// The text exposition; `runs` are the counts by state from the store,
+    /// the drive counts the run service's.
+    pub fn render(&self, runs: &[(RunState, u64)], service: &RunService) -> String {
+        let stats = service.stats();
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -113,7 +100,7 @@ impl Metrics {
             (
                 "flowd_facts_appended_total",
                 "Facts appended by the server's drives.",
-                self.facts.get(),
+                get(&stats.facts),
             ),
         ];
         for (name, help, v) in counters {
@@ -124,9 +111,9 @@ impl Metrics {
             "# HELP flowd_drives_ended_total Drives that ended or paused, by outcome.\n# TYPE flowd_drives_ended_total counter"
         );
         for (o, v) in [
-            ("completed", self.completed.get()),
-            ("faulted", self.faulted.get()),
-            ("paused", self.paused.get()),
+            ("completed", get(&stats.completed)),
+            ("faulted", get(&stats.faulted)),
+            ("paused", get(&stats.paused)),
         ] {
             let _ = writeln!(s, "flowd_drives_ended_total{{outcome=\"{o}\"}} {v}");
         }
@@ -134,7 +121,7 @@ impl Metrics {
             (
                 "flowd_drives_active",
                 "Driver tasks alive.",
-                self.drives.get(),
+                service.active_drives() as i64,
             ),
             (
                 "flowd_sse_subscribers",

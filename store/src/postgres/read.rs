@@ -13,11 +13,11 @@
 use super::Shared;
 use crate::api::RunState;
 use crate::error::{Error, Result};
-use crate::id::RunId;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
 use deadpool_postgres::Object;
+use flow_abi::fact::RunId;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -33,13 +33,13 @@ use crate::archive::VerifiedArchive;
 use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
 use crate::hash::{hash_text, parse_hash};
-use crate::id::RunId;
 use crate::index::Head;
 use crate::merkle::NewBlob;
 use crate::prepare::{
     CheckedStart, check_start, host_head, host_row, import_over, plan_import, prepare_append,
 };
 use crate::tail::Heads;
+use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -273,7 +273,7 @@ impl Writer {
         let starts: Vec<Option<Result<CheckedStart>>> = cmds
             .iter()
             .map(|c| match c {
-                Command::Create { start, sources, .. } => Some(check_start(start, sources)),
+                Command::Create { start, sources, .. } => Some(check_start(start.clone(), sources)),
                 _ => None,
             })
             .collect();
@@ -345,15 +345,13 @@ fn decide(
     start: Option<Result<CheckedStart>>,
 ) -> Result<Out> {
     match cmd {
-        Command::Create {
-            start: fact, at_ms, ..
-        } => {
+        Command::Create { at_ms, .. } => {
             let mut checked = start.ok_or(Error::WriterGone)??;
             let run = checked.run.clone();
             if plan.heads.contains_key(run.as_str()) {
                 return Err(Error::RunExists(run.to_string()));
             }
-            let f = checked.store(fact)?;
+            let f = checked.store()?;
             for b in checked.blobs.drain(..) {
                 plan.rows.blobs.insert(b.hash, b.body);
             }

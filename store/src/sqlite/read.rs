@@ -4,9 +4,9 @@
 
 use crate::api::RunState;
 use crate::error::Result;
-use crate::id::RunId;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::read::{FactRow, ReadDb};
+use flow_abi::fact::RunId;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// Runs `f` on a [`ReadDb`] inside a read transaction.

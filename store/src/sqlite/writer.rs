@@ -10,13 +10,13 @@ use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::{hash_text, parse_hash};
-use crate::id::RunId;
 use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
 use crate::prepare::{
     StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
 };
 use crate::tail::Heads;
+use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -333,7 +333,7 @@ impl Writer {
                 at_ms,
                 reply,
             } => {
-                let r = self.create(&start, &sources, at_ms, batch);
+                let r = self.create(start, &sources, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
                 (
@@ -479,7 +479,7 @@ impl Writer {
 
     fn create(
         &mut self,
-        start: &Value,
+        start: Value,
         sources: &[SourceText],
         at_ms: i64,
         batch: &Batch,
@@ -497,7 +497,7 @@ impl Writer {
         if exists.is_some() {
             return Err(Error::RunExists(run.to_string()));
         }
-        let fact = checked.store(start)?;
+        let fact = checked.store()?;
         self.insert_blobs(&checked.blobs)?;
         let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
