@@ -62,6 +62,15 @@ impl Heads {
         self.changed.notify_all();
     }
 
+    /// Wakes every waiter to read the store again: heads may have moved
+    /// while nobody could tell (a notification connection was lost).
+    pub fn resync(&self) {
+        if let Ok(mut m) = self.map.lock() {
+            m.generation += 1;
+        }
+        self.changed.notify_all();
+    }
+
     /// Waits until `run`'s head passes `after` (or the map started over) or
     /// `timeout` elapses; true when the caller should read the store again.
     pub fn wait_past(&self, run: &str, after: u64, timeout: Duration) -> bool {

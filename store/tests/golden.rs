@@ -8,10 +8,13 @@
 //! under `wait_for: any`, so the loser's call is closed), by
 //! `flow run golden.json --allow` then `flow fork RUN --checkpoint 11 --set
 //! 'topic="waves"'` and `flow export`. Never regenerate them: a failure here
-//! means stored bytes changed.
+//! means stored bytes changed. Both backends are held to it.
+
+#[cfg(feature = "postgres")]
+mod pg;
 
 use flow_store::{
-    ImportOutcome, ReadHistory, RunId, SqliteOptions, SqliteStore, export_run, import_run,
+    Backend, ImportOutcome, RunId, SqliteOptions, SqliteStore, export_run, import_run,
 };
 use std::collections::BTreeMap;
 use std::fs;
@@ -49,22 +52,21 @@ fn archives() -> Vec<PathBuf> {
     v
 }
 
-#[test]
-fn golden_archives_round_trip_byte_for_byte() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(tmp.path().join("s.db"), SqliteOptions::default()).unwrap();
+/// Imports every golden archive into `store`, reads it verified and
+/// exports it again into `out`: the same files, byte for byte.
+fn round_trip<B: Backend>(store: &B, out: &Path) {
     for dir in archives() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let run = RunId::parse(&name).unwrap();
-        match import_run(&store, &dir).unwrap() {
+        match import_run(store, &dir).unwrap() {
             ImportOutcome::Imported { run: r, .. } => assert_eq!(r, run),
             other => panic!("{name}: {other:?}"),
         }
         // Verified read: chain and every blob.
         let history = store.read_history(&run).unwrap();
         assert!(!history.facts.is_empty());
-        let out = tmp.path().join("out").join(&name);
-        export_run(&store, &run, &out).unwrap();
+        let out = out.join(&name);
+        export_run(store, &run, &out).unwrap();
         let (want, got) = (files(&dir), files(&out));
         assert_eq!(
             want.keys().collect::<Vec<_>>(),
@@ -76,10 +78,25 @@ fn golden_archives_round_trip_byte_for_byte() {
         }
         // Idempotent: the same archive again changes nothing.
         assert!(matches!(
-            import_run(&store, &dir).unwrap(),
+            import_run(store, &dir).unwrap(),
             ImportOutcome::AlreadyPresent { .. }
         ));
     }
+}
+
+#[test]
+fn golden_archives_round_trip_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(tmp.path().join("s.db"), SqliteOptions::default()).unwrap();
+    round_trip(&store, &tmp.path().join("out"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn golden_archives_round_trip_byte_for_byte_on_postgres() {
+    let Some(db) = pg::TestDb::new() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    round_trip(&db.store(), &tmp.path().join("out"));
 }
 
 /// What the golden archives hold, so a regenerated (moved) archive that

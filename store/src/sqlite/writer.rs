@@ -6,14 +6,17 @@
 use super::MAX_BATCH;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::{CkptCache, store_checkpoint};
+use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, read_logical, store_fact};
-use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
+use crate::fact::FactKind;
+use crate::hash::{hash_text, parse_hash};
+use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
+use crate::prepare::{
+    StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+};
 use crate::tail::Heads;
 use flow_abi::fact::RunId;
-use flow_abi::fact::{Ending as FactEnding, Fact};
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -88,19 +91,10 @@ type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64);
 /// Most run heads the writer remembers between batches.
 const HEADS_BUDGET: usize = 100_000;
 
-/// The writer's view of a run's row in the index. The writer is the only
-/// writer, so once loaded it is authoritative; a batch changes copies and
-/// writes each changed run's row once, just before COMMIT (so N appends to a
-/// run in one batch cost one UPDATE).
-#[derive(Clone, Debug)]
-struct Head {
-    key: i64,
-    last_n: u64,
-    last_hash: [u8; 32],
-    ending: Option<Ending>,
-    state: RunState,
-    updated_ms: i64,
-}
+// The writer is the only writer, so a run's head, once loaded, is
+// authoritative; a batch changes copies and writes each changed run's row
+// once, just before COMMIT (so N appends to a run in one batch cost one
+// UPDATE).
 
 /// What the commands of the current batch changed, not yet committed.
 #[derive(Default)]
@@ -114,61 +108,6 @@ struct Batch {
 struct Effects {
     ckpt: CacheUpdate,
     head: Option<(String, Head)>,
-}
-
-/// What the runs index keeps from a Start fact.
-struct StartMeta {
-    run: String,
-    entry_module: String,
-    entry_function: String,
-    program: String,
-    parent: Option<(String, u64)>,
-    outer: Option<(String, String)>,
-}
-
-fn start_meta(start: &Fact) -> Result<StartMeta> {
-    let Fact::Start {
-        run,
-        entry,
-        program,
-        parent,
-        outer,
-        ..
-    } = start
-    else {
-        return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
-    };
-    Ok(StartMeta {
-        run: run.to_string(),
-        entry_module: entry.module.clone(),
-        entry_function: entry.function.clone(),
-        program: program.clone(),
-        parent: parent.as_ref().map(|p| (p.run.to_string(), p.checkpoint)),
-        outer: outer
-            .as_ref()
-            .map(|o| (o.run.to_string(), o.call.to_string())),
-    })
-}
-
-fn ending_of(end: &Fact) -> Option<Ending> {
-    match end {
-        Fact::End {
-            ending: FactEnding::Completed { .. },
-            ..
-        } => Some(Ending::Completed),
-        Fact::End {
-            ending: FactEnding::Faulted(_),
-            ..
-        } => Some(Ending::Faulted),
-        _ => None,
-    }
-}
-
-fn ending_text(e: Ending) -> &'static str {
-    match e {
-        Ending::Completed => "completed",
-        Ending::Faulted => "faulted",
-    }
 }
 
 impl Writer {
@@ -374,26 +313,15 @@ impl Writer {
             .optional()?;
         let (key, last_n, last_hash, ending, state, updated_ms) =
             row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
-        let bad = |what: &str| {
-            Error::corrupt(
-                run.as_str(),
-                last_n as u64,
-                format!("the runs index holds a malformed {what}"),
-            )
-        };
-        Ok(Head {
+        Head::from_columns(
+            run,
             key,
-            last_n: last_n as u64,
-            last_hash: from_column(&last_hash).ok_or_else(|| bad("hash"))?,
-            ending: match ending.as_deref() {
-                None => None,
-                Some("completed") => Some(Ending::Completed),
-                Some("faulted") => Some(Ending::Faulted),
-                Some(_) => return Err(bad("ending")),
-            },
-            state: RunState::parse(&state).ok_or_else(|| bad("state"))?,
+            last_n,
+            &last_hash,
+            ending.as_deref(),
+            &state,
             updated_ms,
-        })
+        )
     }
 
     /// Runs one command; `None` effects means it failed and is rolled back.
@@ -556,47 +484,8 @@ impl Writer {
         at_ms: i64,
         batch: &Batch,
     ) -> Result<Appended> {
-        let typed = read_logical(start)?;
-        let Fact::Start {
-            n: 1,
-            run,
-            sources: listed,
-            ..
-        } = &typed
-        else {
-            return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
-        };
-        let (run, listed) = (run.clone(), listed.clone());
-        let meta = start_meta(&typed)?;
-        let start = typed.into_json();
-        // DESIGN §3: "sources are always blobs". Start lists each by hash;
-        // the text must be handed over and match.
-        let mut blobs = Vec::new();
-        for s in &listed {
-            let module = s.module.as_str();
-            let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
-                Error::InvalidFact(format!("no source text was given for module {module:?}"))
-            })?;
-            let h = blob_hash(text.text.as_bytes());
-            if parse_hash(&s.hash) != Some(h) || s.length != text.text.chars().count() as u64 {
-                return Err(Error::InvalidFact(format!(
-                    "source {module:?} does not match its hash or length in Start"
-                )));
-            }
-            blobs.push(NewBlob {
-                hash: h,
-                body: text.text.as_bytes().to_vec(),
-            });
-        }
-        if let Some(extra) = sources
-            .iter()
-            .find(|t| !listed.iter().any(|s| s.module == t.module))
-        {
-            return Err(Error::InvalidFact(format!(
-                "source {:?} is not listed in Start",
-                extra.module
-            )));
-        }
+        let mut checked = check_start(start, sources)?;
+        let run = checked.run.clone();
         if batch.heads.contains_key(run.as_str()) || self.run_heads.contains_key(run.as_str()) {
             return Err(Error::RunExists(run.to_string()));
         }
@@ -608,16 +497,14 @@ impl Writer {
         if exists.is_some() {
             return Err(Error::RunExists(run.to_string()));
         }
-        let stored = store_fact(&start, FactKind::Start, &mut blobs)?;
-        self.insert_blobs(&blobs)?;
-        let body = canonical(&stored);
-        let h = chain_next(&chain_start(run.as_str()), &body);
-        let key = self.insert_run(&meta, RunState::Running, None, 1, &h, at_ms)?;
-        self.insert_fact(key, 1, FactKind::Start, &h, &body)?;
+        let fact = checked.store()?;
+        self.insert_blobs(&checked.blobs)?;
+        let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
+        self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
         Ok(Appended {
             run,
             n: 1,
-            hash: hash_text(&h),
+            hash: hash_text(&fact.hash),
         })
     }
 
@@ -629,66 +516,23 @@ impl Writer {
         batch: &Batch,
     ) -> Result<(Appended, Effects)> {
         let head = self.head(run, batch)?;
-        let typed = read_logical(fact)?;
-        let (kind, n) = (typed.kind(), typed.n());
-        if kind == FactKind::Start {
-            return Err(Error::InvalidFact("Start only begins a run".into()));
-        }
-        if head.ending.is_some() {
-            return Err(Error::Ended {
-                run: run.to_string(),
-                n,
-            });
-        }
-        if n != head.last_n + 1 {
-            return Err(Error::WrongNumber {
-                run: run.to_string(),
-                expected: head.last_n + 1,
-                got: n.to_string(),
-            });
-        }
         let key = head.key;
-        let mut blobs = Vec::new();
-        let end = ending_of(&typed);
-        let fact = typed.into_json();
-        let (stored, ckpt) = match kind {
-            FactKind::Checkpoint => {
-                let prev_ckpt = match batch.ckpt.get(&key) {
-                    Some(v) => v.as_ref(),
-                    None => self.cache.get(&key),
-                };
-                let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
-                (s, Some((key, Some(c))))
-            }
-            FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some((key, None))),
-            _ => (store_fact(&fact, kind, &mut blobs)?, None),
+        let prev_ckpt = match batch.ckpt.get(&key) {
+            Some(v) => v.as_ref(),
+            None => self.cache.get(&key),
         };
-        self.insert_blobs(&blobs)?;
-        let body = canonical(&stored);
-        let h = chain_next(&head.last_hash, &body);
-        self.insert_fact(key, n, kind, &h, &body)?;
-        let state = match end {
-            Some(Ending::Completed) => RunState::Completed,
-            Some(Ending::Faulted) => RunState::Faulted,
-            None => RunState::Running,
-        };
-        let new_head = Head {
-            key,
-            last_n: n,
-            last_hash: h,
-            ending: end,
-            state,
-            updated_ms: at_ms,
-        };
+        let p = prepare_append(run, &head, fact, at_ms, prev_ckpt)?;
+        self.insert_blobs(&p.blobs)?;
+        self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
         Ok((
             Appended {
                 run: run.clone(),
-                n,
-                hash: hash_text(&h),
+                n: p.fact.n,
+                hash: hash_text(&p.fact.hash),
             },
             Effects {
-                ckpt,
-                head: Some((run.to_string(), new_head)),
+                ckpt: p.ckpt.map(|c| (key, c)),
+                head: Some((run.to_string(), p.head)),
             },
         ))
     }
@@ -711,83 +555,35 @@ impl Writer {
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, record.kind.as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
-        let new_state = match record.kind {
-            HostRecordKind::Halt => Some(RunState::Halted),
-            HostRecordKind::Pause => Some(RunState::Paused),
-            _ => None,
+        let fx = Effects {
+            head: host_head(&head, record.kind, at_ms).map(|h| (run.to_string(), h)),
+            ..Effects::default()
         };
-        let mut fx = Effects::default();
-        if let Some(s) = new_state
-            && head.ending.is_none()
-        {
-            let mut h = head.clone();
-            h.state = s;
-            h.updated_ms = at_ms;
-            fx.head = Some((run.to_string(), h));
-        }
-        let row = HostRecordRow {
-            seq: seq as u64,
-            kind: record.kind,
-            at_ms,
-            head: FactRef {
-                n: head.last_n,
-                hash: hash_text(&head.last_hash),
-            },
-            details: record.details,
-        };
-        Ok((row, fx))
+        Ok((host_row(seq as u64, record, at_ms, &head), fx))
     }
 
     fn import(&mut self, a: &VerifiedArchive, at_ms: i64, batch: &Batch) -> Result<ImportOutcome> {
         if let Ok(h) = self.head(&a.run, batch) {
-            let (last_n, last_hash) = a.last();
-            return if h.last_n == last_n && h.last_hash == last_hash {
-                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
-            } else {
-                Err(Error::Conflict(a.run.to_string()))
-            };
+            return import_over(a, h.last_n, &h.last_hash);
         }
-        let (last_n, last_hash) = a.last();
         let existing: Option<(i64, Vec<u8>)> = self
             .conn
             .prepare_cached("SELECT last_n, last_hash FROM runs WHERE id = ?1")?
             .query_row([a.run.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         if let Some((n, h)) = existing {
-            return if n as u64 == last_n && h[..] == last_hash[..] {
-                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
-            } else {
-                Err(Error::Conflict(a.run.to_string()))
-            };
+            return import_over(a, n as u64, &h);
         }
-        let first = a.facts.first().ok_or_else(|| Error::ArchiveRefused {
-            component: "history.jsonl".into(),
-            fact: None,
-            reason: "empty history".into(),
-        })?;
-        // Verified already; read again only for the runs index. A Start is
-        // never a delta, and an End's output is opaque to the reader.
-        let meta = start_meta(&read_logical(first.fact.clone())?)?;
-        let ending = match a.facts.last() {
-            Some(f) if f.kind == FactKind::End => ending_of(&read_logical(f.fact.clone())?),
-            _ => None,
-        };
-        let decision = a
-            .host
-            .iter()
-            .rev()
-            .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
-            .filter(|r| r.head.n == last_n && r.head.hash == hash_text(&last_hash))
-            .map(|r| r.kind);
-        let state = match (ending, decision) {
-            (Some(Ending::Completed), _) => RunState::Completed,
-            (Some(Ending::Faulted), _) => RunState::Faulted,
-            (None, Some(HostRecordKind::Halt)) => RunState::Halted,
-            (None, Some(HostRecordKind::Pause)) => RunState::Paused,
-            _ => RunState::Running,
-        };
+        let plan = plan_import(a)?;
         self.insert_blobs(&a.blobs)?;
-        let key = self.insert_run(&meta, state, ending, last_n, &last_hash, at_ms)?;
+        let key = self.insert_run(
+            &plan.meta,
+            plan.state,
+            plan.ending,
+            plan.last_n,
+            &plan.last_hash,
+            at_ms,
+        )?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
@@ -799,7 +595,7 @@ impl Writer {
         }
         Ok(ImportOutcome::Imported {
             run: a.run.clone(),
-            facts: last_n,
+            facts: plan.last_n,
         })
     }
 }
