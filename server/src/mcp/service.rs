@@ -160,15 +160,17 @@ impl Service {
         let _request = self.requests.token();
         let sources = self.sources(p).await?;
         let input = flow_abi::json::canonical(input);
-        let started = self
+        let (started, gate) = self
             .runs
-            .start(sources, &input)
+            .start_gated(sources, &input)
             .await
             .map_err(|e| self.refusal(e))?;
         if let Some(state) = &self.server {
             state.metrics().runs_started.inc();
         }
+        // The Accepted-Start notification goes out before further driving.
         accepted(started.run.clone(), started.head.clone()).await;
+        gate.open();
         self.finish(started, cancel).await
     }
 

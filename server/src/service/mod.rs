@@ -197,6 +197,15 @@ fn gone() -> Error {
     Error::Unreadable("the drive ended without an outcome (the server is shutting down)".into())
 }
 
+/// Holds a started run's driving until opened (or dropped).
+pub struct Gate(tokio::sync::oneshot::Sender<()>);
+
+impl Gate {
+    pub fn open(self) {
+        let _ = self.0.send(());
+    }
+}
+
 /// A run state change, for `GET /v1/events` and metrics.
 #[derive(Debug, Clone)]
 pub struct RunEvent {
@@ -435,6 +444,25 @@ impl RunService {
     /// bound, then Start is recorded; returns once Start is durable, and
     /// drives on in a task. A refusal records nothing.
     pub async fn start(&self, sources: Sources, input: &str) -> Result<Accepted> {
+        self.start_inner(sources, input, None).await
+    }
+
+    /// [`RunService::start`], with driving held until the [`Gate`] opens
+    /// (or is dropped): the MCP server tells its client that Start was
+    /// accepted "before further driving" (seed, "Accepted-Start transport
+    /// view").
+    pub async fn start_gated(&self, sources: Sources, input: &str) -> Result<(Accepted, Gate)> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let accepted = self.start_inner(sources, input, Some(rx)).await?;
+        Ok((accepted, Gate(tx)))
+    }
+
+    async fn start_inner(
+        &self,
+        sources: Sources,
+        input: &str,
+        gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
         let program = self.program(&sources)?;
         let input = flow_abi::json::parse(input)
@@ -475,7 +503,16 @@ impl RunService {
         self.publish(run.as_str(), "running", json!({"started": true}));
         let first = drive::steps(effects);
         Ok(self
-            .spawn_drive(claim, bound, program, machine, first, Vec::new(), head)
+            .spawn_drive(
+                claim,
+                bound,
+                program,
+                machine,
+                first,
+                Vec::new(),
+                head,
+                gate,
+            )
             .await
             .accepted)
     }
@@ -518,6 +555,7 @@ impl RunService {
                 first,
                 resend,
                 info.last_fact,
+                None,
             )
             .await;
         accepted.acknowledged().await
@@ -586,6 +624,7 @@ impl RunService {
                 drive::steps(fork.effects),
                 Vec::new(),
                 head,
+                None,
             )
             .await
             .accepted)
@@ -759,6 +798,7 @@ impl RunService {
         first: Vec<drive::Step>,
         resend: Vec<drive::ToDispatch>,
         head: FactRef,
+        gate: Option<tokio::sync::oneshot::Receiver<()>>,
     ) -> Acknowledging {
         let (tx, rx) = watch::channel(None);
         let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
@@ -767,17 +807,24 @@ impl RunService {
         let task = async move {
             let token = claim.token.clone();
             let writes = drive::Writes::default();
-            let drive = this.drive(
-                &claim.run,
-                program,
-                machine,
-                first,
-                &bound.host,
-                resend,
-                head.n,
-                Some(ack_tx),
-                &writes,
-            );
+            let drive = async {
+                if let Some(gate) = gate {
+                    // Open or dropped: either way, drive on.
+                    let _ = gate.await;
+                }
+                this.drive(
+                    &claim.run,
+                    program,
+                    machine,
+                    first,
+                    &bound.host,
+                    resend,
+                    head.n,
+                    Some(ack_tx),
+                    &writes,
+                )
+                .await
+            };
             let r = tokio::select! {
                 biased;
                 r = drive => Some(r),
