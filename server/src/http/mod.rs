@@ -346,7 +346,11 @@ impl AppState {
                     .run_info(id)
                     .map(|i| i.last_fact.n)
                     .unwrap_or(before);
-                state.inner.metrics.facts.add(after.saturating_sub(before));
+                state
+                    .inner
+                    .metrics
+                    .facts
+                    .inc_by(after.saturating_sub(before));
             }
             match &r {
                 Ok(res) => {
