@@ -9,7 +9,7 @@
 use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
-use crate::id::RunId;
+use flow_abi::fact::RunId;
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;

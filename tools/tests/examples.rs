@@ -1,6 +1,7 @@
 //! examples/tools: the committed `flow tools` documents, and a Tool process
-//! in plain Python (kv) through the real protocol client. The Rust toolkit's
-//! example (calc) is tested beside its binary, in toolkit/tests/calc.rs.
+//! in Python on the Python toolkit (kv) through the real protocol client.
+//! The Rust toolkit's example (calc) is tested beside its binary, in
+//! toolkit/tests/calc.rs.
 //! REQUIREMENTS PRO-4 (one protocol, any language), TKT-2..TKT-6.
 
 mod common;
@@ -57,8 +58,8 @@ async fn start(argv: Vec<String>, decls: Declarations) -> ProcessHandle {
     .unwrap()
 }
 
-/// PRO-4: the protocol is language neutral: a Python process with no
-/// library serves the same declarations.
+/// PRO-4: the protocol is language neutral: a Python process (on the
+/// Python toolkit) serves the same declarations.
 #[tokio::test]
 async fn kv_in_plain_python() {
     let (types, decls) = kv_decls();

@@ -109,14 +109,9 @@ pub fn is_flow_id(s: &str) -> bool {
 }
 
 /// The node id form of buildaharness's schema: `^[a-z0-9][a-z0-9-_]*$`
-/// (kebab-case, or with `_` as real files write them).
-pub fn is_node_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
-}
+/// (kebab-case, or with `_` as real files write them). The same rule reads
+/// the task and call ids of a history (flow-abi's fact module).
+pub use flow_abi::fact::is_node_id;
 
 pub(super) struct Checker<'f> {
     flow: &'f Flow,

@@ -171,7 +171,7 @@ pub async fn export_archive(
     let run = run_id(&run)?;
     let name = run.to_string();
     let bytes = tokio::task::spawn_blocking(move || -> ApiResult<Vec<u8>> {
-        state.store().run_info_checked(&run)?;
+        state.store().run_info(&run)?;
         let tmp = TempDir::new()?;
         let out = tmp.0.join("run");
         flow_store::export_run(&**state.store(), &run, &out)?;
@@ -237,18 +237,6 @@ pub async fn import_archive(State(state): State<AppState>, body: Bytes) -> ApiRe
         flow_abi::json::canonical(&v),
     )
         .into_response())
-}
-
-/// `run_info` as a check that the run exists.
-trait RunInfoChecked {
-    fn run_info_checked(&self, run: &flow_store::RunId) -> ApiResult<()>;
-}
-
-impl RunInfoChecked for flow_store::SqliteStore {
-    fn run_info_checked(&self, run: &flow_store::RunId) -> ApiResult<()> {
-        flow_store::ReadHistory::run_info(self, run)?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -1,24 +1,24 @@
-//! `/metrics` in the Prometheus text format (0.0.4), from a
-//! `prometheus-client` registry owned by the [`super::AppState`] (no
-//! process-global recorder, so every test server has its own numbers).
+//! `/metrics` in the Prometheus text format (0.0.4), encoded by
+//! `prometheus-client` from metrics owned by the [`super::AppState`] (no
+//! process-global recorder, so every test server has its own numbers) and
+//! the run service's drive counts.
 
 use super::AppState;
+use crate::service::RunService;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use flow_store::{Discover, DiscoveryQuery, RunState};
+use flow_store::{DiscoveryQuery, RunState};
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
+use std::sync::atomic::Ordering;
 
 /// Request latency buckets (seconds).
 const BUCKETS: [f64; 8] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
-
-/// The outcomes `flowd_drives_ended_total` counts, each always exported.
-const OUTCOMES: [&str; 3] = ["completed", "faulted", "paused"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
@@ -35,125 +35,145 @@ struct StatusLabel {
     status: u16,
 }
 
+/// What the server counts itself. The store's run counts and the run
+/// service's drive counts are read at each scrape.
 pub struct Metrics {
     pub runs_started: Counter,
     pub resumes: Counter,
-    /// Facts appended by the server's drives.
-    pub facts: Counter,
-    /// Driver tasks alive now.
-    pub drives: Gauge,
     pub sse_subscribers: Gauge,
-    /// Drives that ended, by outcome.
-    ended: Family<OutcomeLabel, Counter>,
-    /// Stored runs by state, set from the store at each scrape.
-    runs: Family<StateLabel, Gauge>,
     requests: Family<StatusLabel, Counter>,
     latency: Histogram,
-    registry: Registry,
-}
-
-/// Registers `metric` under `name` and hands it back. Help texts have no
-/// final period: the registry adds one.
-fn add<M: Clone + Metric>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
-    registry.register(name, help, metric.clone());
-    metric
 }
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        let mut registry = Registry::default();
-        let r = &mut registry;
-        let runs = add(r, "flowd_runs", "Stored runs by state", Family::default());
-        let runs_started = add(
-            r,
-            "flowd_runs_started",
-            "Runs started over HTTP",
-            Counter::default(),
-        );
-        let resumes = add(
-            r,
-            "flowd_resumes",
-            "Replies admitted over HTTP",
-            Counter::default(),
-        );
-        let facts = add(
-            r,
-            "flowd_facts_appended",
-            "Facts appended by the server's drives",
-            Counter::default(),
-        );
-        let ended: Family<OutcomeLabel, Counter> = add(
-            r,
-            "flowd_drives_ended",
-            "Drives that ended or paused, by outcome",
-            Family::default(),
-        );
-        let drives = add(
-            r,
-            "flowd_drives_active",
-            "Driver tasks alive",
-            Gauge::default(),
-        );
-        let sse_subscribers = add(
-            r,
-            "flowd_sse_subscribers",
-            "Open SSE streams",
-            Gauge::default(),
-        );
-        let requests = add(
-            r,
-            "flowd_http_requests",
-            "HTTP responses by status",
-            Family::default(),
-        );
-        let latency = add(
-            r,
-            "flowd_http_request_duration_seconds",
-            "Time to response headers",
-            Histogram::new(BUCKETS),
-        );
-        for outcome in OUTCOMES {
-            // Created now so every outcome is exported, at 0 until it happens.
-            drop(ended.get_or_create(&OutcomeLabel { outcome }));
-        }
         Metrics {
-            runs_started,
-            resumes,
-            facts,
-            drives,
-            sse_subscribers,
-            ended,
-            runs,
-            requests,
-            latency,
-            registry,
+            runs_started: Counter::default(),
+            resumes: Counter::default(),
+            sse_subscribers: Gauge::default(),
+            requests: Family::default(),
+            latency: Histogram::new(BUCKETS),
         }
     }
 }
 
-impl Metrics {
-    pub fn finished(&self, state: &str) {
-        if let Some(outcome) = OUTCOMES.into_iter().find(|o| *o == state) {
-            self.ended.get_or_create(&OutcomeLabel { outcome }).inc();
-        }
-    }
+/// The run service's drive counts at one scrape.
+struct Drives {
+    facts: u64,
+    /// Drives that ended or paused: completed, faulted, paused.
+    ended: [(&'static str, u64); 3],
+    active: u64,
+}
 
+/// Registers `metric` under `name`. Help texts have no final period: the
+/// registry adds one.
+fn add(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    registry.register(name, help, metric);
+}
+
+/// A counter that reads `v`: the source is itself monotonic.
+fn counter(v: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(v);
+    c
+}
+
+fn gauge(v: u64) -> Gauge {
+    let g = Gauge::default();
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    g
+}
+
+impl Metrics {
     fn request(&self, status: u16, secs: f64) {
         self.requests.get_or_create(&StatusLabel { status }).inc();
         self.latency.observe(secs);
     }
 
-    /// The text exposition; `runs` are the counts by state from the store.
-    pub fn render(&self, runs: &[(RunState, u64)]) -> String {
+    /// The text exposition; `runs` are the counts by state from the store,
+    /// the drive counts the run service's.
+    pub fn render(&self, runs: &[(RunState, u64)], service: &RunService) -> String {
+        let stats = service.stats();
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        let drives = Drives {
+            facts: get(&stats.facts),
+            ended: [
+                ("completed", get(&stats.completed)),
+                ("faulted", get(&stats.faulted)),
+                ("paused", get(&stats.paused)),
+            ],
+            active: service.active_drives() as u64,
+        };
+        self.encode(runs, &drives)
+    }
+
+    /// One registry per scrape: the server's own metrics are shared handles
+    /// (registering a clone is cheap), the others are read now.
+    fn encode(&self, runs: &[(RunState, u64)], drives: &Drives) -> String {
+        let mut r = Registry::default();
+        let by_state: Family<StateLabel, Gauge> = Family::default();
         for (st, n) in runs {
             let state = st.as_str();
-            self.runs
+            by_state
                 .get_or_create(&StateLabel { state })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
+        let ended: Family<OutcomeLabel, Counter> = Family::default();
+        for (outcome, n) in drives.ended {
+            ended.get_or_create(&OutcomeLabel { outcome }).inc_by(n);
+        }
+        add(&mut r, "flowd_runs", "Stored runs by state", by_state);
+        add(
+            &mut r,
+            "flowd_runs_started",
+            "Runs started over HTTP",
+            self.runs_started.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_resumes",
+            "Replies admitted over HTTP",
+            self.resumes.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_facts_appended",
+            "Facts appended by the server's drives",
+            counter(drives.facts),
+        );
+        add(
+            &mut r,
+            "flowd_drives_ended",
+            "Drives that ended or paused, by outcome",
+            ended,
+        );
+        add(
+            &mut r,
+            "flowd_drives_active",
+            "Driver tasks alive",
+            gauge(drives.active),
+        );
+        add(
+            &mut r,
+            "flowd_sse_subscribers",
+            "Open SSE streams",
+            self.sse_subscribers.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_http_requests",
+            "HTTP responses by status",
+            self.requests.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_http_request_duration_seconds",
+            "Time to response headers",
+            self.latency.clone(),
+        );
         let mut s = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_text::encode(&mut s, &self.registry);
+        let _ = prometheus_text::encode(&mut s, &r);
         s
     }
 }
@@ -211,11 +231,13 @@ mod tests {
     fn render_names_every_metric() {
         let m = Metrics::default();
         m.runs_started.inc();
-        m.facts.inc_by(3);
-        m.drives.inc();
-        m.finished("completed");
         m.request(200, 0.02);
-        let text = m.render(&[(RunState::Completed, 2), (RunState::Paused, 0)]);
+        let drives = Drives {
+            facts: 3,
+            ended: [("completed", 1), ("faulted", 0), ("paused", 0)],
+            active: 1,
+        };
+        let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
         for line in [
             "# TYPE flowd_runs gauge",
             "flowd_runs{state=\"completed\"} 2",
