@@ -310,7 +310,7 @@ impl Fakes {
                 // No fake for the model: flow-llm's offline model answers,
                 // deterministically, in process.
                 let text = |k: &str| args.get(k).and_then(Json::as_str);
-                let answer = flow_tools::llm::offline_answer(
+                let answer = flow_llm::offline_answer(
                     text("model").unwrap_or("default"),
                     text("system"),
                     text("prompt").unwrap_or(""),

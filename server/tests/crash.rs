@@ -40,7 +40,7 @@ fn json(c: &mut Command) -> (i32, Json) {
     (out.status.code().unwrap_or(-1), v)
 }
 
-/// `flow-llm` is built by the flow-tools package and the triage flow binds
+/// `flow-llm` is built by the flow-llm package and the triage flow binds
 /// it; without it (a partial build) these tests say so and pass over.
 fn have_flow_llm() -> bool {
     let built = bin_dir().join("flow-llm").is_file();

@@ -20,6 +20,7 @@ pub mod conformance;
 mod error;
 pub mod fact;
 pub mod hash;
+mod id;
 mod index;
 pub mod merkle;
 mod migrate;
@@ -39,6 +40,7 @@ pub use archive::{
 pub use error::{Error, Result};
 pub use fact::FactKind;
 pub use flow_abi::fact::RunId;
+pub use id::GenerateRunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};

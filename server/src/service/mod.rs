@@ -131,14 +131,7 @@ impl RunResult {
 
 /// A new run id: creation time and 80 random bits.
 pub fn new_run_id() -> RunId {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let mut random = [0u8; 10];
-    // Without OS randomness the id is still unique enough by time; the
-    // store refuses a duplicate rather than mixing two runs.
-    let _ = getrandom::fill(&mut random);
-    RunId::from_parts(millis, random)
+    flow_store::GenerateRunId::generate()
 }
 
 /// Records a new run's Start (after its program checks and its input

@@ -3,7 +3,7 @@
 //!
 //! The process is examples/tools/calc (the Rust toolkit), so the numbers
 //! measure the host client, the pipes and the toolkit, not a tool's work.
-//! Run: `cargo bench -p flow-tools --bench calls`.
+//! Run: `cargo bench -p flow-toolkit --bench calls`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flow_tools::manifest::{Binding, Launch};

@@ -1,4 +1,6 @@
-//! `flow-llm`: the Tool process serving `std/llm#chat` (DESIGN §5).
+//! flow-llm: the Tool process serving `std/llm#chat` (DESIGN §5), built
+//! with the Rust toolkit. The `flow-llm` binary serves it over stdio; the
+//! offline model is also used in process by `flow test` ([`offline_answer`]).
 //!
 //! Two backends, chosen with `flow-llm --backend openai|offline`:
 //!

@@ -10,8 +10,8 @@
 //! describe with `flow_abi::builtin::llm_chat`, the one declaration the
 //! engine records, so the fingerprints agree by construction.
 
+use flow_llm::{Backend, OpenAi, chat};
 use flow_toolkit::Toolkit;
-use flow_tools::llm::{Backend, OpenAi, chat};
 use std::process::ExitCode;
 use std::sync::Arc;
 
