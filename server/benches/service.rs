@@ -33,7 +33,9 @@
 //! `FLOW_BENCH_FORKS` [10], `FLOW_BENCH_ONE_STEP` [200],
 //! `FLOW_BENCH_STORE_RUNS` [10000], `FLOW_BENCH_CONCURRENCY` [32],
 //! `FLOW_BENCH_STORE_TOOL` [python | rust | both]; `FLOW_BENCH_ROWS` picks
-//! groups (resume, fork, one-step, store). Not part of CI.
+//! groups (resume, fork, one-step, store); `FLOW_BENCH_KEEP=1` keeps the
+//! temp dir (stores, `serve.log`; `FLOW_LOG` sets the server's log filter).
+//! Not part of CI.
 
 mod harness;
 
@@ -103,7 +105,17 @@ fn main() {
         .build()
         .expect("runtime");
     let tmp = tempfile::tempdir().expect("tmp");
-    let tools = flows::write_bindings(tmp.path(), &harness::release_dir());
+    // With FLOW_BENCH_KEEP the directory outlives the bench (even a failed
+    // one); otherwise the guard removes it.
+    let (_guard, root) = if std::env::var_os("FLOW_BENCH_KEEP").is_some() {
+        let root = tmp.keep();
+        eprintln!("keeping {}", root.display());
+        (None, root)
+    } else {
+        let root = tmp.path().to_path_buf();
+        (Some(tmp), root)
+    };
+    let tools = flows::write_bindings(&root, &harness::release_dir());
     let mut table = Table::default();
     table.note(format!(
         "Python Tool interpreter: {}",
@@ -114,7 +126,7 @@ fn main() {
         harness::load(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     ));
-    let fsync_dir = tmp.path().join("fsync");
+    let fsync_dir = root.join("fsync");
     std::fs::create_dir_all(&fsync_dir).expect("fsync dir");
     let fsync_us = harness::fsync_probe(&fsync_dir);
     table.row(
@@ -124,16 +136,16 @@ fn main() {
     );
     rt.block_on(async {
         if selected("resume") || selected("fork") {
-            let s = server(tmp.path(), "resume", &tools);
+            let s = server(&root, "resume", &tools);
             resume_and_fork(&s, &cfg, &mut table).await;
         }
         if selected("one-step") {
-            let s = server(tmp.path(), "one-step", &tools);
+            let s = server(&root, "one-step", &tools);
             one_step(&s, &cfg, &mut table).await;
         }
         if selected("store") {
             for tool in &cfg.store_tools {
-                let s = server(tmp.path(), &format!("store-{tool}"), &tools);
+                let s = server(&root, &format!("store-{tool}"), &tools);
                 store(&s, &cfg, tool, &mut table).await;
             }
         }
@@ -167,6 +179,22 @@ async fn paused_runs(
         out.push((run, gate_call(&v)));
     }
     out
+}
+
+/// Waits (not timed) until `run` pauses at the gate again with a call other
+/// than `answered`; returns that call. A run view reads `pending` before
+/// `driving`, each at its own time (the history read in between takes long
+/// on a long run), so `driving: false` can come with the pending calls from
+/// before the drive: only a new call id shows the pause after the resume.
+async fn paused_again(s: &Server, run: &str, answered: &str) -> String {
+    loop {
+        let v = s.settled(run, Duration::from_millis(20)).await;
+        let call = gate_call(&v);
+        if call != answered {
+            return call;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The open call at the gate of a paused run (a run view or a resume answer).
@@ -231,9 +259,7 @@ async fn resume_rows(
             let (status, v, ms) = s.post(&path, &reply(&call, true, None)).await;
             assert_eq!(status, 202, "resume: {v}");
             no_wait.push(ms);
-            // Until it pauses again (not timed).
-            let v = s.settled(&run, Duration::from_millis(2)).await;
-            call = gate_call(&v);
+            call = paused_again(s, &run, &call).await;
         }
         for k in 0..cfg.resumes {
             let last = k + 1 == cfg.resumes;
