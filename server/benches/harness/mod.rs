@@ -67,6 +67,19 @@ pub fn fsync_probe(dir: &Path) -> f64 {
     Stats::of(&times).p50
 }
 
+/// An error and each of its causes (reqwest's own message leaves out
+/// whether it was a refusal, a reset or a timeout).
+pub fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
+}
+
 /// The 1-minute load average (other work on the machine moves every
 /// figure; the table notes it at the start and the end).
 pub fn load() -> String {
@@ -259,6 +272,14 @@ impl Server {
     /// `POST path` with a JSON body: the status, the answer and the ms from
     /// sending the request until the whole answer was read.
     pub async fn post(&self, path: &str, body: &Json) -> (u16, Json, f64) {
+        self.try_post(path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Server::post`], with a failed request (no answer) as an error that
+    /// says why, down to its cause.
+    pub async fn try_post(&self, path: &str, body: &Json) -> Result<(u16, Json, f64), String> {
         let text = body.to_string();
         let t = Instant::now();
         let r = self
@@ -268,28 +289,38 @@ impl Server {
             .body(text)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+            .map_err(|e| format!("POST {path}: {}", causes(&e)))?;
         let status = r.status().as_u16();
-        let bytes = r.bytes().await.expect("body");
+        let bytes = r
+            .bytes()
+            .await
+            .map_err(|e| format!("POST {path}: reading the answer: {}", causes(&e)))?;
         let ms = ms_since(t);
-        (
+        Ok((
             status,
             serde_json::from_slice(&bytes).unwrap_or(Json::Null),
             ms,
-        )
+        ))
     }
 
     pub async fn get(&self, path: &str) -> Json {
+        self.try_get(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET path`: the answer of a 200, else an error that says why.
+    pub async fn try_get(&self, path: &str) -> Result<Json, String> {
         let r = self
             .client
             .get(format!("{}{path}", self.base))
             .send()
             .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+            .map_err(|e| format!("GET {path}: {}", causes(&e)))?;
         let status = r.status().as_u16();
         let v: Json = r.json().await.unwrap_or(Json::Null);
-        assert_eq!(status, 200, "GET {path}: {v}");
-        v
+        if status != 200 {
+            return Err(format!("GET {path}: {status} {v}"));
+        }
+        Ok(v)
     }
 
     /// Polls `GET /v1/runs/{run}` every `every` until the server no longer
