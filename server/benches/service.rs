@@ -25,7 +25,7 @@
 //! measured on the store's disk in the same run, and notes (setup times,
 //! the server's CPU per operation). Progress goes to stderr.
 //!
-//! Run: `cargo build --release -p flow-tools --bin flow-example-calc &&
+//! Run: `cargo build --release -p flow-toolkit --bin flow-example-calc &&
 //! cargo bench -p flowd --bench service`. Sizes (defaults in brackets):
 //! `FLOW_BENCH_SCALE=small` for a quick run; `FLOW_BENCH_RESUME_STEPS`
 //! [50,500,5000,10000], `FLOW_BENCH_FORK_STEPS` [50,500,5000],
