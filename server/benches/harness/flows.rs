@@ -111,7 +111,7 @@ pub fn write_bindings(dir: &Path, release: &Path) -> PathBuf {
     let calc = release.join("flow-example-calc");
     assert!(
         calc.exists(),
-        "{} is missing: cargo build --release -p flow-tools --bin flow-example-calc",
+        "{} is missing: cargo build --release -p flow-toolkit --bin flow-example-calc",
         calc.display()
     );
     let repo = super::repo();
