@@ -90,6 +90,28 @@ async fn kill_9_then_restart_loses_no_fact() {
     panic!("flow serve did not stop on SIGTERM");
 }
 
+/// The triage example's directory and flow, or `None` (said on stderr)
+/// when flow-llm, which its flow.toml starts, is not built beside `flow`.
+fn triage() -> Option<(std::path::PathBuf, Value)> {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    if !bin_dir.join("flow-llm").is_file() {
+        eprintln!(
+            "flow-llm is not built in {}; build the workspace",
+            bin_dir.display()
+        );
+        return None;
+    }
+    let examples =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
+    let flow: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
+            .unwrap();
+    Some((examples, flow))
+}
+
 /// Starts `flow serve` (binding submitted flows' Tools with `tools`, with
 /// `env` set for the Tool processes it starts) and reads the address it
 /// prints.
@@ -135,22 +157,9 @@ fn serve_with(data: &Path, tools: Option<&Path>, env: &[(&str, &str)]) -> (Child
 /// restarted") (DESIGN §5), and no accepted fact is lost.
 #[tokio::test]
 async fn kill_9_with_a_tool_call_in_flight() {
-    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    if !bin_dir.join("flow-llm").is_file() {
-        eprintln!(
-            "flow-llm is not built in {}; build the workspace",
-            bin_dir.display()
-        );
+    let Some((examples, flow)) = triage() else {
         return;
-    }
-    let examples =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
-    let flow: Value =
-        serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
-            .unwrap();
+    };
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let (mut child, base) = serve_with(
@@ -244,22 +253,9 @@ async fn kill_9_with_a_tool_call_in_flight() {
 /// with a bad `set` is refused, and an accepted fork always names its run.
 #[tokio::test]
 async fn refusals_without_wait_record_nothing() {
-    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    if !bin_dir.join("flow-llm").is_file() {
-        eprintln!(
-            "flow-llm is not built in {}; build the workspace",
-            bin_dir.display()
-        );
+    let Some((examples, flow)) = triage() else {
         return;
-    }
-    let examples =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
-    let flow: Value =
-        serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
-            .unwrap();
+    };
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let (mut child, base) = serve_with(dir.path(), Some(&examples.join("flow.toml")), &[]);

@@ -292,29 +292,8 @@ impl RunService {
             .bind(&self.inner.store, &program, &hash, sources.dir.clone())
             .await?;
         let run = new_run_id();
-        let claim = match self.claim(&run) {
-            Ok(c) => c,
-            Err(e) => {
-                bound.release().await;
-                return Err(e);
-            }
-        };
         let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
-        let created = {
-            let (s, run, sources) = (self.inner.store.clone(), run.clone(), sources.clone());
-            tokio::task::spawn_blocking(move || drive::create(&*s, &run, &start, &sources)).await
-        };
-        let head = match created {
-            Ok(Ok(h)) => h,
-            Ok(Err(e)) => {
-                bound.release().await;
-                return Err(e);
-            }
-            Err(e) => {
-                bound.release().await;
-                return Err(Error::Unreadable(format!("the store's writer: {e}")));
-            }
-        };
+        let (claim, bound, head) = self.create(&run, start, sources, bound).await?;
         self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"started": true}));
         let first = drive::steps(effects);
@@ -401,30 +380,11 @@ impl RunService {
             .bind(&self.inner.store, &fork.program, &fork.hash, dir.clone())
             .await?;
         let run = fork.run.clone();
-        let claim = match self.claim(&run) {
-            Ok(c) => c,
-            Err(e) => {
-                bound.release().await;
-                return Err(e);
-            }
-        };
         let mut sources = fork.sources.clone();
         sources.dir = dir;
-        let created = {
-            let (s, run, start) = (self.inner.store.clone(), run.clone(), fork.start.clone());
-            tokio::task::spawn_blocking(move || drive::create(&*s, &run, &start, &sources)).await
-        };
-        let head = match created {
-            Ok(Ok(h)) => h,
-            Ok(Err(e)) => {
-                bound.release().await;
-                return Err(e);
-            }
-            Err(e) => {
-                bound.release().await;
-                return Err(Error::Unreadable(format!("the store's writer: {e}")));
-            }
-        };
+        let (claim, bound, head) = self
+            .create(&run, fork.start.clone(), sources, bound)
+            .await?;
         self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
         self.publish(
             run.as_str(),
@@ -444,6 +404,35 @@ impl RunService {
             )
             .await
             .accepted)
+    }
+
+    /// Claims a new run and records its Start (durable on return); on a
+    /// refusal the bound Tools are let go and nothing is recorded.
+    async fn create(
+        &self,
+        run: &RunId,
+        start: flow_abi::fact::Fact,
+        sources: Sources,
+        bound: Bound,
+    ) -> Result<(Claim, Bound, FactRef)> {
+        let created = match self.claim(run) {
+            Ok(claim) => {
+                let (s, r) = (self.inner.store.clone(), run.clone());
+                tokio::task::spawn_blocking(move || drive::create(&*s, &r, &start, &sources))
+                    .await
+                    .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))
+                    .and_then(|r| r)
+                    .map(|head| (claim, head))
+            }
+            Err(e) => Err(e),
+        };
+        match created {
+            Ok((claim, head)) => Ok((claim, bound, head)),
+            Err(e) => {
+                bound.release().await;
+                Err(e)
+            }
+        }
     }
 
     /// Halts a run: stops its drive (bounded wait), then records the halt
