@@ -13,6 +13,7 @@
 //!   the writer commits); each read is one short read transaction, so it sees
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
+mod listing;
 mod read;
 mod writer;
 
@@ -44,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "memory",
         include_str!("../../../migrations/sqlite/0002_memory.sql"),
+    ),
+    (
+        3,
+        "runs_by_updated",
+        include_str!("../../../migrations/sqlite/0003_runs_by_updated.sql"),
     ),
 ];
 
@@ -407,7 +413,18 @@ impl ReadHistory for SqliteStore {
 impl Discover for SqliteStore {
     fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
         let q = query.check()?;
-        self.with_reader(|c| read::discover(c, &q))
+        self.with_reader(|c| listing::discover(c, &q))
+    }
+}
+
+impl ListRuns for SqliteStore {
+    fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
+        let q = query.check()?;
+        self.with_reader(|c| listing::list_runs(c, &q))
+    }
+
+    fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
+        self.with_reader(|c| listing::changed_since(c, since_ms, limit))
     }
 }
 

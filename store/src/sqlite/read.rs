@@ -14,7 +14,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 /// Runs `f` inside a read transaction.
-fn snapshot<T>(conn: &mut Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+pub(super) fn snapshot<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
     let tx = conn.transaction()?;
     let out = f(&tx);
     // Read-only: ending it cannot lose anything.
@@ -22,12 +25,12 @@ fn snapshot<T>(conn: &mut Connection, f: impl FnOnce(&Connection) -> Result<T>) 
     out
 }
 
-struct RunRow {
-    key: i64,
-    info: RunInfo,
+pub(super) struct RunRow {
+    pub(super) key: i64,
+    pub(super) info: RunInfo,
 }
 
-fn run_row(conn: &Connection, run: &RunId) -> Result<RunRow> {
+pub(super) fn run_row(conn: &Connection, run: &RunId) -> Result<RunRow> {
     let row = conn
         .prepare_cached(
             "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms
@@ -458,101 +461,5 @@ pub(super) fn host_records(conn: &mut Connection, run: &RunId) -> Result<Vec<Hos
             });
         }
         Ok(out)
-    })
-}
-
-pub(super) fn discover(conn: &mut Connection, q: &CheckedDiscovery) -> Result<DiscoveryPage> {
-    snapshot(conn, |c| {
-        let after = q.after.as_ref().map(RunId::as_str).unwrap_or("");
-        let take = i64::from(q.limit) + 1;
-        let cols =
-            "key, id, state, entry_module, entry_function, program, ending, last_n, last_hash";
-        let sql = match q.state {
-            Some(_) => {
-                format!("SELECT {cols} FROM runs WHERE state = ?3 AND id > ?1 ORDER BY id LIMIT ?2")
-            }
-            None => format!("SELECT {cols} FROM runs WHERE id > ?1 ORDER BY id LIMIT ?2"),
-        };
-        let mut st = c.prepare_cached(&sql)?;
-        let map = |r: &rusqlite::Row<'_>| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, Option<String>>(6)?,
-                r.get::<_, i64>(7)?,
-                r.get::<_, Vec<u8>>(8)?,
-            ))
-        };
-        let rows: Vec<_> = match q.state {
-            Some(s) => st
-                .query_map(params![after, take, s.as_str()], map)?
-                .collect::<rusqlite::Result<_>>()?,
-            None => st
-                .query_map(params![after, take], map)?
-                .collect::<rusqlite::Result<_>>()?,
-        };
-        let more = rows.len() as i64 > i64::from(q.limit);
-        let mut out = Vec::new();
-        let mut hd = c.prepare_cached(
-            "SELECT kind, at_ms, head_n, head_hash FROM host_records WHERE run_key = ?1 AND kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1",
-        )?;
-        for (key, id, _state, module, function, program, ending, last_n, last_hash) in
-            rows.into_iter().take(q.limit as usize)
-        {
-            let ending = match ending.as_deref() {
-                Some("completed") => Some(Ending::Completed),
-                Some("faulted") => Some(Ending::Faulted),
-                _ => None,
-            };
-            let decision: Option<(String, i64, i64, Vec<u8>)> = hd
-                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()?;
-            let host_decision = decision
-                .filter(|(_, _, n, h)| *n == last_n && *h == last_hash)
-                .and_then(|(k, at, _, _)| {
-                    HostRecordKind::parse(&k).map(|kind| HostDecision { kind, at_ms: at })
-                });
-            let last_fact = from_column(&last_hash).map(|h| FactRef {
-                n: last_n as u64,
-                hash: hash_text(&h),
-            });
-            let problem = last_fact.is_none().then(|| Problem {
-                component: "runs".into(),
-                status: ProblemStatus::Unreadable,
-                detail: "the runs index holds a malformed hash".into(),
-            });
-            out.push(DiscoveryRow {
-                run: id,
-                history_present: true,
-                record: if problem.is_some() {
-                    RecordStatus::Unreadable
-                } else if ending.is_some() {
-                    RecordStatus::Complete
-                } else {
-                    RecordStatus::Incomplete
-                },
-                truncated: false,
-                ending,
-                entry: Some(Entry { module, function }),
-                program: Some(program),
-                last_fact,
-                host_decision,
-                problem,
-            });
-        }
-        let next_after = if more {
-            out.last().map(|r| r.run.clone())
-        } else {
-            None
-        };
-        Ok(DiscoveryPage {
-            runs: out,
-            next_after,
-            problems: Vec::new(),
-        })
     })
 }
