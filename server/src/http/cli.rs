@@ -82,7 +82,11 @@ pub async fn serve(store: Arc<SqliteStore>, args: ServeArgs) -> Result<u8> {
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
+    // The first line stays as it is: tests and .ci/run read the address
+    // from it.
     println!("flowd listening on http://{addr}");
+    println!("  dashboard: http://{addr}/");
+    println!("  API docs:  http://{addr}/docs/ (OpenAPI: http://{addr}/openapi.json)");
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     tokio::spawn(async move {

@@ -13,8 +13,11 @@
 pub mod archive;
 pub mod auth;
 pub mod cli;
+pub mod dashboard;
 pub mod deadlines;
 pub mod error;
+pub mod feed;
+pub mod listing;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
@@ -37,7 +40,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -71,9 +74,6 @@ impl Default for ServeOptions {
     }
 }
 
-/// A run state change, for `GET /v1/events`.
-pub type StateEvent = Arc<Json>;
-
 /// Shared state: a cheap `Clone` handle.
 #[derive(Clone)]
 pub struct AppState {
@@ -90,8 +90,8 @@ struct Inner {
     /// drive (a child of `shutdown`): a second resume of one is 409, a halt
     /// cancels it.
     active: Mutex<HashMap<String, CancellationToken>>,
-    /// Run state changes across runs.
-    events: broadcast::Sender<StateEvent>,
+    /// Run state changes across runs (`GET /v1/events`).
+    feed: feed::Feed,
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
     hub: sse::Hub,
@@ -110,7 +110,6 @@ impl AppState {
         options: ServeOptions,
         shutdown: CancellationToken,
     ) -> AppState {
-        let (events, _) = broadcast::channel(1024);
         AppState {
             inner: Arc::new(Inner {
                 driver: Driver::new(store),
@@ -118,7 +117,7 @@ impl AppState {
                 shutdown,
                 tasks: Mutex::new(JoinSet::new()),
                 active: Mutex::new(HashMap::new()),
-                events,
+                feed: feed::Feed::default(),
                 metrics: metrics::Metrics::default(),
                 hub: sse::Hub::default(),
                 deadlines: deadlines::Deadlines::default(),
@@ -163,18 +162,13 @@ impl AppState {
         &self.inner.hub
     }
 
-    pub fn events(&self) -> broadcast::Receiver<StateEvent> {
-        self.inner.events.subscribe()
+    pub fn feed(&self) -> &feed::Feed {
+        &self.inner.feed
     }
 
     /// Tells `/v1/events` subscribers that `run` is now in `state`.
     pub fn publish(&self, run: &str, state: &str, extra: Json) {
-        let mut v = json!({"run": run, "state": state});
-        if let (Json::Object(m), Json::Object(x)) = (&mut v, extra) {
-            m.extend(x);
-        }
-        // No subscriber is not an error.
-        let _ = self.inner.events.send(Arc::new(v));
+        self.inner.feed.publish(self.store(), run, state, extra);
     }
 
     /// Marks `run` as driven; false when a task drives it already.
@@ -526,6 +520,7 @@ pub fn app(state: AppState) -> Router {
     let timeout = state.options().request_timeout;
     let api = routes::router()
         .merge(openapi::router())
+        .merge(dashboard::router())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -598,6 +593,8 @@ pub async fn run(
         let s = state.clone();
         if let Ok(mut set) = state.inner.tasks.lock() {
             set.spawn(deadlines::service(s));
+            // The state feed's poller: other processes' changes too.
+            set.spawn(feed::poll(state.clone()));
         }
     }
     let addr = listener.local_addr()?;
