@@ -57,7 +57,10 @@ impl TestApp {
             assert_eq!(r.headers()["content-type"], "application/problem+json");
         }
         let text = r.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
@@ -121,10 +124,11 @@ async fn dashboard_page_and_files_are_served_typed_cached_and_without_a_token() 
     assert_eq!(header(&r, "x-content-type-options"), "nosniff");
     let etag = header(&r, "etag").to_string();
     let html = r.text().await.unwrap();
-    let at = html.find("/assets/").expect("the page links its files");
-    let module = &html[at..at + html[at..].find('"').unwrap()];
-    assert!(module.ends_with("/app.js"), "{module}");
+    let end = html.find("/app.js\"").expect("the page loads its module") + "/app.js".len();
+    let start = html[..end].rfind("/assets/").unwrap();
+    let module = &html[start..end];
     let version = module.split('/').nth(2).unwrap().to_string();
+    assert_eq!(version.len(), 12, "{module}");
 
     let r = app
         .client
@@ -215,7 +219,10 @@ async fn runs_list_newest_first_with_flow_parent_times_and_filters() {
     let top = &v["runs"][0];
     assert_eq!(top["parent"], json!({"run": runs[0], "checkpoint": cp}));
     assert_eq!(top["state"], "paused");
-    assert_eq!(top["flow"], json!({"id": "review-flow", "name": "Human review"}));
+    assert_eq!(
+        top["flow"],
+        json!({"id": "review-flow", "name": "Human review"})
+    );
     assert!(top["createdMs"].as_i64().unwrap() > 1_600_000_000_000);
     assert!(top["updatedMs"].as_i64() >= top["createdMs"].as_i64());
     assert_eq!(top["entry"]["module"], "review.json");
@@ -306,7 +313,10 @@ async fn inbox_lists_typed_calls_with_their_deadlines() {
     assert_eq!(calls.len(), 2);
     let c = calls.iter().find(|c| c["run"] == run).unwrap();
     let due = c["dueMs"].as_i64().expect("a deadline");
-    assert!(due >= before + 3_600_000 && due < before + 3_700_000, "{due}");
+    assert!(
+        due >= before + 3_600_000 && due < before + 3_700_000,
+        "{due}"
+    );
     assert!(c["prompt"].as_str().unwrap().contains("due soon"));
     assert_eq!(c["tool"], "std/human#input");
     assert!(c["schema"].is_object());
@@ -342,7 +352,10 @@ async fn checkpoint_states_and_chain_verification() {
     assert_eq!(first["task"], "root");
     // A later checkpoint, stored as a delta, comes back whole.
     let (_, last) = app
-        .get(&format!("/v1/runs/{run}/checkpoints/{}", cps[cps.len() - 1]))
+        .get(&format!(
+            "/v1/runs/{run}/checkpoints/{}",
+            cps[cps.len() - 1]
+        ))
         .await;
     assert_eq!(last["state"]["text"], "check me");
     assert_eq!(last["state"]["draft"], "check me");
@@ -372,12 +385,14 @@ async fn checkpoint_states_and_chain_verification() {
 
 /// Reads SSE events (event, id, data) until `pred` holds for the last one.
 async fn read_until(
-    s: &mut (impl futures_util::Stream<
+    s: &mut (
+             impl futures_util::Stream<
         Item = Result<
             eventsource_stream::Event,
             eventsource_stream::EventStreamError<reqwest::Error>,
         >,
-    > + Unpin),
+    > + Unpin
+         ),
     pred: impl Fn(&eventsource_stream::Event) -> bool,
 ) -> Vec<eventsource_stream::Event> {
     let mut out = Vec::new();
@@ -404,11 +419,18 @@ async fn state_feed_has_ids_and_resumes_after_last_event_id() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let (run, call) = app.paused_review("feed").await;
     let got = read_until(&mut s, |e| e.data.contains("\"paused\"")).await;
-    let mine: Vec<&eventsource_stream::Event> =
-        got.iter().filter(|e| e.data.contains(run.as_str())).collect();
+    let mine: Vec<&eventsource_stream::Event> = got
+        .iter()
+        .filter(|e| e.data.contains(run.as_str()))
+        .collect();
     let states: Vec<String> = mine
         .iter()
-        .map(|e| serde_json::from_str::<Value>(&e.data).unwrap()["state"].as_str().unwrap().to_string())
+        .map(|e| {
+            serde_json::from_str::<Value>(&e.data).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(states, ["running", "paused"]);
     let first: Value = serde_json::from_str(&mine[0].data).unwrap();
@@ -468,7 +490,8 @@ async fn state_feed_reports_runs_the_cli_started_on_the_same_store() {
     let app = TestApp::start(dir.path(), ServeOptions::default()).await;
     let r = app.client.get(app.url("/v1/events")).send().await.unwrap();
     let mut s = r.bytes_stream().eventsource();
-    let flow = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json");
+    let flow =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json");
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
         .arg("--data")
         .arg(dir.path())
@@ -490,7 +513,12 @@ async fn state_feed_reports_runs_the_cli_started_on_the_same_store() {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
         .arg("--data")
         .arg(dir.path())
-        .args(["resume", &run, "--call", v["pending"][0]["call"].as_str().unwrap()])
+        .args([
+            "resume",
+            &run,
+            "--call",
+            v["pending"][0]["call"].as_str().unwrap(),
+        ])
         .args(["--reply", r#"{"Ok":{"decision":"approved"}}"#])
         .output()
         .await
@@ -537,7 +565,9 @@ async fn run_stream_says_paused_after_the_facts_that_led_there() {
         rest.iter().filter(|e| e.event == "state").collect();
     assert_eq!(running.len(), 1, "{rest:?}");
     assert!(running[0].data.contains("\"running\""));
-    let end = tokio::time::timeout(Duration::from_secs(5), s.next()).await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap();
     assert!(end.is_none(), "the stream ends after End");
 
     // Without `states`, only facts.
@@ -550,4 +580,107 @@ async fn run_stream_says_paused_after_the_facts_that_led_there() {
     let all: Vec<_> = r.bytes_stream().eventsource().collect().await;
     assert!(all.iter().all(|e| e.as_ref().unwrap().event != "state"));
     app.stop().await;
+}
+
+/// Starts the real `flow serve` with the triage quickstart's Tools bound
+/// (flow-llm is found on PATH beside `flow`) and reads its address.
+fn serve_triage(data: &Path) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tools =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage/flow.toml");
+    let mut child = std::process::Command::new(&bin)
+        .arg("--data")
+        .arg(data)
+        .args(["serve", "--listen", "127.0.0.1:0", "--tools"])
+        .arg(tools)
+        .env("PATH", path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("flowd listening on ")
+        .expect("the address line")
+        .to_string();
+    (child, base)
+}
+
+/// A reply that does not decode is refused with 422 and nothing recorded,
+/// also for a run whose Tools are processes (stopping them awaits: the
+/// refusal must not become a 202). The dashboard shows this refusal at
+/// the field it names.
+#[tokio::test]
+async fn a_bad_reply_to_a_run_with_tool_processes_is_422() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = serve_triage(dir.path());
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let flow: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage/triage.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let v: Value = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": flow, "name": "triage.json", "input": {"ticket": "The site is down", "customer": "Acme"}, "wait": 20}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap();
+    let call = v["pending"][0]["call"].as_str().unwrap();
+    let before: Value = client
+        .get(format!("{base}/v1/runs/{run}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let r = client
+        .post(format!("{base}/v1/runs/{run}/resume"))
+        .json(&json!({"call": call, "reply": {"Ok": {"decision": "maybe"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let p: Value = r.json().await.unwrap();
+    assert!(p["detail"].as_str().unwrap().contains("$.decision"), "{p}");
+    let after: Value = client
+        .get(format!("{base}/v1/runs/{run}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["lastFact"], before["lastFact"], "nothing recorded");
+    assert_eq!(after["state"], "paused");
+    // The run is not left claimed: a good reply goes through.
+    let r = client
+        .post(format!("{base}/v1/runs/{run}/resume"))
+        .json(&json!({"call": call, "reply": {"Ok": {"decision": "send"}}, "wait": 20}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

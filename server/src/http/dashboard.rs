@@ -57,6 +57,7 @@ static ASSETS: &[Asset] = assets! {
     "inbox.js" => JS,
     "share.js" => JS,
     "start.js" => JS,
+    "checkpoint.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");

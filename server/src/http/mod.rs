@@ -311,11 +311,11 @@ impl AppState {
                 r = drive => Some(r),
                 _ = token.cancelled() => None,
             };
-            host.shutdown().await;
-            state.inner.metrics.drives.dec();
             let r = match r {
                 Some(r) => r,
                 None => {
+                    host.shutdown().await;
+                    state.inner.metrics.drives.dec();
                     // Cut short by shutdown: the run stays `running`; its
                     // open Tool calls are settled on the next start.
                     if let Some(run) = &run {
@@ -366,6 +366,11 @@ impl AppState {
                     let _ = done.send(Some(Err(clone_err(e))));
                 }
             }
+            // The outcome is out before the Tools are stopped: stopping
+            // Tool processes awaits, and a refusal found in the drive's
+            // first step must reach `drive_checked` in that step.
+            host.shutdown().await;
+            state.inner.metrics.drives.dec();
             r
         })
     }
@@ -412,6 +417,10 @@ impl AppState {
             std::task::Poll::Ready(Ok(_)) => Ok(rx),
             std::task::Poll::Pending => {
                 self.spawn(fut);
+                // Refused in the first step, but still stopping its Tools.
+                if let Some(Err(e)) = rx.borrow().clone() {
+                    return Err(e);
+                }
                 Ok(rx)
             }
         }

@@ -1,0 +1,17 @@
+import {serve, browser, newPage, api} from './harness.mjs';
+import {readFileSync} from 'node:fs';
+const s = await serve({tools: ['/work/wt/dashboard/examples/flows/triage/flow.toml']});
+const flow = JSON.parse(readFileSync('/work/wt/dashboard/examples/flows/triage/triage.json','utf8'));
+const r = await api(s.base, '/v1/runs', {method:'POST', body:{flow, name:'triage.json', input:{ticket:'The site is down', customer:'Acme'}, wait: 10}});
+const b = await browser();
+const p = await newPage(b.context);
+p.on('request', q => { if (q.method()==='POST') console.log('POST', q.url(), q.postData()); });
+await p.goto(s.base + '/#/inbox');
+const card = p.locator(`article.call[data-run="${r.run}"]`);
+await card.waitFor();
+await card.locator('summary', {hasText: 'Edit as JSON'}).click();
+await card.locator('.as-json textarea').fill('{"decision": "maybe"}');
+await card.getByRole('button', {name: 'Send reply'}).click();
+await p.waitForTimeout(2000);
+console.log(await card.locator('.status').textContent());
+await b.close(); await s.stop();
