@@ -44,16 +44,20 @@ export function callCard(c, {onDone, showRun = true} = {}) {
           return;
         }
         send.disabled = true;
+        card.classList.add('sending');
         status.textContent = 'Sending…';
         try {
           const v = await api(`/v1/runs/${c.run}/resume`, {method: 'POST', body: {call: c.call, reply: {Ok: r.value}}});
           status.textContent = `Sent: the run is ${v.state}.`;
           card.classList.add('answered');
+          card.classList.remove('sending');
           clearInterval(timer);
+          due.textContent = 'Answered';
           toast(`Reply to ${c.call} sent`);
           if (onDone) onDone(v);
         } catch (err) {
           send.disabled = false;
+          card.classList.remove('sending');
           if (err.status === 422) {
             form.serverError(err.problem.detail);
             status.textContent = 'The server refused the reply; see the marked field.';
@@ -86,12 +90,16 @@ export function mount(root) {
         // Keep a card being filled in; add new ones.
         next.set(key, cards.get(key) || callCard(c, {onDone: () => setTimeout(load, 300)}));
       }
-      for (const [k, card] of cards) if (!next.has(k) && !card.classList.contains('answered')) card.dispose();
-      const answered = [...cards].filter(([k, card]) => !next.has(k) && card.classList.contains('answered'));
+      // A card whose reply is on its way or was taken stays, saying so.
+      const kept = (card) => card.classList.contains('answered') || card.classList.contains('sending');
+      for (const [k, card] of cards) if (!next.has(k) && !kept(card)) card.dispose();
+      const answered = [...cards].filter(([k, card]) => !next.has(k) && kept(card));
+      for (const [k, c] of answered) next.set(k, c);
       cards = next;
-      fill(list, [...next.values()], answered.map(([, c]) => c));
-      status.textContent = v.calls.length
-        ? `${v.calls.length} call${v.calls.length === 1 ? '' : 's'} waiting${v.truncated ? ' (more not shown)' : ''}`
+      fill(list, [...cards.values()]);
+      const open = v.calls.length;
+      status.textContent = open
+        ? `${open} call${open === 1 ? '' : 's'} waiting${v.truncated ? ' (more not shown)' : ''}`
         : 'Nothing is waiting on a person.';
     } catch (e) {
       status.textContent = problemText(e);

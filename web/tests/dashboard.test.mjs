@@ -6,7 +6,7 @@
 // import, halt; then the runs list, phone width and keyboard, a network
 // drop, and the measurement (reported, never asserted on time).
 
-import {test, before, after} from 'node:test';
+import {test, before, after, beforeEach} from 'node:test';
 import assert from 'node:assert/strict';
 import {readFileSync, writeFileSync, statSync, mkdirSync} from 'node:fs';
 import {spawnSync} from 'node:child_process';
@@ -39,6 +39,9 @@ before(async () => {
   web = await browser();
   page = await newPage(web.context);
 });
+
+// Each test answers for the console errors of its own steps.
+beforeEach(() => { if (page) page.errors(); });
 
 after(async () => {
   if (web) await web.close();

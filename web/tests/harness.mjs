@@ -134,7 +134,7 @@ export async function browser() {
 
 /**
  * A new page that records console errors and page errors; `errors()`
- * gives them, less the ones `allow` (regexps) expects.
+ * takes the ones recorded so far, less the ones `allow` (regexps) expects.
  */
 export async function newPage(context, {viewport} = {}) {
   const page = await context.newPage();
@@ -142,7 +142,8 @@ export async function newPage(context, {viewport} = {}) {
   const errors = [];
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-  page.errors = (allow = []) => errors.filter((e) => !allow.some((re) => re.test(e)));
+  // Taken, not just read: each test sees only its own.
+  page.errors = (allow = []) => errors.splice(0).filter((e) => !allow.some((re) => re.test(e)));
   return page;
 }
 
