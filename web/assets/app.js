@@ -20,6 +20,7 @@ function route() {
   const parts = path.split('/').filter(Boolean);
   if (current && current.dispose) current.dispose();
   current = null;
+  document.getElementById('toast').hidden = true;
   fill(main);
   let view;
   if (parts[0] === 'run' && parts[1]) view = run.mount(main, decodeURIComponent(parts[1]), params);

@@ -35,7 +35,9 @@ export function mount(root, runId) {
   let flow = null;
   let graph = null;
   let ended = false;
+  let endSeen = false;
   let disposed = false;
+  const lastFact = h('span', {class: 'mono'});
   const visited = new Set();
   const openCalls = new Map(); // call → node
   let current = null;
@@ -81,8 +83,6 @@ export function mount(root, runId) {
         openCalls.set(f.fact.call, node);
       } else if (f.kind === 'Reply' || f.kind === 'Close') {
         openCalls.delete(f.fact.call);
-      } else if (f.kind === 'End') {
-        ended = true;
       }
     }
     // The backlog came all at once: only facts recorded while the page
@@ -94,8 +94,9 @@ export function mount(root, runId) {
     if (old.length) tl.add(old, null);
     if (fresh.length) tl.add(fresh, now);
     count.textContent = `${tl.length} fact${tl.length === 1 ? '' : 's'}`;
+    lastFact.textContent = String(tl.facts[tl.length - 1].n);
     markGraph();
-    if (ended) { refresh(); checkChain(); }
+    if (ended && !endSeen) { endSeen = true; refresh(); checkChain(); }
   }
   function markGraph() {
     if (!graph) return;
@@ -116,6 +117,10 @@ export function mount(root, runId) {
       }
       let fact;
       try { fact = JSON.parse(e.data); } catch { return; }
+      // Known at once, so the stream's close after End is not a drop.
+      if (e.event === 'End') ended = true;
+      // Start names the program: draw it without waiting for the run view.
+      if (e.event === 'Start' && fact.entry) loadProgram(fact.entry.module);
       batch.push({n: Number(e.id), kind: e.event, fact});
       if (!frame) frame = requestAnimationFrame(flush);
     },
@@ -158,12 +163,13 @@ export function mount(root, runId) {
     }
     if (disposed) return;
     if (backlogHead === null) backlogHead = view.lastFact.n;
+    loadProgram(view.entry.module);
     showState();
     fill(meta,
       h('dt', {}, 'Entry'), h('dd', {class: 'mono'}, `${view.entry.module}#${view.entry.function}`),
       h('dt', {}, 'Started'), h('dd', {}, time(view.createdMs)),
       h('dt', {}, 'Last change'), h('dd', {}, time(view.updatedMs)),
-      h('dt', {}, 'Last fact'), h('dd', {class: 'mono'}, `${view.lastFact.n} · ${shortHash(view.lastFact.hash)}`),
+      h('dt', {}, 'Last fact'), h('dd', {class: 'mono'}, lastFact),
       view.exit ? [h('dt', {}, 'Exit'), h('dd', {class: 'mono'}, view.exit)] : null,
       view.output !== null ? [h('dt', {}, 'Output'), h('dd', {}, h('pre', {class: 'json small'}, pretty(view.output)))] : null,
       view.fault ? [h('dt', {}, 'Fault'), h('dd', {class: 'mono'}, typeof view.fault === 'string' ? view.fault : JSON.stringify(view.fault))] : null);
@@ -224,7 +230,7 @@ export function mount(root, runId) {
       if (disposed) return;
       if (v.verified) {
         verify.className = 'verify verify-ok';
-        verify.textContent = `Chain verified by the server: ${v.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(v.head && v.head.hash)} (at ${new Date().toLocaleTimeString()}).`;
+        verify.textContent = `Chain verified by the server: ${v.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(v.head && v.head.hash)} (checked at ${new Date().toLocaleTimeString()}; again at each pause and at End).`;
       } else {
         verify.className = 'verify verify-bad';
         verify.textContent = `Chain NOT verified: ${v.fact ? `fact ${v.fact}: ` : ''}${v.reason}`;
@@ -290,14 +296,16 @@ export function mount(root, runId) {
 
   // Load what the page shows besides the stream: the run, its program,
   // the chain check.
-  (async () => {
-    await refresh();
-    if (!view) return;
+  let programLoading = false;
+  async function loadProgram(module) {
+    if (programLoading) return;
+    programLoading = true;
     try {
-      const text = await apiText(`/v1/runs/${runId}/sources/${encodeURIComponent(view.entry.module)}`);
+      const text = await apiText(`/v1/runs/${runId}/sources/${encodeURIComponent(module)}`);
+      if (disposed) return;
       flow = JSON.parse(text);
       cpPanel.setFlow(flow);
-      fill(flowLine, h('strong', {}, flow.name || flow.id || view.entry.module), flow.id ? h('span', {class: 'sub mono'}, ` ${flow.id}`) : null);
+      fill(flowLine, h('strong', {}, flow.name || flow.id || module), flow.id ? h('span', {class: 'sub mono'}, ` ${flow.id}`) : null);
       graph = draw(graphBox, flow, (id) => {
         const last = [...tl.facts].reverse().find((x) => x.fact.node === id);
         if (last) tl.show(last.n);
@@ -306,8 +314,8 @@ export function mount(root, runId) {
     } catch (e) {
       fill(graphBox, h('p', {class: 'form-err'}, `The recorded program: ${problemText(e)}`));
     }
-    checkChain();
-  })();
+  }
+  refresh().then(() => { if (view) checkChain(); });
 
   const off = onState((d) => { if (d.resync || d.run === runId) refreshSoon(); });
   return {

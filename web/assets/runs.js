@@ -93,7 +93,6 @@ export function mount(root, params) {
       }
       next = v.nextBefore;
       render();
-      status.textContent = order.length ? `${order.length} run${order.length === 1 ? '' : 's'} shown` : 'No runs match.';
     } catch (e) {
       if (my === gen) status.textContent = problemText(e);
     } finally {
@@ -112,7 +111,7 @@ export function mount(root, params) {
       h('td', {}, stateBadge(r.state)),
       h('td', {class: 'mono'}, r.entry ? `${r.entry.module}#${r.entry.function}` : ''),
       h('td', {}, h('time', {datetime: new Date(r.createdMs).toISOString()}, time(r.createdMs))),
-      h('td', {class: 'mono'}, r.lastFact ? `${r.lastFact.n} · ${shortHash(r.lastFact.hash)}` : ''),
+      h('td', {class: 'mono nowrap'}, r.lastFact ? `${r.lastFact.n} · ${shortHash(r.lastFact.hash)}` : ''),
       h('td', {}, lineage.length ? lineage : '—'));
   }
 
@@ -120,6 +119,7 @@ export function mount(root, params) {
     fill(tbody, order.map((id) => rowEl(rows.get(id))));
     more.hidden = !next;
     flowOptions();
+    status.textContent = order.length ? `${order.length} run${order.length === 1 ? '' : 's'} shown` : 'No runs match.';
   }
 
   function matches(r) {

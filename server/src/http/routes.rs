@@ -752,9 +752,9 @@ pub async fn get_source(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let text = blocking(&state, move |s| {
-        let h = s.store().read_history(&run)?;
-        let start = h
-            .facts
+        // Only Start is needed: not the whole history.
+        let first = s.store().read_after(&run, 0, 1)?;
+        let start = first
             .first()
             .ok_or_else(|| ApiError::not_found(format!("{run} has no Start")))?;
         let hash = start
