@@ -385,13 +385,15 @@ impl Drop for Subscribed {
 /// the last fact's number) to a run's fact stream: each once the stream has
 /// sent the fact the change happened at, so "paused" never comes before the
 /// facts that led to it. `facts` yields each chunk with the number of the
-/// last fact in it. A run that is paused or halted when the stream starts
-/// says so once its backlog is out.
+/// last fact in it; `after` is the last fact the client already has. A run
+/// that is paused or halted when the stream starts says so once its
+/// backlog is out.
 pub fn with_states(
     facts: impl Stream<Item = (u64, Bytes)> + Send + 'static,
     states: broadcast::Receiver<Arc<Sequenced>>,
     state: AppState,
     info: &RunInfo,
+    after: u64,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let run = info.run.to_string();
     let initial = matches!(info.state, RunState::Paused | RunState::Halted).then(|| {
@@ -414,7 +416,7 @@ pub fn with_states(
     }
     let m = Merge {
         facts: Box::pin(facts),
-        sent: 0,
+        sent: after,
         pending: initial.into_iter().collect(),
         open: true,
     };

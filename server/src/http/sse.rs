@@ -136,7 +136,13 @@ pub async fn run_events(
     })
     .take_until(state.shutdown().clone().cancelled_owned());
     let body = match states {
-        Some(rx) => Body::from_stream(super::feed::with_states(stream, rx, state.clone(), &info)),
+        Some(rx) => Body::from_stream(super::feed::with_states(
+            stream,
+            rx,
+            state.clone(),
+            &info,
+            after,
+        )),
         None => Body::from_stream(stream.map(|(_, b)| Ok::<_, Infallible>(b))),
     };
     let mut r = Response::new(body);
