@@ -257,12 +257,15 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
   const top = build(root, '$', label, true, value);
   const jsonId = `${prefix}-json`;
   const jsonText = h('textarea', {id: jsonId, rows: 6, class: 'mono', spellcheck: 'false'});
+  const summary = h('summary', {}, 'Edit as JSON');
   const details = h('details', {class: 'as-json'},
-    h('summary', {}, 'Edit as JSON'),
+    summary,
     h('label', {for: jsonId}, `${label} as JSON (sent as written; the server checks it)`),
     jsonText);
-  details.addEventListener('toggle', () => {
-    if (details.open) jsonText.value = pretty(top.get() === undefined ? {} : top.get());
+  // Filled as it opens, in the click itself: the `toggle` event comes
+  // later and would overwrite what was typed meanwhile.
+  summary.addEventListener('click', () => {
+    if (!details.open) jsonText.value = pretty(top.get() === undefined ? {} : top.get());
   });
 
   function clear() {

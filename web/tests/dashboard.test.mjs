@@ -59,8 +59,8 @@ test('serve prints the dashboard and API docs URLs', () => {
 test('1. start the triage quickstart and watch its facts arrive live on the run page', LIMIT, async () => {
   await page.goto(`${A.base}/#/start`);
   await page.locator('#flow-file').setInputFiles(TRIAGE);
-  assert.equal(await page.locator('#flow-name').inputValue(), 'triage.json');
   await page.getByText('Support triage').first().waitFor();
+  assert.equal(await page.locator('#flow-name').inputValue(), 'triage.json', 'named after the file');
   await page.getByLabel('ticket (required)').fill('The site is down for all our users!');
   await page.getByLabel('customer (required)').fill('Acme');
   await page.getByRole('button', {name: 'Start run'}).click();
@@ -123,7 +123,9 @@ test('2. answer the review through the generated form; a refused reply is explai
   await card.locator('.as-json textarea').fill('{"decision": "maybe"}');
   await card.getByRole('button', {name: 'Send reply'}).click();
   const err = card.locator('.field-err', {hasText: 'Refused by the server'});
-  await err.waitFor();
+  await err.waitFor().catch(async (e) => {
+    throw new Error(`${e.message}\nthe card says: ${await card.textContent()}`);
+  });
   assert.match(await err.textContent(), /"maybe" is not a constructor/);
   assert.equal(await decision.getAttribute('aria-invalid'), 'true');
   const errId = await err.getAttribute('id');
@@ -138,7 +140,7 @@ test('2. answer the review through the generated form; a refused reply is explai
   await page.goto(`${A.base}/#/run/${triageRun}`);
   await page.locator('.run-state .badge', {hasText: 'completed'}).waitFor();
   await page.locator('.tl-row.kind-End', {hasText: 'completed · exit success'}).waitFor();
-  assert.match(await page.locator('.meta-grid').textContent(), /"decision": "send"/);
+  await page.locator('.meta-grid', {hasText: '"decision": "send"'}).waitFor();
   assert.deepEqual(page.errors([/status of 422/]), []);
 });
 
