@@ -2,8 +2,9 @@
 //!
 //! Owns Flow values and types, the canonical JSON text, type-directed
 //! decoding, JSON Schema reading and generation, type terms, declaration
-//! fingerprints and the Tool process protocol messages
-//! (`../shared/seeds/host-boundary.txt`, DESIGN §2 and §5).
+//! fingerprints, the Tool process protocol messages and the facts of a
+//! history with their ids, as the Flow runtime specification "host
+//! boundary" fixes them (see `docs/concepts.md` and `docs/abi.md`).
 //!
 //! It depends on no other flowd crate and does no IO: every other crate
 //! stands on it, so it must stay small, exact and panic-free on any input.
@@ -12,6 +13,7 @@ pub mod builtin;
 pub mod decode;
 pub mod error;
 pub mod example;
+pub mod fact;
 pub mod json;
 pub mod number;
 pub mod protocol;

@@ -235,12 +235,18 @@ impl Outcome {
     /// `{"NotRun": "reason"}`, `{"Unknown": "reason"}`. BadReply and
     /// anything malformed are refused; pointers are relative to the outcome.
     pub fn from_wire(v: &Json) -> Result<Outcome, Error> {
-        read_outcome(v, false)
+        read_outcome(v.clone(), false)
     }
 
     /// Reads an outcome as history records it: the four wire cases and
     /// `{"BadReply": "reason"}`.
     pub fn from_record(v: &Json) -> Result<Outcome, Error> {
+        read_outcome(v.clone(), true)
+    }
+
+    /// [`Outcome::from_record`] taking the outcome object by value, so the
+    /// value inside moves instead of being copied (the fact reader's case).
+    pub fn from_record_value(v: Json) -> Result<Outcome, Error> {
         read_outcome(v, true)
     }
 
@@ -257,15 +263,17 @@ impl Outcome {
     }
 }
 
-fn read_outcome(v: &Json, allow_bad_reply: bool) -> Result<Outcome, Error> {
-    let Json::Object(m) = v else {
-        return Err(shape(
-            "",
-            format!("an outcome is an object, found {}", json_kind(v)),
-        ));
+fn read_outcome(v: Json, allow_bad_reply: bool) -> Result<Outcome, Error> {
+    let m = match v {
+        Json::Object(m) => m,
+        other => {
+            return Err(shape(
+                "",
+                format!("an outcome is an object, found {}", json_kind(&other)),
+            ));
+        }
     };
-    let mut members = m.iter();
-    let (Some((tag, inner)), None) = (members.next(), members.next()) else {
+    if m.len() != 1 {
         let keys: Vec<&str> = m.keys().map(String::as_str).collect();
         return Err(shape(
             "",
@@ -275,21 +283,24 @@ fn read_outcome(v: &Json, allow_bad_reply: bool) -> Result<Outcome, Error> {
                 keys.join(", ")
             ),
         ));
+    }
+    let Some((tag, inner)) = m.into_iter().next() else {
+        return Err(shape("", "an outcome has one member"));
     };
-    let at = ptr("", tag);
-    let reason = |inner: &Json| match inner {
-        Json::String(s) => Ok(s.clone()),
+    let at = ptr("", &tag);
+    let reason = |inner: Json| match inner {
+        Json::String(s) => Ok(s),
         other => Err(shape(
             &at,
             format!(
                 "{tag} holds a reason (a string), found {}",
-                json_kind(other)
+                json_kind(&other)
             ),
         )),
     };
     match tag.as_str() {
-        "Ok" => Ok(Outcome::Ok(inner.clone())),
-        "Failed" => Ok(Outcome::Failed(inner.clone())),
+        "Ok" => Ok(Outcome::Ok(inner)),
+        "Failed" => Ok(Outcome::Failed(inner)),
         "NotRun" => reason(inner).map(Outcome::NotRun),
         "Unknown" => reason(inner).map(Outcome::Unknown),
         "BadReply" if allow_bad_reply => reason(inner).map(Outcome::BadReply),

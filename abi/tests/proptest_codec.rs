@@ -1,7 +1,7 @@
 //! Property tests of the canonical encoder and the type-directed decoder over
 //! random types and random values of them (issue 2, "Tests").
 //!
-//! Requirements exercised (../shared/REQUIREMENTS.md):
+//! Requirements exercised (by requirement ID):
 //! - ENC-10: one canonical text per value; re-encoding a decoded canonical
 //!   text gives the same bytes.
 //! - ENC-11..ENC-17: the canonical rules (checked structurally: no white space

@@ -2,6 +2,9 @@
 //! "Schemas"): two spellings of one type generate one schema; unsupported
 //! keywords are diagnostics with a JSON Pointer; decoding follows the type.
 
+#[path = "../../tests/fixtures/fixtures.rs"]
+mod fixtures;
+
 use flow_abi::schema::{self, ReadContext, Severity};
 use flow_abi::{Type, TypeSet, decode};
 use serde_json::{Value as Json, json};
@@ -314,19 +317,11 @@ fn bad_references_are_diagnostics() {
     );
 }
 
-#[test]
-fn corpus_schemas_read_without_errors() {
-    // Every schema-bearing field of the real FlowSpec files reads cleanly.
-    let dir =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/flowspec-corpus");
+/// Every schema-bearing field of every FlowSpec file of `dir` reads with no
+/// error; returns how many schemas there were.
+fn corpus_schemas(dir: &std::path::Path) -> usize {
     let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !name.ends_with(".json") || name == "flowspec.schema.json" {
-            continue;
-        }
-        let doc: Json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for (name, doc) in fixtures::flowspec_files(dir) {
         let mut found = Vec::new();
         collect_schemas(&doc, "", &mut found);
         let mut types = TypeSet::new();
@@ -342,6 +337,22 @@ fn corpus_schemas_read_without_errors() {
             .collect();
         assert!(errors.is_empty(), "{name}: {errors:?}");
     }
+    seen
+}
+
+#[test]
+fn repo_corpus_schemas_read_without_errors() {
+    let seen = corpus_schemas(&fixtures::flowspec_corpus());
+    assert!(seen >= 25, "only {seen} schemas found");
+}
+
+#[test]
+#[ignore = "shared conformance: run by .ci/run when ../shared exists"]
+fn shared_corpus_schemas_read_without_errors() {
+    let Some(dir) = fixtures::shared("flowspec-corpus") else {
+        return;
+    };
+    let seen = corpus_schemas(&dir);
     assert!(seen > 20, "only {seen} schemas found");
 }
 

@@ -8,6 +8,7 @@
 //! node; at least 500,000 facts/s replayed.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use flow_abi::fact::{Entry, Fact, RunId};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
@@ -63,24 +64,33 @@ fn program(kind: &str) -> Arc<Program> {
 }
 
 /// Runs the tool chain with instant replies; returns the recorded facts.
-fn run_tools(p: &Arc<Program>, record: bool) -> Vec<Json> {
+fn run_tools(p: &Arc<Program>, record: bool) -> Vec<Fact> {
     let input = json!({"x": "v"});
     let mut facts = Vec::new();
     if record {
-        facts.push(
-            json!({"fact": "Start", "n": 1, "run": "run-bench", "data": "1.0",
-            "entry": {"module": "bench.json", "function": "main"},
-            "program": "sha256:0", "sources": [], "input": input}),
-        );
+        facts.push(Fact::Start {
+            n: 1,
+            run: RunId::from_parts(0, [0; 10]),
+            data: "1.0".into(),
+            entry: Entry {
+                module: "bench.json".into(),
+                function: "main".into(),
+            },
+            program: "sha256:0".into(),
+            sources: Vec::new(),
+            input: input.clone(),
+            parent: None,
+            outer: None,
+        });
     }
     let (mut m, mut effects) = Machine::start(p.clone(), "bench.json", &input).unwrap();
     let reply = Outcome::Ok(json!({"x": "v"}));
     loop {
         let mut next = None;
         for e in &effects {
-            if record && let Some(mut f) = e.fact() {
-                f["n"] = json!(facts.len() as u64 + 1);
-                facts.push(f);
+            if record && let Some(f) = e.fact() {
+                let n = facts.len() as u64 + 1;
+                facts.push(f.numbered(n));
             }
             if let Effect::Call { call, .. } = e {
                 next = Some(call.clone());
@@ -88,10 +98,13 @@ fn run_tools(p: &Arc<Program>, record: bool) -> Vec<Json> {
         }
         let Some(call) = next else { break };
         if record {
-            facts.push(json!({"fact": "Reply", "n": facts.len() as u64 + 1,
-                "call": call, "outcome": reply.to_json()}));
+            facts.push(Fact::Reply {
+                n: facts.len() as u64 + 1,
+                call: call.clone(),
+                outcome: reply.clone(),
+            });
         }
-        effects = m.feed(&call, &reply).unwrap();
+        effects = m.feed(call.as_str(), &reply).unwrap();
     }
     assert!(m.ending().is_some());
     facts
@@ -138,7 +151,7 @@ fn cpu_ns() -> Option<u64> {
 }
 
 /// Best of five, in on-CPU time: µs per node and facts/s.
-fn cpu_report(transforms: &Arc<Program>, tools: &Arc<Program>, facts: &[Json]) {
+fn cpu_report(transforms: &Arc<Program>, tools: &Arc<Program>, facts: &[Fact]) {
     let best = |f: &mut dyn FnMut()| -> Option<f64> {
         let mut best = u64::MAX;
         for _ in 0..5 {

@@ -24,6 +24,8 @@ use crate::model::{
 };
 use crate::path::{Path, Scope, Target};
 use crate::program::{Module, Program, subflow_entry};
+pub use flow_abi::fact::Ending;
+use flow_abi::fact::{CallId, Fact};
 use flow_abi::protocol::Outcome;
 use flow_abi::{Type, decode_json};
 use serde_json::{Map, Value as Json};
@@ -34,12 +36,16 @@ use std::sync::Arc;
 pub const DEFAULT_MAX_STEPS: u64 = 10_000;
 
 /// What the host must do, in order.
+///
+/// Every effect but a Deadline records a fact: [`Effect::fact`] is that
+/// fact, not numbered yet (n = 0; the appender numbers it). The variants
+/// hold the fact's fields plus what the host needs to act on it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Record a Call fact, then dispatch it. `nested` names the module of a
     /// subgraph: the host runs it as a nested run instead of a Tool.
     Call {
-        call: String,
+        call: CallId,
         task: String,
         node: String,
         tool: String,
@@ -54,21 +60,19 @@ pub enum Effect {
         state: Json,
     },
     /// Record a Close fact, then cancel the call.
-    Close { call: String, reason: String },
+    Close { call: CallId, reason: String },
     /// Keep a durable deadline (a host record): call [`Machine::expire`]
     /// for `call` once `seconds` have passed since the Call was recorded.
-    Deadline { call: String, seconds: u64 },
+    Deadline { call: CallId, seconds: u64 },
     /// Record the End fact.
     End(Ending),
 }
 
 impl Effect {
-    /// The fact this effect records, without its number; `None` for a
+    /// The fact this effect records, not numbered yet (n = 0); `None` for a
     /// Deadline, which is a host record.
-    pub fn fact(&self) -> Option<Json> {
-        let mut m = Map::new();
-        let s = |v: &str| Json::String(v.to_string());
-        match self {
+    pub fn fact(&self) -> Option<Fact> {
+        Some(match self {
             Effect::Call {
                 call,
                 task,
@@ -77,59 +81,32 @@ impl Effect {
                 fingerprint,
                 args,
                 ..
-            } => {
-                m.insert("fact".into(), s("Call"));
-                m.insert("call".into(), s(call));
-                m.insert("task".into(), s(task));
-                m.insert("node".into(), s(node));
-                m.insert("tool".into(), s(tool));
-                m.insert("fingerprint".into(), s(fingerprint));
-                m.insert("args".into(), args.clone());
-            }
-            Effect::Checkpoint { task, node, state } => {
-                m.insert("fact".into(), s("Checkpoint"));
-                m.insert("task".into(), s(task));
-                m.insert("node".into(), s(node));
-                m.insert("state".into(), state.clone());
-            }
-            Effect::Close { call, reason } => {
-                m.insert("fact".into(), s("Close"));
-                m.insert("call".into(), s(call));
-                m.insert("reason".into(), s(reason));
-            }
+            } => Fact::Call {
+                n: 0,
+                call: call.clone(),
+                task: task.clone(),
+                node: node.clone(),
+                tool: tool.clone(),
+                fingerprint: fingerprint.clone(),
+                args: args.clone(),
+            },
+            Effect::Checkpoint { task, node, state } => Fact::Checkpoint {
+                n: 0,
+                task: task.clone(),
+                node: node.clone(),
+                state: state.clone(),
+            },
+            Effect::Close { call, reason } => Fact::Close {
+                n: 0,
+                call: call.clone(),
+                reason: reason.clone(),
+            },
             Effect::Deadline { .. } => return None,
-            Effect::End(e) => {
-                m.insert("fact".into(), s("End"));
-                m.insert("ending".into(), e.to_json());
-            }
-        }
-        Some(Json::Object(m))
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Ending {
-    Completed { exit: String, output: Json },
-    Faulted(String),
-}
-
-impl Ending {
-    /// `{"Completed":{"exit":…,"output":…}}` or `{"Faulted":"why"}`.
-    pub fn to_json(&self) -> Json {
-        let mut m = Map::new();
-        match self {
-            Ending::Completed { exit, output } => {
-                let mut c = Map::new();
-                c.insert("exit".into(), Json::String(exit.clone()));
-                c.insert("output".into(), output.clone());
-                m.insert("Completed".into(), Json::Object(c));
-            }
-            Ending::Faulted(why) => {
-                m.insert("Faulted".into(), Json::String(why.clone()));
-            }
-        }
-        Json::Object(m)
+            Effect::End(e) => Fact::End {
+                n: 0,
+                ending: e.clone(),
+            },
+        })
     }
 }
 
@@ -277,7 +254,7 @@ pub struct Machine {
     module: String,
     state: Json,
     tasks: BTreeMap<String, Task>,
-    calls: BTreeMap<String, Pending>,
+    calls: BTreeMap<CallId, Pending>,
     steps: u64,
     max_steps: u64,
     ended: Option<Ending>,
@@ -446,11 +423,11 @@ impl Machine {
             }
             _ => return Err(FeedError::NoDeadline(call.to_string())),
         };
-        let Some(p) = self.calls.remove(call) else {
+        let Some((id, p)) = self.calls.remove_entry(call) else {
             return Err(FeedError::NotOpen(call.to_string()));
         };
         self.out.push(Effect::Close {
-            call: call.to_string(),
+            call: id,
             reason: "timeout".into(),
         });
         match on_timeout {
@@ -487,7 +464,7 @@ impl Machine {
         self.calls
             .iter()
             .map(|(c, p)| OpenCall {
-                call: c.clone(),
+                call: c.to_string(),
                 task: p.task.clone(),
                 node: p.node.clone(),
                 tool: p.tool.clone(),
@@ -517,7 +494,7 @@ impl Machine {
         if self.ended.is_some() {
             return;
         }
-        let calls: Vec<String> = self.calls.keys().cloned().collect();
+        let calls: Vec<CallId> = self.calls.keys().cloned().collect();
         for c in calls {
             self.out.push(Effect::Close {
                 call: c,
@@ -563,7 +540,7 @@ impl Machine {
             .get_mut(task)
             .ok_or_else(|| format!("no task {task}"))?;
         t.k += 1;
-        let call = format!("c1:{task}#{}", t.k);
+        let call = CallId::new(task, t.k).map_err(|e| format!("node {node}: {e}"))?;
         if t.stage == Stage::Enter {
             t.stage = Stage::Waiting;
         }
@@ -1579,7 +1556,7 @@ impl Machine {
         for id in &doomed {
             self.tasks.remove(id);
         }
-        let calls: Vec<String> = self
+        let calls: Vec<CallId> = self
             .calls
             .iter()
             .filter(|(_, p)| doomed.contains(&p.task))

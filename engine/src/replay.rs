@@ -7,14 +7,14 @@
 //! different ending)."
 //!
 //! Recorded Replies are fed to the machine as they come; every other fact
-//! must equal, in order, the next fact the machine derives. Resume uses the
+//! must equal (`==` on [`Fact`]s), in order, the next fact the machine
+//! derives. Resume uses the
 //! same walk: the machine it ends with continues live, and the effects it
 //! derived past the end of the record are the ones still to record.
 
 use crate::machine::{Effect, Machine};
 use crate::program::Program;
-use flow_abi::protocol::Outcome;
-use serde_json::Value as Json;
+use flow_abi::fact::Fact;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
@@ -58,50 +58,32 @@ fn diverged(fact: u64, reason: impl Into<String>) -> Replayed {
     }
 }
 
-fn kind(f: &Json) -> &str {
-    f.get("fact").and_then(Json::as_str).unwrap_or("?")
-}
-
-fn text(f: &Json, key: &str) -> String {
-    f.get(key)
-        .and_then(Json::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Replays `facts` (a run's history, numbered from 1, values resolved) of
-/// a run of `program`.
-pub fn replay(program: Arc<Program>, facts: &[Json]) -> Replayed {
+/// Replays `facts` (a run's history, numbered from 1, values resolved:
+/// logical facts) of a run of `program`.
+pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
     let Some(start) = facts.first() else {
         return diverged(1, "the history has no Start");
     };
-    if kind(start) != "Start" {
+    let Fact::Start {
+        entry,
+        input,
+        parent,
+        ..
+    } = start
+    else {
         return diverged(1, "the history does not begin with Start");
-    }
-    let module = start
-        .get("entry")
-        .and_then(|e| e.get("module"))
-        .and_then(Json::as_str)
-        .unwrap_or(&program.root)
-        .to_string();
-    let begun = if start.get("parent").is_some() {
+    };
+    let begun = if parent.is_some() {
         // A fork: its own first Checkpoint holds the node and state it
         // starts from.
         match facts.get(1) {
-            Some(cp) if kind(cp) == "Checkpoint" => Machine::resume_at(
-                program.clone(),
-                &module,
-                &text(cp, "node"),
-                cp.get("state").cloned().unwrap_or(Json::Null),
-            ),
+            Some(Fact::Checkpoint { node, state, .. }) => {
+                Machine::resume_at(program.clone(), &entry.module, node, state.clone())
+            }
             _ => return diverged(2, "a fork's history holds its starting Checkpoint second"),
         }
     } else {
-        Machine::start(
-            program.clone(),
-            &module,
-            start.get("input").unwrap_or(&Json::Null),
-        )
+        Machine::start(program.clone(), &entry.module, input)
     };
     let (mut machine, first) = match begun {
         Ok(x) => x,
@@ -110,30 +92,24 @@ pub fn replay(program: Arc<Program>, facts: &[Json]) -> Replayed {
     let mut pending: VecDeque<Effect> = first.into_iter().filter(is_fact).collect();
     for (i, fact) in facts.iter().enumerate().skip(1) {
         let n = i as u64 + 1;
-        if fact.get("n").and_then(Json::as_u64) != Some(n) {
+        if fact.n() != n {
             return diverged(n, "fact numbers are not consecutive");
         }
-        match kind(fact) {
-            "Reply" => {
+        match fact {
+            Fact::Reply { call, outcome, .. } => {
                 if let Some(e) = pending.front() {
                     return diverged(
                         n,
                         format!("the record lacks {} before this Reply", describe(e)),
                     );
                 }
-                let call = text(fact, "call");
-                let outcome = match fact.get("outcome").map(Outcome::from_record) {
-                    Some(Ok(o)) => o,
-                    _ => return diverged(n, "the Reply's outcome is malformed"),
-                };
-                match machine.feed(&call, &outcome) {
+                match machine.feed(call.as_str(), outcome) {
                     Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
                     Err(e) => return diverged(n, format!("a Reply for {call}, but {e}")),
                 }
             }
-            "Close" if pending.is_empty() && text(fact, "reason") == "timeout" => {
-                let call = text(fact, "call");
-                match machine.expire(&call) {
+            Fact::Close { call, reason, .. } if pending.is_empty() && reason == "timeout" => {
+                match machine.expire(call.as_str()) {
                     Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
                     Err(e) => return diverged(n, format!("a timeout of {call}, but {e}")),
                 }
@@ -179,105 +155,68 @@ fn is_fact(e: &Effect) -> bool {
     !matches!(e, Effect::Deadline { .. })
 }
 
-/// Whether `recorded` is, member for member, the fact `e` records (with
-/// its number `n`). Equal JSON values have equal canonical forms, so this
-/// is a fast path: a `false` is settled by the canonical comparison.
-fn same_fact(e: &Effect, recorded: &Json) -> bool {
-    let Json::Object(r) = recorded else {
-        return false;
-    };
-    let s = |k: &str, v: &str| r.get(k).and_then(Json::as_str) == Some(v);
-    let members = |n: usize| r.len() == n + usize::from(r.contains_key("n"));
-    match e {
-        Effect::Call {
-            call,
-            task,
-            node,
-            tool,
-            fingerprint,
-            args,
-            ..
-        } => {
-            members(7)
-                && s("fact", "Call")
-                && s("call", call)
-                && s("task", task)
-                && s("node", node)
-                && s("tool", tool)
-                && s("fingerprint", fingerprint)
-                && r.get("args") == Some(args)
-        }
-        Effect::Checkpoint { task, node, state } => {
-            members(4)
-                && s("fact", "Checkpoint")
-                && s("task", task)
-                && s("node", node)
-                && r.get("state") == Some(state)
-        }
-        Effect::Close { call, reason } => {
-            members(3) && s("fact", "Close") && s("call", call) && s("reason", reason)
-        }
-        Effect::Deadline { .. } | Effect::End(_) => false,
-    }
-}
-
-/// Compares the next derived effect with a recorded fact.
-fn compare(derived: Option<Effect>, recorded: &Json) -> Result<(), String> {
+/// Compares the next derived effect with a recorded fact: equal facts
+/// match; otherwise the reason names the first field that differs.
+fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
+    let kind = recorded.kind().as_str();
     let Some(d) = derived else {
         return Err(format!(
-            "the record has a {} the program does not derive here",
-            kind(recorded)
+            "the record has a {kind} the program does not derive here"
         ));
     };
-    if same_fact(&d, recorded) {
-        return Ok(());
-    }
     let Some(want) = d.fact() else {
         return Err("internal: a host record among facts".into());
     };
-    let mut got = recorded.clone();
-    if let Json::Object(m) = &mut got {
-        m.remove("n");
-    }
-    if flow_abi::json::canonical(&want) == flow_abi::json::canonical(&got) {
+    let want = want.numbered(recorded.n());
+    if want == *recorded {
         return Ok(());
     }
-    let (wk, rk) = (kind(&want), kind(&got));
-    if wk != rk {
-        return Err(format!(
-            "the record has a {rk} where the program derives {}",
-            describe(&d)
-        ));
+    // Values equal as `json.Value`s may differ in how a number is spelled
+    // in memory; their canonical texts settle it.
+    if want.to_canonical() == recorded.to_canonical() {
+        return Ok(());
     }
-    let differs = |k: &str| want.get(k) != got.get(k);
-    Err(match wk {
-        "Call" if differs("call") => format!(
-            "other call: recorded {}, derived {}",
-            text(&got, "call"),
-            text(&want, "call")
+    Err(match (&want, recorded) {
+        (
+            Fact::Call {
+                call: wc,
+                tool: wt,
+                node: wn,
+                fingerprint: wf,
+                ..
+            },
+            Fact::Call {
+                call: rc,
+                tool: rt,
+                node: rn,
+                fingerprint: rf,
+                ..
+            },
+        ) => {
+            if wc != rc {
+                format!("other call: recorded {rc}, derived {wc}")
+            } else if wt != rt {
+                format!("other tool: recorded {rt}, derived {wt}")
+            } else if wn != rn {
+                format!("other node: recorded {rn}, derived {wn}")
+            } else if wf != rf {
+                format!("the declaration of {wt} changed (fingerprint)")
+            } else {
+                format!("other args for call {wc}")
+            }
+        }
+        (Fact::Checkpoint { node: wn, .. }, Fact::Checkpoint { node: rn, .. }) => {
+            if wn != rn {
+                format!("other node: recorded {rn}, derived {wn}")
+            } else {
+                format!("other state at node {wn}")
+            }
+        }
+        (Fact::End { .. }, Fact::End { .. }) => "a different ending".into(),
+        (w, r) if w.kind() != r.kind() => format!(
+            "the record has a {kind} where the program derives {}",
+            describe(&d)
         ),
-        "Call" if differs("tool") => format!(
-            "other tool: recorded {}, derived {}",
-            text(&got, "tool"),
-            text(&want, "tool")
-        ),
-        "Call" if differs("node") => format!(
-            "other node: recorded {}, derived {}",
-            text(&got, "node"),
-            text(&want, "node")
-        ),
-        "Call" if differs("fingerprint") => format!(
-            "the declaration of {} changed (fingerprint)",
-            text(&want, "tool")
-        ),
-        "Call" => format!("other args for call {}", text(&want, "call")),
-        "Checkpoint" if differs("node") => format!(
-            "other node: recorded {}, derived {}",
-            text(&got, "node"),
-            text(&want, "node")
-        ),
-        "Checkpoint" => format!("other state at node {}", text(&want, "node")),
-        "End" => "a different ending".into(),
-        _ => format!("a different {wk}"),
+        (w, _) => format!("a different {}", w.kind().as_str()),
     })
 }

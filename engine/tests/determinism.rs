@@ -46,7 +46,7 @@ fn drive(program: &Arc<Program>, module: &str, picks: &[usize]) -> Outcome_ {
         .effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Call { call, args, .. } => Some((call.clone(), args.clone())),
+            Effect::Call { call, args, .. } => Some((call.to_string(), args.clone())),
             _ => None,
         })
         .collect();

@@ -89,7 +89,7 @@ fn parallel_history_layout_and_matched() {
         ]
     );
     assert_eq!(
-        replay(run.program.clone(), &run.facts).verdict,
+        replay(run.program.clone(), &typed(&run.facts)).verdict,
         Verdict::Matched
     );
 }
@@ -98,20 +98,25 @@ fn parallel_history_layout_and_matched() {
 fn every_cut_is_incomplete_and_resumes_where_the_record_ends() {
     let run = parallel_run(json!("all"));
     for cut in 1..run.facts.len() {
-        let r = replay(run.program.clone(), &run.facts[..cut]);
+        let r = replay(run.program.clone(), &typed(&run.facts[..cut]));
         assert_eq!(r.verdict, Verdict::Incomplete, "cut at {cut}");
         // The effects derived past the end are exactly the facts cut off
         // up to the next Reply (the ones a resume would record).
+        // Unrecorded facts are not numbered yet; numbered as a resume
+        // would number them, they are the facts cut off.
         let rest: Vec<Json> = run.facts[cut..]
             .iter()
             .take_while(|f| f["fact"] != "Reply")
-            .map(|f| {
-                let mut f = f.clone();
-                f.as_object_mut().unwrap().remove("n");
-                f
-            })
+            .cloned()
             .collect();
-        let unrecorded: Vec<Json> = r.unrecorded.iter().filter_map(|e| e.fact()).collect();
+        let unrecorded: Vec<Json> = r
+            .unrecorded
+            .iter()
+            .filter_map(|e| e.fact())
+            .inspect(|f| assert_eq!(f.n(), 0))
+            .zip(cut as u64 + 1..)
+            .map(|(f, n)| f.numbered(n).to_json())
+            .collect();
         assert_eq!(unrecorded, rest, "cut at {cut}");
     }
 }
@@ -166,7 +171,10 @@ fn reordered_replies_of_a_wait_for_all_join_still_match() {
     let mut f = run.facts.clone();
     f.swap(9, 10);
     renumber(&mut f);
-    assert_eq!(replay(run.program.clone(), &f).verdict, Verdict::Matched);
+    assert_eq!(
+        replay(run.program.clone(), &typed(&f)).verdict,
+        Verdict::Matched
+    );
 }
 
 #[test]
@@ -359,7 +367,7 @@ fn hitl_timeouts_replay_and_a_forged_timeout_diverges() {
     // The Close, then the rest: cut after the Close is incomplete.
     let close = run.facts.iter().position(|f| f["fact"] == "Close").unwrap();
     assert_eq!(
-        replay(p.clone(), &run.facts[..=close]).verdict,
+        replay(p.clone(), &typed(&run.facts[..=close])).verdict,
         Verdict::Incomplete
     );
     // A Close with another reason where the machine has nothing to close.

@@ -983,14 +983,13 @@ fn fork_resumes_at_a_checkpoint_with_a_replaced_field() {
         effects: Vec::new(),
         facts: vec![{
             let mut s = start_fact("tool-invoke.json", &json!({}));
-            s["parent"] = json!({"run": "run-parent", "checkpoint": 3});
+            s["parent"] = json!({"run": TEST_RUN, "checkpoint": 3});
             s
         }],
     };
     for f in e.iter().filter_map(|e| e.fact()) {
-        let mut f = f;
-        f["n"] = json!(fork.facts.len() as u64 + 1);
-        fork.facts.push(f);
+        let n = fork.facts.len() as u64 + 1;
+        fork.facts.push(f.numbered(n).into_json());
     }
     fork.feed("c1:root#1", ok(json!({"hits": ["g"], "total": 9})));
     assert_eq!(

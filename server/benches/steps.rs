@@ -6,7 +6,7 @@
 //! - a FlowSpec flow of 1,000 sequential `tool_invoke` nodes (input → 1,000
 //!   tool nodes → output), each one Tool call with two small arguments,
 //!   answered at once by a long-lived Tool process: the Rust toolkit example
-//!   (`flow-example-calc`, `calc.json#add(a, b)`) and the plain Python one
+//!   (`flow-example-calc`, `calc.json#add(a, b)`) and the Python toolkit one
 //!   (`kv.py`, `kv.json#put(key, value)`);
 //! - every fact durable before its consequence, SQLite at
 //!   `synchronous=FULL` (WAL): per step a Checkpoint, a Call, then the Reply,
@@ -20,8 +20,8 @@
 //! Targets: sequential ≤ 1.5 × fsync per step; 50 concurrent runs ≥ 10,000
 //! steps/s.
 
-use flowd::driver::{Driver, RunResult};
-use flowd::host::{Host, HostOptions};
+use flowd::service::bind::Bindings;
+use flowd::service::{RunResult, RunService, ServiceOptions};
 use flowd::source::Sources;
 use serde_json::json;
 use std::io::Write;
@@ -138,25 +138,16 @@ async fn sequential(kind: &str, fsync_us: f64) {
     let store =
         Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
     let sources = Sources::read(&flow).expect("sources");
-    let program = sources.program().expect("program");
-    let mut opts = HostOptions {
-        program_dir: sources.dir.clone(),
-        ..HostOptions::default()
-    };
-    let host = match Host::bind(&program, &mut opts).await {
-        Ok(h) => h,
+    let service = service(store, &flow);
+    let before = disk(&data);
+    let t = Instant::now();
+    let r = match service.start(sources, r#"{"x": 1, "k": "key"}"#).await {
+        Ok(a) => a.finished().await.expect("run"),
         Err(e) => {
-            println!("{kind}: cannot bind ({e}); build with `cargo build --release --workspace`");
+            println!("{kind}: cannot start ({e}); build with `cargo build --release --workspace`");
             return;
         }
     };
-    let driver = Driver::new(store);
-    let before = disk(&data);
-    let t = Instant::now();
-    let r = driver
-        .start(&sources, program, r#"{"x": 1, "k": "key"}"#, &host)
-        .await
-        .expect("run");
     let secs = t.elapsed().as_secs_f64();
     assert!(matches!(r, RunResult::Completed { .. }), "{r:?}");
     let per_step = secs * 1e6 / 1000.0;
@@ -166,7 +157,7 @@ async fn sequential(kind: &str, fsync_us: f64) {
         per_step / fsync_us,
         (disk(&data) - before) / 1000
     );
-    host.shutdown().await;
+    service.shutdown(std::time::Duration::from_secs(5)).await;
 }
 
 async fn concurrent(fsync_us: f64) {
@@ -177,19 +168,18 @@ async fn concurrent(fsync_us: f64) {
     let store =
         Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
     let sources = Sources::read(&flow).expect("sources");
-    let program = sources.program().expect("program");
-    let mut opts = HostOptions {
-        program_dir: sources.dir.clone(),
-        ..HostOptions::default()
-    };
-    let Ok(host) = Host::bind(&program, &mut opts).await else {
-        println!("concurrent: cannot bind");
-        return;
-    };
-    let driver = Driver::new(store);
+    let service = service(store, &flow);
     let t = Instant::now();
-    let runs =
-        (0..50).map(|_| driver.start(&sources, program.clone(), r#"{"x": 1, "k": "key"}"#, &host));
+    let runs = (0..50).map(|_| {
+        let (service, sources) = (service.clone(), sources.clone());
+        async move {
+            service
+                .start(sources, r#"{"x": 1, "k": "key"}"#)
+                .await?
+                .finished()
+                .await
+        }
+    });
     let results = futures_util::future::join_all(runs).await;
     let secs = t.elapsed().as_secs_f64();
     let ok = results
@@ -201,7 +191,22 @@ async fn concurrent(fsync_us: f64) {
         5000.0 / secs,
         secs * 1e6 / 5000.0
     );
-    host.shutdown().await;
+    service.shutdown(std::time::Duration::from_secs(5)).await;
+}
+
+/// The run service as `flow serve` sets it up: the flow's flow.toml as the
+/// server's `--tools`, its Tool processes pooled across runs.
+fn service(store: Arc<flow_store::SqliteStore>, flow: &Path) -> RunService {
+    let toml = flow.parent().expect("flow dir").join("flow.toml");
+    let manifest = flow_tools::manifest::Manifest::read(&toml).expect("flow.toml");
+    RunService::new(
+        store,
+        ServiceOptions {
+            bindings: Bindings::configured(vec![manifest]),
+            progress: None,
+        },
+        tokio_util::sync::CancellationToken::new(),
+    )
 }
 
 fn main() {

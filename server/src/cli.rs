@@ -1,15 +1,14 @@
 //! The `flow` command line (DESIGN §6). Every command computes structured
 //! data; the human text is a rendering of it, `--json` prints the data.
 
-use crate::driver::{Driver, RunResult};
 use crate::error::{Error, Result};
-use crate::host::{Host, HostOptions};
+use crate::service::bind::Bindings;
+use crate::service::store::StoreRef;
+use crate::service::{Accepted, Progress, RunResult, RunService, ServiceOptions};
 use crate::source::Sources;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use flow_engine::replay::Verdict;
-use flow_store::{
-    DiscoveryQuery, HistoryQuery, ReadHistory, RunId, RunState, SqliteOptions, SqliteStore,
-};
+use flow_store::{DiscoveryQuery, HistoryQuery, RunId, RunState, SqliteOptions, SqliteStore};
 use serde_json::{Value as Json, json};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -139,6 +138,8 @@ pub enum Command {
     Test { dir: PathBuf },
     /// The HTTP server (docs/http.md).
     Serve(crate::http::cli::ServeArgs),
+    /// The MCP server over standard input and output (docs/mcp.md).
+    Mcp(crate::mcp::stdio::McpArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -155,7 +156,11 @@ pub fn main_with(cli: Cli) -> u8 {
         }
     };
     let json = cli.global.json;
-    match rt.block_on(dispatch(cli)) {
+    let r = rt.block_on(dispatch(cli));
+    // Background work (a blocked read of standard input, say) must not
+    // keep the process after the command is done.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match r {
         Ok(code) => code,
         Err(e) => {
             if json {
@@ -168,43 +173,51 @@ pub fn main_with(cli: Cli) -> u8 {
     }
 }
 
-/// A driver for the CLI: with a live progress line on stderr when stderr is
-/// a terminal and the output is not JSON, nothing extra otherwise.
-fn driver(g: &Global, store: Arc<SqliteStore>) -> Driver {
-    let mut d = Driver::new(store);
-    if !g.json && std::io::stderr().is_terminal() {
-        d.progress = Some(Arc::new(|run: &RunId, facts: u64, out: usize| {
+/// The run service for one command: Tools bound from the program's
+/// flow.toml after approval, living as long as this process's drive; with
+/// a live progress line on stderr when stderr is a terminal and the output
+/// is not JSON.
+fn service(g: &Global, store: StoreRef, allow: bool) -> RunService {
+    let progress: Option<Progress> = (!g.json && std::io::stderr().is_terminal()).then(|| {
+        Arc::new(|run: &RunId, facts: u64, out: usize| {
             eprint!("\r\x1b[2K{run}: {facts} facts, {out} calls out");
-        }));
-    }
-    d
+        }) as Progress
+    });
+    RunService::new(
+        store,
+        ServiceOptions {
+            bindings: Bindings::local(allow),
+            progress,
+        },
+        tokio_util::sync::CancellationToken::new(),
+    )
 }
 
-/// Drives `work` until it finishes or the user interrupts (Ctrl-C): then the
-/// run is halted — a `halt` host record, no End (running-a-program.txt:
-/// "Halted is the host ending a run ... The host records that it halted the
-/// run; history does not") — and `None` is returned. In-flight calls are
-/// settled when the run is resumed.
-async fn interruptible(
-    driver: &Driver,
-    run: &RunId,
-    work: impl std::future::Future<Output = Result<RunResult>>,
-) -> Option<Result<RunResult>> {
-    tokio::select! {
-        r = work => Some(r),
-        _ = tokio::signal::ctrl_c() => {
-            let _ = flow_store::HostRecords::record_host(
-                &*driver.store,
-                run,
-                flow_store::HostRecord {
-                    kind: flow_store::HostRecordKind::Halt,
-                    at_ms: None,
-                    details: json!({"reason": "interrupt"}),
-                },
-            );
-            None
+/// Waits for an accepted run until it ends or pauses, or the user
+/// interrupts (Ctrl-C): then the run is halted — a `halt` host record, no
+/// End (running-a-program.txt: "Halted is the host ending a run ... The
+/// host records that it halted the run; history does not") — and exit 130
+/// is reported (DESIGN §6). In-flight calls are settled when the run is
+/// resumed.
+async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: bool) -> Result<u8> {
+    let run = accepted.run.clone();
+    let r = tokio::select! {
+        r = accepted.finished() => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    let code = match r {
+        Some(r) => {
+            clear_progress(g);
+            r.and_then(|r| show_result(g, &r, allow))
         }
-    }
+        None => {
+            let _ = service.halt(&run, json!({"reason": "interrupt"})).await;
+            clear_progress(g);
+            halted(g, &run)
+        }
+    };
+    service.shutdown(std::time::Duration::from_secs(5)).await;
+    code
 }
 
 /// Reports a halted run: exit 130 (DESIGN §6).
@@ -218,13 +231,15 @@ fn halted(g: &Global, run: &RunId) -> Result<u8> {
 }
 
 /// Clears the progress line before the result is printed.
-fn clear_progress(d: &Driver) {
-    if d.progress.is_some() {
+fn clear_progress(g: &Global) {
+    if !g.json && std::io::stderr().is_terminal() {
         eprint!("\r\x1b[2K");
     }
 }
 
-fn open_store(g: &Global) -> Result<Arc<SqliteStore>> {
+/// The embedded store under `--data` (the binary's wiring: the one place
+/// the CLI names a backend).
+fn open_store(g: &Global) -> Result<StoreRef> {
     std::fs::create_dir_all(&g.data)
         .map_err(|e| Error::Refused(format!("{}: {e}", g.data.display())))?;
     Ok(Arc::new(SqliteStore::open(
@@ -249,53 +264,6 @@ fn read_arg(v: &str) -> Result<String> {
     }
 }
 
-/// The approval rule (DESIGN §5): the CLI starts a local manifest's commands
-/// only with `--allow` (or after asking on a terminal); with no terminal and
-/// no `--allow` the run is refused naming `--allow`.
-fn approve(program: &flow_engine::program::Program, dir: Option<&Path>, allow: bool) -> Result<()> {
-    let needs = program.reachable().iter().any(|(_, id)| {
-        ![
-            crate::host::HUMAN,
-            crate::host::SLEEP,
-            crate::host::MEMORY_READ,
-            crate::host::MEMORY_WRITE,
-        ]
-        .contains(&id.as_str())
-    });
-    if !needs || allow || dir.is_none() {
-        return Ok(());
-    }
-    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        eprint!(
-            "flow: this run starts the Tool commands that flow.toml in {} names. Allow? [y/N] ",
-            dir.map(|d| d.display().to_string()).unwrap_or_default()
-        );
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-        if matches!(line.trim(), "y" | "Y" | "yes") {
-            return Ok(());
-        }
-    }
-    Err(Error::Refused(
-        "this run would start Tool commands named by flow.toml; pass --allow to allow them".into(),
-    ))
-}
-
-async fn bind_host(
-    program: &flow_engine::program::Program,
-    dir: Option<PathBuf>,
-    allow: bool,
-    store: &Arc<SqliteStore>,
-) -> Result<Host> {
-    approve(program, dir.as_deref(), allow)?;
-    let mut opts = HostOptions {
-        program_dir: dir,
-        memory: Some(store.clone()),
-        ..HostOptions::default()
-    };
-    Host::bind(program, &mut opts).await
-}
-
 async fn dispatch(cli: Cli) -> Result<u8> {
     let g = cli.global.clone();
     match cli.command {
@@ -303,26 +271,10 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),
         Command::Run { flow, input, allow } => {
             let sources = Sources::read(&flow)?;
-            let program = sources.program()?;
             let input = read_arg(&input)?;
-            let store = open_store(&g)?;
-            let host = bind_host(&program, sources.dir.clone(), allow, &store).await?;
-            let driver = driver(&g, store);
-            let started = match driver.create_run(&sources, program, &input) {
-                Ok(s) => s,
-                Err(e) => {
-                    host.shutdown().await;
-                    return Err(e);
-                }
-            };
-            let run = started.run.clone();
-            let r = interruptible(&driver, &run, driver.drive_started(started, &host)).await;
-            clear_progress(&driver);
-            host.shutdown().await;
-            match r {
-                Some(r) => show_result(&g, &r?, allow),
-                None => halted(&g, &run),
-            }
+            let service = service(&g, open_store(&g)?, allow);
+            let accepted = service.start(sources, &input).await?;
+            finish(&g, &service, accepted, allow).await
         }
         Command::Resume {
             run,
@@ -331,26 +283,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             allow,
         } => {
             let run = run_id(&run)?;
-            let driver = driver(&g, open_store(&g)?);
-            let (_, program, facts) = driver.program_of(&run)?;
             let reply = match (call, reply) {
                 (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
                 _ => None,
             };
-            let dir = driver.program_dir(&run)?;
-            let host = bind_host(&program, dir, allow, &driver.store).await?;
-            let r = interruptible(
-                &driver,
-                &run,
-                driver.resume(&run, program, facts, reply, &host),
-            )
-            .await;
-            clear_progress(&driver);
-            host.shutdown().await;
-            match r {
-                Some(r) => show_result(&g, &r?, allow),
-                None => halted(&g, &run),
-            }
+            let service = service(&g, open_store(&g)?, allow);
+            let accepted = service.resume(&run, reply).await?;
+            finish(&g, &service, accepted, allow).await
         }
         Command::Fork {
             run,
@@ -366,19 +305,14 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
                 sets.push((k.to_string(), v.to_string()));
             }
-            let driver = driver(&g, open_store(&g)?);
-            let (_, program, _) = driver.program_of(&run)?;
-            let dir = driver.program_dir(&run)?;
-            let host = bind_host(&program, dir, allow, &driver.store).await?;
-            let r = driver.fork(&run, checkpoint, &sets, &host).await;
-            clear_progress(&driver);
-            host.shutdown().await;
-            show_result(&g, &r?, allow)
+            let service = service(&g, open_store(&g)?, allow);
+            let accepted = service.fork(&run, checkpoint, &sets).await?;
+            finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {
             let run = run_id(&run)?;
-            let driver = Driver::new(open_store(&g)?);
-            let verdict = match driver.replay(&run) {
+            let service = service(&g, open_store(&g)?, false);
+            let verdict = match service.replay(&run).await {
                 Ok(v) => v,
                 Err(e @ (Error::Unreadable(_) | Error::Check(_))) => {
                     return Err(Error::Unreadable(e.to_string()));
@@ -479,6 +413,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Serve(args) => crate::http::cli::serve(open_store(&g)?, args).await,
+        Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;
             let failed = results.iter().filter(|r| r.failure.is_some()).count();

@@ -1,7 +1,7 @@
-//! The driver's errors, each with the CLI exit code DESIGN §6 gives it.
+//! The run service's errors, each with the CLI exit code DESIGN §6 gives it.
 
 /// Why a command could not do what it was asked.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// Bad arguments or input: nothing was recorded.
     #[error("{0}")]
@@ -21,9 +21,16 @@ pub enum Error {
     /// A history that cannot be read back as a run.
     #[error("unreadable: {0}")]
     Unreadable(String),
+    /// The run's drive was stopped (a halt, an interrupt, a shutdown)
+    /// before it ended or paused.
+    #[error("{0} was halted")]
+    Halted(String),
+    /// The service is shutting down and takes no new work.
+    #[error("{0}")]
+    Unavailable(String),
     /// The store could not accept or give back a fact.
     #[error("storage failure: {0}")]
-    Store(flow_store::Error),
+    Store(std::sync::Arc<flow_store::Error>),
 }
 
 impl Error {
@@ -32,6 +39,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Store(_) => 5,
+            Error::Halted(_) => 130,
             _ => 2,
         }
     }
@@ -52,7 +60,7 @@ impl From<flow_store::Error> for Error {
             | S::Ended { .. }
             | S::WrongNumber { .. }
             | S::InvalidFact(_)) => Error::Refused(e.to_string()),
-            e => Error::Store(e),
+            e => Error::Store(std::sync::Arc::new(e)),
         }
     }
 }

@@ -1,14 +1,16 @@
-//! flowd: the run driver (engine + store + tools), the `flow` CLI, and the
-//! HTTP server (a later issue) on the same driver.
+//! flowd: the run service (engine + store + tools), the `flow` CLI, the
+//! HTTP server and the MCP server on the same service.
 //!
-//! The driver is the one code path that turns the engine's effects into
-//! durable facts and dispatched calls; the CLI and the server only choose
-//! what to drive and how to show it.
+//! The run service ([`service::RunService`]) is the one code path that
+//! starts, resumes, forks, halts and recovers runs, turning the engine's
+//! effects into durable facts and dispatched calls; the CLI and the servers
+//! only choose what to ask of it and how to show the answer.
 
 pub mod cli;
-pub mod driver;
 pub mod error;
 pub mod host;
 pub mod http;
+pub mod mcp;
+pub mod service;
 pub mod source;
 pub mod testing;

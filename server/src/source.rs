@@ -4,6 +4,7 @@
 //! from the working directory").
 
 use crate::error::{Error, Result};
+use flow_abi::fact::{Fact, Source};
 use flow_engine::program::Program;
 use flow_store::{ReadHistory, SourceText};
 use serde_json::{Map, Value as Json};
@@ -82,36 +83,22 @@ impl Sources {
     }
 
     /// The program's sources as recorded in a history's Start.
-    pub fn from_start(store: &impl ReadHistory, start: &Json) -> Result<Sources> {
-        let root = start
-            .get("entry")
-            .and_then(|e| e.get("module"))
-            .and_then(Json::as_str)
-            .ok_or_else(|| Error::Unreadable("Start has no entry module".into()))?
-            .to_string();
+    pub fn from_start(store: &(impl ReadHistory + ?Sized), start: &Fact) -> Result<Sources> {
+        let Fact::Start { entry, sources, .. } = start else {
+            return Err(Error::Unreadable(
+                "the history does not begin with Start".into(),
+            ));
+        };
         let mut texts = BTreeMap::new();
-        for s in start
-            .get("sources")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let (Some(module), Some(hash)) = (
-                s.get("module").and_then(Json::as_str),
-                s.get("hash").and_then(Json::as_str),
-            ) else {
-                return Err(Error::Unreadable(
-                    "a Start source lacks module or hash".into(),
-                ));
-            };
-            let bytes = store.blob(hash)?;
+        for s in sources {
+            let bytes = store.blob(&s.hash)?;
             let text = String::from_utf8(bytes)
-                .map_err(|_| Error::Unreadable(format!("source {module} is not UTF-8")))?;
-            texts.insert(module.to_string(), text);
+                .map_err(|_| Error::Unreadable(format!("source {} is not UTF-8", s.module)))?;
+            texts.insert(s.module.clone(), text);
         }
         Ok(Sources {
             dir: None,
-            root,
+            root: entry.module.clone(),
             texts,
         })
     }
@@ -213,26 +200,25 @@ impl Sources {
     }
 
     /// The Start `sources` list: `{module, hash, length}` per module.
-    pub fn start_entries(&self) -> Json {
-        Json::Array(
-            self.texts
-                .iter()
-                .map(|(m, t)| {
-                    let (hash, length) = flow_store::source_ref(t);
-                    let mut o = Map::new();
-                    o.insert("module".into(), Json::String(m.clone()));
-                    o.insert("hash".into(), Json::String(hash));
-                    o.insert("length".into(), Json::Number(length.into()));
-                    Json::Object(o)
-                })
-                .collect(),
-        )
+    pub fn start_entries(&self) -> Vec<Source> {
+        self.texts
+            .iter()
+            .map(|(m, t)| {
+                let (hash, length) = flow_store::source_ref(t);
+                Source {
+                    module: m.clone(),
+                    hash,
+                    length,
+                }
+            })
+            .collect()
     }
 
     /// The program's identity in Start: `sha256:` of the canonical sources
     /// list, so the same files make the same program.
     pub fn program_hash(&self) -> String {
-        let text = flow_abi::json::canonical(&self.start_entries());
+        let entries = self.start_entries().iter().map(Source::to_json).collect();
+        let text = flow_abi::json::canonical(&Json::Array(entries));
         format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
     }
 }

@@ -19,7 +19,6 @@
 //! on a virtual clock: `std/clock#sleep` is answered at once unless faked,
 //! and `std/llm#chat` by flow-llm's offline model unless faked.
 
-use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::host::SLEEP;
 
@@ -311,7 +310,7 @@ impl Fakes {
                 // No fake for the model: flow-llm's offline model answers,
                 // deterministically, in process.
                 let text = |k: &str| args.get(k).and_then(Json::as_str);
-                let answer = flow_tools::llm::offline_answer(
+                let answer = flow_llm::offline_answer(
                     text("model").unwrap_or("default"),
                     text("system"),
                     text("prompt").unwrap_or(""),
@@ -332,7 +331,7 @@ impl Fakes {
                     .map_err(|e| TestStop::Broken(format!("the fake for {tool}: {e}")))?;
                 admit(program, module, &tool, o)
             };
-            queue.push_back((call, outcome));
+            queue.push_back((call.to_string(), outcome));
         }
         Ok(())
     }
@@ -361,7 +360,7 @@ fn admit(program: &flow_engine::program::Program, module: &str, tool: &str, o: O
 /// entry module names, in its directory or the nearest one above.
 pub fn replay_history(dir: &Path) -> TestResult {
     let name = dir.display().to_string();
-    let tmp = std::env::temp_dir().join(format!("flow-test-{}", crate::driver::new_run_id()));
+    let tmp = std::env::temp_dir().join(format!("flow-test-{}", crate::service::new_run_id()));
     let result = (|| -> Result<TestResult> {
         std::fs::create_dir_all(&tmp).map_err(|e| Error::Refused(e.to_string()))?;
         let store = Arc::new(flow_store::SqliteStore::open(
@@ -373,13 +372,11 @@ pub fn replay_history(dir: &Path) -> TestResult {
             flow_store::ImportOutcome::Imported { run, .. }
             | flow_store::ImportOutcome::AlreadyPresent { run } => run,
         };
-        let driver = Driver::new(store);
-        let facts = driver.facts(&run)?;
-        let module = facts
-            .first()
-            .and_then(|s| s["entry"]["module"].as_str())
-            .ok_or_else(|| Error::Unreadable("the history has no entry module".into()))?
-            .to_string();
+        let facts = crate::service::logical_facts(&*store, &run)?;
+        let module = match facts.first() {
+            Some(flow_abi::fact::Fact::Start { entry, .. }) => entry.module.clone(),
+            _ => return Err(Error::Unreadable("the history has no entry module".into())),
+        };
         let root = dir
             .ancestors()
             .map(|d| d.join(&module))

@@ -2,22 +2,16 @@
 //! temporary directories: run, pause, resume, replay, fork, history, runs,
 //! check, tools, export and import, with the exit codes of DESIGN §6.
 
+#[path = "../../tests/fixtures/fixtures.rs"]
+mod fixtures;
+
 use serde_json::{Value as Json, json};
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn flow() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_flow"));
     c.env_remove("FLOW_DATA").env("NO_COLOR", "1");
     c
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn shared() -> PathBuf {
-    std::env::var_os("FLOW_SHARED").map_or_else(|| repo().join("../shared"), PathBuf::from)
 }
 
 struct Flow {
@@ -68,7 +62,7 @@ impl Flow {
 }
 
 fn review_flow() -> String {
-    repo()
+    fixtures::repo()
         .join("examples/flows/review/review.json")
         .display()
         .to_string()
@@ -262,17 +256,13 @@ fn export_import_round_trip() {
     assert_eq!(code, 2);
 }
 
-#[test]
-fn check_and_tools_on_the_corpus() {
-    let f = Flow::new();
-    let dir = shared().join("flowspec-corpus");
+/// `flow check` and `flow tools` on every FlowSpec file of `dir`: no error,
+/// and a tools document whose every fingerprint is a SHA-256. Returns how
+/// many files there were.
+fn check_and_tools(f: &Flow, dir: &std::path::Path) -> usize {
     let mut n = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let p = entry.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if !name.ends_with(".json") || name == "flowspec.schema.json" {
-            continue;
-        }
+    for name in fixtures::flowspec_files(dir).keys() {
+        let p = dir.join(name);
         n += 1;
         let (code, v) = f.json(&["check", p.to_str().unwrap()]);
         assert_eq!(code, 0, "{name}: {v}");
@@ -285,7 +275,22 @@ fn check_and_tools_on_the_corpus() {
             assert!(t["fingerprint"].as_str().unwrap().starts_with("sha256:"));
         }
     }
-    assert!(n >= 12);
+    n
+}
+
+#[test]
+#[ignore = "shared conformance: run by .ci/run when ../shared exists"]
+fn shared_corpus_check_and_tools() {
+    let Some(dir) = fixtures::shared("flowspec-corpus") else {
+        return;
+    };
+    assert_eq!(check_and_tools(&Flow::new(), &dir), 12);
+}
+
+#[test]
+fn check_and_tools_on_the_corpus() {
+    let f = Flow::new();
+    assert!(check_and_tools(&f, &fixtures::flowspec_corpus()) >= 10);
     // A broken flow: exit 2 with a located diagnostic.
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("bad.json");
@@ -307,7 +312,7 @@ fn check_and_tools_on_the_corpus() {
 #[test]
 fn flow_test_fixtures_and_histories() {
     let f = Flow::new();
-    let examples = repo().join("examples/flows");
+    let examples = fixtures::repo().join("examples/flows");
     let (code, v) = f.json(&["test", examples.to_str().unwrap()]);
     assert_eq!(code, 0, "{v}");
     assert!(v["passed"].as_u64().unwrap() >= 4, "{v}");
@@ -317,7 +322,7 @@ fn flow_test_fixtures_and_histories() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::copy(
-        repo().join("examples/flows/review/review.json"),
+        fixtures::repo().join("examples/flows/review/review.json"),
         dir.join("review.json"),
     )
     .unwrap();
@@ -420,7 +425,7 @@ fn hitl_deadline_survives_the_process() {
 #[test]
 fn memory_nodes_use_the_store() {
     let f = Flow::new();
-    let notes = repo().join("examples/flows/notes/notes.json");
+    let notes = fixtures::repo().join("examples/flows/notes/notes.json");
     let notes = notes.to_str().unwrap();
     let (code, v) = f.json(&["run", notes, "--input", r#"{"key":"k","note":"first"}"#]);
     assert_eq!(code, 0, "{v}");
@@ -444,7 +449,7 @@ fn memory_nodes_use_the_store() {
 #[test]
 fn subgraph_runs_as_a_linked_nested_run() {
     let f = Flow::new();
-    let outer = repo().join("examples/flows/subgraph/outer.json");
+    let outer = fixtures::repo().join("examples/flows/subgraph/outer.json");
     let (code, v) = f.json(&[
         "run",
         outer.to_str().unwrap(),

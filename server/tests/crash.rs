@@ -40,7 +40,7 @@ fn json(c: &mut Command) -> (i32, Json) {
     (out.status.code().unwrap_or(-1), v)
 }
 
-/// `flow-llm` is built by the flow-tools package and the triage flow binds
+/// `flow-llm` is built by the flow-llm package and the triage flow binds
 /// it; without it (a partial build) these tests say so and pass over.
 fn have_flow_llm() -> bool {
     let built = bin_dir().join("flow-llm").is_file();
@@ -281,14 +281,20 @@ fn unbound_and_unfitting_tools_refuse_the_run() {
         );
     assert!(text.contains("confidence"));
     std::fs::write(moved.path().join("triage.json"), text).unwrap();
-    let (code, v) = json(flow(data.path()).args([
-        "--json",
-        "run",
-        moved.path().join("triage.json").to_str().unwrap(),
-        "--allow",
-        "--input",
-        input,
-    ]));
+    // The copied script finds the Python toolkit on PYTHONPATH, as any Tool
+    // moved out of the repository would.
+    let (code, v) = json(
+        flow(data.path())
+            .env("PYTHONPATH", repo().join("toolkits/python"))
+            .args([
+                "--json",
+                "run",
+                moved.path().join("triage.json").to_str().unwrap(),
+                "--allow",
+                "--input",
+                input,
+            ]),
+    );
     assert_eq!(code, 2, "{v}");
     assert!(v["error"].as_str().unwrap().contains("fingerprint"), "{v}");
     let (_, runs) = json(flow(data.path()).args(["--json", "runs"]));

@@ -626,17 +626,14 @@ async fn restart_keeps_runs_and_recovers_running_ones() {
     // recorded, never driven.
     let crashed = {
         let store = open_store(dir.path());
-        let driver = flowd::driver::Driver::new(store);
         let sources = flowd::source::Sources {
             dir: None,
             root: "flow.json".into(),
             texts: [("flow.json".to_string(), review_flow().to_string())].into(),
         };
-        let program = sources.program().unwrap();
-        let started = driver
-            .create_run(&sources, program, "{\"text\": \"crash\"}")
-            .unwrap();
-        started.run.to_string()
+        flowd::service::record_start(&*store, &sources, "{\"text\": \"crash\"}")
+            .unwrap()
+            .to_string()
     };
     let app = TestApp::start(dir.path()).await;
     // Recovery drives the crashed run on to its pause.
@@ -901,4 +898,144 @@ fn a_public_listen_address_needs_tokens() {
     );
     assert!(Tokens::parse("short read\n").is_err());
     assert!(Tokens::parse("0123456789abcdef0123 write\n").is_err());
+}
+
+/// `flow serve` and `flow run` serve the built-ins the same way (issue 10):
+/// `std/memory` is answered from the store's own database by both, so a
+/// note saved over HTTP is read by the CLI on the same store, and the other
+/// way round.
+#[tokio::test]
+async fn memory_is_served_from_the_store_by_the_server_and_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes_path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/notes/notes.json");
+    let notes: Value =
+        serde_json::from_str(&std::fs::read_to_string(&notes_path).unwrap()).unwrap();
+    let cli = |note: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["--data", dir.path().to_str().unwrap(), "--json", "run"])
+            .arg(&notes_path)
+            .args(["--input", &json!({"key": "k", "note": note}).to_string()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = cli("from the cli");
+    assert_eq!(v["output"]["previous"], Value::Null, "{v}");
+    let app = TestApp::start(dir.path()).await;
+    let (s, v) = app
+        .post(
+            "/v1/runs",
+            &json!({"flow": notes, "input": {"key": "k", "note": "from the server"}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["output"]["previous"], "from the cli", "{v}");
+    assert_eq!(
+        v["output"]["scratch"],
+        Value::Null,
+        "thread scope is per run"
+    );
+    app.stop().await;
+    let v = cli("again");
+    assert_eq!(v["output"]["previous"], "from the server", "{v}");
+}
+
+/// SSE subscribers on 2,000 distinct runs do not starve the store (issue
+/// 17, item 4): with a live stream open on every one of them (each past
+/// its backlog, waiting), runs still start, pause, resume and complete,
+/// `/healthz` answers, and a new subscriber of a driven run gets its
+/// facts live. (Before the async heads notifier, each followed run held a
+/// blocking-pool thread; at 512 every read and every drive stalled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_subscribers_on_two_thousand_runs() {
+    const RUNS: usize = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    let sources = flowd::source::Sources {
+        dir: None,
+        root: "flow.json".into(),
+        texts: [("flow.json".to_string(), review_flow().to_string())].into(),
+    };
+    let runs: Vec<String> = {
+        let store = open_store(dir.path());
+        (0..RUNS)
+            .map(|i| {
+                flowd::service::record_start(
+                    &*store,
+                    &sources,
+                    &json!({"text": format!("run {i}")}).to_string(),
+                )
+                .unwrap()
+                .to_string()
+            })
+            .collect()
+    };
+    let app = TestApp::with(
+        dir.path(),
+        ServeOptions {
+            recover: false,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let mut streams = Vec::with_capacity(RUNS);
+    for run in &runs {
+        let r = app
+            .client
+            .get(app.url(&format!("/v1/runs/{run}/events")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        streams.push(r);
+    }
+    // Every stream delivers its backlog (the Start) and stays open.
+    for r in &mut streams {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
+            .await
+            .expect("a backlog frame within 30 s")
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&chunk).contains("event: Start"));
+    }
+    let (s, _) = tokio::time::timeout(Duration::from_secs(30), app.get("/healthz"))
+        .await
+        .expect("/healthz within 30 s");
+    assert_eq!(s, 200);
+    // Runs keep progressing meanwhile, watched live.
+    let v = tokio::time::timeout(Duration::from_secs(30), start_review(&app, 10))
+        .await
+        .expect("a start within 30 s");
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let live = {
+        let (client, url) = (
+            app.client.clone(),
+            app.url(&format!("/v1/runs/{run}/events")),
+        );
+        tokio::spawn(async move { sse(&client, &url, None, None, usize::MAX).await })
+    };
+    let (s, v) = tokio::time::timeout(
+        Duration::from_secs(30),
+        app.post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+        ),
+    )
+    .await
+    .expect("a resume within 30 s");
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    let events = tokio::time::timeout(Duration::from_secs(30), live)
+        .await
+        .expect("the live stream ends after End")
+        .unwrap();
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("End"));
+    let ns: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(ns, (1..=ns.len() as u64).collect::<Vec<_>>(), "no gap");
+    drop(streams);
+    app.stop().await;
 }

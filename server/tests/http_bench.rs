@@ -110,17 +110,12 @@ async fn bench_sse_fan_out() {
     );
     // A recorded run the bench appends to directly (the server does not
     // drive it: recovery is off).
-    let driver = flowd::driver::Driver::new(store.clone());
     let sources = flowd::source::Sources {
         dir: None,
         root: "flow.json".into(),
         texts: [("flow.json".to_string(), review_flow().to_string())].into(),
     };
-    let program = sources.program().unwrap();
-    let run = driver
-        .create_run(&sources, program, "{\"text\": \"fan-out\"}")
-        .unwrap()
-        .run;
+    let run = flowd::service::record_start(&*store, &sources, "{\"text\": \"fan-out\"}").unwrap();
     let (base, shutdown) = server(store.clone()).await;
 
     let submitted: Arc<Vec<OnceLock<Instant>>> =

@@ -236,3 +236,246 @@ async fn kill_9_with_a_tool_call_in_flight() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Refusals are refusals, `wait` or not (issue 17, item 2): on a run whose
+/// flow has Tools (the triage quickstart), a reply that does not fit
+/// `resume_schema`, a malformed outcome and a call that is not open are
+/// refused before anything is recorded; a fork from a missing checkpoint or
+/// with a bad `set` is refused, and an accepted fork always names its run.
+#[tokio::test]
+async fn refusals_without_wait_record_nothing() {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    if !bin_dir.join("flow-llm").is_file() {
+        eprintln!(
+            "flow-llm is not built in {}; build the workspace",
+            bin_dir.display()
+        );
+        return;
+    }
+    let examples =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
+    let flow: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let (mut child, base) = serve_with(dir.path(), Some(&examples.join("flow.toml")), &[]);
+    let r = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": flow, "name": "triage.json", "wait": 20,
+            "input": {"ticket": "The site is down!", "customer": "Acme"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let head = |client: reqwest::Client, base: String, run: String| async move {
+        let v: Value = client
+            .get(format!("{base}/v1/runs/{run}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["lastFact"].clone()
+    };
+    let before = head(client.clone(), base.clone(), run.clone()).await;
+    let cases = [
+        (
+            json!({"call": call, "reply": {"Ok": {"decision": "maybe"}}}),
+            422,
+        ),
+        (
+            json!({"call": call, "reply": {"Ok": {"decision": "send"}, "Failed": 1}}),
+            422,
+        ),
+        (json!({"call": call, "reply": {"Perhaps": 1}}), 422),
+        (
+            json!({"call": "c1:root#99", "reply": {"Ok": {"decision": "send"}}}),
+            409,
+        ),
+    ];
+    for (body, want) in cases {
+        let r = client
+            .post(format!("{base}/v1/runs/{run}/resume"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, want, "{body}: {text}");
+        assert!(text.contains("\"detail\""), "problem+json: {text}");
+    }
+    assert_eq!(
+        head(client.clone(), base.clone(), run.clone()).await,
+        before,
+        "nothing recorded"
+    );
+    // Forks: a missing checkpoint, a bad set, then a good one without wait.
+    for (body, want) in [
+        (json!({"checkpoint": 999}), 404),
+        (json!({"checkpoint": 2, "set": {"ticket": 5}}), 422),
+    ] {
+        let r = client
+            .post(format!("{base}/v1/runs/{run}/fork"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            want,
+            "{body}: {}",
+            r.text().await.unwrap()
+        );
+    }
+    let r = client
+        .post(format!("{base}/v1/runs/{run}/fork"))
+        .json(&json!({"checkpoint": 2, "set": {"ticket": "How do I export?"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    let fork = v["run"].as_str().expect("a fork's answer names its run");
+    let page: Value = client
+        .get(format!("{base}/v1/runs/{fork}/facts?limit=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        page["facts"][0]["kind"], "Start",
+        "the fork's Start is durable: {page}"
+    );
+    // The good reply is admitted (202) and durable before the answer.
+    let r = client
+        .post(format!("{base}/v1/runs/{run}/resume"))
+        .json(&json!({"call": call, "reply": {"Ok": {"decision": "send"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let page: Value = client
+        .get(format!("{base}/v1/runs/{run}/facts?kind=Reply"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let replies = page["facts"].as_array().unwrap();
+    assert!(
+        replies.iter().any(|f| f["call"] == call.as_str()),
+        "the admitted Reply is durable when the 202 arrives: {page}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// An answer is a consequence (issue 17, item 1; DESIGN §3): kill -9 the
+/// real server the moment a 201 (start) or a 202 (resume, without `wait`)
+/// arrives, restart it on the same store, and find what was acknowledged:
+/// the run's Start, the admitted Reply. Twenty kills per run of the test.
+#[tokio::test]
+async fn kill_9_at_the_acknowledgement_loses_nothing_acknowledged() {
+    const ROUNDS: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let get = |client: &reqwest::Client, url: String| {
+        let c = client.clone();
+        async move {
+            let r = c.get(url).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (mut child, mut base) = serve(dir.path());
+    // The first paused run.
+    let v: Value = client
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": review_flow(), "input": {"text": "ack 0"}, "wait": 10}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+    let mut paused = (
+        v["run"].as_str().unwrap().to_string(),
+        v["pending"][0]["call"].as_str().unwrap().to_string(),
+    );
+    let mut kills = 0;
+    for i in 0..ROUNDS {
+        // A resume without wait: 202, then kill -9 at once.
+        let (run, call) = paused.clone();
+        let r = client
+            .post(format!("{base}/v1/runs/{run}/resume"))
+            .json(&json!({"call": call, "reply": {"Ok": {"decision": "approved"}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        (child, base) = serve(dir.path());
+        let (s, page) = get(&client, format!("{base}/v1/runs/{run}/facts?kind=Reply")).await;
+        assert_eq!(s, 200, "{page}");
+        assert!(
+            page["facts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["call"] == call.as_str()),
+            "round {i}: the acknowledged Reply of {run} is durable: {page}"
+        );
+        // A start without wait: 201, then kill -9 at once.
+        let r = client
+            .post(format!("{base}/v1/runs"))
+            .json(&json!({"flow": review_flow(), "input": {"text": format!("ack {}", i + 1)}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: Value = r.json().await.unwrap();
+        let started = v["run"].as_str().unwrap().to_string();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        (child, base) = serve(dir.path());
+        // Recovery drives it on to its pause.
+        let mut view = Value::Null;
+        for _ in 0..200 {
+            let (s, v) = get(&client, format!("{base}/v1/runs/{started}")).await;
+            assert_eq!(
+                s, 200,
+                "round {i}: the acknowledged start of {started} is stored"
+            );
+            if v["state"] == "paused" && !v["pending"].as_array().unwrap().is_empty() {
+                view = v;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(view["state"], "paused", "round {i}: {view}");
+        paused = (
+            started,
+            view["pending"][0]["call"].as_str().unwrap().to_string(),
+        );
+    }
+    assert_eq!(kills, 2 * ROUNDS);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -3,14 +3,18 @@
 //!
 //! Environment: `FLOW_REPORT_DIR` (default: a temp dir), `FLOW_REPORT_FACTS`
 //! (default 100000), `FLOW_REPORT_RUNS` (discovery runs, default 1000000),
-//! `FLOW_REPORT_SECONDS` (time cap per append measurement, default 30).
+//! `FLOW_REPORT_SECONDS` (time cap per append measurement, default 30),
+//! `FLOW_REPORT_POSTGRES` (server for the `postgres` section, default
+//! `postgres://postgres@127.0.0.1:5432/test`; the section uses a schema of
+//! its own and drops it).
 
 use flow_store::conformance::{call_fact, checkpoint_fact, new_run_id, start_fact};
 use flow_store::{
-    AppendFacts, Discover, DiscoveryQuery, ReadHistory, RunId, RunState, SourceText, SqliteOptions,
-    SqliteStore, Synchronous,
+    AppendFacts, Discover, DiscoveryQuery, PostgresOptions, PostgresStore, ReadHistory, RunId,
+    RunState, SourceText, SqliteOptions, SqliteStore, Synchronous,
 };
 use serde_json::json;
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -33,7 +37,7 @@ fn open(path: &Path, sync: Synchronous) -> SqliteStore {
     .expect("open store")
 }
 
-fn create(s: &SqliteStore) -> RunId {
+fn create<S: AppendFacts>(s: &S) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "hello"}));
     s.create_run(&start, &sources).expect("create");
@@ -47,7 +51,12 @@ fn small(n: u64) -> serde_json::Value {
 
 /// Appends on `runs` concurrent runs (one thread each) until `total` facts
 /// or the time cap; returns (facts, elapsed).
-fn append_concurrent(s: &SqliteStore, runs: u64, total: u64, cap: Duration) -> (u64, Duration) {
+fn append_concurrent<S: AppendFacts + Sync>(
+    s: &S,
+    runs: u64,
+    total: u64,
+    cap: Duration,
+) -> (u64, Duration) {
     let ids: Vec<RunId> = (0..runs).map(|_| create(s)).collect();
     let per = total / runs;
     let t0 = Instant::now();
@@ -99,9 +108,9 @@ fn main() {
     );
 
     // (a) append throughput, (b) verified reads, (d) bytes per small fact.
-    // FLOW_REPORT_SECTIONS: any of "append", "dedup", "accumulate", "discovery".
+    // FLOW_REPORT_SECTIONS: any of "append", "postgres", "dedup", "accumulate", "discovery".
     let sections = std::env::var("FLOW_REPORT_SECTIONS")
-        .unwrap_or_else(|_| "append,dedup,accumulate,discovery".into());
+        .unwrap_or_else(|_| "append,postgres,dedup,accumulate,discovery".into());
     let want = |name: &str| sections.split(',').any(|s| s.trim() == name);
     for (name, sync) in [("FULL", Synchronous::Full), ("NORMAL", Synchronous::Normal)] {
         if !want("append") {
@@ -145,6 +154,12 @@ fn main() {
         if std::env::var("FLOW_REPORT_DIR").is_err() {
             let _ = std::fs::remove_file(&path);
         }
+    }
+
+    // (e) Postgres next to SQLite FULL, with the disk's fsync latency
+    // measured in the same run.
+    if want("postgres") {
+        postgres_section(&dir, facts, cap);
     }
 
     // (d) dedup: 1,000 runs share one 100 KiB value.
@@ -284,4 +299,80 @@ fn main() {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// p50 and p99 of `write 4 KiB + fdatasync` on a file in `dir`.
+fn fsync_latency(dir: &Path) -> (Duration, Duration) {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).expect("probe file");
+    let block = vec![7u8; 4096];
+    let mut lat = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        f.write_all(&block).expect("write");
+        f.sync_data().expect("fdatasync");
+        lat.push(t.elapsed());
+    }
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    lat.sort();
+    (lat[lat.len() / 2], lat[lat.len() * 99 / 100])
+}
+
+fn postgres_section(dir: &Path, facts: u64, cap: Duration) {
+    let url = std::env::var("FLOW_REPORT_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("flow_report_{}", std::process::id());
+    let (p50, p99) = fsync_latency(dir);
+    println!(
+        "(e) fsync latency (4 KiB write + fdatasync, {}): p50 {:.0} µs, p99 {:.0} µs",
+        dir.display(),
+        p50.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6
+    );
+    let pg = match PostgresStore::open(PostgresOptions {
+        url: url.clone(),
+        schema: schema.clone(),
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("(e) Postgres skipped: {e}");
+            return;
+        }
+    };
+    let lite_path = dir.join("append-pg-compare.db");
+    let lite = open(&lite_path, Synchronous::Full);
+    for runs in [1u64, 100] {
+        let (n, d) = append_concurrent(&lite, runs, facts, cap);
+        println!("(e) SQLite FULL {runs:3} runs  {}", rate(n, d));
+        let (n, d) = append_concurrent(&pg, runs, facts, cap);
+        println!("(e) Postgres    {runs:3} runs  {}", rate(n, d));
+    }
+    let (p50, p99) = fsync_latency(dir);
+    println!(
+        "(e) fsync latency after: p50 {:.0} µs, p99 {:.0} µs",
+        p50.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6
+    );
+    drop(pg);
+    drop(lite);
+    let _ = std::fs::remove_file(&lite_path);
+    drop_schema(&url, &schema);
+}
+
+fn drop_schema(url: &str, schema: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        if let Ok((client, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+            let driver = tokio::spawn(conn);
+            let _ = client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await;
+            drop(client);
+            let _ = driver.await;
+        }
+    });
 }

@@ -9,7 +9,7 @@
 use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
-use crate::id::RunId;
+use flow_abi::fact::RunId;
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -591,7 +591,10 @@ pub trait Memory {
 
 /// Everything a full backend offers; the conformance suite takes one.
 pub trait Backend:
-    AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe
+    AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe
 {
 }
-impl<T: AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe> Backend for T {}
+impl<T: AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe>
+    Backend for T
+{
+}

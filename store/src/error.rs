@@ -49,8 +49,18 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A Postgres query failed (the text carries the server's message).
+    #[error("postgres: {0}")]
+    Postgres(String),
+    /// The database cannot be reached; the text says where and why.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("commit failed, nothing was stored: {0}")]
     CommitFailed(String),
+    /// The connection was lost while COMMIT was in flight: the batch may or
+    /// may not be stored. Reading the run's head tells which.
+    #[error("commit outcome unknown (the connection to the database was lost during COMMIT): {0}")]
+    CommitUnknown(String),
     #[error("the store's writer has stopped")]
     WriterGone,
 }
@@ -74,6 +84,25 @@ impl Error {
     /// Whether this is a storage failure (a verified read found a mismatch).
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. } | Error::CorruptBlob { .. })
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<tokio_postgres::Error> for Error {
+    /// tokio-postgres's own text is only the error's kind ("db error"); the
+    /// server's message is in its source.
+    fn from(e: tokio_postgres::Error) -> Error {
+        Error::Postgres(match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        })
+    }
+}
+
+/// A malformed run id given as an argument.
+impl From<flow_abi::fact::IdError> for Error {
+    fn from(e: flow_abi::fact::IdError) -> Error {
+        Error::InvalidArgument(e.to_string())
     }
 }
 

@@ -1,231 +1,125 @@
-//! Fact shapes (DESIGN §3) as far as the store needs them: it checks the
-//! envelope of each kind and knows where values sit, and never interprets a
-//! program.
+//! Facts as far as the store needs them. A logical fact is read by the one
+//! reader, [`flow_abi::fact::Fact`]; the store adds what is its own: where
+//! values sit (they are stored Merkle-style) and the stored form of a delta
+//! Checkpoint (docs/store.md). It never interprets a program.
 
 use crate::error::{Error, Result};
-use crate::hash::parse_hash;
 use crate::merkle::{NewBlob, escape_value, externalize};
-use serde::Serialize;
+pub use flow_abi::fact::FactKind;
+use flow_abi::fact::{Fact, FactError};
 use serde_json::{Map, Value};
 
-/// The six fact kinds of DESIGN §3.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Serialize)]
-pub enum FactKind {
-    Start,
-    Call,
-    Reply,
-    Close,
-    Checkpoint,
-    End,
-}
-
-impl FactKind {
-    pub fn parse(s: &str) -> Option<FactKind> {
-        Some(match s {
-            "Start" => FactKind::Start,
-            "Call" => FactKind::Call,
-            "Reply" => FactKind::Reply,
-            "Close" => FactKind::Close,
-            "Checkpoint" => FactKind::Checkpoint,
-            "End" => FactKind::End,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FactKind::Start => "Start",
-            FactKind::Call => "Call",
-            FactKind::Reply => "Reply",
-            FactKind::Close => "Close",
-            FactKind::Checkpoint => "Checkpoint",
-            FactKind::End => "End",
-        }
-    }
-
-    /// Where this kind's values sit, as paths of object keys. DESIGN §3:
-    /// Start `input`, Call `args`, Reply `outcome.Ok` / `outcome.Failed`,
-    /// Checkpoint `state`, End `ending.Completed.output`.
-    pub(crate) fn value_paths(self) -> &'static [&'static [&'static str]] {
-        match self {
-            FactKind::Start => &[&["input"]],
-            FactKind::Call => &[&["args"]],
-            FactKind::Reply => &[&["outcome", "Ok"], &["outcome", "Failed"]],
-            FactKind::Checkpoint => &[&["state"]],
-            FactKind::End => &[&["ending", "Completed", "output"]],
-            FactKind::Close => &[],
-        }
-    }
-}
-
-/// Which form a fact is checked in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Form {
-    /// As the engine hands it over: values are plain JSON.
-    Logical,
-    /// As stored: values may be references, a Checkpoint may carry `delta`.
-    Stored,
-}
-
-fn field<'a>(m: &'a Map<String, Value>, key: &str, kind: FactKind) -> Result<&'a Value> {
-    m.get(key)
-        .ok_or_else(|| Error::InvalidFact(format!("{} has no {key}", kind.as_str())))
-}
-
-fn text<'a>(m: &'a Map<String, Value>, key: &str, kind: FactKind) -> Result<&'a str> {
-    field(m, key, kind)?
-        .as_str()
-        .ok_or_else(|| Error::InvalidFact(format!("{}.{key} is not a string", kind.as_str())))
-}
-
-fn count(m: &Map<String, Value>, key: &str, kind: FactKind) -> Result<u64> {
-    field(m, key, kind)?
-        .as_u64()
-        .ok_or_else(|| Error::InvalidFact(format!("{}.{key} is not a count", kind.as_str())))
-}
-
-fn object<'a>(
-    m: &'a Map<String, Value>,
-    key: &str,
-    kind: FactKind,
-) -> Result<&'a Map<String, Value>> {
-    field(m, key, kind)?
-        .as_object()
-        .ok_or_else(|| Error::InvalidFact(format!("{}.{key} is not an object", kind.as_str())))
-}
-
-fn single_tag<'a>(
-    m: &'a Map<String, Value>,
-    what: &str,
-    tags: &[&str],
-) -> Result<(&'a str, &'a Value)> {
-    let mut it = m.iter();
-    match (it.next(), it.next()) {
-        (Some((k, v)), None) if tags.contains(&k.as_str()) => Ok((k.as_str(), v)),
-        _ => Err(Error::InvalidFact(format!(
-            "{what} must be one of {}",
-            tags.join(" | ")
-        ))),
-    }
-}
-
-/// Checks a fact's envelope and returns its kind and number.
-pub(crate) fn check(fact: &Value, form: Form) -> Result<(FactKind, u64)> {
-    let m = fact
-        .as_object()
-        .ok_or_else(|| Error::InvalidFact("a fact is a JSON object".into()))?;
-    let kind_text = m
-        .get("fact")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::InvalidFact("a fact names its kind in \"fact\"".into()))?;
-    let kind = FactKind::parse(kind_text)
-        .ok_or_else(|| Error::InvalidFact(format!("unknown fact kind {kind_text:?}")))?;
-    let n = count(m, "n", kind)?;
-    if n == 0 {
-        return Err(Error::InvalidFact("facts are numbered from 1".into()));
-    }
+/// Where a kind's values sit, as paths of object keys. DESIGN §3: Start
+/// `input`, Call `args`, Reply `outcome.Ok` / `outcome.Failed`, Checkpoint
+/// `state`, End `ending.Completed.output`.
+pub(crate) fn value_paths(kind: FactKind) -> &'static [&'static [&'static str]] {
     match kind {
-        FactKind::Start => {
-            text(m, "run", kind)?;
-            let data = text(m, "data", kind)?;
-            // REQUIREMENTS VER-3: a reader refuses a history whose major is unknown.
-            if data.split('.').next() != Some("1") {
-                return Err(Error::InvalidFact(format!("unknown data version {data:?}")));
-            }
-            let entry = object(m, "entry", kind)?;
-            text(entry, "module", kind)?;
-            text(entry, "function", kind)?;
-            text(m, "program", kind)?;
-            let sources = field(m, "sources", kind)?
-                .as_array()
-                .ok_or_else(|| Error::InvalidFact("Start.sources is not a list".into()))?;
-            for s in sources {
-                let s = s
-                    .as_object()
-                    .ok_or_else(|| Error::InvalidFact("a Start source is an object".into()))?;
-                text(s, "module", kind)?;
-                parse_hash(text(s, "hash", kind)?).ok_or_else(|| {
-                    Error::InvalidFact("a Start source hash is blake3:<hex>".into())
-                })?;
-                count(s, "length", kind)?;
-            }
-            field(m, "input", kind)?;
-            if let Some(p) = m.get("parent") {
-                let p = p
-                    .as_object()
-                    .ok_or_else(|| Error::InvalidFact("Start.parent is an object".into()))?;
-                text(p, "run", kind)?;
-                count(p, "checkpoint", kind)?;
-            }
-            if let Some(o) = m.get("outer") {
-                let o = o
-                    .as_object()
-                    .ok_or_else(|| Error::InvalidFact("Start.outer is an object".into()))?;
-                text(o, "run", kind)?;
-                text(o, "call", kind)?;
-            }
+        FactKind::Start => &[&["input"]],
+        FactKind::Call => &[&["args"]],
+        FactKind::Reply => &[&["outcome", "Ok"], &["outcome", "Failed"]],
+        FactKind::Checkpoint => &[&["state"]],
+        FactKind::End => &[&["ending", "Completed", "output"]],
+        FactKind::Close => &[],
+    }
+}
+
+fn invalid(e: FactError) -> Error {
+    Error::InvalidFact(e.to_string())
+}
+
+/// Reads a logical fact, as the engine hands it over.
+pub fn read_logical(fact: Value) -> Result<Fact> {
+    Fact::from_value(fact).map_err(invalid)
+}
+
+/// Checks a fact in stored form and returns it with its kind and number.
+///
+/// Every stored fact but a delta Checkpoint has the logical shape (its
+/// values may be references, which the reader takes as the opaque values
+/// they are), so the fact reader checks it. A delta Checkpoint is the
+/// Checkpoint envelope with `delta` in place of `state`: the reader checks
+/// the envelope, this checks the delta.
+pub fn read_stored(mut fact: Value) -> Result<(Value, FactKind, u64)> {
+    let delta = fact.as_object_mut().and_then(|m| m.remove("delta"));
+    let Some(delta) = delta else {
+        let f = read_logical(fact)?;
+        let (kind, n) = (f.kind(), f.n());
+        return Ok((f.into_json(), kind, n));
+    };
+    let Value::Object(mut m) = fact else {
+        return Err(Error::InvalidFact("$: a fact is a JSON object".into()));
+    };
+    if m.contains_key("state") {
+        return Err(Error::InvalidFact(
+            "$.delta: a Checkpoint holds either its state or a delta".into(),
+        ));
+    }
+    m.insert("state".into(), Value::Null);
+    let f = Fact::from_value(Value::Object(m)).map_err(|e| {
+        if e.path() == "$.state" {
+            Error::InvalidFact("$.delta: only a Checkpoint is stored as a delta".into())
+        } else {
+            invalid(e)
         }
-        FactKind::Call => {
-            for k in ["call", "task", "node", "tool", "fingerprint"] {
-                text(m, k, kind)?;
-            }
-            field(m, "args", kind)?;
-        }
-        FactKind::Reply => {
-            text(m, "call", kind)?;
-            let o = object(m, "outcome", kind)?;
-            let (tag, v) = single_tag(
-                o,
-                "Reply.outcome",
-                &["Ok", "Failed", "NotRun", "Unknown", "BadReply"],
-            )?;
-            if !matches!(tag, "Ok" | "Failed") && !v.is_string() {
-                return Err(Error::InvalidFact(format!(
-                    "Reply.outcome.{tag} is a reason string"
-                )));
-            }
-        }
-        FactKind::Close => {
-            text(m, "call", kind)?;
-            text(m, "reason", kind)?;
-        }
-        FactKind::Checkpoint => {
-            text(m, "task", kind)?;
-            text(m, "node", kind)?;
-            match (form, m.get("state"), m.get("delta")) {
-                (_, Some(_), None) => {}
-                (Form::Stored, None, Some(d)) => {
-                    let d = d.as_object().ok_or_else(|| {
-                        Error::InvalidFact("Checkpoint.delta is an object".into())
-                    })?;
-                    count(d, "base", kind)?;
-                }
-                _ => return Err(Error::InvalidFact("Checkpoint has no state".into())),
-            }
-        }
-        FactKind::End => {
-            let e = object(m, "ending", kind)?;
-            let (tag, v) = single_tag(e, "End.ending", &["Completed", "Faulted"])?;
-            if tag == "Completed" {
-                let c = v.as_object().ok_or_else(|| {
-                    Error::InvalidFact("End.ending.Completed is an object".into())
-                })?;
-                text(c, "exit", kind)?;
-                field(c, "output", kind)?;
-            } else if !v.is_string() {
-                return Err(Error::InvalidFact(
-                    "End.ending.Faulted is a reason string".into(),
-                ));
-            }
+    })?;
+    let (kind, n) = (f.kind(), f.n());
+    if kind != FactKind::Checkpoint {
+        return Err(Error::InvalidFact(
+            "$.delta: only a Checkpoint is stored as a delta".into(),
+        ));
+    }
+    check_delta(&delta)?;
+    let Value::Object(mut m) = f.into_json() else {
+        return Err(Error::InvalidFact("a fact is a JSON object".into()));
+    };
+    m.remove("state");
+    m.insert("delta".into(), delta);
+    Ok((Value::Object(m), kind, n))
+}
+
+/// `{"base":B,"set":{…}?,"append":{field:[…]}?,"unset":[field…]?}`.
+fn check_delta(d: &Value) -> Result<()> {
+    let bad = |at: &str, what: &str| Error::InvalidFact(format!("$.delta{at}: {what}"));
+    let m = d.as_object().ok_or_else(|| bad("", "is an object"))?;
+    if let Some(k) = m
+        .keys()
+        .find(|k| !["base", "set", "append", "unset"].contains(&k.as_str()))
+    {
+        return Err(bad(
+            &format!(".{k}"),
+            "unknown key: a delta has base, set, append and unset",
+        ));
+    }
+    match m.get("base").map(Value::as_u64) {
+        Some(Some(b)) if b >= 1 => {}
+        Some(_) => return Err(bad(".base", "expected a fact number from 1")),
+        None => return Err(bad(".base", "missing")),
+    }
+    if m.get("set").is_some_and(|s| !s.is_object()) {
+        return Err(bad(".set", "is an object"));
+    }
+    if let Some(a) = m.get("append") {
+        let a = a
+            .as_object()
+            .ok_or_else(|| bad(".append", "is an object"))?;
+        if a.values().any(|items| !items.is_array()) {
+            return Err(bad(".append", "holds lists of items"));
         }
     }
-    Ok((kind, n))
+    if let Some(u) = m.get("unset")
+        && !u
+            .as_array()
+            .is_some_and(|names| names.iter().all(Value::is_string))
+    {
+        return Err(bad(".unset", "is a list of field names"));
+    }
+    Ok(())
 }
 
 /// The stored form of a checked logical fact: value positions are stored
 /// Merkle-style, every other field only has its keys escaped.
 pub(crate) fn store_fact(fact: &Value, kind: FactKind, blobs: &mut Vec<NewBlob>) -> Result<Value> {
-    store_at(fact, kind.value_paths(), 0, blobs)
+    store_at(fact, value_paths(kind), 0, blobs)
 }
 
 /// Like [`store_fact`] but leaving the top-level field `skip` out.
@@ -235,7 +129,7 @@ pub(crate) fn store_fact_without(
     skip: &str,
     blobs: &mut Vec<NewBlob>,
 ) -> Result<Map<String, Value>> {
-    match store_at_skipping(fact, kind.value_paths(), 0, Some(skip), blobs)? {
+    match store_at_skipping(fact, value_paths(kind), 0, Some(skip), blobs)? {
         Value::Object(m) => Ok(m),
         _ => Err(Error::InvalidFact("a fact is a JSON object".into())),
     }
@@ -280,14 +174,11 @@ fn store_at_skipping(
 /// The summary line searched by `--search` (REQUIREMENTS GAP-HIST-5):
 /// `<kind> <call id> <tool> <node> <outcome tag>`, fields that a kind lacks
 /// left out. Presentation only, never parsed.
-pub fn summary(fact: &Value) -> String {
+pub fn summary(kind: FactKind, fact: &Value) -> String {
     let Some(m) = fact.as_object() else {
         return String::new();
     };
-    let mut parts: Vec<String> = Vec::new();
-    if let Some(k) = m.get("fact").and_then(Value::as_str) {
-        parts.push(k.to_string());
-    }
+    let mut parts: Vec<String> = vec![kind.as_str().to_string()];
     for key in ["call", "tool", "node"] {
         if let Some(s) = m.get(key).and_then(Value::as_str) {
             parts.push(s.to_string());
@@ -325,19 +216,77 @@ mod tests {
             r#"{"fact":"End","n":6,"ending":{"Completed":{"exit":"success","output":null}}}"#,
         ];
         for f in ok {
-            check(&parse(f).unwrap(), Form::Logical).unwrap();
+            read_logical(parse(f).unwrap()).unwrap();
+            read_stored(parse(f).unwrap()).unwrap();
         }
         let bad = [
             r#"[]"#,
             r#"{"fact":"Nope","n":1}"#,
-            r#"{"fact":"Close","n":0,"call":"c","reason":"r"}"#,
-            r#"{"fact":"Reply","n":3,"call":"c","outcome":{"Ok":1,"Failed":2}}"#,
-            r#"{"fact":"Reply","n":3,"call":"c","outcome":{"NotRun":1}}"#,
+            r#"{"fact":"Close","n":0,"call":"c1:root#1","reason":"r"}"#,
+            r#"{"fact":"Reply","n":3,"call":"c1:root#1","outcome":{"Ok":1,"Failed":2}}"#,
+            r#"{"fact":"Reply","n":3,"call":"c1:root#1","outcome":{"NotRun":1}}"#,
             r#"{"fact":"End","n":6,"ending":{"Completed":{"output":1}}}"#,
             r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":1}}"#,
         ];
         for f in bad {
-            assert!(check(&parse(f).unwrap(), Form::Logical).is_err(), "{f}");
+            assert!(read_logical(parse(f).unwrap()).is_err(), "{f}");
+        }
+    }
+
+    /// A delta stands in for `state` in the stored form only, and only in
+    /// a Checkpoint.
+    #[test]
+    fn stored_delta_checkpoints() {
+        let ok = [
+            r#"{"delta":{"base":1},"fact":"Checkpoint","n":5,"node":"a","task":"root"}"#,
+            r#"{"delta":{"append":{"m":[1]},"base":2,"set":{"a":{"$blob":"blake3:00","length":2000}},"unset":["b"]},"fact":"Checkpoint","n":5,"node":"a","task":"root"}"#,
+        ];
+        for f in ok {
+            let (v, kind, n) = read_stored(parse(f).unwrap()).unwrap();
+            assert_eq!((kind, n), (FactKind::Checkpoint, 5));
+            assert_eq!(flow_abi::json::canonical(&v), f);
+        }
+        let bad = [
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":1},"state":{}}"#,
+                "either its state or a delta",
+            ),
+            (
+                r#"{"fact":"Call","n":5,"call":"c1:root#1","task":"root","node":"a","tool":"t","fingerprint":"f","args":{},"delta":{"base":1}}"#,
+                "only a Checkpoint",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{}}"#,
+                "$.delta.base: missing",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":0}}"#,
+                "$.delta.base",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":1,"put":{}}}"#,
+                "$.delta.put: unknown key",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":1,"append":{"m":1}}}"#,
+                "$.delta.append",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":{"base":1,"unset":[1]}}"#,
+                "$.delta.unset",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","delta":{"base":1}}"#,
+                "$.node: missing",
+            ),
+            (
+                r#"{"fact":"Checkpoint","n":5,"task":"root","node":"a","delta":[]}"#,
+                "$.delta: is an object",
+            ),
+        ];
+        for (f, needle) in bad {
+            let e = read_stored(parse(f).unwrap()).unwrap_err().to_string();
+            assert!(e.contains(needle), "{f}: {e}");
         }
     }
 

@@ -6,7 +6,8 @@
 //!
 //! * [`api`]: the narrow traits ([`AppendFacts`], [`ReadHistory`],
 //!   [`Discover`], [`HostRecords`], [`ImportRuns`], [`Subscribe`]) and their
-//!   types; [`SqliteStore`] implements them all.
+//!   types; [`SqliteStore`] and [`PostgresStore`] (feature `postgres`, on by
+//!   default) implement them all.
 //! * [`merkle`]: values over 1 KiB become blake3 blobs, innermost first.
 //! * [`checkpoint`]: checkpoints cost O(what changed).
 //! * [`archive`]: export, verified import, inspection of archive directories.
@@ -20,7 +21,14 @@ mod error;
 pub mod fact;
 pub mod hash;
 mod id;
+mod index;
+mod listing;
 pub mod merkle;
+mod migrate;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+mod prepare;
+mod read;
 pub mod sqlite;
 pub mod tail;
 mod verify;
@@ -32,7 +40,10 @@ pub use archive::{
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;
-pub use id::RunId;
+pub use flow_abi::fact::RunId;
+pub use id::GenerateRunId;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The Start entry of a source text: `(hash, length)` with `hash` =

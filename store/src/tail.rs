@@ -13,7 +13,7 @@
 use crate::api::{ReadHistory, StoredFact, Tail, TailEvent};
 use crate::error::Result;
 use crate::fact::FactKind;
-use crate::id::RunId;
+use flow_abi::fact::RunId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +58,15 @@ impl Heads {
                 let e = m.heads.entry(run.clone()).or_insert(0);
                 *e = (*e).max(*n);
             }
+        }
+        self.changed.notify_all();
+    }
+
+    /// Wakes every waiter to read the store again: heads may have moved
+    /// while nobody could tell (a notification connection was lost).
+    pub fn resync(&self) {
+        if let Ok(mut m) = self.map.lock() {
+            m.generation += 1;
         }
         self.changed.notify_all();
     }

@@ -1,7 +1,7 @@
 //! Checks shared by every reader of stored facts (database rows, archive
 //! lines).
 
-use crate::fact::{FactKind, Form, check};
+use crate::fact::{FactKind, read_stored};
 use flow_abi::json::canonical;
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ pub(crate) fn check_stored_fact(
     if canonical(&fact) != body {
         return Err("not in canonical form".into());
     }
-    let (kind, fact_n) = check(&fact, Form::Stored).map_err(|e| e.to_string())?;
+    let (fact, kind, fact_n) = read_stored(fact).map_err(|e| e.to_string())?;
     if fact_n != n {
         return Err(format!("numbered {fact_n}"));
     }

@@ -63,7 +63,7 @@ pub(crate) fn page(
         .iter()
         .filter(|f| q.kind.is_none_or(|k| k == f.kind))
         .filter(|f| q.fact.is_none_or(|n| n == f.n))
-        .map(|f| (f, summary(&f.fact)))
+        .map(|f| (f, summary(f.kind, &f.fact)))
         .filter(|(_, s)| q.search.as_deref().is_none_or(|needle| s.contains(needle)))
         .collect();
     let total = selected.len() as u64;
@@ -134,7 +134,7 @@ fn view_fact(
     let text: String = text.chars().take(TEXT_BOUND).collect();
     let mut fact = f.fact.clone();
     let mut values_omitted = false;
-    let mut paths: Vec<&[&str]> = f.kind.value_paths().to_vec();
+    let mut paths: Vec<&[&str]> = crate::fact::value_paths(f.kind).to_vec();
     if f.kind == FactKind::Checkpoint {
         paths.push(&["delta"]);
     }

@@ -3,17 +3,27 @@
 //! binary, re-run as `crash_child`) appends facts to two runs from two
 //! threads and prints each acknowledged fact; the parent kill -9s it at
 //! pseudo-random moments, reopens the store, verifies every chain and checks
-//! that every acknowledged fact is present with its hash.
+//! that every acknowledged fact is present with its hash. The same test
+//! runs against SQLite (a file) and Postgres (a schema of its own).
+
+#[cfg(feature = "postgres")]
+mod pg;
 
 use flow_store::conformance::{call_fact, checkpoint_fact, reply_fact, start_fact};
-use flow_store::{AppendFacts, ReadHistory, RunId, SqliteOptions, SqliteStore};
+use flow_store::{Backend, RunId, SqliteOptions, SqliteStore};
+#[cfg(feature = "postgres")]
+use flow_store::{PostgresOptions, PostgresStore};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The SQLite child's database file.
 const CHILD_ENV: &str = "FLOW_STORE_CRASH_CHILD_DB";
+/// The Postgres child's `url schema`.
+#[cfg(feature = "postgres")]
+const PG_CHILD_ENV: &str = "FLOW_STORE_CRASH_CHILD_PG";
 
 fn runs() -> [RunId; 2] {
     [
@@ -39,10 +49,26 @@ fn fact(n: u64) -> serde_json::Value {
 /// The child: not a test unless the parent set the environment variable.
 #[test]
 fn crash_child() {
-    let Ok(db) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let store = SqliteStore::open(&db, SqliteOptions::default()).unwrap();
+    if let Ok(db) = std::env::var(CHILD_ENV) {
+        child_appends(&SqliteStore::open(&db, SqliteOptions::default()).unwrap());
+    }
+    #[cfg(feature = "postgres")]
+    if let Ok(v) = std::env::var(PG_CHILD_ENV)
+        && let Some((url, schema)) = v.split_once(' ')
+    {
+        child_appends(
+            &PostgresStore::open(PostgresOptions {
+                url: url.into(),
+                schema: schema.into(),
+            })
+            .unwrap(),
+        );
+    }
+}
+
+/// Appends to both runs from two threads until killed, printing each
+/// acknowledged fact.
+fn child_appends<B: Backend + Sync>(store: &B) {
     let stdout = std::sync::Mutex::new(std::io::stdout());
     std::thread::scope(|scope| {
         for run in runs() {
@@ -73,6 +99,29 @@ fn crash_child() {
 fn kill_9_loses_no_acknowledged_fact() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("crash.db");
+    kill_9_rounds((CHILD_ENV, db.display().to_string()), &|| {
+        SqliteStore::open(&db, SqliteOptions::default()).unwrap()
+    });
+}
+
+#[cfg(feature = "postgres")]
+/// The same against Postgres: the child's connection dies with it, its
+/// open transaction rolls back, and every COMMIT it acknowledged stays.
+#[test]
+fn postgres_kill_9_loses_no_acknowledged_fact() {
+    let Some(db) = pg::TestDb::new() else { return };
+    let opts = db.options();
+    // Create the schema before the first child, so no child dies mid-migration.
+    drop(PostgresStore::open(opts.clone()).unwrap());
+    kill_9_rounds(
+        (PG_CHILD_ENV, format!("{} {}", opts.url, opts.schema)),
+        &|| PostgresStore::open(opts.clone()).unwrap(),
+    );
+}
+
+/// Runs the child 24 times, killing it at pseudo-random moments, then
+/// checks every acknowledged fact in a freshly opened store.
+fn kill_9_rounds<B: Backend>(child_env: (&str, String), open: &dyn Fn() -> B) {
     let exe = std::env::current_exe().unwrap();
     let mut acked: HashMap<(String, u64), String> = HashMap::new();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -84,7 +133,7 @@ fn kill_9_loses_no_acknowledged_fact() {
         let wait_ms = 150 + seed % 400;
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &db)
+            .env(child_env.0, &child_env.1)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -118,7 +167,7 @@ fn kill_9_loses_no_acknowledged_fact() {
             "the child acknowledged nothing"
         );
     }
-    let store = SqliteStore::open(&db, SqliteOptions::default()).unwrap();
+    let store = open();
     let mut checked = 0;
     for run in runs() {
         let history = store.read_history(&run).unwrap(); // verifies chain and blobs

@@ -2,15 +2,14 @@
 //! them, and calling them.
 //!
 //! Owns flow.toml and host overrides ([`manifest`]), the Tool process
-//! protocol client ([`process`]), the MCP adapter, the worker pool
-//! ([`dispatch`]) and the `flow-llm` Tool process. Depends only on flow-abi
-//! (values, types, protocol messages) and flow-toolkit; it knows nothing of
-//! the engine or the store (DESIGN §1).
+//! protocol client ([`process`]), the MCP adapter and the worker pool
+//! ([`dispatch`]). Among flowd's crates it depends only on flow-abi (values,
+//! types, protocol messages); it knows nothing of the engine or the store
+//! (DESIGN §1). The `flow-llm` Tool process is a crate of its own.
 
 mod child;
 pub mod dispatch;
 pub mod lines;
-pub mod llm;
 pub mod manifest;
 pub mod mcp;
 pub mod outcome;

@@ -1,5 +1,7 @@
-//! examples/tools: a Tool process written with the Rust toolkit (calc) and
-//! one in plain Python (kv), both through the real protocol client.
+//! examples/tools: the committed `flow tools` documents, and a Tool process
+//! in Python on the Python toolkit (kv) through the real protocol client.
+//! The Rust toolkit's example (calc) is tested beside its binary, in
+//! toolkit/tests/calc.rs.
 //! REQUIREMENTS PRO-4 (one protocol, any language), TKT-2..TKT-6.
 
 mod common;
@@ -56,74 +58,8 @@ async fn start(argv: Vec<String>, decls: Declarations) -> ProcessHandle {
     .unwrap()
 }
 
-/// TKT-2, TKT-3: exact big integers and decimals; TKT-5: args that do not
-/// decode are NotRun; the declared error is Failed.
-#[tokio::test]
-async fn calc_with_the_rust_toolkit() {
-    let (types, decls) = calc_decls();
-    let p = start(
-        vec![
-            env!("CARGO_BIN_EXE_flow-example-calc").into(),
-            "calc/tools.json".into(),
-        ],
-        Declarations::new(types, decls),
-    )
-    .await;
-    let big = "123456789012345678901234567890";
-    let out = p
-        .call(call(
-            "c1",
-            "calc.json#add",
-            serde_json::json!({"a": big.parse::<serde_json::Number>().unwrap(), "b": 1}),
-        ))
-        .await;
-    assert_eq!(
-        out.to_json().to_string(),
-        r#"{"Ok":123456789012345678901234567891}"#
-    );
-    let out = p
-        .call(call(
-            "c2",
-            "calc.json#div",
-            serde_json::json!({"a": 1, "b": 8}),
-        ))
-        .await;
-    assert_eq!(out.to_json().to_string(), r#"{"Ok":0.125}"#);
-    let out = p
-        .call(call(
-            "c3",
-            "calc.json#div",
-            serde_json::json!({"a": 1, "b": 0}),
-        ))
-        .await;
-    assert_eq!(
-        out.to_json(),
-        serde_json::json!({"Failed": {"message": "division by zero"}})
-    );
-    let out = p
-        .call(call(
-            "c4",
-            "calc.json#add",
-            serde_json::json!({"a": "one", "b": 1}),
-        ))
-        .await;
-    assert!(
-        matches!(&out, CallOutcome::NotRun(w) if w.contains("args do not decode")),
-        "{out:?}"
-    );
-    // 1.5 is not an Int: decoding never coerces.
-    let out = p
-        .call(call(
-            "c5",
-            "calc.json#add",
-            serde_json::json!({"a": 1.5, "b": 1}),
-        ))
-        .await;
-    assert!(matches!(out, CallOutcome::NotRun(_)), "{out:?}");
-}
-
-/// PRO-4: the protocol is language neutral: a Python process with no
-/// library serves the same declarations.
+/// PRO-4: the protocol is language neutral: a Python process (on the
+/// Python toolkit) serves the same declarations.
 #[tokio::test]
 async fn kv_in_plain_python() {
     let (types, decls) = kv_decls();

@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+use flow_abi::fact::Fact;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Ending, Machine};
 use flow_engine::program::Program;
@@ -130,8 +131,20 @@ pub struct Run {
     pub facts: Vec<Json>,
 }
 
+/// The run id of the histories these tests record.
+pub const TEST_RUN: &str = "run-00000000000000000000000000";
+
+/// Recorded facts (kept as JSON so tests can tamper with them) as the
+/// typed facts replay takes; every one must read.
+pub fn typed(facts: &[Json]) -> Vec<Fact> {
+    facts
+        .iter()
+        .map(|f| Fact::from_json(f).unwrap_or_else(|e| panic!("{f}: {e}")))
+        .collect()
+}
+
 pub fn start_fact(module: &str, input: &Json) -> Json {
-    json!({"fact": "Start", "n": 1, "run": "run-test", "data": "1.0",
+    json!({"fact": "Start", "n": 1, "run": TEST_RUN, "data": "1.0",
         "entry": {"module": module, "function": "main"},
         "program": "sha256:0", "sources": [], "input": input})
 }
@@ -161,9 +174,9 @@ impl Run {
 
     fn take(&mut self, effects: &[Effect]) {
         for e in effects {
-            if let Some(mut f) = e.fact() {
-                f["n"] = json!(self.facts.len() as u64 + 1);
-                self.facts.push(f);
+            if let Some(f) = e.fact() {
+                let n = self.facts.len() as u64 + 1;
+                self.facts.push(f.numbered(n).into_json());
             }
         }
         self.effects.extend(effects.iter().cloned());
@@ -224,7 +237,7 @@ impl Run {
     /// The recorded history replays `matched` when the run ended, else
     /// `incomplete`.
     pub fn assert_replays(&self) {
-        let r = replay(self.program.clone(), &self.facts);
+        let r = replay(self.program.clone(), &typed(&self.facts));
         let want = if self.ending().is_some() {
             Verdict::Matched
         } else {
@@ -243,7 +256,7 @@ pub fn renumber(facts: &mut [Json]) {
 
 /// The verdict of replaying `facts` as (fact, reason) of a divergence.
 pub fn diverged_at(program: &Arc<Program>, facts: &[Json]) -> (u64, String) {
-    match replay(program.clone(), facts).verdict {
+    match replay(program.clone(), &typed(facts)).verdict {
         Verdict::Diverged { fact, reason } => (fact, reason),
         v => panic!("expected diverged, got {v:?}"),
     }

@@ -1,25 +1,22 @@
 #!/usr/bin/env python3
-"""triage_tools: the Tool process behind triage.json#classify, in plain
-Python 3 (raw JSON lines, no library), bound by flow.toml beside it.
+"""triage_tools: the Tool process behind triage.json#classify, on the
+Python toolkit (toolkits/python), bound by flow.toml beside it.
 
-It answers describe from tools.json (the `flow tools triage.json` document,
-so its fingerprint is the declaration's own) and classifies a ticket by its
-words. TRIAGE_DELAY_MS delays each reply (tests use it to crash a run while
-a call is out). Logs go to stderr only.
+Declarations come from tools.json (`flow tools triage.json`), so describe
+answers with the declaration's own fingerprint. TRIAGE_DELAY_MS delays each
+reply (tests use it to crash a run while a call is out). Runs with plain
+python3: the toolkit is found in this repository, or on PYTHONPATH, or
+wherever it is installed.
 """
-import json
+import asyncio
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(HERE, "tools.json")) as f:
-    doc = json.load(f)
-SERVED = "triage.json#classify"
-TOOLS = [
-    {"tool": t["tool"], "fingerprint": t["fingerprint"], "signature": t["signature"]}
-    for p in doc["programs"] for t in p["tools"] if t["tool"] == SERVED
-]
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "toolkits", "python"))
+from flowd_toolkit import Toolkit  # noqa: E402
+
+tk = Toolkit.from_file(os.path.join(HERE, "tools.json"))
 DELAY = int(os.environ.get("TRIAGE_DELAY_MS", "0"))
 RULES = [
     ("high", "outage", ("down", "outage", "cannot log in", "data loss", "urgent")),
@@ -28,12 +25,9 @@ RULES = [
 ]
 
 
-def send(msg):
-    sys.stdout.write(json.dumps(msg, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def classify(ticket):
+@tk.tool("triage.json#classify")
+async def classify(ticket: str) -> dict:
+    await asyncio.sleep(DELAY / 1000)
     text = ticket.lower()
     for severity, category, words in RULES:
         if any(w in text for w in words):
@@ -41,23 +35,4 @@ def classify(ticket):
     return {"severity": "low", "category": "question"}
 
 
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        print("triage_tools: not JSON: " + line.strip(), file=sys.stderr)
-        continue
-    method = msg.get("method")
-    if method == "describe":
-        send({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"data": "1.0", "tools": TOOLS}})
-    elif method == "call":
-        p = msg["params"]
-        if DELAY:
-            time.sleep(DELAY / 1000)
-        ticket = p.get("args", {}).get("ticket")
-        if p.get("tool") != SERVED or not isinstance(ticket, str):
-            outcome = {"NotRun": "classify takes ticket, a Text"}
-        else:
-            outcome = {"Ok": classify(ticket)}
-        send({"jsonrpc": "2.0", "method": "reply",
-              "params": {"run": p["run"], "call": p["call"], "outcome": outcome}})
+tk.run()

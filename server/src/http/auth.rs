@@ -128,6 +128,11 @@ pub fn needed(method: &Method, path: &str) -> Option<Scope> {
     if path == "/v1/archives" {
         return Some(Scope::Admin);
     }
+    // MCP: any token may speak the protocol; each tool checks the scope it
+    // needs (read for check, history, runs, replay; run for run, resume).
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        return Some(Scope::Read);
+    }
     if method == Method::GET || method == Method::HEAD {
         return Some(Scope::Read);
     }
@@ -137,8 +142,9 @@ pub fn needed(method: &Method, path: &str) -> Option<Scope> {
 }
 
 /// The auth middleware: 401 without a valid token, 403 when its scope is
-/// too small. With no tokens configured every request passes.
-pub async fn require(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// too small; a passing request carries the token's [`Scope`]. With no
+/// tokens configured every request passes, carrying none.
+pub async fn require(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(tokens) = &state.options().tokens else {
         return next.run(req).await;
     };
@@ -171,7 +177,12 @@ pub async fn require(State(state): State<AppState>, req: Request, next: Next) ->
             ),
         )
         .into_response(),
-        Some(_) => next.run(req).await,
+        Some(have) => {
+            // What the token may do, for handlers that check per operation
+            // (the MCP tools).
+            req.extensions_mut().insert(have);
+            next.run(req).await
+        }
     }
 }
 

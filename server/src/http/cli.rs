@@ -4,12 +4,11 @@
 use super::auth::{Tokens, is_loopback};
 use super::{AppState, ServeOptions};
 use crate::error::{Error, Result};
+use crate::service::store::StoreRef;
 use clap::Args;
-use flow_store::SqliteStore;
 use flow_tools::manifest::Manifest;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -74,7 +73,7 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
-pub async fn serve(store: Arc<SqliteStore>, args: ServeArgs) -> Result<u8> {
+pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     let opts = options(&args)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

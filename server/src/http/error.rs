@@ -122,6 +122,10 @@ impl From<Error> for ApiError {
             .with_diagnostics(ds.into_iter().map(|m| json!({"severity": "error", "message": m})).collect()),
             Error::NotFound(d) => ApiError::not_found(d),
             Error::Conflict(d) => ApiError::conflict(d),
+            Error::Halted(run) => {
+                ApiError::conflict(format!("{run} was halted before it ended or paused"))
+            }
+            Error::Unavailable(d) => ApiError::unavailable(d),
             e @ Error::Unreadable(_) => {
                 tracing::error!(error = %e, "unreadable history");
                 ApiError::new(

@@ -2,8 +2,9 @@
 //! a per-run stream carries with `?states=true`.
 //!
 //! Two sources feed one sequence:
-//! * the server's own drives publish as they start, resume, pause, end or
-//!   halt a run ([`Feed::publish`], at once);
+//! * the run service's events (`RunService::events`), published as it
+//!   starts, resumes, pauses, ends or halts a run, forwarded by one task
+//!   ([`forward`] into [`Feed::publish`], at once);
 //! * one poller task reads the runs index every [`POLL`] for rows changed
 //!   since its last look ([`flow_store::ListRuns::runs_changed_since`]), so
 //!   changes made by another process on the same store — the CLI — are
@@ -22,12 +23,14 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult};
+use crate::service::RunEvent;
+use crate::service::store::Store;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use flow_store::{ListRuns, ReadHistory, RunId, RunInfo, RunState, SqliteStore};
+use flow_store::{RunId, RunInfo, RunState};
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use serde_json::{Value as Json, json};
@@ -136,7 +139,7 @@ enum Resume {
 impl Feed {
     /// Reports a change the server made (`extra` carries `started` or
     /// `resumed`). Reads the run's row for its head (one indexed read).
-    pub fn publish(&self, store: &SqliteStore, run: &str, state: &str, extra: Json) {
+    pub fn publish(&self, store: &dyn Store, run: &str, state: &str, extra: Json) {
         let info = RunId::parse(run).ok().and_then(|r| store.run_info(&r).ok());
         let change = StateChange {
             run: run.to_string(),
@@ -270,6 +273,43 @@ fn canonical<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .map(|j| flow_abi::json::canonical(&j))
         .unwrap_or_else(|_| "{}".into())
+}
+
+/// The forwarder: the run service's state changes into the feed, in the
+/// order the service published them, until shutdown. `events` is taken
+/// before the server accepts requests, so no change of its runs is missed.
+pub async fn forward(state: AppState, mut events: broadcast::Receiver<RunEvent>) {
+    loop {
+        let ev = tokio::select! {
+            _ = state.shutdown().cancelled() => return,
+            ev = events.recv() => ev,
+        };
+        match ev {
+            Ok(RunEvent {
+                run,
+                state: st,
+                extra,
+            }) => {
+                // Publishing reads the run's row: off the async runtime.
+                let s = state.clone();
+                let done = tokio::task::spawn_blocking(move || {
+                    s.feed().publish(&**s.store(), &run, st, extra)
+                })
+                .await;
+                if let Err(e) = done {
+                    tracing::warn!(error = %e, "state feed: a publish task failed");
+                }
+            }
+            // The poller still reports what the missed events changed.
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "state feed: fell behind the run service's events"
+                );
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// The poller: reads the runs index every [`POLL`] until shutdown.

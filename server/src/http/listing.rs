@@ -8,12 +8,12 @@
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
 use super::routes::{blocking, json_response};
+use crate::service::store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use flow_store::{
-    Discover, DiscoveryQuery, FactRef, HostRecordKind, HostRecords, ListRuns, ListedRun,
-    ReadHistory, RunId, RunListQuery, RunOrder, RunState, SqliteStore,
+    DiscoveryQuery, FactRef, HostRecordKind, ListedRun, RunId, RunListQuery, RunOrder, RunState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -231,7 +231,7 @@ pub async fn list_runs(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let flow = q.flow;
     let list = blocking(&state, move |s| {
-        Ok(runs_page(s.store(), lq, flow.as_deref())?)
+        Ok(runs_page(&**s.store(), lq, flow.as_deref())?)
     })
     .await?;
     Ok(json_response(StatusCode::OK, to_json(&list)?))
@@ -241,7 +241,7 @@ pub async fn list_runs(
 /// pages until the page is full or [`MAX_SCAN`] rows were looked at (the
 /// cursor then continues from the last row looked at).
 fn runs_page(
-    store: &SqliteStore,
+    store: &dyn Store,
     mut q: RunListQuery,
     flow: Option<&str>,
 ) -> flow_store::Result<RunList> {
@@ -293,7 +293,7 @@ fn runs_page(
     })
 }
 
-fn row(store: &SqliteStore, r: ListedRun) -> RunRow {
+fn row(store: &dyn Store, r: ListedRun) -> RunRow {
     let d = r.row;
     let text = |v: &dyn erased::Text| v.text();
     let flow = d
@@ -354,7 +354,7 @@ type FlowCache = HashMap<(String, String), Option<FlowView>>;
 /// Flow id and name by (program fingerprint, root module): the fingerprint
 /// hashes the recorded sources, so one key always names one document. A
 /// bounded process-wide cache; a miss reads Start and the root source.
-fn flow_of(store: &SqliteStore, run: &str, module: &str, program: &str) -> Option<FlowView> {
+fn flow_of(store: &dyn Store, run: &str, module: &str, program: &str) -> Option<FlowView> {
     static CACHE: OnceLock<Mutex<FlowCache>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (program.to_string(), module.to_string());
@@ -478,7 +478,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
             let Ok((open, _)) = super::routes::open_calls(state, &id) else {
                 continue;
             };
-            let due = deadlines(state.store(), &id);
+            let due = deadlines(&**state.store(), &id);
             for c in open {
                 if calls.len() >= limit {
                     return Ok(Inbox {
@@ -515,7 +515,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
 
 /// Each call's recorded deadline (the driver's `timeout` host records; the
 /// last one of a call wins).
-fn deadlines(store: &SqliteStore, run: &RunId) -> HashMap<String, i64> {
+fn deadlines(store: &dyn Store, run: &RunId) -> HashMap<String, i64> {
     let mut out = HashMap::new();
     for r in store.host_records(run).unwrap_or_default() {
         if r.kind != HostRecordKind::Timeout {

@@ -1,181 +1,179 @@
-//! `/metrics` in the Prometheus text format, from a small registry owned by
-//! the [`super::AppState`] (no process-global recorder, so every test
-//! server has its own numbers).
+//! `/metrics` in the Prometheus text format (0.0.4), encoded by
+//! `prometheus-client` from metrics owned by the [`super::AppState`] (no
+//! process-global recorder, so every test server has its own numbers) and
+//! the run service's drive counts.
 
 use super::AppState;
+use crate::service::RunService;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use flow_store::{Discover, DiscoveryQuery, RunState};
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-
-#[derive(Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[derive(Default)]
-pub struct Gauge(AtomicI64);
-
-impl Gauge {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn dec(&self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-    pub fn get(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+use flow_store::{DiscoveryQuery, RunState};
+use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+use std::sync::atomic::Ordering;
 
 /// Request latency buckets (seconds).
 const BUCKETS: [f64; 8] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: u16,
+}
+
+/// What the server counts itself. The store's run counts and the run
+/// service's drive counts are read at each scrape.
 pub struct Metrics {
     pub runs_started: Counter,
     pub resumes: Counter,
-    /// Facts appended by the server's drives.
-    pub facts: Counter,
-    /// Drives that ended, by state.
-    pub completed: Counter,
-    pub faulted: Counter,
-    pub paused: Counter,
-    /// Driver tasks alive now.
-    pub drives: Gauge,
     pub sse_subscribers: Gauge,
-    requests: Mutex<Vec<(u16, u64)>>,
-    latency: Mutex<([u64; 8], u64, f64)>,
+    requests: Family<StatusLabel, Counter>,
+    latency: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            runs_started: Counter::default(),
+            resumes: Counter::default(),
+            sse_subscribers: Gauge::default(),
+            requests: Family::default(),
+            latency: Histogram::new(BUCKETS),
+        }
+    }
+}
+
+/// The run service's drive counts at one scrape.
+struct Drives {
+    facts: u64,
+    /// Drives that ended or paused: completed, faulted, paused.
+    ended: [(&'static str, u64); 3],
+    active: u64,
+}
+
+/// Registers `metric` under `name`. Help texts have no final period: the
+/// registry adds one.
+fn add(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    registry.register(name, help, metric);
+}
+
+/// A counter that reads `v`: the source is itself monotonic.
+fn counter(v: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(v);
+    c
+}
+
+fn gauge(v: u64) -> Gauge {
+    let g = Gauge::default();
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    g
 }
 
 impl Metrics {
-    pub fn finished(&self, state: &str) {
-        match state {
-            "completed" => self.completed.inc(),
-            "faulted" => self.faulted.inc(),
-            "paused" => self.paused.inc(),
-            _ => {}
-        }
-    }
-
     fn request(&self, status: u16, secs: f64) {
-        if let Ok(mut r) = self.requests.lock() {
-            match r.iter_mut().find(|(s, _)| *s == status) {
-                Some((_, n)) => *n += 1,
-                None => r.push((status, 1)),
-            }
-        }
-        if let Ok(mut l) = self.latency.lock() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                if secs <= *b {
-                    l.0[i] += 1;
-                }
-            }
-            l.1 += 1;
-            l.2 += secs;
-        }
+        self.requests.get_or_create(&StatusLabel { status }).inc();
+        self.latency.observe(secs);
     }
 
-    /// The text exposition; `runs` are the counts by state from the store.
-    pub fn render(&self, runs: &[(RunState, u64)]) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "# HELP flowd_runs Stored runs by state.\n# TYPE flowd_runs gauge"
-        );
+    /// The text exposition; `runs` are the counts by state from the store,
+    /// the drive counts the run service's.
+    pub fn render(&self, runs: &[(RunState, u64)], service: &RunService) -> String {
+        let stats = service.stats();
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        let drives = Drives {
+            facts: get(&stats.facts),
+            ended: [
+                ("completed", get(&stats.completed)),
+                ("faulted", get(&stats.faulted)),
+                ("paused", get(&stats.paused)),
+            ],
+            active: service.active_drives() as u64,
+        };
+        self.encode(runs, &drives)
+    }
+
+    /// One registry per scrape: the server's own metrics are shared handles
+    /// (registering a clone is cheap), the others are read now.
+    fn encode(&self, runs: &[(RunState, u64)], drives: &Drives) -> String {
+        let mut r = Registry::default();
+        let by_state: Family<StateLabel, Gauge> = Family::default();
         for (st, n) in runs {
-            let _ = writeln!(s, "flowd_runs{{state=\"{}\"}} {n}", st.as_str());
+            let state = st.as_str();
+            by_state
+                .get_or_create(&StateLabel { state })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
-        let counters = [
-            (
-                "flowd_runs_started_total",
-                "Runs started over HTTP.",
-                self.runs_started.get(),
-            ),
-            (
-                "flowd_resumes_total",
-                "Replies admitted over HTTP.",
-                self.resumes.get(),
-            ),
-            (
-                "flowd_facts_appended_total",
-                "Facts appended by the server's drives.",
-                self.facts.get(),
-            ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        let ended: Family<OutcomeLabel, Counter> = Family::default();
+        for (outcome, n) in drives.ended {
+            ended.get_or_create(&OutcomeLabel { outcome }).inc_by(n);
         }
-        let _ = writeln!(
-            s,
-            "# HELP flowd_drives_ended_total Drives that ended or paused, by outcome.\n# TYPE flowd_drives_ended_total counter"
+        add(&mut r, "flowd_runs", "Stored runs by state", by_state);
+        add(
+            &mut r,
+            "flowd_runs_started",
+            "Runs started over HTTP",
+            self.runs_started.clone(),
         );
-        for (o, v) in [
-            ("completed", self.completed.get()),
-            ("faulted", self.faulted.get()),
-            ("paused", self.paused.get()),
-        ] {
-            let _ = writeln!(s, "flowd_drives_ended_total{{outcome=\"{o}\"}} {v}");
-        }
-        let gauges = [
-            (
-                "flowd_drives_active",
-                "Driver tasks alive.",
-                self.drives.get(),
-            ),
-            (
-                "flowd_sse_subscribers",
-                "Open SSE streams.",
-                self.sse_subscribers.get(),
-            ),
-        ];
-        for (name, help, v) in gauges {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        }
-        let _ = writeln!(
-            s,
-            "# HELP flowd_http_requests_total HTTP responses by status.\n# TYPE flowd_http_requests_total counter"
+        add(
+            &mut r,
+            "flowd_resumes",
+            "Replies admitted over HTTP",
+            self.resumes.clone(),
         );
-        if let Ok(r) = self.requests.lock() {
-            let mut r = r.clone();
-            r.sort();
-            for (st, n) in r {
-                let _ = writeln!(s, "flowd_http_requests_total{{status=\"{st}\"}} {n}");
-            }
-        }
-        let _ = writeln!(
-            s,
-            "# HELP flowd_http_request_duration_seconds Time to response headers.\n# TYPE flowd_http_request_duration_seconds histogram"
+        add(
+            &mut r,
+            "flowd_facts_appended",
+            "Facts appended by the server's drives",
+            counter(drives.facts),
         );
-        if let Ok(l) = self.latency.lock() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "flowd_http_request_duration_seconds_bucket{{le=\"{b}\"}} {}",
-                    l.0[i]
-                );
-            }
-            let _ = writeln!(
-                s,
-                "flowd_http_request_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-                l.1
-            );
-            let _ = writeln!(s, "flowd_http_request_duration_seconds_sum {}", l.2);
-            let _ = writeln!(s, "flowd_http_request_duration_seconds_count {}", l.1);
-        }
+        add(
+            &mut r,
+            "flowd_drives_ended",
+            "Drives that ended or paused, by outcome",
+            ended,
+        );
+        add(
+            &mut r,
+            "flowd_drives_active",
+            "Driver tasks alive",
+            gauge(drives.active),
+        );
+        add(
+            &mut r,
+            "flowd_sse_subscribers",
+            "Open SSE streams",
+            self.sse_subscribers.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_http_requests",
+            "HTTP responses by status",
+            self.requests.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_http_request_duration_seconds",
+            "Time to response headers",
+            self.latency.clone(),
+        );
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_text::encode(&mut s, &r);
         s
     }
 }
@@ -221,4 +219,54 @@ pub fn run_counts(state: &AppState) -> Vec<(RunState, u64)> {
         out.push((st, n));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every metric keeps its name, and the exposition is the 0.0.4 text
+    /// format `/metrics` declares.
+    #[test]
+    fn render_names_every_metric() {
+        let m = Metrics::default();
+        m.runs_started.inc();
+        m.request(200, 0.02);
+        let drives = Drives {
+            facts: 3,
+            ended: [("completed", 1), ("faulted", 0), ("paused", 0)],
+            active: 1,
+        };
+        let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
+        for line in [
+            "# TYPE flowd_runs gauge",
+            "flowd_runs{state=\"completed\"} 2",
+            "flowd_runs{state=\"paused\"} 0",
+            "# HELP flowd_runs_started_total Runs started over HTTP.",
+            "# TYPE flowd_runs_started_total counter",
+            "flowd_runs_started_total 1",
+            "flowd_resumes_total 0",
+            "flowd_facts_appended_total 3",
+            "flowd_drives_ended_total{outcome=\"completed\"} 1",
+            "flowd_drives_ended_total{outcome=\"faulted\"} 0",
+            "flowd_drives_ended_total{outcome=\"paused\"} 0",
+            "flowd_drives_active 1",
+            "flowd_sse_subscribers 0",
+            "flowd_http_requests_total{status=\"200\"} 1",
+            "# TYPE flowd_http_request_duration_seconds histogram",
+            "flowd_http_request_duration_seconds_bucket{le=\"0.01\"} 0",
+            "flowd_http_request_duration_seconds_bucket{le=\"0.025\"} 1",
+            "flowd_http_request_duration_seconds_bucket{le=\"+Inf\"} 1",
+            "flowd_http_request_duration_seconds_count 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line:?} missing from\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("# EOF"),
+            "OpenMetrics, not 0.0.4 text:\n{text}"
+        );
+    }
 }

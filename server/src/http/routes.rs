@@ -4,6 +4,7 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
+use crate::service::Accepted;
 use crate::source::Sources;
 use axum::Router;
 use axum::extract::State;
@@ -11,7 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use flow_engine::replay::Verdict;
-use flow_store::{Discover, DiscoveryQuery, FactKind, HistoryQuery, ReadHistory, RunId, RunInfo};
+use flow_store::{DiscoveryQuery, FactKind, HistoryQuery, RunId, RunInfo};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,7 +176,7 @@ fn module_name_ok(m: &str) -> bool {
 
 /// The program's sources from a request: no directory (a submitted flow has
 /// no filesystem bindings), the root named `name`.
-fn sources(
+pub(crate) fn sources(
     flow: &Json,
     modules: &Option<BTreeMap<String, Json>>,
     name: &Option<String>,
@@ -221,7 +222,8 @@ pub async fn get_health(State(state): State<AppState>) -> Response {
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
     let text = blocking(&state, |s| {
-        Ok(s.metrics().render(&super::metrics::run_counts(s)))
+        Ok(s.metrics()
+            .render(&super::metrics::run_counts(s), s.service()))
     })
     .await?;
     Ok((
@@ -246,23 +248,13 @@ pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
     ))
 }
 
-/// Waits up to `wait` seconds for a drive's outcome.
-async fn await_outcome(
-    rx: &mut tokio::sync::watch::Receiver<super::Outcome>,
-    wait: Option<u64>,
-) -> Option<ApiResult<Json>> {
+/// Waits up to `wait` seconds for a drive's outcome (`None`: still going).
+async fn await_outcome(accepted: &mut Accepted, wait: Option<u64>) -> Option<ApiResult<Json>> {
     let secs = wait.unwrap_or(0).min(MAX_WAIT);
-    if let Some(o) = rx.borrow().clone() {
-        return Some(o);
-    }
-    if secs == 0 {
-        return None;
-    }
-    let fut = rx.wait_for(|o| o.is_some());
-    match tokio::time::timeout(Duration::from_secs(secs), fut).await {
-        Ok(Ok(o)) => o.clone(),
-        _ => None,
-    }
+    accepted
+        .within(Duration::from_secs(secs))
+        .await
+        .map(|r| r.map(|res| res.to_json()).map_err(ApiError::from))
 }
 
 #[utoipa::path(post, path = "/v1/runs", operation_id = "start_run", request_body = StartRequest,
@@ -277,28 +269,17 @@ pub async fn start_run(
 ) -> ApiResult<Response> {
     state.accepting()?;
     let sources = sources(&req.flow, &req.modules, &req.name)?;
-    let program = sources.program()?;
-    let host = state.bind(&program).await?;
     let input = flow_abi::json::canonical(&req.input);
-    let started = match state.driver().create_run(&sources, program, &input) {
-        Ok(s) => s,
-        Err(e) => {
-            host.shutdown().await;
-            return Err(e.into());
-        }
-    };
-    let run = started.run.clone();
+    // Returns once Start is durable: the 201 acknowledges it.
+    let mut accepted = state.service().start(sources, &input).await?;
+    let run = accepted.run.clone();
     state.metrics().runs_started.inc();
-    state.claim(&run);
-    state.publish(run.as_str(), "running", json!({"started": true}));
-    let driver = state.driver().clone();
-    let mut rx = state.drive_in_task(run.clone(), host, move |host| {
-        Box::pin(async move { driver.drive_started(started, &host).await })
-    });
-    let body = match await_outcome(&mut rx, req.wait).await {
+    let body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(j)) => j,
         Some(Err(e)) => {
-            let mut j = json!({"run": run.as_str(), "state": run_state(&state, &run)});
+            let r = run.clone();
+            let st = blocking(&state, move |s| Ok(run_state(s, &r))).await?;
+            let mut j = json!({"run": run.as_str(), "state": st});
             j["error"] = e.body();
             j
         }
@@ -363,27 +344,6 @@ pub(super) fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>,
     Ok((open, end))
 }
 
-/// The ids of `run`'s open calls.
-pub(super) fn open_call_ids(state: &AppState, run: &RunId) -> ApiResult<BTreeSet<String>> {
-    let h = state.store().read_history(run)?;
-    let mut open = BTreeSet::new();
-    for f in &h.facts {
-        let Some(c) = f.fact.get("call").and_then(Json::as_str) else {
-            continue;
-        };
-        match f.kind {
-            FactKind::Call => {
-                open.insert(c.to_string());
-            }
-            FactKind::Reply | FactKind::Close => {
-                open.remove(c);
-            }
-            _ => {}
-        }
-    }
-    Ok(open)
-}
-
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
@@ -435,7 +395,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<Json> {
     let mut v = json!({
         "run": run.as_str(),
         "state": info.state.as_str(),
-        "driving": state.is_active(run.as_str()),
+        "driving": state.service().is_active(run),
         "entry": info.entry,
         "program": info.program,
         "ending": info.ending,
@@ -539,53 +499,11 @@ pub async fn resume_run(
             ));
         }
     };
-    let info = {
-        let r = run.clone();
-        blocking(&state, move |s| Ok(s.store().run_info(&r)?)).await?
-    };
-    if info.ending.is_some() {
-        return Err(ApiError::conflict(match &req.call {
-            Some(c) => format!("{run} has ended; call {c} is not open"),
-            None => format!("{run} has ended; nothing to continue"),
-        }));
-    }
-    if !state.claim(&run) {
-        return Err(ApiError::conflict(format!(
-            "{run} is being driven by the server now; resume a call once the run pauses"
-        )));
-    }
-    let prepared = {
-        let r = run.clone();
-        blocking(&state, move |s| Ok(s.driver().program_of(&r)?)).await
-    };
-    let (_, program, facts) = match prepared {
-        Ok(x) => x,
-        Err(e) => {
-            state.release(run.as_str());
-            return Err(e);
-        }
-    };
-    let host = match state.bind(&program).await {
-        Ok(h) => h,
-        Err(e) => {
-            state.release(run.as_str());
-            return Err(e);
-        }
-    };
-    let driver = state.driver().clone();
-    let r = run.clone();
-    let mut rx = state
-        .drive_checked(Some(run.clone()), host, move |host| {
-            Box::pin(async move { driver.resume(&r, program, facts, reply, &host).await })
-        })
-        .await?;
+    // Every refusal comes back here, before anything is recorded; the
+    // answer goes out once the Reply and its step are durable.
+    let mut accepted = state.service().resume(&run, reply).await?;
     state.metrics().resumes.inc();
-    // Only while it goes on: a drive that ended in its first step has
-    // published its outcome already.
-    if rx.borrow().is_none() {
-        state.publish(run.as_str(), "running", json!({"resumed": req.call}));
-    }
-    let body = match await_outcome(&mut rx, req.wait).await {
+    let body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(j)) => j,
         Some(Err(e)) => return Err(e),
         None => json!({"run": run.as_str(), "state": "running"}),
@@ -604,35 +522,7 @@ pub async fn halt_run(
     PathArgs(run): PathArgs<String>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
-    let info = {
-        let r = run.clone();
-        blocking(&state, move |s| Ok(s.store().run_info(&r)?)).await?
-    };
-    if info.ending.is_some() {
-        return Err(ApiError::conflict(format!(
-            "{run} has ended; there is nothing to halt"
-        )));
-    }
-    // Stop the drive first, so no fact follows the halt's head.
-    if !state.stop_drive(&run).await {
-        return Err(ApiError::unavailable(format!(
-            "{run}'s drive did not stop in time; try again"
-        )));
-    }
-    let r = run.clone();
-    let row = blocking(&state, move |s| {
-        Ok(flow_store::HostRecords::record_host(
-            &**s.store(),
-            &r,
-            flow_store::HostRecord {
-                kind: flow_store::HostRecordKind::Halt,
-                at_ms: None,
-                details: json!({"by": "http"}),
-            },
-        )?)
-    })
-    .await?;
-    state.publish(run.as_str(), "halted", json!({}));
+    let row = state.service().halt(&run, json!({"by": "http"})).await?;
     Ok(json_response(
         StatusCode::OK,
         json!({"run": run.as_str(), "state": "halted", "head": row.head, "atMs": row.at_ms}),
@@ -649,16 +539,13 @@ pub async fn replay_run(
     PathArgs(run): PathArgs<String>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
-    let v = blocking(&state, move |s| {
-        let verdict = s.driver().replay(&run)?;
-        Ok(match verdict {
-            Verdict::Diverged { fact, reason } => {
-                json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
-            }
-            v => json!({"run": run.as_str(), "verdict": v.to_string()}),
-        })
-    })
-    .await?;
+    let verdict = state.service().replay(&run).await?;
+    let v = match verdict {
+        Verdict::Diverged { fact, reason } => {
+            json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
+        }
+        v => json!({"run": run.as_str(), "verdict": v.to_string()}),
+    };
     Ok(json_response(StatusCode::OK, v))
 }
 
@@ -676,69 +563,23 @@ pub async fn fork_run(
 ) -> ApiResult<Response> {
     state.accepting()?;
     let parent = run_id(&parent)?;
-    let program = {
-        let p = parent.clone();
-        blocking(&state, move |s| Ok(s.driver().program_of(&p)?.1)).await?
-    };
     let sets: Vec<(String, String)> = req
         .set
         .iter()
         .flatten()
         .map(|(k, v)| (k.clone(), flow_abi::json::canonical(v)))
         .collect();
-    let host = state.bind(&program).await?;
-    // The fork's run id is made inside the driver; runs created from here
-    // on with this parent and checkpoint are looked up when the drive
-    // does not finish in its first step.
-    let since = since_id();
-    let driver = state.driver().clone();
-    let p = parent.clone();
-    let cp = req.checkpoint;
-    let mut rx = state
-        .drive_checked(None, host, move |host| {
-            Box::pin(async move { driver.fork(&p, cp, &sets, &host).await })
-        })
-        .await?;
-    let body = match await_outcome(&mut rx, req.wait).await {
+    // Returns once the fork's Start is durable; a missing checkpoint or a
+    // `set` that does not decode is refused first.
+    let mut accepted = state.service().fork(&parent, req.checkpoint, &sets).await?;
+    let run = accepted.run.clone();
+    let mut body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(j)) => j,
         Some(Err(e)) => return Err(e),
-        None => {
-            let s2 = state.clone();
-            let p = parent.clone();
-            let child = blocking(&state, move |_| Ok(find_fork(&s2, &p, cp, &since))).await?;
-            match child {
-                Some(c) => json!({"run": c, "state": "running"}),
-                None => json!({"run": Json::Null, "state": "running"}),
-            }
-        }
+        None => json!({"run": run.as_str(), "state": "running"}),
     };
-    let mut body = body;
     body["parent"] = json!({"run": parent.as_str(), "checkpoint": req.checkpoint});
     Ok(json_response(StatusCode::CREATED, body))
-}
-
-fn since_id() -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    RunId::from_parts(millis.saturating_sub(1), [0; 10]).to_string()
-}
-
-fn find_fork(state: &AppState, parent: &RunId, checkpoint: u64, since: &str) -> Option<String> {
-    let q = DiscoveryQuery {
-        limit: Some(DiscoveryQuery::MAX_LIMIT),
-        after: Some(since.to_string()),
-        state: None,
-    };
-    let page = state.store().discover(&q).ok()?;
-    page.runs.iter().find_map(|row| {
-        let id = RunId::parse(&row.run).ok()?;
-        let info = state.store().run_info(&id).ok()?;
-        match &info.parent {
-            Some((p, c)) if p == parent.as_str() && *c == checkpoint => Some(row.run.clone()),
-            _ => None,
-        }
-    })
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source",

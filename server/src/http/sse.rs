@@ -5,36 +5,36 @@
 //! hash chain covers: values over 1 KiB are `{"$blob":…}` references, to be
 //! fetched from `/v1/blobs/{hash}`).
 //!
-//! The feed is the store's live tail ([`flow_store::Subscribe`]): it reads
-//! the store after the last number it yielded and waits on the writer's
-//! per-run head, so the backlog and the live part are one code path, facts
-//! come strictly by number (no gap, no duplicate), and a slow subscriber
-//! costs no memory — it is never skipped ahead; it simply reads on from the
-//! store when it is ready, or reconnects with `Last-Event-ID`. The tail is
-//! blocking (a `Condvar`), so each step runs on `spawn_blocking` with a
-//! short timeout; the stream ends after End and on shutdown.
+//! A subscriber reads the store after the last number it yielded, and
+//! waits on the run's head in the [`super::hub`] (one async follower per
+//! followed run, whose ring of rendered frames live subscribers share), so
+//! the backlog and the live part are one code path, facts come strictly by
+//! number (no gap, no duplicate), and a slow subscriber costs no memory and
+//! never slows the writer — it is never skipped ahead; it reads on from the
+//! store when it is ready, or reconnects with `Last-Event-ID`. The stream
+//! ends after End and on shutdown.
 //!
 //! With `?states=true` the feed also carries the run's state changes
 //! (`event: state`, no `id`), from [`super::feed`].
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
+use super::hub::{Frame, READ_BATCH, Ring};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
-use flow_store::{FactKind, ReadHistory, RunId, StoredFact, Subscribe, TailEvent};
+use flow_store::{FactKind, RunId};
 use futures_util::StreamExt;
 use serde::Deserialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use utoipa::IntoParams;
 
 /// How long one blocking tail step waits before checking for shutdown.
-const STEP: Duration = Duration::from_millis(500);
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -262,131 +262,4 @@ impl Subscriber {
             }
         }
     }
-}
-
-/// Catch-up read size.
-const READ_BATCH: u32 = 256;
-
-/// Per-run watches of the durable head (ECOSYSTEM §1 "Fan-out"): one
-/// blocking watcher per watched run follows the store's tail and publishes
-/// the latest fact number; any number of subscribers share it and read the
-/// facts themselves. A watcher ends when its run ends, when no subscriber
-/// is left, or on shutdown.
-#[derive(Default)]
-pub struct Hub {
-    runs: Mutex<HashMap<String, (watch::Sender<u64>, Ring)>>,
-}
-
-/// One fact as the feed sends it: its canonical text made once, shared.
-pub struct Frame {
-    n: u64,
-    kind: FactKind,
-    /// `id: n`, `event: kind`, `data: <canonical fact>` and the blank line.
-    wire: Bytes,
-}
-
-impl Frame {
-    fn of(f: &StoredFact) -> Arc<Frame> {
-        let data = flow_abi::json::canonical(&f.fact);
-        let mut w = format!("id: {}\nevent: {}\n", f.n, f.kind.as_str());
-        // Canonical JSON escapes control characters, so this is one line;
-        // split anyway, as SSE requires.
-        for line in data.split('\n') {
-            w.push_str("data: ");
-            w.push_str(line.trim_end_matches('\r'));
-            w.push('\n');
-        }
-        w.push('\n');
-        Arc::new(Frame {
-            n: f.n,
-            kind: f.kind,
-            wire: Bytes::from(w),
-        })
-    }
-}
-
-/// The watcher's most recent frames (at most [`RING`]), in number order.
-type Ring = Arc<Mutex<VecDeque<Arc<Frame>>>>;
-const RING: usize = 4096;
-
-impl Hub {
-    pub fn watch(&self, state: &AppState, run: &RunId, head: u64) -> (watch::Receiver<u64>, Ring) {
-        let Ok(mut runs) = self.runs.lock() else {
-            // A poisoned map: a closed channel makes the subscriber read.
-            return (watch::channel(head).1, Ring::default());
-        };
-        if let Some((tx, ring)) = runs.get(run.as_str()) {
-            return (tx.subscribe(), ring.clone());
-        }
-        let (tx, rx) = watch::channel(head);
-        let ring = Ring::default();
-        runs.insert(run.to_string(), (tx.clone(), ring.clone()));
-        drop(runs);
-        let (s, r, g) = (state.clone(), run.clone(), ring.clone());
-        tokio::task::spawn_blocking(move || watcher(&s, &r, head, tx, g));
-        (rx, ring)
-    }
-}
-
-fn watcher(state: &AppState, run: &RunId, head: u64, tx: watch::Sender<u64>, ring: Ring) {
-    let remove = |tx: &watch::Sender<u64>| {
-        if let Ok(mut runs) = state.hub().runs.lock()
-            && runs.get(run.as_str()).is_some_and(|t| t.0.same_channel(tx))
-        {
-            runs.remove(run.as_str());
-        }
-    };
-    let mut tail = match state.store().subscribe(run, head) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::warn!(run.id = %run, error = %e, "SSE watcher could not start");
-            remove(&tx);
-            return;
-        }
-    };
-    loop {
-        match tail.next_event(STEP) {
-            Ok(TailEvent::Fact(f)) => {
-                // The frame goes into the ring before the head moves, so a
-                // woken subscriber finds it there.
-                if let Ok(mut r) = ring.lock() {
-                    if r.back().is_some_and(|b| b.n + 1 != f.n) {
-                        r.clear();
-                    }
-                    r.push_back(Frame::of(&f));
-                    while r.len() > RING {
-                        r.pop_front();
-                    }
-                }
-                tx.send_replace(f.n);
-                if f.kind == FactKind::End {
-                    break;
-                }
-            }
-            Ok(TailEvent::Idle) => {
-                if state.shutdown().is_cancelled() {
-                    break;
-                }
-                // Leave only when nobody watches, deciding under the map's
-                // lock so a new subscriber never gets a dying channel.
-                if let Ok(mut runs) = state.hub().runs.lock()
-                    && tx.receiver_count() == 0
-                {
-                    if runs
-                        .get(run.as_str())
-                        .is_some_and(|t| t.0.same_channel(&tx))
-                    {
-                        runs.remove(run.as_str());
-                    }
-                    return;
-                }
-            }
-            Ok(TailEvent::Ended) => break,
-            Err(e) => {
-                tracing::warn!(run.id = %run, error = %e, "SSE watcher failed");
-                break;
-            }
-        }
-    }
-    remove(&tx);
 }

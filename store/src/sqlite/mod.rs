@@ -13,15 +13,15 @@
 //!   the writer commits); each read is one short read transaction, so it sees
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
-mod listing;
 mod read;
 mod writer;
 
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::id::RunId;
+use crate::migrate;
 use crate::tail::Heads;
+use flow_abi::fact::RunId;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -32,26 +32,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most commands committed in one transaction.
 pub const MAX_BATCH: usize = 256;
-
-/// The migrations, numbered, applied in order inside one transaction each
-/// (STYLE rule 11).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "init",
-        include_str!("../../../migrations/sqlite/0001_init.sql"),
-    ),
-    (
-        2,
-        "memory",
-        include_str!("../../../migrations/sqlite/0002_memory.sql"),
-    ),
-    (
-        3,
-        "runs_by_updated",
-        include_str!("../../../migrations/sqlite/0003_runs_by_updated.sql"),
-    ),
-];
 
 /// Page size for a new database. 16 KiB rather than SQLite's 4 KiB: blobs
 /// just over 2 KiB (a typical LLM answer) would otherwise take a whole 4 KiB
@@ -145,32 +125,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?
     };
-    for (version, checksum) in &applied {
-        match MIGRATIONS.iter().find(|(v, _, _)| v == version) {
-            None => {
-                return Err(Error::Schema(format!(
-                    "database has schema version {version}, newer than this build"
-                )));
-            }
-            Some((_, name, sql))
-                if crate::hash::hash_text(&crate::hash::blob_hash(sql.as_bytes())) != *checksum =>
-            {
-                return Err(Error::Schema(format!(
-                    "applied migration {version} ({name}) differs from this build's"
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    for (version, name, sql) in MIGRATIONS {
-        if applied.iter().any(|(v, _)| v == version) {
-            continue;
-        }
+    for (version, name, sql) in migrate::pending(migrate::SQLITE, &applied)? {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![version, name, crate::hash::hash_text(&crate::hash::blob_hash(sql.as_bytes())), now_ms()],
+            rusqlite::params![version, name, migrate::checksum(sql), now_ms()],
         )?;
         tx.commit()?;
     }
@@ -179,7 +139,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 
 /// The schema version this build writes.
 pub fn schema_version() -> i64 {
-    MIGRATIONS.iter().map(|(v, _, _)| *v).max().unwrap_or(0)
+    migrate::latest(migrate::SQLITE)
 }
 
 pub(crate) struct Inner {
@@ -363,7 +323,7 @@ impl HostRecords for SqliteStore {
     }
 
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
-        self.with_reader(|c| read::host_records(c, run))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::host_records(db, run)))
     }
 }
 
@@ -379,27 +339,27 @@ impl ImportRuns for SqliteStore {
 
 impl ReadHistory for SqliteStore {
     fn run_info(&self, run: &RunId) -> Result<RunInfo> {
-        self.with_reader(|c| read::run_info(c, run))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::run_info(db, run)))
     }
 
     fn read_history(&self, run: &RunId) -> Result<History> {
-        self.with_reader(|c| read::read_history(c, run))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::read_history(db, run)))
     }
 
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
-        self.with_reader(|c| read::read_after(c, run, after, limit))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::read_after(db, run, after, limit)))
     }
 
     fn blob(&self, hash: &str) -> Result<Vec<u8>> {
-        self.with_reader(|c| read::blob(c, hash))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::blob(db, hash)))
     }
 
     fn expand(&self, stored: &Value) -> Result<Value> {
-        self.with_reader(|c| read::expand(c, stored))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::expand(db, stored)))
     }
 
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
-        self.with_reader(|c| read::checkpoint_state(c, run, n))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::checkpoint_state(db, run, n)))
     }
 
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
@@ -413,18 +373,20 @@ impl ReadHistory for SqliteStore {
 impl Discover for SqliteStore {
     fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
         let q = query.check()?;
-        self.with_reader(|c| listing::discover(c, &q))
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::discover(db, &q)))
     }
 }
 
 impl ListRuns for SqliteStore {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
         let q = query.check()?;
-        self.with_reader(|c| listing::list_runs(c, &q))
+        self.with_reader(|c| read::snapshot(c, |db| crate::listing::list_runs(db, &q)))
     }
 
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
-        self.with_reader(|c| listing::changed_since(c, since_ms, limit))
+        self.with_reader(|c| {
+            read::snapshot(c, |db| crate::listing::changed_since(db, since_ms, limit))
+        })
     }
 }
 

@@ -6,13 +6,17 @@
 use super::MAX_BATCH;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::{CkptCache, store_checkpoint};
+use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, Form, check, store_fact};
-use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
-use crate::id::RunId;
+use crate::fact::FactKind;
+use crate::hash::{hash_text, parse_hash};
+use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
+use crate::prepare::{
+    StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+};
 use crate::tail::Heads;
+use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -87,19 +91,10 @@ type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64);
 /// Most run heads the writer remembers between batches.
 const HEADS_BUDGET: usize = 100_000;
 
-/// The writer's view of a run's row in the index. The writer is the only
-/// writer, so once loaded it is authoritative; a batch changes copies and
-/// writes each changed run's row once, just before COMMIT (so N appends to a
-/// run in one batch cost one UPDATE).
-#[derive(Clone, Debug)]
-struct Head {
-    key: i64,
-    last_n: u64,
-    last_hash: [u8; 32],
-    ending: Option<Ending>,
-    state: RunState,
-    updated_ms: i64,
-}
+// The writer is the only writer, so a run's head, once loaded, is
+// authoritative; a batch changes copies and writes each changed run's row
+// once, just before COMMIT (so N appends to a run in one batch cost one
+// UPDATE).
 
 /// What the commands of the current batch changed, not yet committed.
 #[derive(Default)]
@@ -113,59 +108,6 @@ struct Batch {
 struct Effects {
     ckpt: CacheUpdate,
     head: Option<(String, Head)>,
-}
-
-/// What the runs index keeps from a Start fact.
-struct StartMeta {
-    run: String,
-    entry_module: String,
-    entry_function: String,
-    program: String,
-    parent: Option<(String, u64)>,
-    outer: Option<(String, String)>,
-}
-
-fn start_meta(start: &Value) -> Result<StartMeta> {
-    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let bad = || Error::InvalidFact("Start lacks run, entry or program".into());
-    Ok(StartMeta {
-        run: s(start.get("run")).ok_or_else(bad)?,
-        entry_module: s(start.pointer("/entry/module")).ok_or_else(bad)?,
-        entry_function: s(start.pointer("/entry/function")).ok_or_else(bad)?,
-        program: s(start.get("program")).ok_or_else(bad)?,
-        parent: match (
-            s(start.pointer("/parent/run")),
-            start.pointer("/parent/checkpoint").and_then(Value::as_u64),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
-        outer: match (
-            s(start.pointer("/outer/run")),
-            s(start.pointer("/outer/call")),
-        ) {
-            (Some(r), Some(c)) => Some((r, c)),
-            _ => None,
-        },
-    })
-}
-
-fn ending_of(end: &Value) -> Option<Ending> {
-    let e = end.get("ending")?.as_object()?;
-    if e.contains_key("Completed") {
-        Some(Ending::Completed)
-    } else if e.contains_key("Faulted") {
-        Some(Ending::Faulted)
-    } else {
-        None
-    }
-}
-
-fn ending_text(e: Ending) -> &'static str {
-    match e {
-        Ending::Completed => "completed",
-        Ending::Faulted => "faulted",
-    }
 }
 
 impl Writer {
@@ -371,26 +313,15 @@ impl Writer {
             .optional()?;
         let (key, last_n, last_hash, ending, state, updated_ms) =
             row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
-        let bad = |what: &str| {
-            Error::corrupt(
-                run.as_str(),
-                last_n as u64,
-                format!("the runs index holds a malformed {what}"),
-            )
-        };
-        Ok(Head {
+        Head::from_columns(
+            run,
             key,
-            last_n: last_n as u64,
-            last_hash: from_column(&last_hash).ok_or_else(|| bad("hash"))?,
-            ending: match ending.as_deref() {
-                None => None,
-                Some("completed") => Some(Ending::Completed),
-                Some("faulted") => Some(Ending::Faulted),
-                Some(_) => return Err(bad("ending")),
-            },
-            state: RunState::parse(&state).ok_or_else(|| bad("state"))?,
+            last_n,
+            &last_hash,
+            ending.as_deref(),
+            &state,
             updated_ms,
-        })
+        )
     }
 
     /// Runs one command; `None` effects means it failed and is rolled back.
@@ -402,7 +333,7 @@ impl Writer {
                 at_ms,
                 reply,
             } => {
-                let r = self.create(&start, &sources, at_ms, batch);
+                let r = self.create(start, &sources, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
                 (
@@ -548,54 +479,13 @@ impl Writer {
 
     fn create(
         &mut self,
-        start: &Value,
+        start: Value,
         sources: &[SourceText],
         at_ms: i64,
         batch: &Batch,
     ) -> Result<Appended> {
-        let (kind, n) = check(start, Form::Logical)?;
-        if kind != FactKind::Start || n != 1 {
-            return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
-        }
-        let meta = start_meta(start)?;
-        let run =
-            RunId::parse(&meta.run).map_err(|e| Error::InvalidFact(format!("Start.run: {e}")))?;
-        // DESIGN §3: "sources are always blobs". Start lists each by hash;
-        // the text must be handed over and match.
-        let listed = start
-            .get("sources")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let mut blobs = Vec::new();
-        for s in &listed {
-            let module = s.get("module").and_then(Value::as_str).unwrap_or_default();
-            let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
-            let length = s.get("length").and_then(Value::as_u64);
-            let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
-                Error::InvalidFact(format!("no source text was given for module {module:?}"))
-            })?;
-            let h = blob_hash(text.text.as_bytes());
-            if hash != Some(h) || length != Some(text.text.chars().count() as u64) {
-                return Err(Error::InvalidFact(format!(
-                    "source {module:?} does not match its hash or length in Start"
-                )));
-            }
-            blobs.push(NewBlob {
-                hash: h,
-                body: text.text.as_bytes().to_vec(),
-            });
-        }
-        if let Some(extra) = sources.iter().find(|t| {
-            !listed
-                .iter()
-                .any(|s| s.get("module").and_then(Value::as_str) == Some(t.module.as_str()))
-        }) {
-            return Err(Error::InvalidFact(format!(
-                "source {:?} is not listed in Start",
-                extra.module
-            )));
-        }
+        let mut checked = check_start(start, sources)?;
+        let run = checked.run.clone();
         if batch.heads.contains_key(run.as_str()) || self.run_heads.contains_key(run.as_str()) {
             return Err(Error::RunExists(run.to_string()));
         }
@@ -607,16 +497,14 @@ impl Writer {
         if exists.is_some() {
             return Err(Error::RunExists(run.to_string()));
         }
-        let stored = store_fact(start, kind, &mut blobs)?;
-        self.insert_blobs(&blobs)?;
-        let body = canonical(&stored);
-        let h = chain_next(&chain_start(run.as_str()), &body);
-        let key = self.insert_run(&meta, RunState::Running, None, 1, &h, at_ms)?;
-        self.insert_fact(key, 1, kind, &h, &body)?;
+        let fact = checked.store()?;
+        self.insert_blobs(&checked.blobs)?;
+        let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
+        self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
         Ok(Appended {
             run,
             n: 1,
-            hash: hash_text(&h),
+            hash: hash_text(&fact.hash),
         })
     }
 
@@ -628,68 +516,23 @@ impl Writer {
         batch: &Batch,
     ) -> Result<(Appended, Effects)> {
         let head = self.head(run, batch)?;
-        let (kind, n) = check(&fact, Form::Logical)?;
-        if kind == FactKind::Start {
-            return Err(Error::InvalidFact("Start only begins a run".into()));
-        }
-        if head.ending.is_some() {
-            return Err(Error::Ended {
-                run: run.to_string(),
-                n,
-            });
-        }
-        if n != head.last_n + 1 {
-            return Err(Error::WrongNumber {
-                run: run.to_string(),
-                expected: head.last_n + 1,
-                got: n.to_string(),
-            });
-        }
         let key = head.key;
-        let mut blobs = Vec::new();
-        let end = if kind == FactKind::End {
-            ending_of(&fact)
-        } else {
-            None
+        let prev_ckpt = match batch.ckpt.get(&key) {
+            Some(v) => v.as_ref(),
+            None => self.cache.get(&key),
         };
-        let (stored, ckpt) = match kind {
-            FactKind::Checkpoint => {
-                let prev_ckpt = match batch.ckpt.get(&key) {
-                    Some(v) => v.as_ref(),
-                    None => self.cache.get(&key),
-                };
-                let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
-                (s, Some((key, Some(c))))
-            }
-            FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some((key, None))),
-            _ => (store_fact(&fact, kind, &mut blobs)?, None),
-        };
-        self.insert_blobs(&blobs)?;
-        let body = canonical(&stored);
-        let h = chain_next(&head.last_hash, &body);
-        self.insert_fact(key, n, kind, &h, &body)?;
-        let state = match end {
-            Some(Ending::Completed) => RunState::Completed,
-            Some(Ending::Faulted) => RunState::Faulted,
-            None => RunState::Running,
-        };
-        let new_head = Head {
-            key,
-            last_n: n,
-            last_hash: h,
-            ending: end,
-            state,
-            updated_ms: at_ms,
-        };
+        let p = prepare_append(run, &head, fact, at_ms, prev_ckpt)?;
+        self.insert_blobs(&p.blobs)?;
+        self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
         Ok((
             Appended {
                 run: run.clone(),
-                n,
-                hash: hash_text(&h),
+                n: p.fact.n,
+                hash: hash_text(&p.fact.hash),
             },
             Effects {
-                ckpt,
-                head: Some((run.to_string(), new_head)),
+                ckpt: p.ckpt.map(|c| (key, c)),
+                head: Some((run.to_string(), p.head)),
             },
         ))
     }
@@ -712,82 +555,35 @@ impl Writer {
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, record.kind.as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
-        let new_state = match record.kind {
-            HostRecordKind::Halt => Some(RunState::Halted),
-            HostRecordKind::Pause => Some(RunState::Paused),
-            _ => None,
+        let fx = Effects {
+            head: host_head(&head, record.kind, at_ms).map(|h| (run.to_string(), h)),
+            ..Effects::default()
         };
-        let mut fx = Effects::default();
-        if let Some(s) = new_state
-            && head.ending.is_none()
-        {
-            let mut h = head.clone();
-            h.state = s;
-            h.updated_ms = at_ms;
-            fx.head = Some((run.to_string(), h));
-        }
-        let row = HostRecordRow {
-            seq: seq as u64,
-            kind: record.kind,
-            at_ms,
-            head: FactRef {
-                n: head.last_n,
-                hash: hash_text(&head.last_hash),
-            },
-            details: record.details,
-        };
-        Ok((row, fx))
+        Ok((host_row(seq as u64, record, at_ms, &head), fx))
     }
 
     fn import(&mut self, a: &VerifiedArchive, at_ms: i64, batch: &Batch) -> Result<ImportOutcome> {
         if let Ok(h) = self.head(&a.run, batch) {
-            let (last_n, last_hash) = a.last();
-            return if h.last_n == last_n && h.last_hash == last_hash {
-                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
-            } else {
-                Err(Error::Conflict(a.run.to_string()))
-            };
+            return import_over(a, h.last_n, &h.last_hash);
         }
-        let (last_n, last_hash) = a.last();
         let existing: Option<(i64, Vec<u8>)> = self
             .conn
             .prepare_cached("SELECT last_n, last_hash FROM runs WHERE id = ?1")?
             .query_row([a.run.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         if let Some((n, h)) = existing {
-            return if n as u64 == last_n && h[..] == last_hash[..] {
-                Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
-            } else {
-                Err(Error::Conflict(a.run.to_string()))
-            };
+            return import_over(a, n as u64, &h);
         }
-        let first = a.facts.first().ok_or_else(|| Error::ArchiveRefused {
-            component: "history.jsonl".into(),
-            fact: None,
-            reason: "empty history".into(),
-        })?;
-        let meta = start_meta(&first.fact)?;
-        let ending = a
-            .facts
-            .last()
-            .filter(|f| f.kind == FactKind::End)
-            .and_then(|f| ending_of(&f.fact));
-        let decision = a
-            .host
-            .iter()
-            .rev()
-            .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
-            .filter(|r| r.head.n == last_n && r.head.hash == hash_text(&last_hash))
-            .map(|r| r.kind);
-        let state = match (ending, decision) {
-            (Some(Ending::Completed), _) => RunState::Completed,
-            (Some(Ending::Faulted), _) => RunState::Faulted,
-            (None, Some(HostRecordKind::Halt)) => RunState::Halted,
-            (None, Some(HostRecordKind::Pause)) => RunState::Paused,
-            _ => RunState::Running,
-        };
+        let plan = plan_import(a)?;
         self.insert_blobs(&a.blobs)?;
-        let key = self.insert_run(&meta, state, ending, last_n, &last_hash, at_ms)?;
+        let key = self.insert_run(
+            &plan.meta,
+            plan.state,
+            plan.ending,
+            plan.last_n,
+            &plan.last_hash,
+            at_ms,
+        )?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
@@ -799,7 +595,7 @@ impl Writer {
         }
         Ok(ImportOutcome::Imported {
             run: a.run.clone(),
-            facts: last_n,
+            facts: plan.last_n,
         })
     }
 }

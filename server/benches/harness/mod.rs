@@ -1,0 +1,399 @@
+//! The bench harness: what every row of a service bench needs, and nothing
+//! about any one row — the scale read from the environment, an fsync probe,
+//! the real `flow serve` as a child process, an HTTP client for it, SSE,
+//! percentiles and the markdown table.
+//!
+//! Rows live in the bench file (`service.rs`); new workloads (issue 16's
+//! W1/W2, replay, SSE fan-out) are further functions that take a [`Server`]
+//! and push rows to the [`Table`].
+
+pub mod flows;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::Value as Json;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A number from the environment, or `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.trim().replace('_', "").parse().ok())
+        .unwrap_or(default)
+}
+
+/// A comma-separated list of numbers from the environment, or `default`.
+pub fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(s) if !s.trim().is_empty() => s
+            .split(',')
+            .filter_map(|x| x.trim().replace('_', "").parse().ok())
+            .collect(),
+        _ => default.to_vec(),
+    }
+}
+
+/// `FLOW_BENCH_SCALE=small` asks for a quick run (seconds, not minutes).
+pub fn small() -> bool {
+    std::env::var("FLOW_BENCH_SCALE").is_ok_and(|s| s == "small")
+}
+
+/// Whether row group `name` is selected by `FLOW_BENCH_ROWS` (a
+/// comma-separated list; unset selects every group).
+pub fn selected(name: &str) -> bool {
+    match std::env::var("FLOW_BENCH_ROWS") {
+        Ok(s) if !s.trim().is_empty() => s.split(',').any(|x| x.trim() == name),
+        _ => true,
+    }
+}
+
+/// Median µs of 200 × (write 4 KiB, fsync) in `dir`: the floor a durable
+/// step waits for, reported beside every figure measured on the same disk.
+pub fn fsync_probe(dir: &Path) -> f64 {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).expect("probe file");
+    let block = vec![7u8; 4096];
+    let mut times = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        f.write_all(&block).expect("write");
+        f.sync_all().expect("fsync");
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let _ = std::fs::remove_file(&path);
+    Stats::of(&times).p50
+}
+
+/// An error and each of its causes (reqwest's own message leaves out
+/// whether it was a refusal, a reset or a timeout).
+pub fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
+}
+
+/// The 1-minute load average (other work on the machine moves every
+/// figure; the table notes it at the start and the end).
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Percentiles of a sample (nearest rank).
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    pub n: usize,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+impl Stats {
+    pub fn of(samples: &[f64]) -> Stats {
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let rank = |p: f64| {
+            if v.is_empty() {
+                return f64::NAN;
+            }
+            let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i]
+        };
+        Stats {
+            n: v.len(),
+            p50: rank(0.5),
+            p99: rank(0.99),
+        }
+    }
+
+    /// `p50 1.23 ms · p99 4.56 ms (n = 20)`, from samples in ms.
+    pub fn ms(&self) -> String {
+        format!(
+            "p50 {} · p99 {} ms (n = {})",
+            fmt_ms(self.p50),
+            fmt_ms(self.p99),
+            self.n
+        )
+    }
+}
+
+/// Milliseconds with about three significant digits.
+pub fn fmt_ms(ms: f64) -> String {
+    if ms >= 100.0 {
+        format!("{ms:.0}")
+    } else if ms >= 10.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.2}")
+    }
+}
+
+/// Milliseconds since `t`.
+pub fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The result table, printed in markdown so it can go into a note as is.
+#[derive(Default)]
+pub struct Table {
+    rows: Vec<[String; 3]>,
+    notes: Vec<String>,
+}
+
+impl Table {
+    pub fn row(&mut self, workload: impl Into<String>, figure: impl Into<String>, target: &str) {
+        let row = [workload.into(), figure.into(), target.to_string()];
+        eprintln!("  {} | {} | {}", row[0], row[1], row[2]);
+        self.rows.push(row);
+    }
+
+    /// A line printed under the table (setup figures, skipped samples).
+    pub fn note(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        eprintln!("  note: {text}");
+        self.notes.push(text);
+    }
+
+    pub fn print(&self) {
+        println!("| workload | flowd (this run) | target |");
+        println!("|---|---|---|");
+        for [w, f, t] in &self.rows {
+            println!("| {w} | {f} | {t} |");
+        }
+        if !self.notes.is_empty() {
+            println!();
+            for n in &self.notes {
+                println!("- {n}");
+            }
+        }
+    }
+}
+
+/// The directory of the release binaries: beside this bench's own
+/// executable (`target/release/deps/service-…` → `target/release`).
+pub fn release_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("target dir")
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .expect("repo root")
+}
+
+/// A running `flow serve`: the real release binary as a child process on
+/// 127.0.0.1:0, its own data directory, its log in `serve.log` there.
+/// Dropping it stops the server by its pid (SIGTERM, then SIGKILL).
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+impl Server {
+    /// Starts `flow --data DATA serve --listen 127.0.0.1:0 --tools …` and
+    /// waits for its `flowd listening on http://ADDR` line.
+    pub fn start(data: &Path, tools: &[PathBuf]) -> Server {
+        let flow = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
+        std::fs::create_dir_all(data).expect("data dir");
+        let log = std::fs::File::create(data.join("serve.log")).expect("serve.log");
+        let mut cmd = Command::new(&flow);
+        cmd.arg("--data")
+            .arg(data)
+            .args(["serve", "--listen", "127.0.0.1:0", "--no-recover"]);
+        for t in tools {
+            cmd.arg("--tools").arg(t);
+        }
+        let mut child = cmd
+            .env(
+                "FLOW_LOG",
+                std::env::var("FLOW_LOG").unwrap_or("warn".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", flow.display()));
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout);
+        let mut first = String::new();
+        let _ = lines.read_line(&mut first);
+        let Some(base) = first.trim().strip_prefix("flowd listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(data.join("serve.log")).unwrap_or_default();
+            panic!("flow serve did not start: {first:?}\n{log}");
+        };
+        let base = base.to_string();
+        eprintln!(
+            "flow serve (pid {}) at {base}, log {}",
+            child.id(),
+            data.join("serve.log").display()
+        );
+        // Nothing else is expected on stdout; drain it so a line can never
+        // block the server on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while lines.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        });
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("client");
+        Server {
+            child,
+            base,
+            client,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `POST path` with a JSON body: the status, the answer and the ms from
+    /// sending the request until the whole answer was read.
+    pub async fn post(&self, path: &str, body: &Json) -> (u16, Json, f64) {
+        self.try_post(path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Server::post`], with a failed request (no answer) as an error that
+    /// says why, down to its cause.
+    pub async fn try_post(&self, path: &str, body: &Json) -> Result<(u16, Json, f64), String> {
+        let text = body.to_string();
+        let t = Instant::now();
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(text)
+            .send()
+            .await
+            .map_err(|e| format!("POST {path}: {}", causes(&e)))?;
+        let status = r.status().as_u16();
+        let bytes = r
+            .bytes()
+            .await
+            .map_err(|e| format!("POST {path}: reading the answer: {}", causes(&e)))?;
+        let ms = ms_since(t);
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Json::Null),
+            ms,
+        ))
+    }
+
+    pub async fn get(&self, path: &str) -> Json {
+        self.try_get(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET path`: the answer of a 200, else an error that says why.
+    pub async fn try_get(&self, path: &str) -> Result<Json, String> {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .map_err(|e| format!("GET {path}: {}", causes(&e)))?;
+        let status = r.status().as_u16();
+        let v: Json = r.json().await.unwrap_or(Json::Null);
+        if status != 200 {
+            return Err(format!("GET {path}: {status} {v}"));
+        }
+        Ok(v)
+    }
+
+    /// Polls `GET /v1/runs/{run}` every `every` until the server no longer
+    /// drives the run and it is not `running`; returns the run view.
+    pub async fn settled(&self, run: &str, every: Duration) -> Json {
+        let deadline = Instant::now() + Duration::from_secs(1800);
+        loop {
+            let v = self.get(&format!("/v1/runs/{run}")).await;
+            if v["state"] != "running" && v["driving"] == false {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{run} did not settle: {v}");
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// Reads `GET /v1/runs/{run}/events` from the start until the first
+    /// event of kind `kind`; returns when it arrived.
+    pub async fn first_event(&self, run: &str, kind: &str) -> Instant {
+        let r = self
+            .client
+            .get(format!("{}/v1/runs/{run}/events", self.base))
+            .send()
+            .await
+            .expect("events");
+        assert_eq!(r.status(), 200, "events of {run}");
+        let mut s = r.bytes_stream().eventsource();
+        while let Some(e) = s.next().await {
+            let e = e.expect("event");
+            if e.event == kind {
+                return Instant::now();
+            }
+            assert!(e.event != "End", "{run} ended before a {kind}");
+        }
+        panic!("the events of {run} ended before a {kind}");
+    }
+
+    /// CPU ms the server process has used so far (user + system, from
+    /// `/proc/PID/stat`, its Tool processes not included); NaN where there
+    /// is no procfs. The difference over a row, per operation, says how
+    /// much of its wall time is the server's own work.
+    pub fn cpu_ms(&self) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())) else {
+            return f64::NAN;
+        };
+        // Fields after the parenthesised command name; utime and stime are
+        // the 14th and 15th fields, in clock ticks (USER_HZ, 100 on Linux).
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return f64::NAN;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
+        match (tick(11), tick(12)) {
+            (Some(u), Some(s)) => (u + s) * 10.0,
+            _ => f64::NAN,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM by pid lets the server stop its Tool processes; SIGKILL
+        // only if it has not exited within 10 s.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

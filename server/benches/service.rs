@@ -1,0 +1,485 @@
+//! The fixed costs of a run through the real `flow serve` (issue 10, item
+//! 5): what it costs to resume, fork or start one, and to store many, before
+//! any step of its own runs.
+//!
+//! Everything goes over HTTP to the release `flow serve` binary, a child
+//! process on 127.0.0.1:0 with its own temp `--data` (SQLite, WAL,
+//! synchronous=FULL) and `--tools flow.toml` binding two real Tool
+//! processes: the Python `benches/tools/inc.py` (`inc(i) -> {i: i + 1}`) and
+//! the Rust `calc` example (`add(a, b)`). Rows:
+//!
+//! 1. resume a run paused after N steps (N `inc` steps in a loop, then a
+//!    `hitl_breakpoint`): `POST /v1/runs/{run}/resume` until its 202 without
+//!    `wait`, and with `wait` until the run pauses at the breakpoint again
+//!    (the last reply ends the run). Each run is resumed several times; every
+//!    resume adds 4 facts to its ~3N.
+//! 2. fork at the Checkpoint of step N/2 of such a run: until the 201, and
+//!    from the request until the fork's first Reply (its first new step is
+//!    durable) arrives on its SSE feed; the fork is then halted.
+//! 3. a one-step run, `POST /v1/runs` with `wait`, Python and Rust Tool,
+//!    after warm-up runs.
+//! 4. storing many one-step runs (each `POST /v1/runs` with `wait`, until
+//!    completed): runs/s sequentially and with a number in flight.
+//!
+//! Printed: a markdown table with one figure per row and the fsync latency
+//! measured on the store's disk in the same run, and notes (setup times,
+//! the server's CPU per operation). Progress goes to stderr.
+//!
+//! Run: `cargo build --release -p flow-tools --bin flow-example-calc &&
+//! cargo bench -p flowd --bench service`. Sizes (defaults in brackets):
+//! `FLOW_BENCH_SCALE=small` for a quick run; `FLOW_BENCH_RESUME_STEPS`
+//! [50,500,5000,10000], `FLOW_BENCH_FORK_STEPS` [50,500,5000],
+//! `FLOW_BENCH_RESUME_RUNS` [2], `FLOW_BENCH_RESUMES` [10 per run and mode],
+//! `FLOW_BENCH_FORKS` [10], `FLOW_BENCH_ONE_STEP` [200],
+//! `FLOW_BENCH_STORE_RUNS` [10000], `FLOW_BENCH_INFLIGHT` [1,32] (runs in
+//! flight while storing),
+//! `FLOW_BENCH_STORE_TOOL` [python | rust | both]; `FLOW_BENCH_ROWS` picks
+//! groups (resume, fork, one-step, store); `FLOW_BENCH_KEEP=1` keeps the
+//! temp dir (stores, `serve.log`; `FLOW_LOG` sets the server's log filter).
+//! Not part of CI.
+
+mod harness;
+
+use futures_util::StreamExt;
+use harness::{Server, Stats, Table, env_list, env_usize, flows, fmt_ms, ms_since, selected};
+use serde_json::{Value as Json, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The sizes of one run of the bench.
+struct Config {
+    resume_steps: Vec<usize>,
+    fork_steps: Vec<usize>,
+    resume_runs: usize,
+    resumes: usize,
+    forks: usize,
+    one_step: usize,
+    warmup: usize,
+    store_runs: usize,
+    inflight: Vec<usize>,
+    store_tools: Vec<&'static str>,
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let small = harness::small();
+        let pick = |big: usize, little: usize| if small { little } else { big };
+        let store_tools = match std::env::var("FLOW_BENCH_STORE_TOOL").as_deref() {
+            Ok("rust") => vec!["rust"],
+            Ok("both") => vec!["python", "rust"],
+            _ => vec!["python"],
+        };
+        Config {
+            resume_steps: env_list(
+                "FLOW_BENCH_RESUME_STEPS",
+                if small {
+                    &[20, 200]
+                } else {
+                    &[50, 500, 5000, 10_000]
+                },
+            ),
+            fork_steps: env_list(
+                "FLOW_BENCH_FORK_STEPS",
+                if small { &[20, 200] } else { &[50, 500, 5000] },
+            ),
+            resume_runs: env_usize("FLOW_BENCH_RESUME_RUNS", pick(2, 1)).max(1),
+            resumes: env_usize("FLOW_BENCH_RESUMES", pick(10, 3)).max(1),
+            forks: env_usize("FLOW_BENCH_FORKS", pick(10, 3)).max(1),
+            one_step: env_usize("FLOW_BENCH_ONE_STEP", pick(200, 20)).max(1),
+            warmup: pick(20, 3),
+            store_runs: env_usize("FLOW_BENCH_STORE_RUNS", pick(10_000, 100)).max(1),
+            inflight: env_list("FLOW_BENCH_INFLIGHT", &[1, 32]),
+            store_tools,
+        }
+    }
+}
+
+/// Every figure of a row group comes from one fresh server.
+fn server(tmp: &Path, group: &str, tools: &Path) -> Server {
+    Server::start(&tmp.join(group), &[tools.to_path_buf()])
+}
+
+fn main() {
+    let cfg = Config::from_env();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tmp = tempfile::tempdir().expect("tmp");
+    // With FLOW_BENCH_KEEP the directory outlives the bench (even a failed
+    // one); otherwise the guard removes it.
+    let (_guard, root) = if std::env::var_os("FLOW_BENCH_KEEP").is_some() {
+        let root = tmp.keep();
+        eprintln!("keeping {}", root.display());
+        (None, root)
+    } else {
+        let root = tmp.path().to_path_buf();
+        (Some(tmp), root)
+    };
+    let tools = flows::write_bindings(&root, &harness::release_dir());
+    let mut table = Table::default();
+    table.note(format!(
+        "Python Tool interpreter: {}",
+        flows::python().display()
+    ));
+    table.note(format!(
+        "load average at the start: {} ({} cores)",
+        harness::load(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    ));
+    let fsync_dir = root.join("fsync");
+    std::fs::create_dir_all(&fsync_dir).expect("fsync dir");
+    let fsync_us = harness::fsync_probe(&fsync_dir);
+    table.row(
+        "fsync latency (4 KiB write + fsync, median of 200, the store's disk)",
+        format!("{fsync_us:.0} µs"),
+        "—",
+    );
+    rt.block_on(async {
+        if selected("resume") || selected("fork") {
+            let s = server(&root, "resume", &tools);
+            resume_and_fork(&s, &cfg, &mut table).await;
+        }
+        if selected("one-step") {
+            let s = server(&root, "one-step", &tools);
+            one_step(&s, &cfg, &mut table).await;
+        }
+        if selected("store") {
+            for tool in &cfg.store_tools {
+                let s = server(&root, &format!("store-{tool}"), &tools);
+                store(&s, &cfg, tool, &mut table).await;
+            }
+        }
+    });
+    table.note(format!("load average at the end: {}", harness::load()));
+    println!();
+    table.print();
+}
+
+// ------------------------------------------------------------ rows 1 and 2
+
+/// Runs paused after `n` steps: started at once, each waited for until it
+/// pauses at the gate; their ids and open call ids.
+async fn paused_runs(
+    s: &Server,
+    n: usize,
+    count: usize,
+    max_steps: usize,
+) -> Vec<(String, String)> {
+    let body = json!({"flow": flows::counter_loop(max_steps), "name": flows::PY_MODULE,
+        "input": {"i": 0, "n": n}});
+    let mut runs = Vec::new();
+    for _ in 0..count {
+        let (status, v, _) = s.post("/v1/runs", &body).await;
+        assert_eq!(status, 201, "start: {v}");
+        runs.push(v["run"].as_str().expect("run id").to_string());
+    }
+    let mut out = Vec::new();
+    for run in runs {
+        let v = s.settled(&run, Duration::from_millis(100)).await;
+        out.push((run, gate_call(&v)));
+    }
+    out
+}
+
+/// Waits (not timed) until `run` pauses at the gate again with a call other
+/// than `answered`; returns that call. A run view reads `pending` before
+/// `driving`, each at its own time (the history read in between takes long
+/// on a long run), so `driving: false` can come with the pending calls from
+/// before the drive: only a new call id shows the pause after the resume.
+async fn paused_again(s: &Server, run: &str, answered: &str) -> String {
+    loop {
+        let v = s.settled(run, Duration::from_millis(20)).await;
+        let call = gate_call(&v);
+        if call != answered {
+            return call;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The open call at the gate of a paused run (a run view or a resume answer).
+fn gate_call(v: &Json) -> String {
+    assert_eq!(v["state"], "paused", "not paused at the gate: {v}");
+    let p = &v["pending"][0];
+    assert_eq!(p["node"], "gate", "not paused at the gate: {v}");
+    p["call"].as_str().expect("call id").to_string()
+}
+
+async fn resume_and_fork(s: &Server, cfg: &Config, table: &mut Table) {
+    let mut ns: Vec<usize> = Vec::new();
+    if selected("resume") {
+        ns.extend(&cfg.resume_steps);
+    }
+    if selected("fork") {
+        ns.extend(&cfg.fork_steps);
+    }
+    ns.sort_unstable();
+    ns.dedup();
+    let max_steps = ns.iter().max().copied().unwrap_or(0) + 4 * cfg.resumes + 100;
+    for n in ns {
+        let resume = selected("resume") && cfg.resume_steps.contains(&n);
+        let fork = selected("fork") && cfg.fork_steps.contains(&n);
+        let count = if resume { cfg.resume_runs } else { 1 };
+        let t = Instant::now();
+        let runs = paused_runs(s, n, count, max_steps).await;
+        let facts = s.get(&format!("/v1/runs/{}", runs[0].0)).await["lastFact"]["n"].clone();
+        table.note(format!(
+            "setup: {count} run(s) of {n} steps started together, all paused after {:.1} s ({facts} facts each)",
+            t.elapsed().as_secs_f64()
+        ));
+        // Forks first: the parent's history is then exactly N steps.
+        if fork {
+            fork_rows(s, cfg, n, &runs[0].0, table).await;
+        }
+        if resume {
+            resume_rows(s, cfg, n, runs, table).await;
+        }
+    }
+}
+
+async fn resume_rows(
+    s: &Server,
+    cfg: &Config,
+    n: usize,
+    runs: Vec<(String, String)>,
+    table: &mut Table,
+) {
+    let reply = |call: &str, more: bool, wait: Option<u64>| {
+        let mut b = json!({"call": call, "reply": {"Ok": {"more": more}}});
+        if let Some(w) = wait {
+            b["wait"] = json!(w);
+        }
+        b
+    };
+    let (mut no_wait, mut wait) = (Vec::new(), Vec::new());
+    let mut cpu_wait = 0.0;
+    for (run, mut call) in runs {
+        let path = format!("/v1/runs/{run}/resume");
+        for _ in 0..cfg.resumes {
+            let (status, v, ms) = s.post(&path, &reply(&call, true, None)).await;
+            assert_eq!(status, 202, "resume: {v}");
+            no_wait.push(ms);
+            call = paused_again(s, &run, &call).await;
+        }
+        for k in 0..cfg.resumes {
+            let last = k + 1 == cfg.resumes;
+            let cpu = s.cpu_ms();
+            let (status, v, ms) = s.post(&path, &reply(&call, !last, Some(30))).await;
+            cpu_wait += s.cpu_ms() - cpu;
+            assert_eq!(status, 202, "resume: {v}");
+            wait.push(ms);
+            if last {
+                assert_eq!(v["state"], "completed", "the last resume ends the run: {v}");
+            } else {
+                call = gate_call(&v);
+            }
+        }
+    }
+    let target = "≤ 5 ms";
+    table.row(
+        format!("resume a run paused after {n} steps, until the 202 (no `wait`)"),
+        Stats::of(&no_wait).ms(),
+        target,
+    );
+    table.row(
+        format!(
+            "resume a run paused after {n} steps, `wait` until it pauses again (the last: ends)"
+        ),
+        Stats::of(&wait).ms(),
+        target,
+    );
+    table.note(format!(
+        "resume after {n} steps: server CPU {} ms per resume with `wait`",
+        fmt_ms(cpu_wait / wait.len() as f64)
+    ));
+}
+
+/// The fact number of the root Checkpoint entering step `k` (0-based: `i`
+/// is `k` there): Checkpoints go input, then one per step.
+async fn step_checkpoint(s: &Server, run: &str, k: usize) -> u64 {
+    let page = s
+        .get(&format!(
+            "/v1/runs/{run}/facts?kind=Checkpoint&offset={}&limit=1",
+            k + 1
+        ))
+        .await;
+    let f = &page["facts"][0];
+    assert_eq!(f["fact"]["node"], "step", "not a step checkpoint: {f}");
+    f["n"].as_u64().expect("fact number")
+}
+
+async fn fork_rows(s: &Server, cfg: &Config, n: usize, parent: &str, table: &mut Table) {
+    let cp = step_checkpoint(s, parent, n / 2).await;
+    let body = json!({"checkpoint": cp});
+    let path = format!("/v1/runs/{parent}/fork");
+    let (mut created, mut first) = (Vec::new(), Vec::new());
+    let mut cpu = 0.0;
+    let mut no_id = 0;
+    for _ in 0..cfg.forks {
+        let c0 = s.cpu_ms();
+        let t = Instant::now();
+        let (status, v, ms) = s.post(&path, &body).await;
+        assert_eq!(status, 201, "fork: {v}");
+        created.push(ms);
+        let Some(child) = v["run"].as_str() else {
+            // The server could not name the fork in its answer (it looks
+            // the fork up by parent and checkpoint among new runs).
+            no_id += 1;
+            continue;
+        };
+        let arrived = s.first_event(child, "Reply").await;
+        first.push((arrived - t).as_secs_f64() * 1e3);
+        cpu += s.cpu_ms() - c0;
+        let (status, v, _) = s.post(&format!("/v1/runs/{child}/halt"), &json!({})).await;
+        assert!(status == 200 || status == 409, "halt: {v}");
+        s.settled(child, Duration::from_millis(5)).await;
+    }
+    table.row(
+        format!(
+            "fork at step {} of {n}: until the fork is created (201)",
+            n / 2
+        ),
+        Stats::of(&created).ms(),
+        "≤ 1 ms",
+    );
+    table.row(
+        format!(
+            "fork at step {} of {n}: request → the fork's first Reply durable (SSE)",
+            n / 2
+        ),
+        Stats::of(&first).ms(),
+        "≤ 5 ms",
+    );
+    table.note(format!(
+        "fork at step {} of {n} (Checkpoint fact {cp}): server CPU {} ms per fork until its first Reply{}",
+        n / 2,
+        fmt_ms(cpu / first.len().max(1) as f64),
+        if no_id > 0 {
+            format!("; {no_id} answer(s) without the fork's id")
+        } else {
+            String::new()
+        }
+    ));
+}
+
+// ------------------------------------------------------------ rows 3 and 4
+
+/// The `POST /v1/runs` body of a one-step run through `tool`.
+fn one_step_body(tool: &str) -> Json {
+    match tool {
+        "rust" => json!({"flow": flows::one_step_rust(), "name": flows::RUST_MODULE,
+            "input": {"a": 1, "b": 2}, "wait": 30}),
+        _ => json!({"flow": flows::one_step_python(), "name": flows::PY_MODULE,
+            "input": {"i": 0}, "wait": 30}),
+    }
+}
+
+fn tool_name(tool: &str) -> &'static str {
+    if tool == "rust" {
+        "Rust Tool (calc)"
+    } else {
+        "Python Tool"
+    }
+}
+
+/// One run to its end: the ms until it was seen completed.
+async fn one_run(s: &Server, body: &Json) -> f64 {
+    try_one_run(s, body).await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`one_run`], with a run that could not be started or did not complete
+/// as an error that says why.
+async fn try_one_run(s: &Server, body: &Json) -> Result<f64, String> {
+    let t = Instant::now();
+    let (status, v, ms) = s.try_post("/v1/runs", body).await?;
+    if status != 201 {
+        return Err(format!("start: {status} {v}"));
+    }
+    if v["state"] == "completed" {
+        return Ok(ms);
+    }
+    // `wait` ran out (at most 30 s): the run goes on in the server.
+    let run = v["run"].as_str().ok_or(format!("start: {v}"))?.to_string();
+    loop {
+        let v = s.try_get(&format!("/v1/runs/{run}")).await?;
+        if v["state"] == "completed" {
+            return Ok(ms_since(t));
+        }
+        if v["state"] != "running" || v["driving"] == false {
+            return Err(format!("{run} did not complete: {v}"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn one_step(s: &Server, cfg: &Config, table: &mut Table) {
+    for tool in ["python", "rust"] {
+        let body = one_step_body(tool);
+        for _ in 0..cfg.warmup {
+            one_run(s, &body).await;
+        }
+        let cpu = s.cpu_ms();
+        let mut lat = Vec::new();
+        for _ in 0..cfg.one_step {
+            lat.push(one_run(s, &body).await);
+        }
+        table.row(
+            format!(
+                "a one-step run over HTTP (`POST /v1/runs` with `wait`), {}",
+                tool_name(tool)
+            ),
+            Stats::of(&lat).ms(),
+            "≤ 2 ms",
+        );
+        table.note(format!(
+            "one-step run, {}: server CPU {} ms per run",
+            tool_name(tool),
+            fmt_ms((s.cpu_ms() - cpu) / lat.len() as f64)
+        ));
+    }
+}
+
+async fn store(s: &Server, cfg: &Config, tool: &str, table: &mut Table) {
+    let body = one_step_body(tool);
+    for _ in 0..cfg.warmup {
+        one_run(s, &body).await;
+    }
+    let m = cfg.store_runs;
+    for &inflight in &cfg.inflight {
+        let inflight = inflight.max(1);
+        let cpu = s.cpu_ms();
+        let t = Instant::now();
+        // A failed run is counted and named in the notes, not fatal: how
+        // many the server drops under load is part of the figure.
+        let failed: Vec<String> = futures_util::stream::iter(0..m)
+            .map(|_| try_one_run(s, &body))
+            .buffer_unordered(inflight)
+            .filter_map(|r| async move { r.err() })
+            .collect()
+            .await;
+        let secs = t.elapsed().as_secs_f64();
+        let how = if inflight == 1 {
+            "sequential".to_string()
+        } else {
+            format!("{inflight} in flight")
+        };
+        let stored = m - failed.len();
+        table.row(
+            format!("storing {m} one-step runs, {how}, {}", tool_name(tool)),
+            format!("{:.0} runs/s", stored as f64 / secs),
+            "≥ 1,000 runs/s",
+        );
+        if let Some(first) = failed.first() {
+            table.note(format!(
+                "storing {m} runs {how}: {} did not complete; the first: {first}",
+                failed.len()
+            ));
+        }
+        table.note(format!(
+            "storing {m} runs {how}, {}: {secs:.1} s, server CPU {} ms per run",
+            tool_name(tool),
+            fmt_ms((s.cpu_ms() - cpu) / m as f64)
+        ));
+    }
+}

@@ -1,0 +1,182 @@
+//! Per-run live heads for SSE (ECOSYSTEM §1 "Fan-out"), with no thread
+//! per watched run (issue 10, item 4).
+//!
+//! For each run someone follows, one async follower task keeps a ring of
+//! the run's most recent frames (each fact rendered once, shared by every
+//! subscriber) and publishes the latest fact number on a `watch`. It wakes
+//! on the run service's heads notifier ([`crate::service::heads`]) when this
+//! process appended, and otherwise checks the store's head itself with a
+//! back-off (a run driven by `flow run` on the same file, or by another
+//! server); only then does it read the new facts, once, off the runtime. A
+//! follower ends when its run ends, when nobody follows it, or on shutdown.
+
+use super::AppState;
+use axum::body::Bytes;
+use flow_store::{FactKind, RunId, StoredFact};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Facts a follower reads at once.
+pub const READ_BATCH: u32 = 256;
+/// How long a follower waits before checking the store's head itself, at
+/// first and at most.
+const POLL_FIRST: Duration = Duration::from_millis(50);
+const POLL_MAX: Duration = Duration::from_secs(2);
+
+/// The followed runs.
+#[derive(Default)]
+pub struct Hub {
+    runs: Mutex<HashMap<String, (watch::Sender<u64>, Ring)>>,
+}
+
+/// One fact as the feed sends it: its canonical text made once, shared.
+pub struct Frame {
+    pub n: u64,
+    pub kind: FactKind,
+    /// `id: n`, `event: kind`, `data: <canonical fact>` and the blank line.
+    pub wire: Bytes,
+}
+
+impl Frame {
+    pub fn of(f: &StoredFact) -> Arc<Frame> {
+        let data = flow_abi::json::canonical(&f.fact);
+        let mut w = format!("id: {}\nevent: {}\n", f.n, f.kind.as_str());
+        // Canonical JSON escapes control characters, so this is one line;
+        // split anyway, as SSE requires.
+        for line in data.split('\n') {
+            w.push_str("data: ");
+            w.push_str(line.trim_end_matches('\r'));
+            w.push('\n');
+        }
+        w.push('\n');
+        Arc::new(Frame {
+            n: f.n,
+            kind: f.kind,
+            wire: Bytes::from(w),
+        })
+    }
+}
+
+/// The follower's most recent frames (at most [`RING`]), in number order.
+pub type Ring = Arc<Mutex<VecDeque<Arc<Frame>>>>;
+const RING: usize = 4096;
+
+impl Hub {
+    /// Follows `run` (whose head is `head`): the watch of its latest fact
+    /// number and the ring of its recent frames, shared by every
+    /// subscriber of the run.
+    pub fn watch(&self, state: &AppState, run: &RunId, head: u64) -> (watch::Receiver<u64>, Ring) {
+        let Ok(mut runs) = self.runs.lock() else {
+            // A poisoned map: a closed channel makes the subscriber read.
+            return (watch::channel(head).1, Ring::default());
+        };
+        if let Some((tx, ring)) = runs.get(run.as_str())
+            && !tx.is_closed()
+        {
+            return (tx.subscribe(), ring.clone());
+        }
+        let (tx, rx) = watch::channel(head);
+        let ring = Ring::default();
+        runs.insert(run.to_string(), (tx.clone(), ring.clone()));
+        drop(runs);
+        tokio::spawn(follow(state.clone(), run.clone(), head, tx, ring.clone()));
+        (rx, ring)
+    }
+
+    fn forget(&self, run: &RunId, tx: &watch::Sender<u64>) {
+        if let Ok(mut runs) = self.runs.lock()
+            && runs.get(run.as_str()).is_some_and(|t| t.0.same_channel(tx))
+        {
+            runs.remove(run.as_str());
+        }
+    }
+}
+
+/// The follower task of one run.
+async fn follow(state: AppState, run: RunId, mut last: u64, tx: watch::Sender<u64>, ring: Ring) {
+    let mut local = state.service().heads().watch(&run, last);
+    let shutdown = state.shutdown().clone();
+    let mut poll = POLL_FIRST;
+    loop {
+        // Nobody follows any more: leave, deciding under the map's lock so
+        // a new subscriber never gets a dying channel.
+        {
+            let Ok(mut runs) = state.hub().runs.lock() else {
+                return;
+            };
+            if tx.receiver_count() == 0 {
+                if runs
+                    .get(run.as_str())
+                    .is_some_and(|t| t.0.same_channel(&tx))
+                {
+                    runs.remove(run.as_str());
+                }
+                state.service().heads().sweep();
+                return;
+            }
+        }
+        let known = *local.borrow_and_update();
+        if known <= last {
+            // Nothing this process appended: wait for it, or check the
+            // store's own head after the back-off.
+            let checked = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = local.changed() => { if r.is_err() { break } false }
+                _ = tokio::time::sleep(poll) => true,
+            };
+            if checked {
+                let (s, r) = (state.store().clone(), run.clone());
+                let head = tokio::task::spawn_blocking(move || s.run_info(&r)).await;
+                match head {
+                    Ok(Ok(i)) if i.last_fact.n > last => poll = POLL_FIRST,
+                    Ok(Ok(i)) => {
+                        poll = (poll * 2).min(POLL_MAX);
+                        if i.ending.is_some() {
+                            break;
+                        }
+                        continue;
+                    }
+                    _ => break,
+                }
+            } else {
+                continue;
+            }
+        }
+        // Read what is new, once for every subscriber.
+        let (s, r) = (state.store().clone(), run.clone());
+        let facts = tokio::task::spawn_blocking(move || s.read_after(&r, last, READ_BATCH)).await;
+        let facts = match facts {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => {
+                tracing::warn!(run.id = %run, error = %e, "SSE follower could not read");
+                break;
+            }
+            Err(_) => break,
+        };
+        let mut ended = false;
+        if let Ok(mut r) = ring.lock() {
+            for f in &facts {
+                if r.back().is_some_and(|b| b.n + 1 != f.n) {
+                    r.clear();
+                }
+                r.push_back(Frame::of(f));
+                ended |= f.kind == FactKind::End;
+            }
+            while r.len() > RING {
+                r.pop_front();
+            }
+        }
+        // The frames go into the ring before the head moves, so a woken
+        // subscriber finds them there.
+        if let Some(f) = facts.last() {
+            last = f.n;
+            tx.send_replace(last);
+        }
+        if ended {
+            break;
+        }
+    }
+    state.hub().forget(&run, &tx);
+}

@@ -1,0 +1,137 @@
+//! The six tools' arguments, exactly as running-a-program.txt names them
+//! ("The CLI and MCP surface", "Stored-run discovery"). Unknown fields are
+//! refused, so a misspelt argument is never silently ignored; every range
+//! is checked by the store, which refuses before it reads anything.
+
+use rmcp::schemars::{self, JsonSchema};
+use serde::Deserialize;
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+
+/// The program a `check` or `run` works on: a FlowSpec file on disk
+/// (`path`, `flow mcp` only) or a submitted document (`flow`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProgramArgs {
+    /// A FlowSpec file to read, as `flow check FILE` / `flow run FILE`
+    /// take it (relative to the directory `flow mcp` was started in). The
+    /// FlowSpec files beside it are its subgraph modules; the flow.toml
+    /// there binds its Tools. Only `flow mcp` reads files; the HTTP server
+    /// takes `flow`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// A FlowSpec document (a JSON object, or its text as a string), bound
+    /// from the server's `--tools` configuration only.
+    #[serde(default)]
+    pub flow: Option<Json>,
+    /// With `flow`: the other modules its subgraphs name, each a document
+    /// or its text, by module name (e.g. `inner.json`).
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    /// With `flow`: the root module's name (default `flow.json`); `--tools`
+    /// flow.toml keys name modules by it.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `check`: the program only.
+pub type CheckArgs = ProgramArgs;
+
+/// `run`: the program and its input.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// A FlowSpec file to read, as `flow run FILE` takes it (relative to
+    /// the directory `flow mcp` was started in); the flow.toml beside it
+    /// binds its Tools, and `flow mcp` starts those commands only when it
+    /// was started with `--allow`. Only `flow mcp` reads files.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// A FlowSpec document (a JSON object, or its text as a string), bound
+    /// from the server's `--tools` configuration only.
+    #[serde(default)]
+    pub flow: Option<Json>,
+    /// With `flow`: the other modules its subgraphs name, by module name.
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    /// With `flow`: the root module's name (default `flow.json`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The run's input: a JSON object, decoded against the input node's
+    /// schema.
+    pub input: Json,
+}
+
+impl RunArgs {
+    /// The program part.
+    pub fn program(&self) -> ProgramArgs {
+        ProgramArgs {
+            path: self.path.clone(),
+            flow: self.flow.clone(),
+            modules: self.modules.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// `resume`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeArgs {
+    /// The run id, e.g. `run-01j…`.
+    pub run: String,
+    /// The open call to answer, e.g. `c1:root#1`. Leave out `call` and
+    /// `reply` to continue a halted or crashed run, settling its open
+    /// calls (as `flow resume RUN` does).
+    #[serde(default)]
+    pub call: Option<String>,
+    /// The call's outcome, e.g. `{"Ok": {"decision": "approved"}}`.
+    #[serde(default)]
+    pub reply: Option<Json>,
+}
+
+/// `replay`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayArgs {
+    /// The run id.
+    pub run: String,
+}
+
+/// `history`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryArgs {
+    /// The run id.
+    pub run: String,
+    /// Only facts of this kind: Start, Call, Reply, Close, Checkpoint or
+    /// End. Filtering precedes paging; facts keep their recorded numbers.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The first selected fact to show (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// How many selected facts to show: 1 to 200 (default 50).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// A recorded source module to show (one listed in `sources`), up to
+    /// 4096 code points of it from `source_offset`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Where the source page starts, in code points (default 0).
+    #[serde(default)]
+    pub source_offset: Option<u64>,
+}
+
+/// `runs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunsArgs {
+    /// How many candidates to examine: 1 to 200 (default 50).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Only runs whose id sorts after this one (the previous page's
+    /// `nextAfter`).
+    #[serde(default)]
+    pub after: Option<String>,
+}

@@ -1,0 +1,306 @@
+//! Binding a program's Tools before Start (host-boundary.txt, "Binding"),
+//! the two ways a host does it:
+//!
+//! * **Local** (the CLI, `flow mcp`): flow.toml beside the program, after
+//!   approval ([`Approval`]: `--allow`, a prompt on a terminal for the CLI,
+//!   never a prompt for `flow mcp`), with `flow mcp --tools` manifests
+//!   binding declarations before it (those need no approval: the operator
+//!   named them); the Tool processes live as long as the one drive.
+//! * **Configured** (`flow serve`, and `/mcp` on it): only the server's own
+//!   `--tools` manifests bind — a submitted flow has no filesystem bindings
+//!   of its own — and the bound Tools are pooled by program hash, so their
+//!   processes stay up across runs and resumes (issue 10, item 3; the
+//!   process client restarts a process that ended, as the seed's process
+//!   rules say).
+//!
+//! Both serve `std/memory#read|write` from the store's own database.
+
+use super::store::StoreRef;
+use crate::error::{Error, Result};
+use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
+use flow_engine::program::Program;
+use flow_tools::manifest::{Binding, Manifest, Resolver};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Programs whose bound Tools the pool keeps at most; past it, unused
+/// entries are shut down.
+const POOL_PROGRAMS: usize = 64;
+
+/// How a host binds.
+pub enum Bindings {
+    /// flow.toml from the program's directory once `approval` allows its
+    /// commands; `manifests` (`flow mcp --tools`, first match wins) bind
+    /// declarations before it, with no approval.
+    Local {
+        approval: Approval,
+        manifests: Vec<Manifest>,
+    },
+    /// The server's `--tools` manifests, first match wins.
+    Configured {
+        manifests: Vec<Manifest>,
+        pool: Pool,
+    },
+}
+
+/// Who approves starting the commands a program's own flow.toml names
+/// (seed "Running a repository's implementations"; a local manifest's
+/// command needs consent on each run or live continuation, APR-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// `--allow`: approved.
+    Allowed,
+    /// The CLI without `--allow`: asks on a terminal, refuses without one.
+    Ask,
+    /// `flow mcp` without `--allow`: never asks, refuses (APR-6).
+    Refuse,
+}
+
+/// Bound Tools by program hash.
+#[derive(Default)]
+pub struct Pool {
+    hosts: Mutex<HashMap<String, Arc<Host>>>,
+    /// Held while a new program binds, so two first runs of one program
+    /// start its processes once.
+    binding: tokio::sync::Mutex<()>,
+}
+
+/// A bound host for one drive; `pooled` hosts outlive it.
+pub struct Bound {
+    pub host: Arc<Host>,
+    pooled: bool,
+}
+
+impl Bound {
+    /// Stops the drive's Tools unless the pool keeps them.
+    pub async fn release(self) {
+        if !self.pooled {
+            self.host.shutdown().await;
+        }
+    }
+}
+
+impl Bindings {
+    /// The CLI's: flow.toml beside the program, after `--allow` or asking.
+    pub fn local(allow: bool) -> Bindings {
+        Bindings::Local {
+            approval: if allow {
+                Approval::Allowed
+            } else {
+                Approval::Ask
+            },
+            manifests: Vec::new(),
+        }
+    }
+
+    /// `flow mcp`'s: never asks; `--allow` approves flow.toml beside a
+    /// program, `--tools` manifests bind declarations of any program.
+    pub fn unattended(allow: bool, manifests: Vec<Manifest>) -> Bindings {
+        Bindings::Local {
+            approval: if allow {
+                Approval::Allowed
+            } else {
+                Approval::Refuse
+            },
+            manifests,
+        }
+    }
+
+    pub fn configured(manifests: Vec<Manifest>) -> Bindings {
+        Bindings::Configured {
+            manifests,
+            pool: Pool::default(),
+        }
+    }
+
+    /// Binds every declaration `program` can reach, or refuses with every
+    /// unbound or unfitting one. `dir` is the program's directory on disk
+    /// (read from disk, or recorded at Start for resume and fork).
+    pub async fn bind(
+        &self,
+        store: &StoreRef,
+        program: &Arc<Program>,
+        hash: &str,
+        dir: Option<PathBuf>,
+    ) -> Result<Bound> {
+        match self {
+            Bindings::Local {
+                approval,
+                manifests,
+            } => {
+                approve(program, dir.as_deref(), *approval, manifests)?;
+                let mut opts = HostOptions {
+                    program_dir: dir,
+                    resolver: resolver(manifests, program),
+                    memory: Some(store.clone()),
+                    ..HostOptions::default()
+                };
+                Ok(Bound {
+                    host: Arc::new(Host::bind(program, &mut opts).await?),
+                    pooled: false,
+                })
+            }
+            Bindings::Configured { manifests, pool } => {
+                if let Some(h) = pool.get(hash) {
+                    return Ok(Bound {
+                        host: h,
+                        pooled: true,
+                    });
+                }
+                let _one = pool.binding.lock().await;
+                if let Some(h) = pool.get(hash) {
+                    return Ok(Bound {
+                        host: h,
+                        pooled: true,
+                    });
+                }
+                let mut opts = HostOptions {
+                    program_dir: None,
+                    resolver: resolver(manifests, program),
+                    memory: Some(store.clone()),
+                    ..HostOptions::default()
+                };
+                let host = match Host::bind(program, &mut opts).await {
+                    Ok(h) => Arc::new(h),
+                    Err(Error::Bind(msgs)) => {
+                        return Err(Error::Bind(
+                            msgs.iter().map(|m| redact(manifests, m)).collect(),
+                        ));
+                    }
+                    Err(e) => return Err(e),
+                };
+                pool.put(hash, host.clone()).await;
+                Ok(Bound { host, pooled: true })
+            }
+        }
+    }
+
+    /// Stops every pooled Tool (server shutdown).
+    pub async fn shutdown(&self) {
+        if let Bindings::Configured { pool, .. } = self {
+            let hosts: Vec<Arc<Host>> = match pool.hosts.lock() {
+                Ok(mut h) => h.drain().map(|(_, v)| v).collect(),
+                Err(_) => Vec::new(),
+            };
+            for h in hosts {
+                h.shutdown().await;
+            }
+        }
+    }
+}
+
+impl Pool {
+    fn get(&self, hash: &str) -> Option<Arc<Host>> {
+        self.hosts.lock().ok()?.get(hash).cloned()
+    }
+
+    async fn put(&self, hash: &str, host: Arc<Host>) {
+        let evicted: Vec<Arc<Host>> = match self.hosts.lock() {
+            Ok(mut h) => {
+                let mut out = Vec::new();
+                if h.len() >= POOL_PROGRAMS {
+                    // Only hosts no drive holds (the map's is the one
+                    // reference left).
+                    let idle: Vec<String> = h
+                        .iter()
+                        .filter(|(_, v)| Arc::strong_count(v) == 1)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in idle {
+                        out.extend(h.remove(&k));
+                    }
+                }
+                h.insert(hash.to_string(), host);
+                out
+            }
+            Err(_) => Vec::new(),
+        };
+        for h in evicted {
+            h.shutdown().await;
+        }
+    }
+}
+
+/// Each declaration looked up in the manifests and bound as a host
+/// override.
+fn resolver(manifests: &[Manifest], program: &Program) -> Resolver {
+    let mut resolver = Resolver::new();
+    for m in program.modules.values() {
+        for d in m.decls.values() {
+            if let Some(b) = configured(manifests, &d.identity) {
+                resolver.override_binding(&d.identity, b.clone());
+            }
+        }
+    }
+    resolver
+}
+
+/// The first manifest binding of the declaration `identity`, looked up by
+/// its module and tool id, as flow.toml keys them.
+fn configured<'m>(manifests: &'m [Manifest], identity: &str) -> Option<&'m Binding> {
+    let (module, tool) = identity.rsplit_once('#')?;
+    manifests.iter().find_map(|man| man.lookup(module, tool))
+}
+
+/// Hides the server's own paths (the `--tools` manifests and their
+/// directories) in a message meant for a client.
+fn redact(manifests: &[Manifest], msg: &str) -> String {
+    let mut out = msg.to_string();
+    let mut paths: Vec<String> = Vec::new();
+    for m in manifests {
+        paths.push(m.path.display().to_string());
+        paths.push(m.dir.display().to_string());
+    }
+    // Longest first, so a file's path goes before its directory's.
+    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in paths.iter().filter(|p| !p.is_empty() && p.as_str() != ".") {
+        out = out.replace(p.as_str(), "<tools>");
+    }
+    out
+}
+
+/// The approval rule (seed "Running a repository's implementations"): a
+/// local manifest's commands start only with `--allow`, or after asking on
+/// a terminal (the CLI); with neither the run is refused naming `--allow`.
+/// A declaration the host serves itself, or one the configured `manifests`
+/// bind, needs no approval; a program not read from disk has no local
+/// manifest.
+fn approve(
+    program: &Program,
+    dir: Option<&Path>,
+    approval: Approval,
+    manifests: &[Manifest],
+) -> Result<()> {
+    let needed: Vec<String> = program
+        .reachable()
+        .into_iter()
+        .map(|(_, id)| id)
+        .filter(|id| ![HUMAN, SLEEP, MEMORY_READ, MEMORY_WRITE].contains(&id.as_str()))
+        .filter(|id| configured(manifests, id).is_none())
+        .collect();
+    if needed.is_empty() || approval == Approval::Allowed || dir.is_none() {
+        return Ok(());
+    }
+    if approval == Approval::Refuse {
+        return Err(Error::Refused(format!(
+            "the run is refused, nothing was recorded: it would start the Tool commands flow.toml names for {}, and flow mcp never asks; start flow mcp with --allow to approve them, or bind them with --tools",
+            needed.join(", ")
+        )));
+    }
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "flow: this run starts the Tool commands that flow.toml in {} names. Allow? [y/N] ",
+            dir.map(|d| d.display().to_string()).unwrap_or_default()
+        );
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        if matches!(line.trim(), "y" | "Y" | "yes") {
+            return Ok(());
+        }
+    }
+    Err(Error::Refused(
+        "this run would start Tool commands named by flow.toml; pass --allow to allow them".into(),
+    ))
+}

@@ -1,0 +1,158 @@
+//! hitl deadlines (DESIGN §4: "`timeout_seconds` is a durable deadline (it
+//! survives restarts)").
+//!
+//! A drive records each deadline as a `timeout` host record with its
+//! `due_ms`; a resume applies the ones that passed (`Machine::expire`).
+//! This part only decides *when*: it keeps the due times of paused runs in
+//! a min-heap — filled at start from every paused run's host records, and
+//! again whenever a drive pauses — sleeps until the earliest, and then
+//! continues that run with no reply, as `POST …/resume {}` does. Because
+//! the due time is durable, a deadline that passed while the server was
+//! down fires at the next start.
+
+use super::RunService;
+use flow_store::{DiscoveryQuery, HostRecordKind, RunId, RunState};
+use serde_json::Value as Json;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The pending deadlines: `(due_ms, run)`, earliest first.
+#[derive(Default)]
+pub struct Deadlines {
+    heap: Mutex<BinaryHeap<Reverse<(i64, String)>>>,
+    changed: Notify,
+}
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Deadlines {
+    /// Adds the deadlines of `run`'s calls still open (an expired or
+    /// answered call has its Close or Reply).
+    pub(super) async fn watch_run(&self, service: &RunService, run: &RunId) {
+        let (s, r) = (service.clone(), run.clone());
+        let due = tokio::task::spawn_blocking(move || due_of(&s, &r)).await;
+        let Ok(due) = due else { return };
+        if due.is_empty() {
+            return;
+        }
+        if let Ok(mut h) = self.heap.lock() {
+            for d in due {
+                h.push(Reverse((d, run.to_string())));
+            }
+        }
+        self.changed.notify_one();
+    }
+
+    fn pop_due(&self, now: i64) -> (Vec<String>, Option<i64>) {
+        let mut due = Vec::new();
+        let Ok(mut h) = self.heap.lock() else {
+            return (due, None);
+        };
+        while let Some(Reverse((at, _))) = h.peek() {
+            if *at > now {
+                break;
+            }
+            if let Some(Reverse((_, run))) = h.pop()
+                && !due.contains(&run)
+            {
+                due.push(run);
+            }
+        }
+        (due, h.peek().map(|Reverse((at, _))| *at))
+    }
+}
+
+/// The due times of `run`'s deadlines on calls still open.
+fn due_of(service: &RunService, run: &RunId) -> Vec<i64> {
+    let Ok(records) = service.store().host_records(run) else {
+        return Vec::new();
+    };
+    if !records.iter().any(|r| r.kind == HostRecordKind::Timeout) {
+        return Vec::new();
+    }
+    let Ok(open) = service.open_calls(run) else {
+        return Vec::new();
+    };
+    records
+        .iter()
+        .filter(|r| r.kind == HostRecordKind::Timeout)
+        .filter(|r| {
+            r.details
+                .get("call")
+                .and_then(Json::as_str)
+                .is_some_and(|c| open.iter().any(|o| o.call == c))
+        })
+        .filter_map(|r| r.details.get("due_ms").and_then(Json::as_i64))
+        .collect()
+}
+
+/// Every paused run, once (at start).
+async fn load(service: &RunService) {
+    let mut after = None;
+    loop {
+        let q = DiscoveryQuery {
+            limit: Some(DiscoveryQuery::MAX_LIMIT),
+            after: after.clone(),
+            state: Some(RunState::Paused),
+        };
+        let Ok(page) = super::store::blocking(service.store(), move |s| Ok(s.discover(&q)?)).await
+        else {
+            return;
+        };
+        for row in &page.runs {
+            if let Ok(id) = RunId::parse(&row.run) {
+                service.inner.deadlines.watch_run(service, &id).await;
+            }
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => return,
+        }
+    }
+}
+
+/// The deadline loop: ends on shutdown.
+pub(super) async fn service(service: RunService) {
+    let token = service.shutdown_token().clone();
+    load(&service).await;
+    loop {
+        let (due, next) = service.inner.deadlines.pop_due(now_ms());
+        for run in due {
+            fire(&service, &run).await;
+        }
+        let wait = match next {
+            Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64),
+            None => Duration::from_secs(60),
+        };
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = service.inner.deadlines.changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Continues a paused run whose deadline passed. A run being driven now
+/// will pause again and re-arm its deadline.
+async fn fire(service: &RunService, run: &str) {
+    let Ok(run) = RunId::parse(run) else { return };
+    let r = run.clone();
+    match super::store::blocking(service.store(), move |s| Ok(s.run_info(&r)?)).await {
+        Ok(i) if i.state == RunState::Paused => {}
+        _ => return,
+    }
+    if service.is_active(&run) {
+        return;
+    }
+    tracing::info!(run.id = %run, "hitl deadline passed; continuing the run");
+    if let Err(e) = service.resume(&run, None).await {
+        tracing::warn!(run.id = %run, error = %e, "deadline: the run cannot be continued");
+    }
+}

@@ -1,0 +1,709 @@
+//! The run service: the one component that starts, resumes, forks, halts,
+//! recovers and fires the deadlines of runs (issue 10, item 2). The CLI,
+//! the HTTP server and the MCP server all drive runs through it; none of
+//! them drives a run on its own.
+//!
+//! A [`RunService`] is a cheap `Clone` handle (STYLE rule 7) over one
+//! [`Inner`]: the store (through its traits only: [`store::Store`]), how
+//! Tools bind ([`bind::Bindings`]), a cache of checked programs by program
+//! hash, a private cache of paused runs' machines, the runs driven now
+//! (each with the token that stops it), the drive tasks (one `JoinSet`),
+//! and a broadcast of run state changes.
+//!
+//! Acknowledgement (DESIGN §3, issue 17 item 1): every method returns only
+//! once what it acknowledges is durable — `start` and `fork` after their
+//! Start, `resume` after the admitted Reply and the facts of its first
+//! step — and every refusal (a reply that does not fit, a call that is not
+//! open, a missing checkpoint) comes back before anything is recorded, as
+//! an error. Driving on happens in a task; [`Accepted`] carries its
+//! outcome.
+//!
+//! The machine cache is the seed's "runtime's own snapshot of a run ... a
+//! private cache", and "a resume that uses it behaves exactly as one that
+//! does not": an entry is used only while the run's head is the fact the
+//! machine was left at; anything else replays the history.
+
+pub mod bind;
+mod deadlines;
+mod drive;
+pub mod heads;
+mod outcome;
+mod prepare;
+pub mod store;
+
+use crate::error::{Error, Result};
+use crate::source::Sources;
+use bind::{Bindings, Bound};
+use flow_engine::machine::{Machine, OpenCall};
+use flow_engine::program::Program;
+use flow_engine::replay::Verdict;
+use flow_store::{
+    DiscoveryQuery, FactRef, HostRecord, HostRecordKind, HostRecordRow, RunId, RunState,
+};
+use serde_json::{Value as Json, json};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{StoreRef, blocking};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use deadlines::Deadlines;
+pub use outcome::{
+    Accepted, Acknowledging, Gate, Outcome, Progress, RunEvent, RunResult, Stats, new_run_id,
+    record_start,
+};
+pub use prepare::logical_facts;
+
+/// A paused run's machine, kept while the run's head is `head`.
+struct Paused {
+    head: FactRef,
+    program: Arc<Program>,
+    machine: Machine,
+}
+
+/// Checked programs kept at most (by program hash).
+const PROGRAMS: usize = 256;
+/// Paused machines kept at most.
+const PAUSED: usize = 4096;
+
+/// How the service is set up.
+pub struct ServiceOptions {
+    pub bindings: Bindings,
+    pub progress: Option<Progress>,
+}
+
+/// The run service's handle.
+#[derive(Clone)]
+pub struct RunService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: StoreRef,
+    bindings: Bindings,
+    progress: Option<Progress>,
+    shutdown: CancellationToken,
+    programs: Mutex<HashMap<String, Arc<Program>>>,
+    paused: Mutex<HashMap<RunId, Paused>>,
+    /// Runs a task drives now, each with the token that stops its drive (a
+    /// child of `shutdown`).
+    active: Mutex<HashMap<RunId, CancellationToken>>,
+    /// Drive tasks (STYLE rule 7: spawned tasks live in a JoinSet).
+    tasks: Mutex<JoinSet<()>>,
+    events: broadcast::Sender<RunEvent>,
+    stats: Stats,
+    deadlines: Deadlines,
+    heads: heads::Heads,
+}
+
+/// A run marked as driven; dropping it unmarks the run (every early
+/// return before the drive task takes it over).
+struct Claim {
+    service: RunService,
+    run: RunId,
+    token: CancellationToken,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.service.inner.active.lock() {
+            a.remove(&self.run);
+        }
+    }
+}
+
+impl RunService {
+    pub fn new(store: StoreRef, options: ServiceOptions, shutdown: CancellationToken) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        RunService {
+            inner: Arc::new(Inner {
+                store,
+                bindings: options.bindings,
+                progress: options.progress,
+                shutdown,
+                programs: Mutex::new(HashMap::new()),
+                paused: Mutex::new(HashMap::new()),
+                active: Mutex::new(HashMap::new()),
+                tasks: Mutex::new(JoinSet::new()),
+                events,
+                stats: Stats::default(),
+                deadlines: Deadlines::default(),
+                heads: heads::Heads::default(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &StoreRef {
+        &self.inner.store
+    }
+
+    /// Live heads of the runs followed now (SSE).
+    pub fn heads(&self) -> &heads::Heads {
+        &self.inner.heads
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    /// Refuses new work once shutdown began: runs started now would only
+    /// be cut short.
+    pub fn accepting(&self) -> bool {
+        !self.inner.shutdown.is_cancelled()
+    }
+
+    pub fn events(&self) -> broadcast::Receiver<RunEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Tells `/v1/events` subscribers that `run` is now in `state`.
+    pub fn publish(&self, run: &str, state: &'static str, extra: Json) {
+        // No subscriber is not an error.
+        let _ = self.inner.events.send(RunEvent {
+            run: run.to_string(),
+            state,
+            extra,
+        });
+    }
+
+    pub fn is_active(&self, run: &RunId) -> bool {
+        self.inner
+            .active
+            .lock()
+            .map(|a| a.contains_key(run))
+            .unwrap_or(false)
+    }
+
+    /// Drives going on now.
+    pub fn active_drives(&self) -> usize {
+        self.inner.active.lock().map(|a| a.len()).unwrap_or(0)
+    }
+
+    fn claim(&self, run: &RunId) -> Result<Claim> {
+        let mut a = self
+            .inner
+            .active
+            .lock()
+            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
+        if a.contains_key(run) {
+            return Err(Error::Conflict(format!(
+                "{run} is being driven now; resume a call once the run pauses"
+            )));
+        }
+        let token = self.inner.shutdown.child_token();
+        a.insert(run.clone(), token.clone());
+        Ok(Claim {
+            service: self.clone(),
+            run: run.clone(),
+            token,
+        })
+    }
+
+    /// The checked program of `sources`, from the cache by program hash.
+    fn program(&self, sources: &Sources) -> Result<Arc<Program>> {
+        let hash = sources.program_hash();
+        if let Some(p) = self
+            .inner
+            .programs
+            .lock()
+            .ok()
+            .and_then(|p| p.get(&hash).cloned())
+        {
+            return Ok(p);
+        }
+        let p = sources.program()?;
+        if let Ok(mut cache) = self.inner.programs.lock() {
+            if cache.len() >= PROGRAMS {
+                cache.clear();
+            }
+            cache.insert(hash, p.clone());
+        }
+        Ok(p)
+    }
+
+    fn remember_paused(&self, run: &RunId, head: FactRef, program: Arc<Program>, machine: Machine) {
+        if let Ok(mut p) = self.inner.paused.lock() {
+            if p.len() >= PAUSED {
+                p.clear();
+            }
+            p.insert(
+                run.clone(),
+                Paused {
+                    head,
+                    program,
+                    machine,
+                },
+            );
+        }
+    }
+
+    fn take_paused(&self, run: &RunId) -> Option<Paused> {
+        self.inner.paused.lock().ok()?.remove(run)
+    }
+
+    /// A copy of the cached machine of `run`, if the run is still at the
+    /// head its drive paused it at (a refused resume leaves the entry).
+    fn paused_at(&self, run: &RunId, head: &FactRef) -> Option<(Arc<Program>, Machine)> {
+        let p = self.inner.paused.lock().ok()?;
+        let c = p.get(run).filter(|c| c.head == *head)?;
+        Some((c.program.clone(), c.machine.clone()))
+    }
+
+    /// Starts a run: the program checks, the input decodes, every Tool is
+    /// bound, then Start is recorded; returns once Start is durable, and
+    /// drives on in a task. A refusal records nothing.
+    pub async fn start(&self, sources: Sources, input: &str) -> Result<Accepted> {
+        self.start_inner(sources, input, None).await
+    }
+
+    /// [`RunService::start`], with driving held until the [`Gate`] opens
+    /// (or is dropped): the MCP server tells its client that Start was
+    /// accepted "before further driving" (seed, "Accepted-Start transport
+    /// view").
+    pub async fn start_gated(&self, sources: Sources, input: &str) -> Result<(Accepted, Gate)> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let accepted = self.start_inner(sources, input, Some(rx)).await?;
+        Ok((accepted, Gate(tx)))
+    }
+
+    async fn start_inner(
+        &self,
+        sources: Sources,
+        input: &str,
+        gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> Result<Accepted> {
+        self.refuse_if_stopping()?;
+        let program = self.program(&sources)?;
+        let input = flow_abi::json::parse(input)
+            .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
+        let (machine, effects) = Machine::start(program.clone(), &program.root, &input)
+            .map_err(|e| Error::Refused(e.to_string()))?;
+        let hash = sources.program_hash();
+        let bound = self
+            .inner
+            .bindings
+            .bind(&self.inner.store, &program, &hash, sources.dir.clone())
+            .await?;
+        let run = new_run_id();
+        let claim = match self.claim(&run) {
+            Ok(c) => c,
+            Err(e) => {
+                bound.release().await;
+                return Err(e);
+            }
+        };
+        let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
+        let created = {
+            let (s, run, sources) = (self.inner.store.clone(), run.clone(), sources.clone());
+            tokio::task::spawn_blocking(move || drive::create(&*s, &run, &start, &sources)).await
+        };
+        let head = match created {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                bound.release().await;
+                return Err(e);
+            }
+            Err(e) => {
+                bound.release().await;
+                return Err(Error::Unreadable(format!("the store's writer: {e}")));
+            }
+        };
+        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
+        self.publish(run.as_str(), "running", json!({"started": true}));
+        let first = drive::steps(effects);
+        Ok(self
+            .spawn_drive(
+                claim,
+                bound,
+                program,
+                machine,
+                first,
+                Vec::new(),
+                head,
+                gate,
+            )
+            .await
+            .accepted)
+    }
+
+    /// Resumes a run: admits `reply` (call id, outcome text) for an open
+    /// call, or with none continues a crashed or halted run (settling the
+    /// calls a crash left open), and drives on. Returns once the Reply and
+    /// the facts of the first step are durable; every refusal comes first.
+    pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
+        self.refuse_if_stopping()?;
+        let info = {
+            let r = run.clone();
+            blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await?
+        };
+        if info.ending.is_some() {
+            return Err(Error::Conflict(match &reply {
+                Some((c, _)) => format!("{run} has ended; call {c} is not open"),
+                None => format!("{run} has ended; nothing to resume"),
+            }));
+        }
+        let claim = self.claim(run)?;
+        let prepare::Resumed {
+            program,
+            machine,
+            first,
+            resend,
+            resumed_call,
+            bound,
+        } = self
+            .prepare_resume(run, &info.last_fact, &info.program, reply)
+            .await?;
+        self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
+        self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
+        let accepted = self
+            .spawn_drive(
+                claim,
+                bound,
+                program,
+                machine,
+                first,
+                resend,
+                info.last_fact,
+                None,
+            )
+            .await;
+        accepted.acknowledged().await
+    }
+
+    /// Forks a run from a root-task Checkpoint: a new run whose Start names
+    /// the parent and checkpoint, whose first Checkpoint is that node with
+    /// that state (fields replaced as `sets` say, each decoded against
+    /// `state_schema`). Returns once the fork's Start is durable.
+    pub async fn fork(
+        &self,
+        parent: &RunId,
+        checkpoint: u64,
+        sets: &[(String, String)],
+    ) -> Result<Accepted> {
+        self.refuse_if_stopping()?;
+        let fork = {
+            let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
+            tokio::task::spawn_blocking(move || this.prepare_fork(&p, checkpoint, &sets))
+                .await
+                .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
+        };
+        let dir = self.program_dir(parent).await?;
+        let bound = self
+            .inner
+            .bindings
+            .bind(&self.inner.store, &fork.program, &fork.hash, dir.clone())
+            .await?;
+        let run = fork.run.clone();
+        let claim = match self.claim(&run) {
+            Ok(c) => c,
+            Err(e) => {
+                bound.release().await;
+                return Err(e);
+            }
+        };
+        let mut sources = fork.sources.clone();
+        sources.dir = dir;
+        let created = {
+            let (s, run, start) = (self.inner.store.clone(), run.clone(), fork.start.clone());
+            tokio::task::spawn_blocking(move || drive::create(&*s, &run, &start, &sources)).await
+        };
+        let head = match created {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                bound.release().await;
+                return Err(e);
+            }
+            Err(e) => {
+                bound.release().await;
+                return Err(Error::Unreadable(format!("the store's writer: {e}")));
+            }
+        };
+        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
+        self.publish(
+            run.as_str(),
+            "running",
+            json!({"forked": {"run": parent.as_str(), "checkpoint": checkpoint}}),
+        );
+        Ok(self
+            .spawn_drive(
+                claim,
+                bound,
+                fork.program,
+                fork.machine,
+                drive::steps(fork.effects),
+                Vec::new(),
+                head,
+                None,
+            )
+            .await
+            .accepted)
+    }
+
+    /// Halts a run: stops its drive (bounded wait), then records the halt
+    /// (a host record, no End), so no fact follows the halt's head.
+    pub async fn halt(&self, run: &RunId, details: Json) -> Result<HostRecordRow> {
+        let info = {
+            let r = run.clone();
+            blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await?
+        };
+        if info.ending.is_some() {
+            return Err(Error::Conflict(format!(
+                "{run} has ended; there is nothing to halt"
+            )));
+        }
+        if !self.stop_drive(run).await {
+            return Err(Error::Conflict(format!(
+                "{run}'s drive did not stop in time; try again"
+            )));
+        }
+        self.take_paused(run);
+        let r = run.clone();
+        let row = blocking(&self.inner.store, move |s| {
+            Ok(s.record_host(
+                &r,
+                HostRecord {
+                    kind: HostRecordKind::Halt,
+                    at_ms: None,
+                    details,
+                },
+            )?)
+        })
+        .await?;
+        self.publish(run.as_str(), "halted", json!({}));
+        Ok(row)
+    }
+
+    /// Stops the drive of `run`, if one is going, and waits (bounded) until
+    /// its task has let go of the run. True when no drive is left.
+    async fn stop_drive(&self, run: &RunId) -> bool {
+        let token = self
+            .inner
+            .active
+            .lock()
+            .ok()
+            .and_then(|a| a.get(run).cloned());
+        let Some(token) = token else {
+            return true;
+        };
+        token.cancel();
+        for _ in 0..500 {
+            if !self.is_active(run) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    /// Replays a run against its recorded program.
+    pub async fn replay(&self, run: &RunId) -> Result<Verdict> {
+        let this = self.clone();
+        let r = run.clone();
+        tokio::task::spawn_blocking(move || {
+            let (_, program, facts) = this.program_of(&r)?;
+            Ok(flow_engine::replay::replay(program, &facts).verdict)
+        })
+        .await
+        .map_err(|e| Error::Unreadable(format!("a replay task ended: {e}")))?
+    }
+
+    /// The calls open now in `run` (its machine from the cache, or its
+    /// history replayed).
+    pub fn open_calls(&self, run: &RunId) -> Result<Vec<OpenCall>> {
+        let info = self.inner.store.run_info(run)?;
+        if let Some(p) = self.inner.paused.lock().ok().and_then(|p| {
+            p.get(run)
+                .filter(|c| c.head == info.last_fact)
+                .map(|c| c.machine.open_calls())
+        }) {
+            return Ok(p);
+        }
+        let (_, program, facts) = self.program_of(run)?;
+        let r = flow_engine::replay::replay(program, &facts);
+        Ok(r.machine.map(|m| m.open_calls()).unwrap_or_default())
+    }
+
+    /// Continues every run left `running` (a crash or a shutdown cut its
+    /// drive short): settles its open Tool calls as `flow resume` does and
+    /// drives on. Nested runs are continued by their outer run's settling.
+    pub async fn recover(&self) -> usize {
+        let mut after: Option<String> = None;
+        let mut found = Vec::new();
+        loop {
+            let q = DiscoveryQuery {
+                limit: Some(DiscoveryQuery::MAX_LIMIT),
+                after: after.clone(),
+                state: Some(RunState::Running),
+            };
+            let page = match blocking(&self.inner.store, move |s| Ok(s.discover(&q)?)).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "recovery: discovery failed");
+                    break;
+                }
+            };
+            found.extend(page.runs.iter().filter_map(|r| RunId::parse(&r.run).ok()));
+            match page.next_after {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        let mut resumed = 0;
+        for run in found {
+            let r = run.clone();
+            match blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await {
+                Ok(i) if i.outer.is_none() && i.state == RunState::Running => {}
+                _ => continue,
+            }
+            tracing::info!(run.id = %run, "recovery: continuing a run left running");
+            match self.resume(&run, None).await {
+                Ok(_) => resumed += 1,
+                Err(e) => tracing::error!(run.id = %run, error = %e, "recovery: cannot continue"),
+            }
+        }
+        resumed
+    }
+
+    /// Arms the deadlines of paused runs and fires them while the service
+    /// runs (a task in the service's JoinSet; ends on shutdown).
+    pub fn serve_deadlines(&self) {
+        let s = self.clone();
+        if let Ok(mut set) = self.inner.tasks.lock() {
+            set.spawn(deadlines::service(s));
+        }
+    }
+
+    /// Cancels every drive, waits (bounded) for the tasks to finish, and
+    /// stops every pooled Tool.
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.inner.shutdown.cancel();
+        let mut set = match self.inner.tasks.lock() {
+            Ok(mut s) => std::mem::take(&mut *s),
+            Err(_) => return,
+        };
+        let all = async { while set.join_next().await.is_some() {} };
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            tracing::warn!("drain deadline passed; aborting driver tasks");
+        }
+        self.inner.bindings.shutdown().await;
+    }
+
+    fn refuse_if_stopping(&self) -> Result<()> {
+        if self.accepting() {
+            Ok(())
+        } else {
+            Err(Error::Unavailable("the server is shutting down".into()))
+        }
+    }
+
+    /// Moves a claimed, bound, prepared run into a drive task.
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_drive(
+        &self,
+        claim: Claim,
+        bound: Bound,
+        program: Arc<Program>,
+        machine: Machine,
+        first: Vec<drive::Step>,
+        resend: Vec<drive::ToDispatch>,
+        head: FactRef,
+        gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> Acknowledging {
+        let (tx, rx) = watch::channel(None);
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        let run = claim.run.clone();
+        let this = self.clone();
+        let task = async move {
+            let token = claim.token.clone();
+            let writes = drive::Writes::default();
+            let drive = async {
+                if let Some(gate) = gate {
+                    // Open or dropped: either way, drive on.
+                    let _ = gate.await;
+                }
+                this.drive(
+                    &claim.run,
+                    program,
+                    machine,
+                    first,
+                    &bound.host,
+                    resend,
+                    head.n,
+                    Some(ack_tx),
+                    &writes,
+                )
+                .await
+            };
+            let r = tokio::select! {
+                biased;
+                r = drive => Some(r),
+                _ = token.cancelled() => None,
+            };
+            // A commit handed to the store before the stop finishes first.
+            let _done = writes.lock().await;
+            bound.release().await;
+            let run = claim.run.clone();
+            drop(claim);
+            let r = match r {
+                Some(r) => r,
+                None => {
+                    // Halted or cut short by shutdown: the run stays as the
+                    // halt left it; open calls are settled on resume.
+                    tracing::info!(run.id = %run, "drive stopped");
+                    let _ = tx.send(Some(Err(Error::Halted(run.to_string()))));
+                    return;
+                }
+            };
+            match &r {
+                Ok(res) => {
+                    this.inner.stats.finished(res.state());
+                    if matches!(res, RunResult::Paused { .. }) {
+                        this.inner.deadlines.watch_run(&this, &run).await;
+                    }
+                    this.publish(run.as_str(), res.state(), json!({}));
+                }
+                Err(e) => {
+                    tracing::warn!(run.id = %run, error = %e, "drive ended with an error");
+                    let r2 = run.clone();
+                    let st = blocking(&this.inner.store, move |s| Ok(s.run_info(&r2)?.state))
+                        .await
+                        .map(RunState::as_str)
+                        .unwrap_or("running");
+                    this.publish(run.as_str(), st, json!({}));
+                }
+            }
+            let _ = tx.send(Some(r));
+        };
+        if let Ok(mut set) = self.inner.tasks.lock() {
+            // Reap finished tasks so the set does not grow.
+            while set.try_join_next().is_some() {}
+            set.spawn(task);
+        }
+        Accepted {
+            run,
+            head,
+            outcome: rx,
+        }
+        .with_ack(ack_rx)
+    }
+
+    /// The program directory recorded at Start, if the run was read from
+    /// disk.
+    async fn program_dir(&self, run: &RunId) -> Result<Option<std::path::PathBuf>> {
+        let r = run.clone();
+        let records = blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
+        Ok(records
+            .iter()
+            .find(|r| r.kind == HostRecordKind::Binding)
+            .and_then(|r| r.details.get("program_dir"))
+            .and_then(Json::as_str)
+            .map(std::path::PathBuf::from))
+    }
+}

@@ -1,0 +1,437 @@
+//! Getting a run ready to drive on, before anything is recorded: the
+//! machine of a resumed run (the cached one, or the history replayed) with
+//! the reply admitted and the crash's open calls settled; a fork's Start
+//! and machine. Every refusal happens here, so a refused request records
+//! nothing (issue 17, item 2).
+
+use super::drive::{Step, ToDispatch, steps};
+use super::store::Store;
+use super::{RunService, new_run_id};
+use crate::error::{Error, Result};
+use crate::host::HUMAN;
+use crate::source::Sources;
+use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
+use flow_abi::protocol::Outcome;
+use flow_engine::machine::{Effect, Machine, OpenCall};
+use flow_engine::program::Program;
+use flow_engine::replay::{Verdict, replay};
+use flow_store::{FactKind, FactRef, HostRecordKind, RunId};
+use serde_json::{Map, Value as Json, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A run's Start fact.
+pub(super) fn start_fact(
+    run: &RunId,
+    module: &str,
+    sources: &Sources,
+    input: Json,
+    parent: Option<(&RunId, u64)>,
+    outer: Option<(&RunId, &CallId)>,
+) -> Fact {
+    Fact::Start {
+        n: 1,
+        run: run.clone(),
+        data: flow_abi::DATA_VERSION.to_string(),
+        entry: Entry {
+            module: module.to_string(),
+            function: flow_engine::program::ENTRY.to_string(),
+        },
+        program: sources.program_hash(),
+        sources: sources.start_entries(),
+        input,
+        parent: parent.map(|(run, checkpoint)| Parent {
+            run: run.clone(),
+            checkpoint,
+        }),
+        outer: outer.map(|(run, call)| Outer {
+            run: run.clone(),
+            call: call.clone(),
+        }),
+    }
+}
+
+/// A Reply the host decided (admitted on resume, or settling a crash).
+pub(super) fn reply_fact(call: &str, outcome: Outcome) -> Result<Fact> {
+    let call = CallId::parse(call).map_err(|e| Error::Refused(format!("call {call}: {e}")))?;
+    Ok(Fact::Reply {
+        n: 0,
+        call,
+        outcome,
+    })
+}
+
+/// A run's Start, values loaded (one fact read, not the history).
+fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
+    let first = store.read_after(run, 0, 1)?;
+    let start = first
+        .first()
+        .filter(|f| f.kind == FactKind::Start)
+        .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
+    Fact::from_value(store.expand(&start.fact)?)
+        .map_err(|e| Error::Unreadable(format!("{run} fact 1: {e}")))
+}
+
+/// The sources a run's Start records.
+pub(super) fn start_sources(store: &dyn Store, run: &RunId) -> Result<Sources> {
+    Sources::from_start(store, &read_start(store, run)?)
+}
+
+/// What a resume drives on with.
+pub(super) struct Resumed {
+    pub program: Arc<Program>,
+    pub machine: Machine,
+    pub first: Vec<Step>,
+    pub resend: Vec<ToDispatch>,
+    pub resumed_call: Option<String>,
+    pub bound: super::bind::Bound,
+}
+
+/// What a fork starts with.
+pub(super) struct Fork {
+    pub run: RunId,
+    pub hash: String,
+    pub sources: Sources,
+    pub program: Arc<Program>,
+    pub start: Fact,
+    pub machine: Machine,
+    pub effects: Vec<Effect>,
+}
+
+impl RunService {
+    /// A run's verified history as logical facts: every value loaded, every
+    /// Checkpoint with its whole state (not the stored delta).
+    pub fn facts(&self, run: &RunId) -> Result<Vec<Fact>> {
+        logical_facts(&*self.inner.store, run)
+    }
+
+    /// Reads a run's program back from its history (the checked program
+    /// from the cache by program hash).
+    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Fact>)> {
+        let facts = self.facts(run)?;
+        let start = facts
+            .first()
+            .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
+        let sources = Sources::from_start(&*self.inner.store, start)?;
+        let program = self.program(&sources)?;
+        Ok((sources, program, facts))
+    }
+
+    /// The machine of `run` at `head`: the cached one when the run is still
+    /// where its drive paused it, else the history replayed. The Replies
+    /// and Closes still to record (effects derived past the record's end)
+    /// come first in `first`; `recorded` says which open calls have a
+    /// durable Call.
+    async fn machine_at(
+        &self,
+        run: &RunId,
+        head: &FactRef,
+    ) -> Result<(Arc<Program>, Machine, Vec<Step>, Option<BTreeSet<String>>)> {
+        if let Some((program, machine)) = self.paused_at(run, head) {
+            return Ok((program, machine, Vec::new(), None));
+        }
+        let this = self.clone();
+        let r = run.clone();
+        tokio::task::spawn_blocking(move || {
+            let (_, program, facts) = this.program_of(&r)?;
+            let replayed = replay(program.clone(), &facts);
+            let machine = match (replayed.verdict, replayed.machine) {
+                (Verdict::Diverged { fact, reason }, _) => {
+                    return Err(Error::Unreadable(format!(
+                        "{r} does not replay against its program: diverged at fact {fact}: {reason}"
+                    )));
+                }
+                (_, None) => return Err(Error::Unreadable(format!("{r} cannot be rebuilt"))),
+                (_, Some(m)) => m,
+            };
+            let recorded: BTreeSet<String> = facts
+                .iter()
+                .filter_map(|f| match f {
+                    Fact::Call { call, .. } => Some(call.to_string()),
+                    _ => None,
+                })
+                .collect();
+            Ok((program, machine, steps(replayed.unrecorded), Some(recorded)))
+        })
+        .await
+        .map_err(|e| Error::Unreadable(format!("a replay task ended: {e}")))?
+    }
+
+    /// Resume steps 4–6 of the seed ("Pause and resume"): the machine at
+    /// the record's end, durable hitl deadlines that passed applied, the
+    /// supplied reply admitted (decoded against the call's declared type),
+    /// or else the calls a crash left open settled.
+    pub(super) async fn prepare_resume(
+        &self,
+        run: &RunId,
+        head: &FactRef,
+        hash: &str,
+        reply: Option<(String, String)>,
+    ) -> Result<Resumed> {
+        let (program, mut machine, mut first, recorded) = self.machine_at(run, head).await?;
+        if machine.ending().is_some() {
+            return Err(Error::Conflict(format!(
+                "{run} has ended; nothing to resume"
+            )));
+        }
+        // Durable hitl deadlines that passed while nothing drove the run:
+        // close the call (`timeout`) as the engine says (DESIGN §4).
+        let now = super::deadlines::now_ms();
+        let r = run.clone();
+        let records =
+            super::store::blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
+        for r in records.iter().filter(|r| r.kind == HostRecordKind::Timeout) {
+            let (Some(call), Some(due)) = (
+                r.details.get("call").and_then(Json::as_str),
+                r.details.get("due_ms").and_then(Json::as_i64),
+            ) else {
+                continue;
+            };
+            if due <= now && machine.is_open(call) {
+                let more = machine
+                    .expire(call)
+                    .map_err(|e| Error::Conflict(e.to_string()))?;
+                first.extend(steps(more));
+            }
+        }
+        let open = machine.open_calls();
+        let mut resend = Vec::new();
+        let resumed_call = reply.as_ref().map(|(c, _)| c.clone());
+        if let Some((call, text)) = &reply {
+            let Some(c) = open.iter().find(|c| &c.call == call) else {
+                return Err(Error::Conflict(format!("call {call} of {run} is not open")));
+            };
+            let outcome_json = flow_abi::json::parse(text)
+                .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
+            let outcome = Outcome::from_wire(&outcome_json)
+                .map_err(|e| Error::Refused(format!("reply: {e}")))?;
+            let outcome = check_reply(&program, &machine, c, outcome)?;
+            first.push(Step::Fact(reply_fact(call, outcome.clone())?));
+            let more = machine
+                .feed(call, &outcome)
+                .map_err(|e| Error::Conflict(e.to_string()))?;
+            first.extend(steps(more));
+        }
+        // Bound after every refusal: a refused resume starts no Tool.
+        let dir = self.program_dir(run).await?;
+        let bound = self
+            .inner
+            .bindings
+            .bind(&self.inner.store, &program, hash, dir)
+            .await?;
+        if reply.is_none() {
+            // Settle calls a crash left open (not the human ones, which stay
+            // open until answered): sent again when the binding says
+            // `resend = true`, else Unknown (DESIGN §5). A cached machine
+            // was left at a pause: every call it has open is recorded.
+            let crashed: Vec<OpenCall> = open
+                .into_iter()
+                .filter(|c| c.tool != HUMAN)
+                .filter(|c| recorded.as_ref().is_none_or(|r| r.contains(&c.call)))
+                .collect();
+            if !crashed.is_empty() {
+                match self
+                    .settle(run, &bound, &mut machine, crashed, &mut first)
+                    .await
+                {
+                    Ok(r) => resend = r,
+                    Err(e) => {
+                        bound.release().await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(Resumed {
+            program,
+            machine,
+            first,
+            resend,
+            resumed_call,
+            bound,
+        })
+    }
+
+    /// Decides each call a crash left open, with an open-call-decision host
+    /// record: resent when its binding says `resend = true`, else
+    /// `Unknown("host restarted")`.
+    async fn settle(
+        &self,
+        run: &RunId,
+        bound: &super::bind::Bound,
+        machine: &mut Machine,
+        crashed: Vec<OpenCall>,
+        first: &mut Vec<Step>,
+    ) -> Result<Vec<ToDispatch>> {
+        let module = machine.module().to_string();
+        let mut resend = Vec::new();
+        let mut records = Vec::new();
+        for c in crashed {
+            let resending = bound.host.resends(&module, &c.tool);
+            let decision = if resending { "resend" } else { "unknown" };
+            records.push(json!({"call": c.call, "decision": decision, "reason": "host restarted"}));
+            if resending {
+                let args = match &c.args {
+                    Json::Object(m) => m.clone(),
+                    _ => Map::new(),
+                };
+                resend.push((c.call.clone(), c.tool.clone(), args, None));
+                continue;
+            }
+            let outcome = Outcome::Unknown("host restarted".into());
+            first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
+            let more = machine
+                .feed(&c.call, &outcome)
+                .map_err(|e| Error::Conflict(e.to_string()))?;
+            first.extend(steps(more));
+        }
+        let r = run.clone();
+        super::store::blocking(&self.inner.store, move |s| {
+            for details in records {
+                s.record_host(
+                    &r,
+                    flow_store::HostRecord {
+                        kind: HostRecordKind::OpenCallDecision,
+                        at_ms: None,
+                        details,
+                    },
+                )?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(resend)
+    }
+
+    /// A fork's Start and machine, from the parent's Start and the one
+    /// Checkpoint (whatever the parent's length: nothing else is read).
+    pub(super) fn prepare_fork(
+        &self,
+        parent: &RunId,
+        checkpoint: u64,
+        sets: &[(String, String)],
+    ) -> Result<Fork> {
+        let store = &*self.inner.store;
+        let start = read_start(store, parent)?;
+        let sources = Sources::from_start(store, &start)?;
+        let program = self.program(&sources)?;
+        let missing =
+            || Error::NotFound(format!("{parent} has no Checkpoint at fact {checkpoint}"));
+        if checkpoint < 2 {
+            return Err(missing());
+        }
+        let cp = store
+            .read_after(parent, checkpoint - 1, 1)
+            .map_err(|e| match e {
+                flow_store::Error::UnknownRun(_) => Error::from(e),
+                flow_store::Error::InvalidArgument(_) => missing(),
+                e => Error::from(e),
+            })?;
+        let cp = cp
+            .first()
+            .filter(|f| f.n == checkpoint && f.kind == FactKind::Checkpoint)
+            .ok_or_else(missing)?;
+        let task = cp.fact.get("task").and_then(Json::as_str).unwrap_or("");
+        if task != "root" {
+            return Err(Error::Refused(format!(
+                "fact {checkpoint} is a checkpoint of parallel branch {task}; fork from a root checkpoint"
+            )));
+        }
+        let node = cp
+            .fact
+            .get("node")
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let mut state = store.checkpoint_state(parent, checkpoint)?;
+        for (field, text) in sets {
+            let v = Machine::decode_state_field(&program, &program.root, field, text)
+                .map_err(Error::Refused)?;
+            if let Json::Object(m) = &mut state {
+                m.insert(field.clone(), v);
+            }
+        }
+        let module = match &start {
+            Fact::Start { entry, .. } => entry.module.clone(),
+            _ => program.root.clone(),
+        };
+        let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
+            .map_err(|e| Error::Refused(e.to_string()))?;
+        let run = new_run_id();
+        let start = start_fact(
+            &run,
+            &module,
+            &sources,
+            state,
+            Some((parent, checkpoint)),
+            None,
+        );
+        Ok(Fork {
+            run,
+            hash: sources.program_hash(),
+            sources,
+            program,
+            start,
+            machine,
+            effects,
+        })
+    }
+}
+
+/// A run's verified history as logical facts: every value loaded, every
+/// Checkpoint with its whole state (not the stored delta).
+pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Fact>> {
+    let history = store.read_history(run)?;
+    let mut facts = Vec::with_capacity(history.facts.len());
+    for f in &history.facts {
+        let mut v = store.expand(&f.fact)?;
+        if f.kind == FactKind::Checkpoint {
+            let state = store.checkpoint_state(run, f.n)?;
+            if let Json::Object(m) = &mut v {
+                m.remove("delta");
+                m.insert("state".into(), state);
+            }
+        }
+        facts.push(
+            Fact::from_value(v)
+                .map_err(|e| Error::Unreadable(format!("{run} fact {}: {e}", f.n)))?,
+        );
+    }
+    Ok(facts)
+}
+
+/// Decodes a resume reply's value against the call's declared type: the
+/// hitl node's `resume_schema` for `std/human#input` (DESIGN §4: "A resume
+/// reply that does not decode against the call's declared type is refused
+/// ... and nothing is recorded").
+fn check_reply(
+    program: &Program,
+    machine: &Machine,
+    c: &OpenCall,
+    outcome: Outcome,
+) -> Result<Outcome> {
+    let Outcome::Ok(v) = &outcome else {
+        return Ok(outcome);
+    };
+    let Some(m) = program.module(machine.module()) else {
+        return Ok(outcome);
+    };
+    let node = m.report.flow.nodes.iter().find(|n| n.id == c.node);
+    let ty = match node.map(|n| &n.kind) {
+        Some(flow_engine::model::NodeKind::Hitl(h)) => h
+            .resume_schema
+            .as_ref()
+            .and_then(|s| m.report.schema_types.get(&s.ptr)),
+        _ => None,
+    };
+    let ty = match ty {
+        Some(t) => t.clone(),
+        None => match m.decls.get(&c.tool) {
+            Some(d) => d.ok.clone(),
+            None => return Ok(outcome),
+        },
+    };
+    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
+        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
+    Ok(Outcome::Ok(decoded.to_json()))
+}

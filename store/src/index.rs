@@ -1,0 +1,240 @@
+//! The runs index and host records as every backend stores them: the
+//! columns a backend reads, and their checked conversion into the API's
+//! types. A backend only runs its SQL; what the columns mean, and what makes
+//! a row malformed, is decided here once.
+
+use crate::api::*;
+use crate::error::{Error, Result};
+use crate::hash::{from_column, hash_text};
+use flow_abi::fact::RunId;
+
+/// The `ending` column's text.
+pub(crate) fn ending_text(e: Ending) -> &'static str {
+    match e {
+        Ending::Completed => "completed",
+        Ending::Faulted => "faulted",
+    }
+}
+
+/// Parses the `ending` column; `Err` for a value the schema does not allow.
+pub(crate) fn parse_ending(col: Option<&str>) -> Result<Option<Ending>, ()> {
+    match col {
+        None => Ok(None),
+        Some("completed") => Ok(Some(Ending::Completed)),
+        Some("faulted") => Ok(Some(Ending::Faulted)),
+        Some(_) => Err(()),
+    }
+}
+
+/// A run's head as a writer sees it: its index row's moving part.
+#[derive(Clone, Debug)]
+pub(crate) struct Head {
+    pub key: i64,
+    pub last_n: u64,
+    pub last_hash: [u8; 32],
+    pub ending: Option<Ending>,
+    pub state: RunState,
+    pub updated_ms: i64,
+}
+
+impl Head {
+    /// Checks a runs row's head columns.
+    pub(crate) fn from_columns(
+        run: &RunId,
+        key: i64,
+        last_n: i64,
+        last_hash: &[u8],
+        ending: Option<&str>,
+        state: &str,
+        updated_ms: i64,
+    ) -> Result<Head> {
+        let bad = |what: &str| {
+            Error::corrupt(
+                run.as_str(),
+                last_n as u64,
+                format!("the runs index holds a malformed {what}"),
+            )
+        };
+        Ok(Head {
+            key,
+            last_n: last_n as u64,
+            last_hash: from_column(last_hash).ok_or_else(|| bad("hash"))?,
+            ending: parse_ending(ending).map_err(|()| bad("ending"))?,
+            state: RunState::parse(state).ok_or_else(|| bad("state"))?,
+            updated_ms,
+        })
+    }
+}
+
+/// Every column of a runs row.
+pub(crate) struct RunColumns {
+    pub key: i64,
+    pub state: String,
+    pub entry_module: String,
+    pub entry_function: String,
+    pub program: String,
+    pub parent_run: Option<String>,
+    pub parent_checkpoint: Option<i64>,
+    pub outer_run: Option<String>,
+    pub outer_call: Option<String>,
+    pub ending: Option<String>,
+    pub last_n: i64,
+    pub last_hash: Vec<u8>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// A checked runs row: its internal key and what it says.
+pub(crate) struct RunRow {
+    pub key: i64,
+    pub info: RunInfo,
+}
+
+impl RunColumns {
+    pub(crate) fn check(self, run: &RunId) -> Result<RunRow> {
+        let last_n = self.last_n as u64;
+        let corrupt = |what: &str| {
+            Error::corrupt(
+                run.as_str(),
+                last_n,
+                format!("the runs index holds a malformed {what}"),
+            )
+        };
+        let state = RunState::parse(&self.state).ok_or_else(|| corrupt("state"))?;
+        let hash = from_column(&self.last_hash).ok_or_else(|| corrupt("hash"))?;
+        let ending = parse_ending(self.ending.as_deref()).map_err(|()| corrupt("ending"))?;
+        Ok(RunRow {
+            key: self.key,
+            info: RunInfo {
+                run: run.clone(),
+                state,
+                entry: Entry {
+                    module: self.entry_module,
+                    function: self.entry_function,
+                },
+                program: self.program,
+                parent: self
+                    .parent_run
+                    .zip(self.parent_checkpoint.map(|c| c as u64)),
+                outer: self.outer_run.zip(self.outer_call),
+                ending,
+                last_fact: FactRef {
+                    n: last_n,
+                    hash: hash_text(&hash),
+                },
+                created_ms: self.created_ms,
+                updated_ms: self.updated_ms,
+            },
+        })
+    }
+}
+
+/// The columns of a host_records row.
+pub(crate) struct HostColumns {
+    pub seq: i64,
+    pub kind: String,
+    pub at_ms: i64,
+    pub head_n: i64,
+    pub head_hash: Vec<u8>,
+    pub details: String,
+}
+
+impl HostColumns {
+    pub(crate) fn check(self, run: &RunId) -> Result<HostRecordRow> {
+        let (seq, head_n) = (self.seq, self.head_n);
+        let bad = |what: &str| {
+            Error::corrupt(
+                run.as_str(),
+                head_n as u64,
+                format!("host record {seq}: malformed {what}"),
+            )
+        };
+        Ok(HostRecordRow {
+            seq: seq as u64,
+            kind: HostRecordKind::parse(&self.kind).ok_or_else(|| bad("kind"))?,
+            at_ms: self.at_ms,
+            head: FactRef {
+                n: head_n as u64,
+                hash: hash_text(&from_column(&self.head_hash).ok_or_else(|| bad("head hash"))?),
+            },
+            details: flow_abi::json::parse(&self.details).map_err(|_| bad("details"))?,
+        })
+    }
+}
+
+/// The columns discovery reads for one run: its runs row and its latest
+/// pause or halt record `(kind, at_ms, head_n, head_hash)`.
+pub(crate) struct DiscoveryColumns {
+    pub id: String,
+    pub entry_module: String,
+    pub entry_function: String,
+    pub program: String,
+    pub ending: Option<String>,
+    pub last_n: i64,
+    pub last_hash: Vec<u8>,
+    pub decision: Option<(String, i64, i64, Vec<u8>)>,
+}
+
+impl DiscoveryColumns {
+    /// The seed's row; a malformed hash is reported as the row's problem.
+    pub(crate) fn row(self) -> DiscoveryRow {
+        let ending = parse_ending(self.ending.as_deref()).unwrap_or(None);
+        let (last_n, last_hash) = (self.last_n, self.last_hash);
+        let host_decision = self
+            .decision
+            .filter(|(_, _, n, h)| *n == last_n && *h == last_hash)
+            .and_then(|(k, at, _, _)| {
+                HostRecordKind::parse(&k).map(|kind| HostDecision { kind, at_ms: at })
+            });
+        let last_fact = from_column(&last_hash).map(|h| FactRef {
+            n: last_n as u64,
+            hash: hash_text(&h),
+        });
+        let problem = last_fact.is_none().then(|| Problem {
+            component: "runs".into(),
+            status: ProblemStatus::Unreadable,
+            detail: "the runs index holds a malformed hash".into(),
+        });
+        DiscoveryRow {
+            run: self.id,
+            history_present: true,
+            record: if problem.is_some() {
+                RecordStatus::Unreadable
+            } else if ending.is_some() {
+                RecordStatus::Complete
+            } else {
+                RecordStatus::Incomplete
+            },
+            truncated: false,
+            ending,
+            entry: Some(Entry {
+                module: self.entry_module,
+                function: self.entry_function,
+            }),
+            program: Some(self.program),
+            last_fact,
+            host_decision,
+            problem,
+        }
+    }
+}
+
+/// A page from up to `limit + 1` rows read in id order.
+pub(crate) fn discovery_page(rows: Vec<DiscoveryColumns>, limit: u32) -> DiscoveryPage {
+    let more = rows.len() as i64 > i64::from(limit);
+    let runs: Vec<DiscoveryRow> = rows
+        .into_iter()
+        .take(limit as usize)
+        .map(DiscoveryColumns::row)
+        .collect();
+    let next_after = if more {
+        runs.last().map(|r| r.run.clone())
+    } else {
+        None
+    };
+    DiscoveryPage {
+        runs,
+        next_after,
+        problems: Vec::new(),
+    }
+}

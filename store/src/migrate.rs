@@ -1,0 +1,87 @@
+//! Schema migrations (STYLE rule 11), one numbered list per backend with the
+//! same versions and names (`migrations/sqlite/`, `migrations/postgres/`).
+//! Each backend records applied versions in `schema_migrations(version,
+//! name, checksum, applied_ms)`; the rules for what is applied or refused
+//! live here.
+
+use crate::error::{Error, Result};
+use crate::hash::{blob_hash, hash_text};
+
+/// `(version, name, sql)`.
+pub(crate) type Migration = (i64, &'static str, &'static str);
+
+pub(crate) const SQLITE: &[Migration] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "memory",
+        include_str!("../../migrations/sqlite/0002_memory.sql"),
+    ),
+    (
+        3,
+        "runs_by_updated",
+        include_str!("../../migrations/sqlite/0003_runs_by_updated.sql"),
+    ),
+];
+
+#[cfg(feature = "postgres")]
+pub(crate) const POSTGRES: &[Migration] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "memory",
+        include_str!("../../migrations/postgres/0002_memory.sql"),
+    ),
+    (
+        3,
+        "runs_by_updated",
+        include_str!("../../migrations/postgres/0003_runs_by_updated.sql"),
+    ),
+];
+
+/// The checksum recorded with a migration: blake3 of its SQL.
+pub(crate) fn checksum(sql: &str) -> String {
+    hash_text(&blob_hash(sql.as_bytes()))
+}
+
+/// Checks the recorded `(version, checksum)` rows against this build's
+/// list and returns the migrations still to apply, in order. A database
+/// that is newer than this build, or whose applied migration was edited,
+/// is refused.
+pub(crate) fn pending<'a>(
+    known: &'a [Migration],
+    applied: &[(i64, String)],
+) -> Result<Vec<&'a Migration>> {
+    for (version, sum) in applied {
+        match known.iter().find(|(v, _, _)| v == version) {
+            None => {
+                return Err(Error::Schema(format!(
+                    "database has schema version {version}, newer than this build"
+                )));
+            }
+            Some((_, name, sql)) if checksum(sql) != *sum => {
+                return Err(Error::Schema(format!(
+                    "applied migration {version} ({name}) differs from this build's"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(known
+        .iter()
+        .filter(|(v, _, _)| !applied.iter().any(|(a, _)| a == v))
+        .collect())
+}
+
+/// The schema version a list writes.
+pub(crate) fn latest(known: &[Migration]) -> i64 {
+    known.iter().map(|(v, _, _)| *v).max().unwrap_or(0)
+}

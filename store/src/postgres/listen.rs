@@ -1,0 +1,87 @@
+//! The live tail across processes: one dedicated, non-pooled connection
+//! LISTENs on the store's channel and bumps the local heads for every
+//! `run:n` the writers of any process NOTIFY inside their append
+//! transactions (so a notification means a committed fact). ECOSYSTEM §3:
+//! a pooled connection would drop notifications, and nothing is delivered
+//! while disconnected — after reconnecting, every waiting tail is woken to
+//! re-read the database.
+
+use super::connect::describe;
+use crate::error::{Error, Result};
+use crate::tail::Heads;
+use std::sync::Arc;
+use std::sync::mpsc::sync_channel;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio_postgres::{AsyncMessage, Config, NoTls};
+
+/// Wait between reconnection attempts.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Starts the listener and waits until it is listening, so a store that
+/// opened sees every fact committed after that.
+pub(super) fn start(
+    handle: &Handle,
+    cfg: Config,
+    channel: String,
+    heads: Arc<Heads>,
+) -> Result<()> {
+    let (ready, ready_rx) = sync_channel::<Result<()>>(1);
+    handle.spawn(async move {
+        let mut ready = Some(ready);
+        loop {
+            let r = listen(&cfg, &channel, &heads, &mut ready).await;
+            if let Some(tx) = ready.take() {
+                // Failed before it ever listened: the open fails.
+                let _ = tx.send(r);
+                return;
+            }
+            tokio::time::sleep(RETRY).await;
+        }
+    });
+    ready_rx.recv().map_err(|_| Error::WriterGone)?
+}
+
+/// One connection's life: LISTEN, then bump heads until it ends.
+async fn listen(
+    cfg: &Config,
+    channel: &str,
+    heads: &Heads,
+    ready: &mut Option<std::sync::mpsc::SyncSender<Result<()>>>,
+) -> Result<()> {
+    let (client, mut conn) = cfg.connect(NoTls).await.map_err(|e| {
+        Error::Unavailable(format!(
+            "cannot connect to Postgres at {} to LISTEN: {e}",
+            describe(cfg)
+        ))
+    })?;
+    let sql = format!("LISTEN \"{channel}\"");
+    let mut subscribe = Box::pin(client.batch_execute(&sql));
+    let mut listening = false;
+    loop {
+        tokio::select! {
+            r = &mut subscribe, if !listening => {
+                r?;
+                listening = true;
+                // Whatever was committed while no one listened is read by
+                // the woken tails.
+                heads.resync();
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(Ok(()));
+                }
+            }
+            m = std::future::poll_fn(|cx| conn.poll_message(cx)) => match m {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if let Some((run, at)) = n.payload().rsplit_once(':')
+                        && let Ok(at) = at.parse::<u64>()
+                    {
+                        heads.bump(&[(run.to_string(), at)]);
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => return Err(Error::Unavailable("the LISTEN connection closed".into())),
+            }
+        }
+    }
+}

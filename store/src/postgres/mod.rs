@@ -1,0 +1,475 @@
+//! The Postgres backend (ECOSYSTEM §3: tokio-postgres + deadpool-postgres):
+//! the same traits and semantics as [`crate::SqliteStore`], passing the same
+//! [`crate::conformance`] suite.
+//!
+//! **How the synchronous API sits on an async client.** The store owns a
+//! private two-thread tokio runtime that drives every connection. A caller
+//! never enters it: a write is sent over a bounded `std` channel to a
+//! dedicated writer thread, a read is handed to the private runtime's
+//! blocking pool, and the caller waits on a plain `std` channel for the
+//! answer. So the store works the same from a plain thread, from
+//! `spawn_blocking` in any tokio app (the caller's runtime is never asked to
+//! run or block on our futures, so it cannot deadlock or panic with
+//! "runtime within a runtime"), and the handle can be dropped anywhere (the
+//! runtime shuts down in the background). The sync `postgres` crate was the
+//! other option; it runs a runtime per connection and `block_on`s on the
+//! caller's thread, which panics on a tokio worker, and it cannot host the
+//! LISTEN task and a shared pool the later multi-server work needs.
+//!
+//! * **Writes**: one writer thread with group commit (see `writer`): every
+//!   command queued when a batch starts goes into one transaction; the head
+//!   of every touched run is read and locked inside it, and an append must
+//!   follow the stored last fact (fencing); COMMIT with
+//!   `synchronous_commit = on` makes it durable before anyone is answered.
+//! * **Reads**: a deadpool of connections, each read one `REPEATABLE READ,
+//!   READ ONLY` transaction, verified by the shared code in
+//!   [`crate::read`] exactly as with SQLite.
+//! * **Live tail**: the writer NOTIFYs `run:n` inside the append
+//!   transaction; one dedicated connection per store LISTENs and bumps the
+//!   local heads the tail waits on, so a tail sees facts any process
+//!   appends (see `listen`).
+//! * **Schema**: each store lives in its own Postgres schema
+//!   ([`PostgresOptions::schema`]), set as `search_path` on every
+//!   connection; `migrations/postgres/` are applied and recorded with
+//!   checksums as for SQLite.
+
+mod connect;
+mod listen;
+mod read;
+mod sql;
+mod writer;
+
+pub use connect::schema_version;
+
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::error::{Error, Result};
+use crate::sqlite::now_ms;
+use crate::tail::Heads;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use flow_abi::fact::RunId;
+use read::Session;
+use serde_json::Value;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio_postgres::NoTls;
+
+/// Most commands committed in one transaction.
+pub const MAX_BATCH: usize = 256;
+
+/// Queued commands before callers wait (back-pressure).
+const QUEUE_DEPTH: usize = 4096;
+
+/// Read connections in the pool.
+const READ_CONNECTIONS: usize = 8;
+
+/// Where a store lives: a connection URL (`postgres://user@host:port/db`)
+/// and the schema that holds its tables (created if needed).
+#[derive(Clone, Debug)]
+pub struct PostgresOptions {
+    pub url: String,
+    pub schema: String,
+}
+
+/// What reads and the writer share.
+pub(crate) struct Shared {
+    pub(crate) handle: Handle,
+    pub(crate) pool: Pool,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    tx: Mutex<Option<SyncSender<writer::Command>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    heads: Arc<Heads>,
+    schema: String,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop once its batch is done.
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut t) = self.thread.lock()
+            && let Some(t) = t.take()
+        {
+            let _ = t.join();
+        }
+        self.shared.pool.close();
+        // Never blocks, so the last handle may be dropped inside an async
+        // task of the caller's runtime.
+        if let Ok(mut rt) = self.runtime.lock()
+            && let Some(rt) = rt.take()
+        {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A handle to a Postgres store; clones share one writer, one read pool and
+/// one listener.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl PostgresStore {
+    /// Connects, creates the schema and applies migrations if needed, and
+    /// starts the writer and the listener. An unreachable server is
+    /// [`Error::Unavailable`] naming where it was looked for.
+    pub fn open(opts: PostgresOptions) -> Result<PostgresStore> {
+        let cfg = connect::config(&opts)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("flow-store-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("tokio runtime", e))?;
+        let handle = runtime.handle().clone();
+        // Build on the runtime's blocking pool: the caller may be anywhere.
+        let (tx, rx) = sync_channel(1);
+        let (h, schema) = (handle.clone(), opts.schema.clone());
+        handle.spawn_blocking(move || {
+            let _ = tx.send(Self::start(h, cfg, schema));
+        });
+        let started = rx.recv().map_err(|_| Error::WriterGone);
+        let (shared, writer, heads) = match started.and_then(|r| r) {
+            Ok(parts) => parts,
+            Err(e) => {
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
+        let (tx, rx) = sync_channel(QUEUE_DEPTH);
+        let thread = std::thread::Builder::new()
+            .name("flow-store-pg-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| Error::io("writer thread", e))?;
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                shared,
+                runtime: Mutex::new(Some(runtime)),
+                tx: Mutex::new(Some(tx)),
+                thread: Mutex::new(Some(thread)),
+                heads,
+                schema: opts.schema,
+            }),
+        })
+    }
+
+    fn start(
+        handle: Handle,
+        cfg: tokio_postgres::Config,
+        schema: String,
+    ) -> Result<(Arc<Shared>, writer::Writer, Arc<Heads>)> {
+        handle.block_on(async {
+            let client = connect::connect(&cfg).await?;
+            connect::migrate(&client, &schema).await
+        })?;
+        let mgr = Manager::from_config(
+            cfg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(READ_CONNECTIONS)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
+        let heads = Arc::new(Heads::default());
+        let channel = format!("flow_facts:{schema}");
+        listen::start(&handle, cfg.clone(), channel.clone(), heads.clone())?;
+        let writer = writer::Writer::open(handle.clone(), cfg, channel, heads.clone())?;
+        Ok((Arc::new(Shared { handle, pool }), writer, heads))
+    }
+
+    /// The schema the store lives in.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    fn sender(&self) -> Result<SyncSender<writer::Command>> {
+        self.inner
+            .tx
+            .lock()
+            .map_err(|_| Error::WriterGone)?
+            .clone()
+            .ok_or(Error::WriterGone)
+    }
+
+    fn send<T>(&self, make: impl FnOnce(SyncSender<Result<T>>) -> writer::Command) -> Result<T> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        self.sender()?
+            .send(make(reply_tx))
+            .map_err(|_| Error::WriterGone)?;
+        reply_rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// Runs `f` on one read session on the private runtime's blocking pool.
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let shared = self.inner.shared.clone();
+        let (tx, rx) = sync_channel(1);
+        self.inner.shared.handle.spawn_blocking(move || {
+            let mut s = Session::new(shared);
+            let out = f(&mut s);
+            s.finish();
+            let _ = tx.send(out);
+        });
+        rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// Number of blob rows (for tests and benchmarks).
+    pub fn blob_count(&self) -> Result<u64> {
+        self.read(|s| {
+            let rows = s.query("SELECT COUNT(*) FROM blobs", &[])?;
+            let n: i64 = rows.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+            Ok(n as u64)
+        })
+    }
+}
+
+impl AppendFacts for PostgresStore {
+    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended> {
+        let (start, sources) = (start.clone(), sources.to_vec());
+        self.send(|reply| writer::Command::Create {
+            start,
+            sources,
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+
+    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended> {
+        let (run, fact) = (run.clone(), fact.clone());
+        self.send(|reply| writer::Command::Append {
+            run,
+            fact,
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+
+    /// Queues every fact before waiting for any answer, so the writer takes
+    /// them into one batch: one transaction and one fsync for the lot.
+    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
+        let sender = self.sender()?;
+        let at_ms = now_ms();
+        let mut waits = Vec::with_capacity(facts.len());
+        for fact in facts {
+            let (reply, rx) = sync_channel(1);
+            sender
+                .send(writer::Command::Append {
+                    run: run.clone(),
+                    fact: fact.clone(),
+                    at_ms,
+                    reply,
+                })
+                .map_err(|_| Error::WriterGone)?;
+            waits.push(rx);
+        }
+        waits
+            .into_iter()
+            .map(|rx| rx.recv().map_err(|_| Error::WriterGone)?)
+            .collect()
+    }
+}
+
+impl HostRecords for PostgresStore {
+    fn record_host(&self, run: &RunId, record: HostRecord) -> Result<HostRecordRow> {
+        let run = run.clone();
+        let at_ms = record.at_ms.unwrap_or_else(now_ms);
+        self.send(|reply| writer::Command::Host {
+            run,
+            record,
+            at_ms,
+            reply,
+        })
+    }
+
+    fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
+        let run = run.clone();
+        self.read(move |s| crate::read::host_records(s, &run))
+    }
+}
+
+impl ImportRuns for PostgresStore {
+    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {
+        self.send(|reply| writer::Command::Import {
+            archive: Box::new(archive),
+            at_ms: now_ms(),
+            reply,
+        })
+    }
+}
+
+impl ReadHistory for PostgresStore {
+    fn run_info(&self, run: &RunId) -> Result<RunInfo> {
+        let run = run.clone();
+        self.read(move |s| crate::read::run_info(s, &run))
+    }
+
+    fn read_history(&self, run: &RunId) -> Result<History> {
+        let run = run.clone();
+        self.read(move |s| crate::read::read_history(s, &run))
+    }
+
+    fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
+        let run = run.clone();
+        self.read(move |s| crate::read::read_after(s, &run, after, limit))
+    }
+
+    fn blob(&self, hash: &str) -> Result<Vec<u8>> {
+        let hash = hash.to_string();
+        self.read(move |s| crate::read::blob(s, &hash))
+    }
+
+    fn expand(&self, stored: &Value) -> Result<Value> {
+        let stored = stored.clone();
+        self.read(move |s| crate::read::expand(s, &stored))
+    }
+
+    fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
+        let run = run.clone();
+        self.read(move |s| crate::read::checkpoint_state(s, &run, n))
+    }
+
+    /// One session for the page: the history's blobs, fetched to verify
+    /// it, also serve the values the page shows.
+    fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
+        let q = crate::view::check_query(query)?;
+        let run = run.clone();
+        self.read(move |s| {
+            let info = crate::read::run_info(s, &run)?;
+            let history = crate::read::read_history(s, &run)?;
+            crate::view::page(&info, &history, &q, &mut |v| crate::read::expand(s, v))
+        })
+    }
+}
+
+impl Discover for PostgresStore {
+    fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
+        let q = query.check()?;
+        self.read(move |s| crate::read::discover(s, &q))
+    }
+}
+
+impl ListRuns for PostgresStore {
+    fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
+        let q = query.check()?;
+        self.read(move |s| crate::listing::list_runs(s, &q))
+    }
+
+    fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
+        self.read(move |s| crate::listing::changed_since(s, since_ms, limit))
+    }
+}
+
+impl Subscribe for PostgresStore {
+    fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>> {
+        Ok(Box::new(crate::tail::StoreTail::new(
+            self.clone(),
+            self.inner.heads.clone(),
+            run,
+            after,
+        )?))
+    }
+}
+
+impl crate::api::Memory for PostgresStore {
+    fn memory_read(&self, store: &str, key: &Value) -> Result<Option<Value>> {
+        let key = flow_abi::json::canonical(key);
+        let store = store.to_string();
+        let text: Option<String> = self.read({
+            let store = store.clone();
+            move |s| {
+                let rows = s.query(
+                    "SELECT value FROM memory WHERE store = $1 AND key = $2",
+                    &[&store, &key],
+                )?;
+                Ok(rows.first().map(|r| r.try_get(0)).transpose()?)
+            }
+        })?;
+        match text {
+            None => Ok(None),
+            Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
+                Error::Schema(format!(
+                    "memory {store}: a stored value does not parse: {e}"
+                ))
+            }),
+        }
+    }
+
+    /// Memory writes are rare and small: each is its own transaction on a
+    /// pooled connection, serialized per key by an advisory lock so two
+    /// merges (from any server) cannot lose each other's fields.
+    fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()> {
+        let key = flow_abi::json::canonical(key);
+        let (store, value) = (store.to_string(), value.clone());
+        let shared = self.inner.shared.clone();
+        let (tx, rx) = sync_channel(1);
+        self.inner.shared.handle.spawn(async move {
+            let r = async {
+                let conn = shared
+                    .pool
+                    .get()
+                    .await
+                    .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
+                conn.batch_execute("BEGIN").await?;
+                let body = async {
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(10) || $2, 0))",
+                        &[&store, &key],
+                    )
+                    .await?;
+                    let mut value = value;
+                    if merge {
+                        let old: Option<String> = conn
+                            .query_opt(
+                                "SELECT value FROM memory WHERE store = $1 AND key = $2",
+                                &[&store, &key],
+                            )
+                            .await?
+                            .map(|r| r.try_get(0))
+                            .transpose()?;
+                        if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
+                            && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
+                        {
+                            o.extend(n);
+                            value = Value::Object(o);
+                        }
+                    }
+                    conn.execute(
+                        "INSERT INTO memory (store, key, value, updated_ms) VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
+                        &[&store, &key, &flow_abi::json::canonical(&value), &now_ms()],
+                    )
+                    .await?;
+                    Ok::<(), Error>(())
+                }
+                .await;
+                match body {
+                    Ok(()) => Ok(conn.batch_execute("COMMIT").await?),
+                    Err(e) => {
+                        let _ = conn.batch_execute("ROLLBACK").await;
+                        Err(e)
+                    }
+                }
+            }
+            .await;
+            let _ = tx.send(r);
+        });
+        rx.recv().map_err(|_| Error::WriterGone)?
+    }
+}

@@ -1,0 +1,419 @@
+//! The queries behind verified reads ([`crate::read`]) on one pooled
+//! connection, inside one `REPEATABLE READ, READ ONLY` transaction (a
+//! consistent snapshot, begun with the first query).
+//!
+//! A round trip costs far more here than a SQLite page read, so the session
+//! fetches blobs together: each batch of fact rows or blob bodies is
+//! scanned for the `"blake3:<hex>"` hashes it mentions, and those blobs are
+//! loaded with one `= ANY` query per level of nesting. This is only a
+//! cache in front of [`ReadDb::load_blob`]; what is verified, and how, is
+//! unchanged. Checkpoint walks read the facts before the one asked for in
+//! windows of [`WINDOW`] rows.
+
+use super::Shared;
+use crate::api::{CheckedRunList, RunOrder, RunState};
+use crate::error::{Error, Result};
+use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
+use crate::listing::{ListingColumns, prefix_range};
+use crate::merkle::collect_refs;
+use crate::read::{FactRow, ReadDb};
+use deadpool_postgres::Object;
+use flow_abi::fact::RunId;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// Facts read per step of a checkpoint walk.
+const WINDOW: u64 = 256;
+
+/// Most blob bytes a session prefetches; past it, blobs load one by one.
+const PREFETCH_BUDGET: usize = 256 << 20;
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// One read: a pooled connection (taken at the first query) and its caches.
+pub(super) struct Session {
+    shared: Arc<Shared>,
+    conn: Option<Object>,
+    blobs: HashMap<[u8; 32], Vec<u8>>,
+    tried: HashSet<[u8; 32]>,
+    prefetched: usize,
+    window: Option<(i64, u64, u64)>,
+    rows: BTreeMap<u64, Result<FactRow, String>>,
+}
+
+impl Session {
+    pub(super) fn new(shared: Arc<Shared>) -> Session {
+        Session {
+            shared,
+            conn: None,
+            blobs: HashMap::new(),
+            tried: HashSet::new(),
+            prefetched: 0,
+            window: None,
+            rows: BTreeMap::new(),
+        }
+    }
+
+    /// Runs one query; the first also begins the snapshot (pipelined).
+    pub(super) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let shared = self.shared.clone();
+        let begin = self.conn.is_none();
+        if begin {
+            let obj = shared
+                .handle
+                .block_on(shared.pool.get())
+                .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
+            self.conn = Some(obj);
+        }
+        let conn = self.conn.as_ref().ok_or(Error::WriterGone)?;
+        shared.handle.block_on(async {
+            let run = async {
+                let st = conn.prepare_cached(sql).await?;
+                conn.query(&st, params).await
+            };
+            if begin {
+                let (b, rows) = tokio::join!(
+                    conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+                    run
+                );
+                b?;
+                Ok(rows?)
+            } else {
+                Ok(run.await?)
+            }
+        })
+    }
+
+    /// Ends the snapshot and gives the connection back (a connection whose
+    /// COMMIT failed is not reused).
+    pub(super) fn finish(mut self) {
+        if let Some(conn) = self.conn.take() {
+            let ok = self
+                .shared
+                .handle
+                .block_on(conn.batch_execute("COMMIT"))
+                .is_ok();
+            if !ok {
+                let _ = Object::take(conn);
+            }
+        }
+    }
+
+    /// Loads the blobs `hashes` name, and then those their bodies name.
+    fn fetch_blobs(&mut self, mut hashes: Vec<[u8; 32]>) -> Result<()> {
+        loop {
+            hashes.retain(|h| !self.blobs.contains_key(h) && self.tried.insert(*h));
+            if hashes.is_empty() || self.prefetched > PREFETCH_BUDGET {
+                return Ok(());
+            }
+            let keys: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+            let rows = self.query(
+                "SELECT hash, body FROM blobs WHERE hash = ANY($1::bytea[])",
+                &[&keys],
+            )?;
+            let mut next = Vec::new();
+            for r in rows {
+                let hash: Vec<u8> = r.try_get(0)?;
+                let body: Vec<u8> = r.try_get(1)?;
+                let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else {
+                    continue;
+                };
+                mentions(&body, &mut next);
+                self.prefetched += body.len();
+                self.blobs.insert(hash, body);
+            }
+            hashes = next;
+        }
+    }
+
+    fn fact_rows(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Result<FactRow, String>>> {
+        let rows: Vec<Result<FactRow, String>> =
+            self.query(sql, params)?.iter().map(fact_row).collect();
+        let mut wanted = Vec::new();
+        for (_, _, _, body) in rows.iter().flatten() {
+            mentions(body.as_bytes(), &mut wanted);
+        }
+        self.fetch_blobs(wanted)?;
+        Ok(rows)
+    }
+}
+
+fn fact_row(r: &Row) -> Result<FactRow, String> {
+    let get = || -> Result<FactRow, tokio_postgres::Error> {
+        Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?))
+    };
+    get().map_err(|e| Error::from(e).to_string())
+}
+
+/// Appends every `"blake3:<64 lowercase hex>"` string in `text` to `out`:
+/// a value reference's address or a source's hash, in canonical JSON.
+fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
+    const PAT: &[u8] = b"\"blake3:";
+    let mut i = 0;
+    while i + PAT.len() + 65 <= text.len() {
+        match text[i..].windows(PAT.len()).position(|w| w == PAT) {
+            None => return,
+            Some(at) => {
+                let start = i + at + PAT.len();
+                let hex = &text[start..(start + 64).min(text.len())];
+                let mut h = [0u8; 32];
+                if text.get(start + 64) == Some(&b'"')
+                    && hex
+                        .iter()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+                    && hex::decode_to_slice(hex, &mut h).is_ok()
+                {
+                    out.push(h);
+                }
+                i = start;
+            }
+        }
+    }
+}
+
+impl ReadDb for Session {
+    fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
+        let rows = self.query(
+            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms
+             FROM runs WHERE id = $1",
+            &[&run.as_str()],
+        )?;
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(RunColumns {
+            key: r.try_get(0)?,
+            state: r.try_get(1)?,
+            entry_module: r.try_get(2)?,
+            entry_function: r.try_get(3)?,
+            program: r.try_get(4)?,
+            parent_run: r.try_get(5)?,
+            parent_checkpoint: r.try_get(6)?,
+            outer_run: r.try_get(7)?,
+            outer_call: r.try_get(8)?,
+            ending: r.try_get(9)?,
+            last_n: r.try_get(10)?,
+            last_hash: r.try_get(11)?,
+            created_ms: r.try_get(12)?,
+            updated_ms: r.try_get(13)?,
+        }))
+    }
+
+    fn all_facts(&mut self, key: i64) -> Result<Vec<Result<FactRow, String>>> {
+        self.fact_rows(
+            "SELECT n, kind, hash, body FROM facts WHERE run_key = $1 ORDER BY n",
+            &[&key],
+        )
+    }
+
+    fn facts_after(
+        &mut self,
+        key: i64,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Result<FactRow, String>>> {
+        self.fact_rows(
+            "SELECT n, kind, hash, body FROM facts WHERE run_key = $1 AND n > $2 ORDER BY n LIMIT $3",
+            &[&key, &(after as i64), &i64::from(limit)],
+        )
+    }
+
+    fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>> {
+        let cached = matches!(self.window, Some((k, lo, hi)) if k == key && lo <= from && to <= hi);
+        if !cached {
+            let lo = to.saturating_sub(WINDOW - 1).min(from);
+            let rows = self.query(
+                "SELECT n, kind, hash, body FROM facts WHERE run_key = $1 AND n BETWEEN $2 AND $3 ORDER BY n",
+                &[&key, &(lo as i64), &(to as i64)],
+            )?;
+            self.rows.clear();
+            for (i, r) in rows.iter().enumerate() {
+                let row = fact_row(r);
+                // A row whose number cannot be read keeps its place.
+                let n = row.as_ref().map(|r| r.0 as u64).unwrap_or(lo + i as u64);
+                self.rows.insert(n, row);
+            }
+            self.window = Some((key, lo, to));
+        }
+        Ok(self.rows.range(from..=to).map(|(_, r)| r.clone()).collect())
+    }
+
+    fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>> {
+        let rows = self.query(
+            "SELECT hash FROM facts WHERE run_key = $1 AND n = $2",
+            &[&key, &(n as i64)],
+        )?;
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(Error::from)
+    }
+
+    fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
+        if let Some(b) = self.blobs.get(hash) {
+            return Ok(Some(b.clone()));
+        }
+        let rows = self.query("SELECT body FROM blobs WHERE hash = $1", &[&&hash[..]])?;
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(Error::from)
+    }
+
+    fn prefetch(&mut self, values: &[&Value]) -> Result<()> {
+        let mut refs = Vec::new();
+        for v in values {
+            // A malformed reference is for the verification to report.
+            let _ = collect_refs(v, &mut refs);
+        }
+        self.fetch_blobs(refs.into_iter().map(|(h, _)| h).collect())
+    }
+
+    fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
+        let rows = self.query(
+            "SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = $1 ORDER BY seq",
+            &[&key],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(HostColumns {
+                    seq: r.try_get(0)?,
+                    kind: r.try_get(1)?,
+                    at_ms: r.try_get(2)?,
+                    head_n: r.try_get(3)?,
+                    head_hash: r.try_get(4)?,
+                    details: r.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
+    /// One query: the page's rows with their latest pause or halt record.
+    fn discovery_columns(
+        &mut self,
+        after: &str,
+        limit: u32,
+        state: Option<RunState>,
+    ) -> Result<Vec<DiscoveryColumns>> {
+        let take = i64::from(limit) + 1;
+        let rows = self.query(
+            "SELECT r.id, r.entry_module, r.entry_function, r.program, r.ending, r.last_n, r.last_hash,
+                    d.kind, d.at_ms, d.head_n, d.head_hash
+             FROM runs r
+             LEFT JOIN LATERAL (
+                 SELECT kind, at_ms, head_n, head_hash FROM host_records h
+                 WHERE h.run_key = r.key AND h.kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1
+             ) d ON true
+             WHERE r.id > $1 AND ($3::text IS NULL OR r.state = $3)
+             ORDER BY r.id LIMIT $2",
+            &[&after, &take, &state.map(RunState::as_str)],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let kind: Option<String> = r.try_get(7)?;
+                Ok(DiscoveryColumns {
+                    id: r.try_get(0)?,
+                    entry_module: r.try_get(1)?,
+                    entry_function: r.try_get(2)?,
+                    program: r.try_get(3)?,
+                    ending: r.try_get(4)?,
+                    last_n: r.try_get(5)?,
+                    last_hash: r.try_get(6)?,
+                    decision: match kind {
+                        Some(k) => Some((k, r.try_get(8)?, r.try_get(9)?, r.try_get(10)?)),
+                        None => None,
+                    },
+                })
+            })
+            .collect()
+    }
+    /// One query: the page's rows with their latest pause or halt record.
+    fn listing_columns(&mut self, q: &CheckedRunList) -> Result<Vec<ListingColumns>> {
+        let take = i64::from(q.limit) + 1;
+        let (cmp, dir) = match q.order {
+            RunOrder::Oldest => (">", "ASC"),
+            RunOrder::Newest => ("<", "DESC"),
+        };
+        let sql = format!(
+            "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
+                    d.kind, d.at_ms, d.head_n, d.head_hash
+             FROM runs r
+             LEFT JOIN LATERAL (
+                 SELECT kind, at_ms, head_n, head_hash FROM host_records h
+                 WHERE h.run_key = r.key AND h.kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1
+             ) d ON true
+             WHERE ($1::text IS NULL OR r.id {cmp} $1)
+               AND ($2::text IS NULL OR r.state = $2)
+               AND ($3::text IS NULL OR (r.id >= $3 AND r.id < $4))
+             ORDER BY r.id {dir} LIMIT $5"
+        );
+        let cursor = q.cursor.as_ref().map(|c| c.as_str().to_string());
+        let (from, to) = match &q.prefix {
+            Some(p) => {
+                let (f, t) = prefix_range(p);
+                (Some(f), Some(t))
+            }
+            None => (None, None),
+        };
+        let rows = self.query(
+            &sql,
+            &[&cursor, &q.state.map(RunState::as_str), &from, &to, &take],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let kind: Option<String> = r.try_get(15)?;
+                Ok(ListingColumns {
+                    id: r.try_get(0)?,
+                    cols: RunColumns {
+                        key: r.try_get(1)?,
+                        state: r.try_get(2)?,
+                        entry_module: r.try_get(3)?,
+                        entry_function: r.try_get(4)?,
+                        program: r.try_get(5)?,
+                        parent_run: r.try_get(6)?,
+                        parent_checkpoint: r.try_get(7)?,
+                        outer_run: r.try_get(8)?,
+                        outer_call: r.try_get(9)?,
+                        ending: r.try_get(10)?,
+                        last_n: r.try_get(11)?,
+                        last_hash: r.try_get(12)?,
+                        created_ms: r.try_get(13)?,
+                        updated_ms: r.try_get(14)?,
+                    },
+                    decision: match kind {
+                        Some(k) => Some((k, r.try_get(16)?, r.try_get(17)?, r.try_get(18)?)),
+                        None => None,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT id FROM runs WHERE updated_ms >= $1 ORDER BY updated_ms, id LIMIT $2",
+            &[&since_ms, &i64::from(limit)],
+        )?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn mentions_finds_hashes_in_canonical_text() {
+        let h = "ab".repeat(32);
+        let text = format!(
+            "{{\"a\":{{\"$blob\":\"blake3:{h}\",\"length\":3}},\"b\":\"blake3:{h}\",\"c\":\"blake3:12\",\"d\":\"\\\"blake3:{}\\\"\"}}",
+            "cd".repeat(32)
+        );
+        let mut out = Vec::new();
+        mentions(text.as_bytes(), &mut out);
+        assert_eq!(out, vec![[0xab; 32], [0xab; 32]]);
+    }
+}

@@ -1,0 +1,283 @@
+//! The SQL of a writer batch: the statements prepared once per connection,
+//! the rows a batch writes, and writing them in one pipelined round trip.
+
+use crate::api::*;
+use crate::error::Error;
+use crate::index::{Head, ending_text};
+use crate::prepare::StartMeta;
+use futures_util::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::task::Poll;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, Statement};
+
+/// The statements the writer prepares once per connection.
+pub(super) struct Statements {
+    pub(super) heads: Statement,
+    blobs: Statement,
+    runs: Statement,
+    facts: Statement,
+    host: Statement,
+    update: Statement,
+    notify: Statement,
+}
+
+pub(super) struct Conn {
+    pub(super) client: Client,
+    pub(super) st: Statements,
+}
+
+/// The rows one batch writes, column by column.
+#[derive(Default)]
+pub(super) struct Rows {
+    pub(super) blobs: BTreeMap<[u8; 32], Vec<u8>>,
+    pub(super) runs: Vec<NewRun>,
+    pub(super) facts: Vec<(String, u64, &'static str, [u8; 32], String)>,
+    pub(super) host: Vec<HostRow>,
+}
+
+/// `(run, seq, kind, at_ms, head_n, head_hash, details)`.
+type HostRow = (String, i64, &'static str, i64, i64, [u8; 32], String);
+
+/// A pipelined statement and the rows it must affect (`None`: any).
+type Step<'a> = (
+    BoxFuture<'a, Result<u64, tokio_postgres::Error>>,
+    Option<usize>,
+);
+
+pub(super) struct NewRun {
+    pub(super) meta: StartMeta,
+    pub(super) state: RunState,
+    pub(super) ending: Option<Ending>,
+    pub(super) last_n: u64,
+    pub(super) last_hash: [u8; 32],
+    pub(super) at_ms: i64,
+}
+
+impl Conn {
+    /// Connects and prepares the statements.
+    pub(super) async fn open(cfg: &Config) -> Result<Conn, Error> {
+        let client = super::connect::connect(cfg).await?;
+        let st = Statements {
+            heads: client
+                .prepare(
+                    "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms,
+                            (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key)
+                     FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE OF r",
+                )
+                .await?,
+            blobs: client
+                .prepare(
+                    "INSERT INTO blobs (hash, body) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (hash) DO NOTHING",
+                )
+                .await?,
+            runs: client
+                .prepare(
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[])
+                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t)",
+                )
+                .await?,
+            facts: client
+                .prepare(
+                    "INSERT INTO facts (run_key, n, kind, hash, body)
+                     SELECT r.key, u.n, u.kind, u.hash, u.body
+                     FROM unnest($1::text[], $2::int8[], $3::text[], $4::bytea[], $5::text[]) AS u(id, n, kind, hash, body)
+                     JOIN runs r ON r.id = u.id",
+                )
+                .await?,
+            host: client
+                .prepare(
+                    "INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details)
+                     SELECT r.key, u.seq, u.kind, u.at, u.hn, u.hh, u.details
+                     FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::bytea[], $7::text[]) AS u(id, seq, kind, at, hn, hh, details)
+                     JOIN runs r ON r.id = u.id",
+                )
+                .await?,
+            update: client
+                .prepare(
+                    "UPDATE runs AS r SET last_n = u.n, last_hash = u.h, state = u.s, ending = u.e, updated_ms = u.t
+                     FROM unnest($1::text[], $2::int8[], $3::bytea[], $4::text[], $5::text[], $6::int8[]) AS u(id, n, h, s, e, t)
+                     WHERE r.id = u.id",
+                )
+                .await?,
+            notify: client
+                .prepare("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+                .await?,
+        };
+        Ok(Conn { client, st })
+    }
+}
+
+/// Why a batch did not commit.
+pub(super) struct Failed {
+    pub(super) error: Error,
+    /// COMMIT was sent and its answer lost: the outcome is unknown.
+    pub(super) unknown: bool,
+    /// The server refused a new run's id as taken (a concurrent create).
+    pub(super) unique: bool,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed {
+            error,
+            unknown: false,
+            unique: false,
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(e: tokio_postgres::Error) -> Failed {
+        Failed {
+            unique: e.code() == Some(&SqlState::UNIQUE_VIOLATION),
+            error: Error::from(e),
+            unknown: false,
+        }
+    }
+}
+
+/// Writes a batch's rows in one pipelined round trip, checking each count.
+pub(super) async fn write(
+    conn: &Conn,
+    channel: &str,
+    r: &Rows,
+    changed: &BTreeMap<String, Head>,
+    notes: &BTreeMap<String, u64>,
+) -> Result<(), Failed> {
+    let c = &conn.client;
+    let st = &conn.st;
+    let blob_hash: Vec<&[u8]> = r.blobs.keys().map(|h| &h[..]).collect();
+    let blob_body: Vec<&[u8]> = r.blobs.values().map(Vec::as_slice).collect();
+    let run_id: Vec<&str> = r.runs.iter().map(|x| x.meta.run.as_str()).collect();
+    let run_state: Vec<&str> = r.runs.iter().map(|x| x.state.as_str()).collect();
+    let run_em: Vec<&str> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.entry_module.as_str())
+        .collect();
+    let run_ef: Vec<&str> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.entry_function.as_str())
+        .collect();
+    let run_prog: Vec<&str> = r.runs.iter().map(|x| x.meta.program.as_str()).collect();
+    let run_pr: Vec<Option<&str>> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.parent.as_ref().map(|p| p.0.as_str()))
+        .collect();
+    let run_pc: Vec<Option<i64>> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.parent.as_ref().map(|p| p.1 as i64))
+        .collect();
+    let run_or: Vec<Option<&str>> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.outer.as_ref().map(|o| o.0.as_str()))
+        .collect();
+    let run_oc: Vec<Option<&str>> = r
+        .runs
+        .iter()
+        .map(|x| x.meta.outer.as_ref().map(|o| o.1.as_str()))
+        .collect();
+    let run_end: Vec<Option<&str>> = r.runs.iter().map(|x| x.ending.map(ending_text)).collect();
+    let run_n: Vec<i64> = r.runs.iter().map(|x| x.last_n as i64).collect();
+    let run_h: Vec<&[u8]> = r.runs.iter().map(|x| &x.last_hash[..]).collect();
+    let run_t: Vec<i64> = r.runs.iter().map(|x| x.at_ms).collect();
+    let f_id: Vec<&str> = r.facts.iter().map(|f| f.0.as_str()).collect();
+    let f_n: Vec<i64> = r.facts.iter().map(|f| f.1 as i64).collect();
+    let f_kind: Vec<&str> = r.facts.iter().map(|f| f.2).collect();
+    let f_hash: Vec<&[u8]> = r.facts.iter().map(|f| &f.3[..]).collect();
+    let f_body: Vec<&str> = r.facts.iter().map(|f| f.4.as_str()).collect();
+    let h_id: Vec<&str> = r.host.iter().map(|h| h.0.as_str()).collect();
+    let h_seq: Vec<i64> = r.host.iter().map(|h| h.1).collect();
+    let h_kind: Vec<&str> = r.host.iter().map(|h| h.2).collect();
+    let h_at: Vec<i64> = r.host.iter().map(|h| h.3).collect();
+    let h_n: Vec<i64> = r.host.iter().map(|h| h.4).collect();
+    let h_hash: Vec<&[u8]> = r.host.iter().map(|h| &h.5[..]).collect();
+    let h_det: Vec<&str> = r.host.iter().map(|h| h.6.as_str()).collect();
+    let u_id: Vec<&str> = changed.keys().map(String::as_str).collect();
+    let u_n: Vec<i64> = changed.values().map(|h| h.last_n as i64).collect();
+    let u_h: Vec<&[u8]> = changed.values().map(|h| &h.last_hash[..]).collect();
+    let u_s: Vec<&str> = changed.values().map(|h| h.state.as_str()).collect();
+    let u_e: Vec<Option<&str>> = changed
+        .values()
+        .map(|h| h.ending.map(ending_text))
+        .collect();
+    let u_t: Vec<i64> = changed.values().map(|h| h.updated_ms).collect();
+    let notes: Vec<String> = notes.iter().map(|(r, n)| format!("{r}:{n}")).collect();
+
+    type P<'a> = &'a (dyn ToSql + Sync);
+    let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
+    let p_runs: [P<'_>; 13] = [
+        &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
+        &run_end, &run_n, &run_h, &run_t,
+    ];
+    let p_facts: [P<'_>; 5] = [&f_id, &f_n, &f_kind, &f_hash, &f_body];
+    let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];
+    let p_update: [P<'_>; 6] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t];
+    let p_notify: [P<'_>; 2] = [&channel, &notes];
+    // (statement, rows it must affect: None = any)
+    let mut steps: Vec<Step<'_>> = Vec::new();
+    if !blob_hash.is_empty() {
+        steps.push((Box::pin(c.execute(&st.blobs, &p_blobs)), None));
+    }
+    if !run_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.runs, &p_runs)), Some(run_id.len())));
+    }
+    if !f_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.facts, &p_facts)), Some(f_id.len())));
+    }
+    if !h_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.host, &p_host)), Some(h_id.len())));
+    }
+    if !u_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));
+    }
+    if !notes.is_empty() {
+        steps.push((Box::pin(c.execute(&st.notify, &p_notify)), None));
+    }
+    // Poll each once, in order, so every request is sent before any answer
+    // is awaited (tokio-postgres sends a request when its future is first
+    // polled; the server runs them in that order).
+    let mut results: Vec<Option<Result<u64, tokio_postgres::Error>>> = Vec::new();
+    for (f, _) in steps.iter_mut() {
+        results.push(match futures_util::poll!(f.as_mut()) {
+            Poll::Ready(r) => Some(r),
+            Poll::Pending => None,
+        });
+    }
+    let mut first_error = None;
+    for ((f, want), got) in steps.into_iter().zip(results) {
+        let r = match got {
+            Some(r) => r,
+            None => f.await,
+        };
+        match r {
+            Ok(n) => {
+                if let Some(w) = want
+                    && n != w as u64
+                    && first_error.is_none()
+                {
+                    first_error = Some(Failed::from(Error::CommitFailed(format!(
+                        "a statement wrote {n} rows, not {w}"
+                    ))));
+                }
+            }
+            Err(e) => {
+                if first_error.is_none() {
+                    first_error = Some(Failed::from(e));
+                }
+            }
+        }
+    }
+    match first_error {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}

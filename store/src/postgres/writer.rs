@@ -1,0 +1,512 @@
+//! The writer thread: the one connection of this store that appends (see
+//! the module doc of `postgres`). Group commit: every command queued when a
+//! batch starts is decided in memory and written by a fixed handful of
+//! statements in one transaction.
+//!
+//! 1. `BEGIN` and `SELECT … FROM runs WHERE id = ANY(…) ORDER BY id FOR
+//!    UPDATE`: the head of every run the batch touches, read and locked
+//!    inside the transaction. Each append is checked against that stored
+//!    head (n must follow the stored last fact), so a writer whose view is
+//!    stale — another server appended — is refused, never forked: the
+//!    fencing the multi-server lease relies on. Rows are locked in id order
+//!    and blobs inserted in hash order, so two writers cannot deadlock on
+//!    each other's batches.
+//! 2. Each command is decided by [`crate::prepare`] against those heads
+//!    (and the earlier commands of the batch); a refused one changes
+//!    nothing.
+//! 3. One pipelined round trip (`sql`) writes everything: blobs, new runs, facts,
+//!    host records, the changed heads, and `pg_notify` for each run that
+//!    moved (delivered only if the transaction commits). Counts are checked.
+//! 4. `COMMIT` (durable: `synchronous_commit = on`), then callers are
+//!    answered and the local heads bumped.
+//!
+//! If a statement fails the transaction is rolled back and, when the batch
+//! held several commands, each is retried alone, so one bad command fails
+//! alone as with SQLite's savepoints. If the connection is lost during
+//! COMMIT the outcome is unknown: every command of that batch gets
+//! `CommitUnknown` and none is retried.
+
+use super::MAX_BATCH;
+use super::sql::{Conn, Failed, NewRun, Rows, write};
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::checkpoint::CkptCache;
+use crate::error::{Error, Result};
+use crate::hash::{hash_text, parse_hash};
+use crate::index::Head;
+use crate::merkle::NewBlob;
+use crate::prepare::{
+    CheckedStart, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+};
+use crate::tail::Heads;
+use flow_abi::fact::RunId;
+use flow_abi::json::canonical;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender};
+use tokio::runtime::Handle;
+use tokio_postgres::Config;
+use tokio_postgres::types::ToSql;
+
+/// Logical bytes of checkpoint states the writer keeps to compute deltas.
+const CACHE_BUDGET: u64 = 64 << 20;
+
+pub(crate) enum Command {
+    Create {
+        start: Value,
+        sources: Vec<SourceText>,
+        at_ms: i64,
+        reply: SyncSender<Result<Appended>>,
+    },
+    Append {
+        run: RunId,
+        fact: Value,
+        at_ms: i64,
+        reply: SyncSender<Result<Appended>>,
+    },
+    Host {
+        run: RunId,
+        record: HostRecord,
+        at_ms: i64,
+        reply: SyncSender<Result<HostRecordRow>>,
+    },
+    Import {
+        archive: Box<VerifiedArchive>,
+        at_ms: i64,
+        reply: SyncSender<Result<ImportOutcome>>,
+    },
+}
+
+/// A command's answer, held until its batch commits.
+enum Out {
+    Appended(Appended),
+    Host(HostRecordRow),
+    Import(ImportOutcome),
+}
+
+impl Command {
+    fn run_id(&self) -> Option<String> {
+        match self {
+            Command::Create { start, .. } => {
+                start.get("run").and_then(Value::as_str).map(str::to_string)
+            }
+            Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
+            Command::Import { archive, .. } => Some(archive.run.to_string()),
+        }
+    }
+
+    fn answer(self, out: Result<Out>) {
+        // A caller that stopped waiting is not an error of the store.
+        match self {
+            Command::Create { reply, .. } | Command::Append { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Appended(a) => Ok(a),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+            Command::Host { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Host(h) => Ok(h),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+            Command::Import { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Import(i) => Ok(i),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+        }
+    }
+}
+
+/// What a batch decided, before it is written.
+#[derive(Default)]
+struct Plan {
+    rows: Rows,
+    /// Heads as of the end of the batch; `changed` are written back.
+    heads: HashMap<String, Head>,
+    changed: BTreeMap<String, Head>,
+    host_seq: HashMap<String, i64>,
+    ckpt: HashMap<String, Option<CkptCache>>,
+    notes: BTreeMap<String, u64>,
+}
+
+pub(crate) struct Writer {
+    handle: Handle,
+    cfg: Config,
+    channel: String,
+    conn: Option<Conn>,
+    heads: Arc<Heads>,
+    cache: HashMap<String, CkptCache>,
+    cache_bytes: u64,
+}
+
+impl Writer {
+    /// Connects (so a store that cannot write fails at open).
+    pub(crate) fn open(
+        handle: Handle,
+        cfg: Config,
+        channel: String,
+        heads: Arc<Heads>,
+    ) -> Result<Writer> {
+        let mut w = Writer {
+            handle,
+            cfg,
+            channel,
+            conn: None,
+            heads,
+            cache: HashMap::new(),
+            cache_bytes: 0,
+        };
+        let h = w.handle.clone();
+        h.block_on(w.ensure_conn())?;
+        Ok(w)
+    }
+
+    async fn ensure_conn(&mut self) -> Result<&Conn> {
+        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            self.conn = Some(Conn::open(&self.cfg).await?);
+        }
+        self.conn.as_ref().ok_or(Error::WriterGone)
+    }
+
+    /// The loop: take one command, drain more without waiting, commit them
+    /// together. Ends when every handle is dropped.
+    pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            self.commit(batch, true);
+        }
+    }
+
+    fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
+        let handle = self.handle.clone();
+        let mut result = handle.block_on(self.batch(&cmds));
+        if let Err(f) = &result
+            && !f.unknown
+            && self.conn.as_ref().is_none_or(|c| c.client.is_closed())
+        {
+            // The connection was gone before COMMIT (a restarted server, a
+            // terminated backend): nothing was stored, so one retry on a
+            // new connection is safe.
+            result = handle.block_on(self.batch(&cmds));
+        }
+        match result {
+            Ok((outs, plan)) => {
+                for (run, c) in plan.ckpt {
+                    self.set_cache(run, c);
+                }
+                for (cmd, out) in cmds.into_iter().zip(outs) {
+                    cmd.answer(out);
+                }
+                // Heads move only after COMMIT: a subscriber never sees a
+                // fact that could still roll back.
+                let notes: Vec<(String, u64)> = plan.notes.into_iter().collect();
+                self.heads.bump(&notes);
+            }
+            Err(f) if f.unknown => {
+                // The cache may be ahead of the database: forget it. The
+                // next checkpoint of each run is a snapshot.
+                self.forget();
+                let msg = f.error.to_string();
+                for cmd in cmds {
+                    cmd.answer(Err(Error::CommitUnknown(msg.clone())));
+                }
+            }
+            Err(_) if may_split && cmds.len() > 1 => {
+                // Rolled back: run each alone, so only the bad one fails.
+                for cmd in cmds {
+                    self.commit(vec![cmd], false);
+                }
+            }
+            Err(f) => {
+                let msg = f.error.to_string();
+                for cmd in cmds {
+                    let err = match (&cmd, f.unique) {
+                        (Command::Create { .. }, true) => {
+                            Error::RunExists(cmd.run_id().unwrap_or_default())
+                        }
+                        _ => Error::CommitFailed(msg.clone()),
+                    };
+                    cmd.answer(Err(err));
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        self.cache.clear();
+        self.cache_bytes = 0;
+    }
+
+    fn set_cache(&mut self, run: String, v: Option<CkptCache>) {
+        if let Some(old) = self.cache.remove(&run) {
+            self.cache_bytes = self.cache_bytes.saturating_sub(old.logical_len);
+        }
+        if let Some(v) = v {
+            if self.cache_bytes + v.logical_len > CACHE_BUDGET {
+                // Simple and bounded: start over. Evicted runs snapshot next.
+                self.forget();
+            }
+            if v.logical_len <= CACHE_BUDGET {
+                self.cache_bytes += v.logical_len;
+                self.cache.insert(run, v);
+            }
+        }
+    }
+
+    /// One transaction for `cmds`; the answers and what changed, or why
+    /// nothing was stored.
+    async fn batch(&mut self, cmds: &[Command]) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+        // Starts are checked before any lookup: their errors come first.
+        let starts: Vec<Option<Result<CheckedStart>>> = cmds
+            .iter()
+            .map(|c| match c {
+                Command::Create { start, sources, .. } => Some(check_start(start.clone(), sources)),
+                _ => None,
+            })
+            .collect();
+        let mut ids: Vec<String> = cmds.iter().filter_map(Command::run_id).collect();
+        ids.sort();
+        ids.dedup();
+        let channel = self.channel.clone();
+        self.ensure_conn().await?;
+        let conn = self.conn.as_ref().ok_or(Error::WriterGone)?;
+        let c = &conn.client;
+        let p_ids: [&(dyn ToSql + Sync); 1] = [&ids];
+        let (begin, rows) = tokio::join!(c.batch_execute("BEGIN"), c.query(&conn.st.heads, &p_ids));
+        let result = async {
+            begin?;
+            let mut plan = Plan::default();
+            for r in rows? {
+                let id: String = r.try_get(0)?;
+                let Ok(run) = RunId::parse(&id) else { continue };
+                let last_hash: Vec<u8> = r.try_get(3)?;
+                let ending: Option<String> = r.try_get(4)?;
+                let state: String = r.try_get(5)?;
+                let head = Head::from_columns(
+                    &run,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    &last_hash,
+                    ending.as_deref(),
+                    &state,
+                    r.try_get(6)?,
+                )?;
+                plan.host_seq.insert(id.clone(), r.try_get(7)?);
+                plan.heads.insert(id, head);
+            }
+            let outs: Vec<Result<Out>> = cmds
+                .iter()
+                .zip(starts)
+                .map(|(cmd, start)| decide(&mut plan, &self.cache, cmd, start))
+                .collect();
+            write(conn, &channel, &plan.rows, &plan.changed, &plan.notes).await?;
+            Ok::<_, Failed>((outs, plan))
+        }
+        .await;
+        match result {
+            Ok(done) => match c.batch_execute("COMMIT").await {
+                Ok(()) => Ok(done),
+                Err(e) => {
+                    // A server's refusal of COMMIT rolled back; a lost
+                    // connection leaves it unknown.
+                    let unknown = e.as_db_error().is_none();
+                    Err(Failed {
+                        unknown,
+                        ..Failed::from(e)
+                    })
+                }
+            },
+            Err(f) => {
+                let _ = c.batch_execute("ROLLBACK").await;
+                Err(f)
+            }
+        }
+    }
+}
+
+/// Decides one command against the batch's heads (see [`crate::prepare`]).
+fn decide(
+    plan: &mut Plan,
+    cache: &HashMap<String, CkptCache>,
+    cmd: &Command,
+    start: Option<Result<CheckedStart>>,
+) -> Result<Out> {
+    match cmd {
+        Command::Create { at_ms, .. } => {
+            let mut checked = start.ok_or(Error::WriterGone)??;
+            let run = checked.run.clone();
+            if plan.heads.contains_key(run.as_str()) {
+                return Err(Error::RunExists(run.to_string()));
+            }
+            let f = checked.store()?;
+            for b in checked.blobs.drain(..) {
+                plan.rows.blobs.insert(b.hash, b.body);
+            }
+            let id = run.to_string();
+            plan.rows.runs.push(NewRun {
+                meta: checked.meta,
+                state: RunState::Running,
+                ending: None,
+                last_n: 1,
+                last_hash: f.hash,
+                at_ms: *at_ms,
+            });
+            plan.rows
+                .facts
+                .push((id.clone(), 1, f.kind.as_str(), f.hash, f.body));
+            plan.heads.insert(
+                id.clone(),
+                Head {
+                    key: 0,
+                    last_n: 1,
+                    last_hash: f.hash,
+                    ending: None,
+                    state: RunState::Running,
+                    updated_ms: *at_ms,
+                },
+            );
+            plan.host_seq.insert(id.clone(), 0);
+            plan.notes.insert(id, 1);
+            Ok(Out::Appended(Appended {
+                run,
+                n: 1,
+                hash: hash_text(&f.hash),
+            }))
+        }
+        Command::Append {
+            run, fact, at_ms, ..
+        } => {
+            let id = run.to_string();
+            let head = plan
+                .heads
+                .get(&id)
+                .ok_or_else(|| Error::UnknownRun(id.clone()))?;
+            let prev = match plan.ckpt.get(&id) {
+                Some(v) => v.as_ref(),
+                None => cache.get(&id),
+            };
+            let p = prepare_append(run, head, fact.clone(), *at_ms, prev)?;
+            add_blobs(&mut plan.rows, p.blobs);
+            plan.rows.facts.push((
+                id.clone(),
+                p.fact.n,
+                p.fact.kind.as_str(),
+                p.fact.hash,
+                p.fact.body,
+            ));
+            if let Some(c) = p.ckpt {
+                plan.ckpt.insert(id.clone(), c);
+            }
+            plan.notes.insert(id.clone(), p.fact.n);
+            plan.heads.insert(id.clone(), p.head.clone());
+            plan.changed.insert(id, p.head);
+            Ok(Out::Appended(Appended {
+                run: run.clone(),
+                n: p.fact.n,
+                hash: hash_text(&p.fact.hash),
+            }))
+        }
+        Command::Host {
+            run, record, at_ms, ..
+        } => {
+            let id = run.to_string();
+            let head = plan
+                .heads
+                .get(&id)
+                .ok_or_else(|| Error::UnknownRun(id.clone()))?
+                .clone();
+            let seq = plan.host_seq.entry(id.clone()).or_insert(0);
+            *seq += 1;
+            let seq = *seq;
+            plan.rows.host.push((
+                id.clone(),
+                seq,
+                record.kind.as_str(),
+                *at_ms,
+                head.last_n as i64,
+                head.last_hash,
+                canonical(&record.details),
+            ));
+            if let Some(h) = host_head(&head, record.kind, *at_ms) {
+                plan.heads.insert(id.clone(), h.clone());
+                plan.changed.insert(id, h);
+            }
+            Ok(Out::Host(host_row(
+                seq as u64,
+                record.clone(),
+                *at_ms,
+                &head,
+            )))
+        }
+        Command::Import {
+            archive: a, at_ms, ..
+        } => {
+            let id = a.run.to_string();
+            if let Some(h) = plan.heads.get(&id) {
+                return import_over(a, h.last_n, &h.last_hash).map(Out::Import);
+            }
+            let p = plan_import(a)?;
+            add_blobs(&mut plan.rows, a.blobs.clone());
+            for f in &a.facts {
+                plan.rows
+                    .facts
+                    .push((id.clone(), f.n, f.kind.as_str(), f.hash, f.body.clone()));
+            }
+            for (i, r) in a.host.iter().enumerate() {
+                plan.rows.host.push((
+                    id.clone(),
+                    (i + 1) as i64,
+                    r.kind.as_str(),
+                    r.at_ms,
+                    r.head.n as i64,
+                    parse_hash(&r.head.hash).unwrap_or([0; 32]),
+                    canonical(&r.details),
+                ));
+            }
+            plan.heads.insert(
+                id.clone(),
+                Head {
+                    key: 0,
+                    last_n: p.last_n,
+                    last_hash: p.last_hash,
+                    ending: p.ending,
+                    state: p.state,
+                    updated_ms: *at_ms,
+                },
+            );
+            plan.host_seq.insert(id.clone(), a.host.len() as i64);
+            plan.notes.insert(id, p.last_n);
+            plan.rows.runs.push(NewRun {
+                meta: p.meta,
+                state: p.state,
+                ending: p.ending,
+                last_n: p.last_n,
+                last_hash: p.last_hash,
+                at_ms: *at_ms,
+            });
+            Ok(Out::Import(ImportOutcome::Imported {
+                run: a.run.clone(),
+                facts: p.last_n,
+            }))
+        }
+    }
+}
+
+fn add_blobs(rows: &mut Rows, blobs: Vec<NewBlob>) {
+    for b in blobs {
+        rows.blobs.entry(b.hash).or_insert(b.body);
+    }
+}

@@ -1,0 +1,319 @@
+//! What a writer decides before it writes, the same for every backend:
+//! whether a Start, an append, a host record or an import is accepted, the
+//! stored form and chain hash of each new fact, its blobs, and the run's new
+//! head. A backend's writer looks up heads, runs these, and stores the
+//! result with its own SQL.
+
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::checkpoint::{CkptCache, store_checkpoint};
+use crate::error::{Error, Result};
+use crate::fact::{FactKind, read_logical, store_fact};
+use crate::hash::{blob_hash, chain_next, chain_start, hash_text, parse_hash};
+use crate::index::Head;
+use crate::merkle::NewBlob;
+use flow_abi::fact::{Ending as FactEnding, Fact, RunId};
+use flow_abi::json::canonical;
+use serde_json::Value;
+
+/// What the runs index keeps from a Start fact.
+pub(crate) struct StartMeta {
+    pub run: String,
+    pub entry_module: String,
+    pub entry_function: String,
+    pub program: String,
+    pub parent: Option<(String, u64)>,
+    pub outer: Option<(String, String)>,
+}
+
+/// The runs index's columns of a Start fact; anything else is refused.
+pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
+    let Fact::Start {
+        run,
+        entry,
+        program,
+        parent,
+        outer,
+        ..
+    } = start
+    else {
+        return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
+    };
+    Ok(StartMeta {
+        run: run.to_string(),
+        entry_module: entry.module.clone(),
+        entry_function: entry.function.clone(),
+        program: program.clone(),
+        parent: parent.as_ref().map(|p| (p.run.to_string(), p.checkpoint)),
+        outer: outer
+            .as_ref()
+            .map(|o| (o.run.to_string(), o.call.to_string())),
+    })
+}
+
+/// How an End fact ended the run; `None` for every other fact.
+pub(crate) fn ending_of(end: &Fact) -> Option<Ending> {
+    match end {
+        Fact::End {
+            ending: FactEnding::Completed { .. },
+            ..
+        } => Some(Ending::Completed),
+        Fact::End {
+            ending: FactEnding::Faulted(_),
+            ..
+        } => Some(Ending::Faulted),
+        _ => None,
+    }
+}
+
+/// A Start that passed its checks; the run's existence is the writer's to
+/// check next.
+pub(crate) struct CheckedStart {
+    pub run: RunId,
+    pub meta: StartMeta,
+    /// The Start as the fact reader wrote it back.
+    start: Value,
+    /// The source blobs.
+    pub blobs: Vec<NewBlob>,
+}
+
+/// Checks a Start and its source texts. DESIGN §3: "sources are always
+/// blobs". Start lists each by hash; the text must be handed over and match.
+pub(crate) fn check_start(start: Value, sources: &[SourceText]) -> Result<CheckedStart> {
+    let typed = read_logical(start)?;
+    let Fact::Start {
+        n: 1,
+        run,
+        sources: listed,
+        ..
+    } = &typed
+    else {
+        return Err(Error::InvalidFact("a run begins with Start, fact 1".into()));
+    };
+    let mut blobs = Vec::new();
+    for s in listed {
+        let module = s.module.as_str();
+        let text = sources.iter().find(|t| t.module == module).ok_or_else(|| {
+            Error::InvalidFact(format!("no source text was given for module {module:?}"))
+        })?;
+        let h = blob_hash(text.text.as_bytes());
+        if parse_hash(&s.hash) != Some(h) || s.length != text.text.chars().count() as u64 {
+            return Err(Error::InvalidFact(format!(
+                "source {module:?} does not match its hash or length in Start"
+            )));
+        }
+        blobs.push(NewBlob {
+            hash: h,
+            body: text.text.as_bytes().to_vec(),
+        });
+    }
+    if let Some(extra) = sources
+        .iter()
+        .find(|t| !listed.iter().any(|s| s.module == t.module))
+    {
+        return Err(Error::InvalidFact(format!(
+            "source {:?} is not listed in Start",
+            extra.module
+        )));
+    }
+    let run = run.clone();
+    let meta = start_meta(&typed)?;
+    Ok(CheckedStart {
+        run,
+        meta,
+        start: typed.into_json(),
+        blobs,
+    })
+}
+
+/// A new fact in stored form.
+pub(crate) struct NewFact {
+    pub n: u64,
+    pub kind: FactKind,
+    pub hash: [u8; 32],
+    pub body: String,
+}
+
+impl CheckedStart {
+    /// The stored Start (adding its value blobs) once the run is known new.
+    pub(crate) fn store(&mut self) -> Result<NewFact> {
+        let stored = store_fact(&self.start, FactKind::Start, &mut self.blobs)?;
+        let body = canonical(&stored);
+        let hash = chain_next(&chain_start(self.run.as_str()), &body);
+        Ok(NewFact {
+            n: 1,
+            kind: FactKind::Start,
+            hash,
+            body,
+        })
+    }
+}
+
+/// An accepted append: the stored fact, its blobs, the run's new head and
+/// the update to the writer's checkpoint cache (`Some(None)`: forget).
+pub(crate) struct PreparedAppend {
+    pub fact: NewFact,
+    pub blobs: Vec<NewBlob>,
+    pub head: Head,
+    pub ckpt: Option<Option<CkptCache>>,
+}
+
+/// Checks fact `fact` against the run's head and stores it: refused after
+/// End, with a wrong number, for Start or a malformed fact. `prev_ckpt` is
+/// the run's latest Checkpoint the writer remembers (a delta's base).
+pub(crate) fn prepare_append(
+    run: &RunId,
+    head: &Head,
+    fact: Value,
+    at_ms: i64,
+    prev_ckpt: Option<&CkptCache>,
+) -> Result<PreparedAppend> {
+    let typed = read_logical(fact)?;
+    let (kind, n) = (typed.kind(), typed.n());
+    if kind == FactKind::Start {
+        return Err(Error::InvalidFact("Start only begins a run".into()));
+    }
+    if head.ending.is_some() {
+        return Err(Error::Ended {
+            run: run.to_string(),
+            n,
+        });
+    }
+    if n != head.last_n + 1 {
+        return Err(Error::WrongNumber {
+            run: run.to_string(),
+            expected: head.last_n + 1,
+            got: n.to_string(),
+        });
+    }
+    let mut blobs = Vec::new();
+    let end = ending_of(&typed);
+    let fact = typed.into_json();
+    let (stored, ckpt) = match kind {
+        FactKind::Checkpoint => {
+            let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
+            (s, Some(Some(c)))
+        }
+        FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some(None)),
+        _ => (store_fact(&fact, kind, &mut blobs)?, None),
+    };
+    let body = canonical(&stored);
+    let h = chain_next(&head.last_hash, &body);
+    let state = match end {
+        Some(Ending::Completed) => RunState::Completed,
+        Some(Ending::Faulted) => RunState::Faulted,
+        None => RunState::Running,
+    };
+    Ok(PreparedAppend {
+        fact: NewFact {
+            n,
+            kind,
+            hash: h,
+            body,
+        },
+        blobs,
+        head: Head {
+            key: head.key,
+            last_n: n,
+            last_hash: h,
+            ending: end,
+            state,
+            updated_ms: at_ms,
+        },
+        ckpt,
+    })
+}
+
+/// The head after a host record: a pause or halt moves a run that has not
+/// ended to paused or halted; other kinds change nothing.
+pub(crate) fn host_head(head: &Head, kind: HostRecordKind, at_ms: i64) -> Option<Head> {
+    let state = match kind {
+        HostRecordKind::Halt => RunState::Halted,
+        HostRecordKind::Pause => RunState::Paused,
+        _ => return None,
+    };
+    if head.ending.is_some() {
+        return None;
+    }
+    let mut h = head.clone();
+    h.state = state;
+    h.updated_ms = at_ms;
+    Some(h)
+}
+
+/// The stored row of a host record made at `head`.
+pub(crate) fn host_row(seq: u64, record: HostRecord, at_ms: i64, head: &Head) -> HostRecordRow {
+    HostRecordRow {
+        seq,
+        kind: record.kind,
+        at_ms,
+        head: FactRef {
+            n: head.last_n,
+            hash: hash_text(&head.last_hash),
+        },
+        details: record.details,
+    }
+}
+
+/// An import over a run already stored: the same history is
+/// `AlreadyPresent`, another one a `Conflict`.
+pub(crate) fn import_over(
+    a: &VerifiedArchive,
+    last_n: u64,
+    last_hash: &[u8],
+) -> Result<ImportOutcome> {
+    let (n, h) = a.last();
+    if n == last_n && h[..] == *last_hash {
+        Ok(ImportOutcome::AlreadyPresent { run: a.run.clone() })
+    } else {
+        Err(Error::Conflict(a.run.to_string()))
+    }
+}
+
+/// What the runs index gets for an imported run.
+pub(crate) struct ImportPlan {
+    pub meta: StartMeta,
+    pub state: RunState,
+    pub ending: Option<Ending>,
+    pub last_n: u64,
+    pub last_hash: [u8; 32],
+}
+
+/// The index row of a new imported run: its ending, or the host decision
+/// recorded at its last fact.
+pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
+    let (last_n, last_hash) = a.last();
+    let first = a.facts.first().ok_or_else(|| Error::ArchiveRefused {
+        component: "history.jsonl".into(),
+        fact: None,
+        reason: "empty history".into(),
+    })?;
+    // Verified already; read again only for the runs index. A Start is
+    // never a delta, and an End's output is opaque to the reader.
+    let meta = start_meta(&read_logical(first.fact.clone())?)?;
+    let ending = match a.facts.last() {
+        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(f.fact.clone())?),
+        _ => None,
+    };
+    let decision = a
+        .host
+        .iter()
+        .rev()
+        .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
+        .filter(|r| r.head.n == last_n && r.head.hash == hash_text(&last_hash))
+        .map(|r| r.kind);
+    let state = match (ending, decision) {
+        (Some(Ending::Completed), _) => RunState::Completed,
+        (Some(Ending::Faulted), _) => RunState::Faulted,
+        (None, Some(HostRecordKind::Halt)) => RunState::Halted,
+        (None, Some(HostRecordKind::Pause)) => RunState::Paused,
+        _ => RunState::Running,
+    };
+    Ok(ImportPlan {
+        meta,
+        state,
+        ending,
+        last_n,
+        last_hash,
+    })
+}

@@ -1,0 +1,377 @@
+//! Verified reads, written once for every backend (DESIGN §3: "Reading a
+//! history verifies the chain and every blob it uses; a mismatch is a
+//! storage failure naming the fact").
+//!
+//! A backend implements [`ReadDb`]: a handful of plain queries on one
+//! consistent snapshot. Everything a read checks — numbering, canonical
+//! form, envelope, chain, blobs, the runs index agreeing with the facts,
+//! checkpoint deltas — lives here, so SQLite and Postgres verify exactly
+//! alike.
+
+use crate::api::*;
+use crate::checkpoint::{MAX_DELTA_CHAIN, apply_delta, delta_of};
+use crate::error::{Error, Result};
+use crate::fact::FactKind;
+use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
+use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
+use crate::merkle::{self, BlobVerifier};
+use crate::verify::check_stored_fact;
+use flow_abi::fact::RunId;
+use flow_abi::json::canonical;
+use serde_json::Value;
+
+/// One facts row: `(n, kind, hash, body)`.
+pub(crate) type FactRow = (i64, String, Vec<u8>, String);
+
+/// The queries a backend answers, all on one snapshot. A row that cannot
+/// be decoded is `Err(reason)` in place (reported as a storage failure
+/// naming the fact); a failing query is the backend's error.
+pub(crate) trait ReadDb {
+    fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>>;
+    /// Every fact row of run `key`, in order.
+    fn all_facts(&mut self, key: i64) -> Result<Vec<Result<FactRow, String>>>;
+    /// Facts of run `key` numbered above `after`, in order, at most `limit`.
+    fn facts_after(
+        &mut self,
+        key: i64,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Result<FactRow, String>>>;
+    /// Facts numbered `from..=to`, in order.
+    fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>>;
+    fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>>;
+    fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>>;
+    /// A hint: the blobs these stored values reference are about to be
+    /// loaded (a backend with costly round trips fetches them together).
+    fn prefetch(&mut self, _values: &[&Value]) -> Result<()> {
+        Ok(())
+    }
+    fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>>;
+    /// Up to `limit + 1` runs with an id above `after` (and the state), by
+    /// id; the extra row only tells that more exist, so it needs no
+    /// decision.
+    fn discovery_columns(
+        &mut self,
+        after: &str,
+        limit: u32,
+        state: Option<RunState>,
+    ) -> Result<Vec<DiscoveryColumns>>;
+    /// Up to `limit + 1` runs of a listing, in its order, each with its
+    /// latest pause or halt record.
+    fn listing_columns(
+        &mut self,
+        q: &CheckedRunList,
+    ) -> Result<Vec<crate::listing::ListingColumns>>;
+    /// Ids of the runs whose row changed at or after `since_ms`, oldest
+    /// change first, at most `limit`.
+    fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>>;
+}
+
+fn run_row(db: &mut dyn ReadDb, run: &RunId) -> Result<RunRow> {
+    db.run_columns(run)?
+        .ok_or_else(|| Error::UnknownRun(run.to_string()))?
+        .check(run)
+}
+
+pub(crate) fn run_info(db: &mut dyn ReadDb, run: &RunId) -> Result<RunInfo> {
+    Ok(run_row(db, run)?.info)
+}
+
+/// Verifies the rows of one run from `prev` on: numbering, canonical form,
+/// envelope, chain, and every blob a fact uses.
+struct RowChecker<'a> {
+    run: &'a RunId,
+    prev: [u8; 32],
+    expected: u64,
+    ended: bool,
+    blobs: BlobVerifier,
+}
+
+impl RowChecker<'_> {
+    fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<StoredFact> {
+        let run = self.run.as_str();
+        let n = self.expected;
+        let (row_n, kind_col, hash_col, body) =
+            row.map_err(|e| Error::corrupt(run, n, format!("row unreadable: {e}")))?;
+        if row_n as u64 != n {
+            return Err(Error::corrupt(
+                run,
+                n,
+                format!("fact {n} is missing (the next row is {row_n})"),
+            ));
+        }
+        if self.ended {
+            return Err(Error::corrupt(run, n, "a fact follows End"));
+        }
+        let (fact, kind) =
+            check_stored_fact(run, n, &body).map_err(|reason| Error::corrupt(run, n, reason))?;
+        if kind.as_str() != kind_col {
+            return Err(Error::corrupt(
+                run,
+                n,
+                "the kind column differs from the fact",
+            ));
+        }
+        let h = chain_next(&self.prev, &body);
+        if from_column(&hash_col) != Some(h) {
+            return Err(Error::corrupt(run, n, "the chain hash does not match"));
+        }
+        let mut load = |hash: &[u8; 32]| db.load_blob(hash);
+        self.blobs
+            .verify_refs_in(&fact, &mut load)
+            .map_err(|reason| Error::corrupt(run, n, reason))?;
+        if kind == FactKind::Start {
+            for s in fact
+                .get("sources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
+                let len = s.get("length").and_then(Value::as_u64);
+                let (Some(hash), Some(len)) = (hash, len) else {
+                    return Err(Error::corrupt(run, n, "a source entry is malformed"));
+                };
+                self.blobs
+                    .verify_source(&hash, len, &mut load)
+                    .map_err(|reason| Error::corrupt(run, n, reason))?;
+            }
+        }
+        self.prev = h;
+        self.expected += 1;
+        self.ended = kind == FactKind::End;
+        Ok(StoredFact {
+            n,
+            kind,
+            hash: hash_text(&h),
+            fact,
+        })
+    }
+}
+
+pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> {
+    let RunRow { key, info } = run_row(db, run)?;
+    let rows = db.all_facts(key)?;
+    let mut checker = RowChecker {
+        run,
+        prev: chain_start(run.as_str()),
+        expected: 1,
+        ended: false,
+        blobs: BlobVerifier::default(),
+    };
+    let mut facts = Vec::with_capacity(rows.len());
+    for row in rows {
+        facts.push(checker.check(db, row)?);
+    }
+    let last = info.last_fact.n;
+    if facts.len() as u64 != last {
+        let n = (facts.len() as u64 + 1).min(last.max(1));
+        return Err(Error::corrupt(
+            run.as_str(),
+            n,
+            format!(
+                "the history has {} facts, the runs index says {last}",
+                facts.len()
+            ),
+        ));
+    }
+    if hash_text(&checker.prev) != info.last_fact.hash {
+        return Err(Error::corrupt(
+            run.as_str(),
+            last,
+            "the last hash differs from the runs index",
+        ));
+    }
+    Ok(History {
+        run: run.clone(),
+        facts,
+    })
+}
+
+pub(crate) fn read_after(
+    db: &mut dyn ReadDb,
+    run: &RunId,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<StoredFact>> {
+    let RunRow { key, info } = run_row(db, run)?;
+    if after >= info.last_fact.n {
+        return Ok(Vec::new());
+    }
+    let prev = if after == 0 {
+        chain_start(run.as_str())
+    } else {
+        let h = db.fact_hash(key, after)?;
+        h.as_deref().and_then(from_column).ok_or_else(|| {
+            Error::corrupt(
+                run.as_str(),
+                after,
+                "fact is missing or its hash is malformed",
+            )
+        })?
+    };
+    let rows = db.facts_after(key, after, limit.max(1))?;
+    let mut checker = RowChecker {
+        run,
+        prev,
+        expected: after + 1,
+        ended: false,
+        blobs: BlobVerifier::default(),
+    };
+    let mut facts = Vec::with_capacity(rows.len());
+    for row in rows {
+        facts.push(checker.check(db, row)?);
+    }
+    Ok(facts)
+}
+
+pub(crate) fn blob(db: &mut dyn ReadDb, hash: &str) -> Result<Vec<u8>> {
+    let h = parse_hash(hash)
+        .ok_or_else(|| Error::InvalidArgument(format!("not a blob hash: {hash:?}")))?;
+    let bytes = db
+        .load_blob(&h)?
+        .ok_or_else(|| Error::UnknownBlob(hash.to_string()))?;
+    if blob_hash(&bytes) != h {
+        return Err(Error::CorruptBlob {
+            hash: hash.to_string(),
+            reason: "content does not match its hash".into(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// Loads and checks one value blob's stored form.
+fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
+    let name = hash_text(h);
+    let bad = |reason: &str| Error::CorruptBlob {
+        hash: name.clone(),
+        reason: reason.to_string(),
+    };
+    let bytes = db
+        .load_blob(h)?
+        .ok_or_else(|| Error::UnknownBlob(name.clone()))?;
+    if blob_hash(&bytes) != *h {
+        return Err(bad("content does not match its hash"));
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8"))?;
+    let v = flow_abi::json::parse(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
+    if canonical(&v) != text {
+        return Err(bad("not canonical"));
+    }
+    Ok(v)
+}
+
+/// A stored value with every reference loaded and verified.
+pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
+    db.prefetch(&[stored])?;
+    merkle::expand(stored, &mut |h| stored_value(db, h))
+}
+
+pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    // Walk back from n to its snapshot, checking each fact's link to its
+    // predecessor, then apply the deltas forward.
+    let mut chain: Vec<(u64, Value)> = Vec::new();
+    let mut at = n;
+    loop {
+        if chain.len() as u32 > MAX_DELTA_CHAIN + 1 {
+            return Err(Error::corrupt(
+                run.as_str(),
+                n,
+                "checkpoint delta chain is too long",
+            ));
+        }
+        let (fact, kind) = linked_fact(db, key, run, at)?;
+        if kind != FactKind::Checkpoint {
+            return Err(if at == n {
+                Error::InvalidArgument(format!("fact {n} of {run} is not a Checkpoint"))
+            } else {
+                Error::corrupt(run.as_str(), at, "a delta's base is not a Checkpoint")
+            });
+        }
+        let base = match delta_of(&fact) {
+            Some(d) => Some(
+                d.map_err(|e| Error::corrupt(run.as_str(), at, e.to_string()))?
+                    .0,
+            ),
+            None => None,
+        };
+        chain.push((at, fact));
+        match base {
+            Some(b) if b < at && b >= 1 => at = b,
+            Some(_) => {
+                return Err(Error::corrupt(
+                    run.as_str(),
+                    at,
+                    "a delta's base does not precede it",
+                ));
+            }
+            None => break,
+        }
+    }
+    db.prefetch(&chain.iter().map(|(_, f)| f).collect::<Vec<_>>())?;
+    let (snap_n, snap) = chain
+        .pop()
+        .ok_or_else(|| Error::corrupt(run.as_str(), n, "no snapshot"))?;
+    let stored_state = snap
+        .get("state")
+        .ok_or_else(|| Error::corrupt(run.as_str(), snap_n, "checkpoint has no state"))?;
+    let mut state = merkle::expand(stored_state, &mut |h| stored_value(db, h))
+        .map_err(|e| Error::corrupt(run.as_str(), snap_n, e.to_string()))?;
+    while let Some((dn, fact)) = chain.pop() {
+        let d = match delta_of(&fact) {
+            Some(Ok((_, d))) => d,
+            _ => return Err(Error::corrupt(run.as_str(), dn, "malformed delta")),
+        };
+        apply_delta(&mut state, d, &mut |v| {
+            merkle::expand(v, &mut |h| stored_value(db, h))
+        })
+        .map_err(|e| Error::corrupt(run.as_str(), dn, e))?;
+    }
+    Ok(state)
+}
+
+/// Fact `n`, checked against its predecessor's recorded hash.
+fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<(Value, FactKind)> {
+    let rows: Vec<FactRow> = db
+        .fact_range(key, n.saturating_sub(1), n)?
+        .into_iter()
+        .collect::<Result<_, String>>()
+        .map_err(|e| Error::corrupt(run.as_str(), n, format!("row unreadable: {e}")))?;
+    let prev = if n == 1 {
+        chain_start(run.as_str())
+    } else {
+        rows.iter()
+            .find(|r| r.0 as u64 == n - 1)
+            .and_then(|r| from_column(&r.2))
+            .ok_or_else(|| Error::corrupt(run.as_str(), n - 1, "fact is missing"))?
+    };
+    let (_, _, hash, body) = rows
+        .iter()
+        .find(|r| r.0 as u64 == n)
+        .ok_or_else(|| Error::InvalidArgument(format!("run {run} has no fact {n}")))?;
+    let (fact, kind) = check_stored_fact(run.as_str(), n, body)
+        .map_err(|reason| Error::corrupt(run.as_str(), n, reason))?;
+    if from_column(hash) != Some(chain_next(&prev, body)) {
+        return Err(Error::corrupt(
+            run.as_str(),
+            n,
+            "the chain hash does not match",
+        ));
+    }
+    Ok((fact, kind))
+}
+
+pub(crate) fn host_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostRecordRow>> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    db.host_columns(key)?
+        .into_iter()
+        .map(|c| c.check(run))
+        .collect()
+}
+
+pub(crate) fn discover(db: &mut dyn ReadDb, q: &CheckedDiscovery) -> Result<DiscoveryPage> {
+    let after = q.after.as_ref().map(RunId::as_str).unwrap_or("");
+    let rows = db.discovery_columns(after, q.limit, q.state)?;
+    Ok(discovery_page(rows, q.limit))
+}

@@ -1,0 +1,257 @@
+//! The child's pipes: the reader task (lines to events, in either
+//! dialect) and the writer task (batches, flushes, marks calls written).
+
+use super::Key;
+use super::actor::Live;
+use crate::lines::{Line, read_line};
+use crate::mcp;
+use flow_abi::protocol::{self, Message};
+use serde_json::Value as Json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+/// Which protocol the child speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    /// The Tool process protocol.
+    Flow,
+    /// MCP, through the adapter ([`crate::mcp`]).
+    Mcp,
+}
+
+/// A line for the writer, and the flag to set once it is flushed.
+pub(super) struct Write {
+    pub(super) line: String,
+    pub(super) written: Option<Arc<AtomicBool>>,
+}
+
+/// What the reader saw.
+pub(super) enum Event {
+    Message(Message),
+    /// A reply that cannot be admitted, tied to its call.
+    BadReply {
+        key: Key,
+        reason: String,
+    },
+    /// A line that is not a protocol message and names no call.
+    Stray(String),
+    /// A response (the answer to describe) that is not a describe result.
+    BadResponse(String),
+    /// A describe result of another data major version.
+    VersionRefused {
+        theirs: String,
+        ours: String,
+    },
+    /// MCP: a response, by request id (see [`id_text`]): its result or error.
+    Response {
+        id: String,
+        result: Result<Json, Json>,
+    },
+    /// MCP: a response that cannot be admitted, by request id.
+    BadResponseTo {
+        id: String,
+        reason: String,
+    },
+    /// MCP: a request from the server.
+    ServerRequest {
+        id: Json,
+        method: String,
+    },
+    /// End of the child's stdout.
+    Closed,
+}
+
+/// Reads the child's stdout into events until it closes.
+pub(super) async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>, dialect: Dialect) {
+    let mut r = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buf = Vec::new();
+    loop {
+        let ev = match read_line(&mut r, protocol::MAX_LINE_BYTES, &mut buf).await {
+            Ok(None) | Err(_) => break,
+            Ok(Some(Line::Text(t))) if t.trim().is_empty() => continue,
+            Ok(Some(Line::Text(t))) if dialect == Dialect::Mcp => mcp_event(&t),
+            Ok(Some(Line::Text(t))) => match protocol::parse_line(&t) {
+                Ok(m) => Event::Message(m),
+                Err(protocol::Error::BadOutcome { run, call, reason }) => Event::BadReply {
+                    key: (run, call),
+                    reason,
+                },
+                Err(protocol::Error::VersionRefused { theirs, ours }) => {
+                    Event::VersionRefused { theirs, ours }
+                }
+                Err(e) if is_response(&t) => Event::BadResponse(e.to_string()),
+                Err(e) => Event::Stray(e.to_string()),
+            },
+            Ok(Some(Line::NotUtf8)) => Event::Stray("a line that is not UTF-8".into()),
+            Ok(Some(Line::Oversized { len, skim })) => {
+                let text = |m: &str| {
+                    skim.member(m)
+                        .and_then(|raw| flow_abi::json::parse(raw).ok())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                };
+                let reason = format!(
+                    "reply line of {len} bytes is larger than the limit of {} bytes",
+                    protocol::MAX_LINE_BYTES
+                );
+                match (
+                    text("method").as_deref(),
+                    text("params.run"),
+                    text("params.call"),
+                ) {
+                    (Some("reply"), Some(run), Some(call)) if dialect == Dialect::Flow => {
+                        Event::BadReply {
+                            key: (run, call),
+                            reason,
+                        }
+                    }
+                    (None, _, _) if dialect == Dialect::Mcp && skim.member("id").is_some() => {
+                        Event::BadResponseTo {
+                            id: skim
+                                .member("id")
+                                .and_then(|raw| flow_abi::json::parse(raw).ok())
+                                .map(|v| id_text(&v))
+                                .unwrap_or_default(),
+                            reason,
+                        }
+                    }
+                    _ => Event::Stray(format!("a line of {len} bytes that names no call")),
+                }
+            }
+        };
+        if events.send(ev).await.is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::Closed).await;
+}
+
+/// One request-response exchange of the MCP handshake; server requests in
+/// between are answered.
+pub(super) async fn mcp_exchange(
+    live: &mut Live,
+    label: &str,
+    line: String,
+    id: &str,
+) -> Result<Json, String> {
+    if let Some(w) = &live.writes {
+        let _ = w.send(Write {
+            line,
+            written: None,
+        });
+    }
+    loop {
+        match live.events.recv().await {
+            None | Some(Event::Closed) => {
+                return Err("the MCP server ended during the handshake".to_string());
+            }
+            Some(Event::Response { id: got, result }) if got == id => {
+                return result.map_err(|e| {
+                    format!(
+                        "the MCP server answered with an error: {}",
+                        flow_abi::json::canonical(&e)
+                    )
+                });
+            }
+            Some(Event::BadResponseTo { reason, .. }) => return Err(reason),
+            Some(Event::ServerRequest { id, method }) => {
+                if let Some(w) = &live.writes {
+                    let _ = w.send(Write {
+                        line: mcp::answer_server_request(&id, &method),
+                        written: None,
+                    });
+                }
+            }
+            Some(_) => {
+                tracing::debug!(tool.process = %label, "ignored a line during the MCP handshake");
+            }
+        }
+    }
+}
+
+/// A JSON-RPC id as the text the adapter keys requests by: a string id's
+/// own text, any other id's canonical JSON.
+fn id_text(id: &Json) -> String {
+    match id {
+        Json::String(s) => s.clone(),
+        other => flow_abi::json::canonical(other),
+    }
+}
+
+/// Reads one MCP line: a response, a server request, or a notification.
+fn mcp_event(line: &str) -> Event {
+    let v = match flow_abi::json::parse(line) {
+        Ok(v) => v,
+        Err(e) => return Event::Stray(format!("not JSON: {e}")),
+    };
+    let Some(m) = v.as_object() else {
+        return Event::Stray("not a JSON-RPC object".into());
+    };
+    match (m.get("id"), m.get("method").and_then(Json::as_str)) {
+        (Some(id), Some(method)) => Event::ServerRequest {
+            id: id.clone(),
+            method: method.to_string(),
+        },
+        (None, Some(_)) => Event::Stray("a notification".into()),
+        (Some(id), None) => {
+            let id = id_text(id);
+            match (m.get("result"), m.get("error")) {
+                (Some(r), None) => Event::Response {
+                    id,
+                    result: Ok(r.clone()),
+                },
+                (None, Some(e)) => Event::Response {
+                    id,
+                    result: Err(e.clone()),
+                },
+                _ => Event::BadResponseTo {
+                    id,
+                    reason: "a response has exactly one of result and error".into(),
+                },
+            }
+        }
+        (None, None) => Event::Stray("neither a request nor a response".into()),
+    }
+}
+
+/// Whether a line that did not parse as a message is a JSON-RPC response
+/// (an object with an id and no method).
+fn is_response(line: &str) -> bool {
+    flow_abi::json::parse(line).is_ok_and(|v| {
+        v.as_object()
+            .is_some_and(|m| m.contains_key("id") && !m.contains_key("method"))
+    })
+}
+
+/// Writes lines to the child's stdin in batches; after each flush, marks
+/// the batch's calls as written.
+pub(super) async fn writer(stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Write>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, stdin);
+    let mut batch: Vec<Write> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < 256 {
+            match rx.try_recv() {
+                Ok(x) => batch.push(x),
+                Err(_) => break,
+            }
+        }
+        for x in &batch {
+            if w.write_all(x.line.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        if w.flush().await.is_err() {
+            return;
+        }
+        for x in batch.drain(..) {
+            if let Some(f) = x.written {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+    // Channel closed: close stdin so the child sees end of input.
+    let _ = w.shutdown().await;
+}
