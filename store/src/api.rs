@@ -299,6 +299,90 @@ pub struct DiscoveryPage {
     pub problems: Vec<Problem>,
 }
 
+/// Which way a run listing goes: ids are creation-ordered, so oldest
+/// first is id order and newest first its reverse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunOrder {
+    #[default]
+    Oldest,
+    Newest,
+}
+
+/// A run listing (the dashboard's runs list): discovery rows with the
+/// index's other columns, in either order, filtered by state and run id
+/// prefix. `cursor` is keyset paging: the id the previous page ended on,
+/// excluded with every id before it in this order.
+#[derive(Clone, Debug, Default)]
+pub struct RunListQuery {
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+    pub order: RunOrder,
+    pub state: Option<RunState>,
+    /// Only ids starting with this (`run-01m8…`); at most 30 characters of
+    /// `[0-9a-z-]`.
+    pub prefix: Option<String>,
+}
+
+/// The checked form of a [`RunListQuery`].
+#[derive(Clone, Debug)]
+pub struct CheckedRunList {
+    pub limit: u32,
+    pub cursor: Option<RunId>,
+    pub order: RunOrder,
+    pub state: Option<RunState>,
+    pub prefix: Option<String>,
+}
+
+impl RunListQuery {
+    /// Refuses invalid arguments before anything is inspected.
+    pub fn check(&self) -> Result<CheckedRunList> {
+        let d = DiscoveryQuery {
+            limit: self.limit,
+            after: self.cursor.clone(),
+            state: self.state,
+        }
+        .check()?;
+        if let Some(p) = &self.prefix
+            && (p.is_empty()
+                || p.len() > 30
+                || !p
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'-'))
+        {
+            return Err(crate::Error::InvalidArgument(format!(
+                "prefix {p:?} is not the start of a run id (at most 30 of 0-9, a-z and -)"
+            )));
+        }
+        Ok(CheckedRunList {
+            limit: d.limit,
+            cursor: d.after,
+            order: self.order,
+            state: self.state,
+            prefix: self.prefix.clone(),
+        })
+    }
+}
+
+/// One row of a run listing: the discovery row and the rest of the
+/// index's row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedRun {
+    pub row: DiscoveryRow,
+    pub state: RunState,
+    pub parent: Option<(String, u64)>,
+    pub outer: Option<(String, String)>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// A page of a run listing; `next` is the cursor of the next page, `None`
+/// at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunListPage {
+    pub runs: Vec<ListedRun>,
+    pub next: Option<String>,
+}
+
 /// A history page request (seed, MCP `history`: "an optional fact kind,
 /// offset (default 0) and limit (default 50, from 1 to 200)"; plus the
 /// `--search` summary substring of `flow history`).
@@ -462,6 +546,16 @@ pub trait Discover {
     fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage>;
 }
 
+/// Run listings beyond discovery, and the index's changes for live
+/// feeds that must also see other processes' writes (the CLI on the same
+/// store).
+pub trait ListRuns {
+    fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage>;
+    /// Runs whose row changed at or after `since_ms` (host clock), oldest
+    /// change first, at most `limit` (1 to 10,000).
+    fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>>;
+}
+
 /// Host records beside each history.
 pub trait HostRecords {
     fn record_host(&self, run: &RunId, record: HostRecord) -> Result<HostRecordRow>;
@@ -497,7 +591,10 @@ pub trait Memory {
 
 /// Everything a full backend offers; the conformance suite takes one.
 pub trait Backend:
-    AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe
+    AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe
 {
 }
-impl<T: AppendFacts + ReadHistory + Discover + HostRecords + ImportRuns + Subscribe> Backend for T {}
+impl<T: AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe>
+    Backend for T
+{
+}

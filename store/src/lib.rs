@@ -22,6 +22,7 @@ pub mod fact;
 pub mod hash;
 mod id;
 mod index;
+mod listing;
 pub mod merkle;
 mod migrate;
 #[cfg(feature = "postgres")]

@@ -21,6 +21,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "memory",
         include_str!("../../migrations/sqlite/0002_memory.sql"),
     ),
+    (
+        3,
+        "runs_by_updated",
+        include_str!("../../migrations/sqlite/0003_runs_by_updated.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -34,6 +39,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         2,
         "memory",
         include_str!("../../migrations/postgres/0002_memory.sql"),
+    ),
+    (
+        3,
+        "runs_by_updated",
+        include_str!("../../migrations/postgres/0003_runs_by_updated.sql"),
     ),
 ];
 

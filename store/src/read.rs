@@ -56,6 +56,15 @@ pub(crate) trait ReadDb {
         limit: u32,
         state: Option<RunState>,
     ) -> Result<Vec<DiscoveryColumns>>;
+    /// Up to `limit + 1` runs of a listing, in its order, each with its
+    /// latest pause or halt record.
+    fn listing_columns(
+        &mut self,
+        q: &CheckedRunList,
+    ) -> Result<Vec<crate::listing::ListingColumns>>;
+    /// Ids of the runs whose row changed at or after `since_ms`, oldest
+    /// change first, at most `limit`.
+    fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>>;
 }
 
 fn run_row(db: &mut dyn ReadDb, run: &RunId) -> Result<RunRow> {

@@ -110,14 +110,18 @@ impl Tokens {
     }
 }
 
-/// The scope a request needs: none for health, the API document and the
-/// docs page; `read` for reads (and the feeds and metrics); `run` for
+/// The scope a request needs: none for health, the API document, the
+/// docs page and the dashboard's page and files; `read` for reads (and the feeds and metrics); `run` for
 /// anything that records or drives; `admin` for imports.
 pub fn needed(method: &Method, path: &str) -> Option<Scope> {
+    // The dashboard's page and files hold no data: it asks for a token
+    // itself and sends it with every API request.
     if path == "/healthz"
         || path == "/openapi.json"
         || path == "/docs"
         || path.starts_with("/docs/")
+        || path == "/"
+        || path.starts_with("/assets/")
     {
         return None;
     }

@@ -81,7 +81,19 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
-    println!("flowd listening on http://{addr}");
+    // The first line stays as it is: tests and .ci/run read the address
+    // from it. One write, and its failure ignored: a reader that closes
+    // the pipe after that line must not stop the server (println! would
+    // panic on the broken pipe).
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = write!(
+            out,
+            "flowd listening on http://{addr}\n  dashboard: http://{addr}/\n  API docs:  http://{addr}/docs/ (OpenAPI: http://{addr}/openapi.json)\n"
+        );
+        let _ = out.flush();
+    }
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     tokio::spawn(async move {

@@ -14,8 +14,11 @@
 pub mod archive;
 pub mod auth;
 pub mod cli;
+pub mod dashboard;
 pub mod error;
+pub mod feed;
 pub mod hub;
+pub mod listing;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
@@ -77,6 +80,8 @@ struct Inner {
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
     hub: hub::Hub,
+    /// Run state changes across runs (`GET /v1/events`).
+    feed: feed::Feed,
 }
 
 impl AppState {
@@ -95,6 +100,7 @@ impl AppState {
                 options,
                 metrics: metrics::Metrics::default(),
                 hub: hub::Hub::default(),
+                feed: feed::Feed::default(),
             }),
         }
     }
@@ -131,6 +137,10 @@ impl AppState {
     pub fn hub(&self) -> &hub::Hub {
         &self.inner.hub
     }
+
+    pub fn feed(&self) -> &feed::Feed {
+        &self.inner.feed
+    }
 }
 
 /// The router with every layer: body limits (both axum's extractor limit
@@ -143,6 +153,7 @@ pub fn app(state: AppState) -> Router {
     // to wait, and cancelling halts the run).
     let timed = routes::router()
         .merge(openapi::router())
+        .merge(dashboard::router())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             timeout,
@@ -214,6 +225,12 @@ pub async fn run(
     }
     // hitl deadlines: armed from the store, fired while serving.
     state.service().serve_deadlines();
+    // The state feed: the service's changes, and the runs index's for
+    // other processes' writes.
+    let feed_tasks = [
+        tokio::spawn(feed::forward(state.clone(), state.service().events())),
+        tokio::spawn(feed::poll(state.clone())),
+    ];
     let addr = listener.local_addr()?;
     tracing::info!(listen = %addr, "flowd listening");
     let router = app(state.clone());
@@ -231,5 +248,9 @@ pub async fn run(
     });
     let r = serve.await;
     state.service().shutdown(Duration::from_secs(10)).await;
+    // Both end on the server's token, cancelled above.
+    for t in feed_tasks {
+        let _ = t.await;
+    }
     r
 }

@@ -6,7 +6,7 @@
 //! rewrites it).
 
 use super::AppState;
-use super::{routes, sse};
+use super::{feed, listing, routes, sse};
 use axum::Router;
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -52,9 +52,11 @@ impl Modify for Bearer {
         routes::get_metrics,
         routes::check_flow,
         routes::start_run,
-        routes::list_runs,
+        listing::list_runs,
         routes::get_run,
         routes::list_facts,
+        listing::get_checkpoint,
+        listing::verify_run,
         routes::resume_run,
         routes::replay_run,
         routes::fork_run,
@@ -63,16 +65,23 @@ impl Modify for Bearer {
         routes::get_blob,
         super::archive::export_archive,
         super::archive::import_archive,
-        routes::list_calls,
+        listing::list_calls,
         sse::run_events,
-        sse::state_events,
+        feed::state_events,
     ),
     components(schemas(
         Problem,
         routes::CheckRequest,
         routes::StartRequest,
         routes::ResumeRequest,
-        routes::ForkRequest
+        routes::ForkRequest,
+        listing::RunList,
+        listing::RunRow,
+        listing::Inbox,
+        listing::CallView,
+        listing::CheckpointView,
+        listing::Verification,
+        feed::StateChange
     )),
     modifiers(&Bearer),
     security((), ("bearer" = []))

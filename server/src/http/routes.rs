@@ -12,9 +12,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use flow_engine::replay::Verdict;
-use flow_store::{DiscoveryQuery, FactKind, HistoryQuery, RunId, RunInfo, RunState};
+use flow_store::{DiscoveryQuery, FactKind, HistoryQuery, RunId, RunInfo};
 use serde::Deserialize;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
@@ -28,9 +28,14 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(get_health))
         .route("/metrics", get(get_metrics))
         .route("/v1/check", post(check_flow))
-        .route("/v1/runs", post(start_run).get(list_runs))
+        .route("/v1/runs", post(start_run).get(super::listing::list_runs))
         .route("/v1/runs/{run}", get(get_run))
         .route("/v1/runs/{run}/facts", get(list_facts))
+        .route(
+            "/v1/runs/{run}/checkpoints/{fact}",
+            get(super::listing::get_checkpoint),
+        )
+        .route("/v1/runs/{run}/verify", get(super::listing::verify_run))
         .route("/v1/runs/{run}/events", get(super::sse::run_events))
         .route("/v1/runs/{run}/resume", post(resume_run))
         .route("/v1/runs/{run}/replay", post(replay_run))
@@ -43,12 +48,12 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/archives", post(super::archive::import_archive))
         .route("/v1/blobs/{hash}", get(get_blob))
-        .route("/v1/calls", get(list_calls))
-        .route("/v1/events", get(super::sse::state_events))
+        .route("/v1/calls", get(super::listing::list_calls))
+        .route("/v1/events", get(super::feed::state_events))
 }
 
 /// Runs a blocking read off the runtime.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     state: &AppState,
     f: impl FnOnce(&AppState) -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
@@ -58,7 +63,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::internal)?
 }
 
-fn json_response(status: StatusCode, v: Json) -> Response {
+pub(super) fn json_response(status: StatusCode, v: Json) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -140,19 +145,6 @@ pub struct ForkRequest {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct RunsQuery {
-    /// 1 to 200, default 50.
-    #[param(minimum = 1, maximum = 200)]
-    pub limit: Option<u32>,
-    /// Excludes this id and earlier ones.
-    pub after: Option<String>,
-    /// running, paused, completed, faulted or halted.
-    pub state: Option<String>,
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 pub struct FactsQuery {
     pub kind: Option<String>,
     /// Only the fact with this recorded number.
@@ -161,17 +153,6 @@ pub struct FactsQuery {
     pub offset: Option<u64>,
     /// 1 to 200, default 50.
     #[param(minimum = 1, maximum = 200)]
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct CallsQuery {
-    /// Only `open` is supported.
-    pub state: Option<String>,
-    /// At most this many calls (1 to 1000, default 200).
-    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -319,39 +300,9 @@ fn run_state(state: &AppState, run: &RunId) -> &'static str {
         .unwrap_or("running")
 }
 
-#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", params(RunsQuery),
-    responses(
-        (status = 200, description = "Discovery: `{runs, nextAfter, problems}`", body = Object),
-        (status = 400, description = "Invalid limit, after or state", body = super::openapi::Problem, content_type = "application/problem+json")))]
-pub async fn list_runs(
-    State(state): State<AppState>,
-    QueryArgs(q): QueryArgs<RunsQuery>,
-) -> ApiResult<Response> {
-    let st = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "state {s:?} is not one of running, paused, completed, faulted, halted"
-            ))
-        })?),
-    };
-    let dq = DiscoveryQuery {
-        limit: q.limit,
-        after: q.after,
-        state: st,
-    };
-    dq.check()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let page = blocking(&state, move |s| Ok(s.store().discover(&dq)?)).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        serde_json::to_value(&page).map_err(ApiError::internal)?,
-    ))
-}
-
 /// The calls of a history with no Reply or Close yet, as stored facts
 /// (expanded).
-fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>, Option<Json>)> {
+pub(super) fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>, Option<Json>)> {
     let store = state.store();
     let h = store.read_history(run)?;
     let mut settled = BTreeSet::new();
@@ -642,9 +593,9 @@ pub async fn get_source(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let text = blocking(&state, move |s| {
-        let h = s.store().read_history(&run)?;
-        let start = h
-            .facts
+        // Only Start is needed: not the whole history.
+        let first = s.store().read_after(&run, 0, 1)?;
+        let start = first
             .first()
             .ok_or_else(|| ApiError::not_found(format!("{run} has no Start")))?;
         let hash = start
@@ -695,73 +646,6 @@ pub async fn get_blob(
         bytes,
     )
         .into_response())
-}
-
-#[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", params(CallsQuery),
-    responses(
-        (status = 200, description = "The inbox: `{calls: [{run, call, node, tool, prompt, schema, since}], truncated}`", body = Object),
-        (status = 400, description = "Unsupported state or limit", body = super::openapi::Problem, content_type = "application/problem+json")))]
-pub async fn list_calls(
-    State(state): State<AppState>,
-    QueryArgs(q): QueryArgs<CallsQuery>,
-) -> ApiResult<Response> {
-    if let Some(s) = &q.state
-        && s != "open"
-    {
-        return Err(ApiError::bad_request(format!(
-            "state {s:?} is not supported; use state=open"
-        )));
-    }
-    let limit = q.limit.unwrap_or(200);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit must be from 1 to 1000, not {limit}"
-        )));
-    }
-    let v = blocking(&state, move |s| inbox(s, limit as usize)).await?;
-    Ok(json_response(StatusCode::OK, v))
-}
-
-/// Open calls of paused runs, oldest run first.
-fn inbox(state: &AppState, limit: usize) -> ApiResult<Json> {
-    let mut calls = Vec::new();
-    let mut after = None;
-    let mut truncated = false;
-    'pages: loop {
-        let q = DiscoveryQuery {
-            limit: Some(DiscoveryQuery::MAX_LIMIT),
-            after: after.clone(),
-            state: Some(RunState::Paused),
-        };
-        let page = state.store().discover(&q)?;
-        for row in &page.runs {
-            let Ok(id) = RunId::parse(&row.run) else {
-                continue;
-            };
-            let since = state.store().run_info(&id).map(|i| i.updated_ms).ok();
-            let Ok((open, _)) = open_calls(state, &id) else {
-                continue;
-            };
-            for c in open {
-                if calls.len() >= limit {
-                    truncated = true;
-                    break 'pages;
-                }
-                let mut m = Map::new();
-                m.insert("run".into(), Json::String(row.run.clone()));
-                for k in ["call", "node", "tool", "prompt", "schema", "fact"] {
-                    m.insert(k.into(), c.get(k).cloned().unwrap_or(Json::Null));
-                }
-                m.insert("sinceMs".into(), json!(since));
-                calls.push(Json::Object(m));
-            }
-        }
-        match page.next_after {
-            Some(n) => after = Some(n),
-            None => break,
-        }
-    }
-    Ok(json!({"calls": calls, "truncated": truncated}))
 }
 
 /// Shared with the SSE module: a run must exist.

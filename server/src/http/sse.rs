@@ -14,10 +14,8 @@
 //! store when it is ready, or reconnects with `Last-Event-ID`. The stream
 //! ends after End and on shutdown.
 //!
-//! `GET /v1/events`: run state changes across all runs (`event: state`,
-//! data `{run, state, …}`), from a broadcast channel; a subscriber that
-//! lags behind it is disconnected (it re-reads `GET /v1/runs` and
-//! reconnects) rather than silently skipping changes.
+//! With `?states=true` the feed also carries the run's state changes
+//! (`event: state`, no `id`), from [`super::feed`].
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
@@ -26,20 +24,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use flow_store::{FactKind, RunId};
 use futures_util::StreamExt;
 use serde::Deserialize;
-use serde_json::Value as Json;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio_stream::wrappers::BroadcastStream;
 use utoipa::IntoParams;
-
-type EventStream = futures_util::stream::BoxStream<'static, Result<Event, Infallible>>;
 
 /// How long one blocking tail step waits before checking for shutdown.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -51,6 +44,9 @@ pub struct EventsQuery {
     /// Yield facts after this number (`Last-Event-ID` wins when both are
     /// given).
     pub after: Option<u64>,
+    /// Also send `event: state` frames (no `id`) when the run pauses, is
+    /// halted or goes on, each after the fact it happened at (issue 13).
+    pub states: Option<bool>,
 }
 
 /// Decrements the subscriber gauge when the stream is dropped.
@@ -84,6 +80,9 @@ pub async fn run_events(
             .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be a fact number"))?,
         None => q.after.unwrap_or(0),
     };
+    // State changes are taken before the run's row is read, so none
+    // between the read and the subscription is missed.
+    let states = q.states.unwrap_or(false).then(|| state.feed().receiver());
     // Subscribe first (STYLE rule 9): take the run's head watch before the
     // first read, so a fact committed after that read still wakes us.
     let info = {
@@ -121,7 +120,7 @@ pub async fn run_events(
     let stream = futures_util::stream::unfold(sub, |mut sub| async move {
         let first = match tokio::time::timeout(KEEP_ALIVE, sub.next()).await {
             // Keep-alive comment: proxies and clients see the stream live.
-            Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), sub)),
+            Err(_) => return Some(((sub.last, Bytes::from_static(b":\n\n")), sub)),
             Ok(None) => return None,
             Ok(Some(f)) => f,
         };
@@ -133,10 +132,20 @@ pub async fn run_events(
                 None => break,
             }
         }
-        Some((Ok::<_, Infallible>(Bytes::from(chunk)), sub))
+        Some(((sub.last, Bytes::from(chunk)), sub))
     })
     .take_until(state.shutdown().clone().cancelled_owned());
-    let mut r = Response::new(Body::from_stream(stream));
+    let body = match states {
+        Some(rx) => Body::from_stream(super::feed::with_states(
+            stream,
+            rx,
+            state.clone(),
+            &info,
+            after,
+        )),
+        None => Body::from_stream(stream.map(|(_, b)| Ok::<_, Infallible>(b))),
+    };
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -253,34 +262,4 @@ impl Subscriber {
             }
         }
     }
-}
-
-#[utoipa::path(get, path = "/v1/events", operation_id = "stream_events",
-    responses((status = 200, description = "`text/event-stream` of run state changes: `event: state`, data `{run, state, …}`", body = String, content_type = "text/event-stream")))]
-pub async fn state_events(
-    State(state): State<AppState>,
-) -> Sse<axum::response::sse::KeepAliveStream<EventStream>> {
-    let rx = state.service().events();
-    state.metrics().sse_subscribers.inc();
-    let guard = Subscribed(state.clone());
-    let stream = BroadcastStream::new(rx)
-        // A lagging subscriber is disconnected, never silently skipped.
-        .take_while(|r| std::future::ready(r.is_ok()))
-        .filter_map(|r| std::future::ready(r.ok()))
-        .map(move |v| {
-            let _keep = &guard;
-            let mut m = serde_json::Map::new();
-            m.insert("run".into(), Json::String(v.run));
-            m.insert("state".into(), Json::String(v.state.into()));
-            if let Json::Object(x) = v.extra {
-                m.extend(x);
-            }
-            Ok(Event::default()
-                .event("state")
-                .data(flow_abi::json::canonical(&Json::Object(m))))
-        });
-    let stream = stream
-        .take_until(state.shutdown().clone().cancelled_owned())
-        .boxed();
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }

@@ -365,6 +365,17 @@ impl Discover for PostgresStore {
     }
 }
 
+impl ListRuns for PostgresStore {
+    fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
+        let q = query.check()?;
+        self.read(move |s| crate::listing::list_runs(s, &q))
+    }
+
+    fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
+        self.read(move |s| crate::listing::changed_since(s, since_ms, limit))
+    }
+}
+
 impl Subscribe for PostgresStore {
     fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>> {
         Ok(Box::new(crate::tail::StoreTail::new(

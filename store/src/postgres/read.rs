@@ -11,9 +11,10 @@
 //! windows of [`WINDOW`] rows.
 
 use super::Shared;
-use crate::api::RunState;
+use crate::api::{CheckedRunList, RunOrder, RunState};
 use crate::error::{Error, Result};
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
+use crate::listing::{ListingColumns, prefix_range};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
 use deadpool_postgres::Object;
@@ -328,6 +329,75 @@ impl ReadDb for Session {
                 })
             })
             .collect()
+    }
+    /// One query: the page's rows with their latest pause or halt record.
+    fn listing_columns(&mut self, q: &CheckedRunList) -> Result<Vec<ListingColumns>> {
+        let take = i64::from(q.limit) + 1;
+        let (cmp, dir) = match q.order {
+            RunOrder::Oldest => (">", "ASC"),
+            RunOrder::Newest => ("<", "DESC"),
+        };
+        let sql = format!(
+            "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
+                    d.kind, d.at_ms, d.head_n, d.head_hash
+             FROM runs r
+             LEFT JOIN LATERAL (
+                 SELECT kind, at_ms, head_n, head_hash FROM host_records h
+                 WHERE h.run_key = r.key AND h.kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1
+             ) d ON true
+             WHERE ($1::text IS NULL OR r.id {cmp} $1)
+               AND ($2::text IS NULL OR r.state = $2)
+               AND ($3::text IS NULL OR (r.id >= $3 AND r.id < $4))
+             ORDER BY r.id {dir} LIMIT $5"
+        );
+        let cursor = q.cursor.as_ref().map(|c| c.as_str().to_string());
+        let (from, to) = match &q.prefix {
+            Some(p) => {
+                let (f, t) = prefix_range(p);
+                (Some(f), Some(t))
+            }
+            None => (None, None),
+        };
+        let rows = self.query(
+            &sql,
+            &[&cursor, &q.state.map(RunState::as_str), &from, &to, &take],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let kind: Option<String> = r.try_get(15)?;
+                Ok(ListingColumns {
+                    id: r.try_get(0)?,
+                    cols: RunColumns {
+                        key: r.try_get(1)?,
+                        state: r.try_get(2)?,
+                        entry_module: r.try_get(3)?,
+                        entry_function: r.try_get(4)?,
+                        program: r.try_get(5)?,
+                        parent_run: r.try_get(6)?,
+                        parent_checkpoint: r.try_get(7)?,
+                        outer_run: r.try_get(8)?,
+                        outer_call: r.try_get(9)?,
+                        ending: r.try_get(10)?,
+                        last_n: r.try_get(11)?,
+                        last_hash: r.try_get(12)?,
+                        created_ms: r.try_get(13)?,
+                        updated_ms: r.try_get(14)?,
+                    },
+                    decision: match kind {
+                        Some(k) => Some((k, r.try_get(16)?, r.try_get(17)?, r.try_get(18)?)),
+                        None => None,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT id FROM runs WHERE updated_ms >= $1 ORDER BY updated_ms, id LIMIT $2",
+            &[&since_ms, &i64::from(limit)],
+        )?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
     }
 }
 

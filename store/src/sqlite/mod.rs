@@ -377,6 +377,19 @@ impl Discover for SqliteStore {
     }
 }
 
+impl ListRuns for SqliteStore {
+    fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
+        let q = query.check()?;
+        self.with_reader(|c| read::snapshot(c, |db| crate::listing::list_runs(db, &q)))
+    }
+
+    fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
+        self.with_reader(|c| {
+            read::snapshot(c, |db| crate::listing::changed_since(db, since_ms, limit))
+        })
+    }
+}
+
 impl Subscribe for SqliteStore {
     fn subscribe(&self, run: &RunId, after: u64) -> Result<Box<dyn Tail>> {
         Ok(Box::new(crate::tail::StoreTail::new(

@@ -1,0 +1,642 @@
+//! What a dashboard lists and inspects, all typed in the OpenAPI document:
+//! the runs list (`GET /v1/runs`: discovery rows with state, times, parent,
+//! nested-run link and the flow's id and name; newest or oldest first,
+//! keyset paging, filters by state, flow and run id prefix), the inbox
+//! (`GET /v1/calls`, with each call's deadline), the state at a checkpoint
+//! and a run's chain verification.
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
+use super::routes::{blocking, json_response};
+use crate::service::store::Store;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use flow_store::{
+    DiscoveryQuery, FactRef, HostRecordKind, ListedRun, RunId, RunListQuery, RunOrder, RunState,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use utoipa::{IntoParams, ToSchema};
+
+/// A fact number and its chain hash.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FactRefView {
+    pub n: u64,
+    /// `blake3:<hex>`.
+    pub hash: String,
+}
+
+impl From<&FactRef> for FactRefView {
+    fn from(f: &FactRef) -> FactRefView {
+        FactRefView {
+            n: f.n,
+            hash: f.hash.clone(),
+        }
+    }
+}
+
+/// A run's state.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StateName {
+    Running,
+    Paused,
+    Completed,
+    Faulted,
+    Halted,
+}
+
+impl From<RunState> for StateName {
+    fn from(s: RunState) -> StateName {
+        match s {
+            RunState::Running => StateName::Running,
+            RunState::Paused => StateName::Paused,
+            RunState::Completed => StateName::Completed,
+            RunState::Faulted => StateName::Faulted,
+            RunState::Halted => StateName::Halted,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EntryView {
+    pub module: String,
+    pub function: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDecisionView {
+    /// `pause` or `halt`.
+    pub kind: String,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProblemView {
+    pub component: String,
+    pub status: String,
+    pub detail: String,
+}
+
+/// A fork's parent run and the checkpoint it was forked from.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ParentView {
+    pub run: String,
+    pub checkpoint: u64,
+}
+
+/// A nested run's outer run and the call it serves.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OuterView {
+    pub run: String,
+    pub call: String,
+}
+
+/// The root FlowSpec document's `id` and `name`, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct FlowView {
+    pub id: Option<String>,
+    pub name: Option<String>,
+}
+
+/// A runs list row: the discovery row (seed "Stored-run discovery") and the
+/// rest of the runs index.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRow {
+    pub run: String,
+    pub state: StateName,
+    pub history_present: bool,
+    /// complete, incomplete or unreadable.
+    pub record: String,
+    pub truncated: bool,
+    /// completed or faulted, once ended.
+    pub ending: Option<String>,
+    pub entry: Option<EntryView>,
+    /// The recorded program fingerprint.
+    pub program: Option<String>,
+    pub last_fact: Option<FactRefView>,
+    pub host_decision: Option<HostDecisionView>,
+    pub problem: Option<ProblemView>,
+    /// When Start was recorded (host clock, unix ms).
+    pub created_ms: i64,
+    /// When the row last changed (unix ms).
+    pub updated_ms: i64,
+    pub parent: Option<ParentView>,
+    pub outer: Option<OuterView>,
+    pub flow: Option<FlowView>,
+}
+
+/// `GET /v1/runs`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunList {
+    pub runs: Vec<RunRow>,
+    /// Oldest first: pass as `after` for the next page; null at the end.
+    pub next_after: Option<String>,
+    /// Newest first: pass as `before` for the next page; null at the end.
+    pub next_before: Option<String>,
+    pub problems: Vec<ProblemView>,
+    /// Rows looked at to fill this page (a `flow` filter may look at more
+    /// than it returns; at most 2,000 per request).
+    pub scanned: u64,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// Oldest first: excludes this id and earlier ones.
+    pub after: Option<String>,
+    /// Newest first: excludes this id and later ones.
+    pub before: Option<String>,
+    /// running, paused, completed, faulted or halted.
+    pub state: Option<String>,
+    /// `oldest` (default: discovery order) or `newest`.
+    pub order: Option<String>,
+    /// Only runs whose root flow has this FlowSpec `id`.
+    pub flow: Option<String>,
+    /// Only run ids starting with this (`run-01m8…`).
+    pub prefix: Option<String>,
+}
+
+/// Most rows one request looks at to fill a filtered page.
+const MAX_SCAN: u64 = 2000;
+
+#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", params(RunsQuery),
+    responses(
+        (status = 200, description = "Runs: discovery rows with state, times, parent, outer run and flow", body = RunList),
+        (status = 400, description = "Invalid limit, cursor, order, state or prefix", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn list_runs(
+    State(state): State<AppState>,
+    QueryArgs(q): QueryArgs<RunsQuery>,
+) -> ApiResult<Response> {
+    let st = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "state {s:?} is not one of running, paused, completed, faulted, halted"
+            ))
+        })?),
+    };
+    let order = match q.order.as_deref() {
+        None | Some("oldest") => RunOrder::Oldest,
+        Some("newest") => RunOrder::Newest,
+        Some(o) => {
+            return Err(ApiError::bad_request(format!(
+                "order {o:?} is not oldest or newest"
+            )));
+        }
+    };
+    let cursor = match (order, q.after, q.before) {
+        (_, Some(_), Some(_)) => {
+            return Err(ApiError::bad_request("give after or before, not both"));
+        }
+        (RunOrder::Oldest, a, None) => a,
+        (RunOrder::Newest, None, b) => b,
+        (RunOrder::Oldest, None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "before pages newest first: add order=newest",
+            ));
+        }
+        (RunOrder::Newest, Some(_), None) => {
+            return Err(ApiError::bad_request(
+                "after pages oldest first: leave out order=newest",
+            ));
+        }
+    };
+    if q.flow
+        .as_deref()
+        .is_some_and(|f| f.is_empty() || f.len() > 256)
+    {
+        return Err(ApiError::bad_request(
+            "flow must be a FlowSpec id of 1 to 256 characters",
+        ));
+    }
+    let lq = RunListQuery {
+        limit: q.limit,
+        cursor,
+        order,
+        state: st,
+        prefix: q.prefix,
+    };
+    lq.check()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let flow = q.flow;
+    let list = blocking(&state, move |s| {
+        Ok(runs_page(&**s.store(), lq, flow.as_deref())?)
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, to_json(&list)?))
+}
+
+/// One page: a single store page without a flow filter; with one, store
+/// pages until the page is full or [`MAX_SCAN`] rows were looked at (the
+/// cursor then continues from the last row looked at).
+fn runs_page(
+    store: &dyn Store,
+    mut q: RunListQuery,
+    flow: Option<&str>,
+) -> flow_store::Result<RunList> {
+    let want = q.limit.unwrap_or(DiscoveryQuery::DEFAULT_LIMIT) as usize;
+    let mut rows = Vec::new();
+    let mut scanned = 0u64;
+    let next = loop {
+        if flow.is_some() {
+            q.limit = Some(DiscoveryQuery::MAX_LIMIT);
+        }
+        let page = store.list_runs(&q)?;
+        let total = page.runs.len();
+        let mut taken = 0;
+        let mut last = None;
+        for r in page.runs {
+            taken += 1;
+            scanned += 1;
+            last = Some(r.row.run.clone());
+            let view = row(store, r);
+            if flow.is_none_or(|f| view.flow.as_ref().and_then(|v| v.id.as_deref()) == Some(f)) {
+                rows.push(view);
+            }
+            if rows.len() >= want {
+                break;
+            }
+        }
+        if rows.len() >= want {
+            // Full: more may follow the last row looked at.
+            break (taken < total || page.next.is_some())
+                .then_some(last)
+                .flatten();
+        }
+        match page.next {
+            None => break None,
+            Some(n) if flow.is_none() || scanned >= MAX_SCAN => break Some(n),
+            Some(n) => q.cursor = Some(n),
+        }
+    };
+    let (next_after, next_before) = match q.order {
+        RunOrder::Oldest => (next, None),
+        RunOrder::Newest => (None, next),
+    };
+    Ok(RunList {
+        runs: rows,
+        next_after,
+        next_before,
+        problems: Vec::new(),
+        scanned,
+    })
+}
+
+fn row(store: &dyn Store, r: ListedRun) -> RunRow {
+    let d = r.row;
+    let text = |v: &dyn erased::Text| v.text();
+    let flow = d
+        .entry
+        .as_ref()
+        .zip(d.program.as_ref())
+        .and_then(|(e, p)| flow_of(store, &d.run, &e.module, p));
+    RunRow {
+        state: r.state.into(),
+        history_present: d.history_present,
+        record: text(&d.record),
+        truncated: d.truncated,
+        ending: d.ending.as_ref().map(|e| text(e)),
+        entry: d.entry.map(|e| EntryView {
+            module: e.module,
+            function: e.function,
+        }),
+        program: d.program,
+        last_fact: d.last_fact.as_ref().map(Into::into),
+        host_decision: d.host_decision.map(|h| HostDecisionView {
+            kind: h.kind.as_str().into(),
+            at_ms: h.at_ms,
+        }),
+        problem: d.problem.map(|p| ProblemView {
+            component: p.component,
+            status: text(&p.status),
+            detail: p.detail,
+        }),
+        created_ms: r.created_ms,
+        updated_ms: r.updated_ms,
+        parent: r
+            .parent
+            .map(|(run, checkpoint)| ParentView { run, checkpoint }),
+        outer: r.outer.map(|(run, call)| OuterView { run, call }),
+        flow,
+        run: d.run,
+    }
+}
+
+/// The serde name of a store enum (its wire text).
+mod erased {
+    pub trait Text {
+        fn text(&self) -> String;
+    }
+    impl<T: serde::Serialize> Text for T {
+        fn text(&self) -> String {
+            serde_json::to_value(self)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        }
+    }
+}
+
+/// (program fingerprint, root module) → the root document's id and name.
+type FlowCache = HashMap<(String, String), Option<FlowView>>;
+
+/// Flow id and name by (program fingerprint, root module): the fingerprint
+/// hashes the recorded sources, so one key always names one document. A
+/// bounded process-wide cache; a miss reads Start and the root source.
+fn flow_of(store: &dyn Store, run: &str, module: &str, program: &str) -> Option<FlowView> {
+    static CACHE: OnceLock<Mutex<FlowCache>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (program.to_string(), module.to_string());
+    if let Some(v) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return v;
+    }
+    let id = RunId::parse(run).ok()?;
+    let start = store.read_after(&id, 0, 1).ok()?.into_iter().next()?;
+    let hash = start
+        .fact
+        .get("sources")
+        .and_then(Json::as_array)?
+        .iter()
+        .find(|s| s.get("module").and_then(Json::as_str) == Some(module))?
+        .get("hash")
+        .and_then(Json::as_str)?
+        .to_string();
+    let doc: Option<Json> = store
+        .blob(&hash)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let view = doc.map(|d| FlowView {
+        id: d.get("id").and_then(Json::as_str).map(str::to_string),
+        name: d.get("name").and_then(Json::as_str).map(str::to_string),
+    });
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= 4096 {
+            c.clear();
+        }
+        c.insert(key, view.clone());
+    }
+    view
+}
+
+fn to_json<T: Serialize>(v: &T) -> ApiResult<Json> {
+    serde_json::to_value(v).map_err(ApiError::internal)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct CallsQuery {
+    /// Only `open` is supported.
+    pub state: Option<String>,
+    /// At most this many calls (1 to 1000, default 200).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
+/// An open call waiting on a person.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallView {
+    pub run: String,
+    /// The call id to resume, e.g. `c1:root#3`.
+    pub call: String,
+    pub node: Option<String>,
+    pub tool: Option<String>,
+    /// The prompt shown to the person.
+    pub prompt: Option<String>,
+    /// The JSON Schema the reply's `Ok` value must fit (`resume_schema`).
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<Json>,
+    /// The Call's fact number.
+    pub fact: u64,
+    /// When the run paused (unix ms).
+    pub since_ms: Option<i64>,
+    /// When the call's deadline passes (unix ms), if it has one.
+    pub due_ms: Option<i64>,
+}
+
+/// `GET /v1/calls`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Inbox {
+    pub calls: Vec<CallView>,
+    /// More calls are open than `limit`.
+    pub truncated: bool,
+}
+
+#[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", params(CallsQuery),
+    responses(
+        (status = 200, description = "The inbox: the open calls of paused runs, oldest run first", body = Inbox),
+        (status = 400, description = "Unsupported state or limit", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn list_calls(
+    State(state): State<AppState>,
+    QueryArgs(q): QueryArgs<CallsQuery>,
+) -> ApiResult<Response> {
+    if let Some(s) = &q.state
+        && s != "open"
+    {
+        return Err(ApiError::bad_request(format!(
+            "state {s:?} is not supported; use state=open"
+        )));
+    }
+    let limit = q.limit.unwrap_or(200);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit must be from 1 to 1000, not {limit}"
+        )));
+    }
+    let v = blocking(&state, move |s| inbox(s, limit as usize)).await?;
+    Ok(json_response(StatusCode::OK, to_json(&v)?))
+}
+
+/// Open calls of paused runs, oldest run first.
+fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
+    let mut calls = Vec::new();
+    let mut after = None;
+    loop {
+        let q = DiscoveryQuery {
+            limit: Some(DiscoveryQuery::MAX_LIMIT),
+            after: after.clone(),
+            state: Some(RunState::Paused),
+        };
+        let page = state.store().discover(&q)?;
+        for r in &page.runs {
+            let Ok(id) = RunId::parse(&r.run) else {
+                continue;
+            };
+            let since = state.store().run_info(&id).map(|i| i.updated_ms).ok();
+            let Ok((open, _)) = super::routes::open_calls(state, &id) else {
+                continue;
+            };
+            let due = deadlines(&**state.store(), &id);
+            for c in open {
+                if calls.len() >= limit {
+                    return Ok(Inbox {
+                        calls,
+                        truncated: true,
+                    });
+                }
+                let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
+                let s = |k: &str| c.get(k).and_then(Json::as_str).map(str::to_string);
+                calls.push(CallView {
+                    run: r.run.clone(),
+                    call: call.to_string(),
+                    node: s("node"),
+                    tool: s("tool"),
+                    prompt: s("prompt"),
+                    schema: c.get("schema").filter(|v| v.is_object()).cloned(),
+                    fact: c.get("fact").and_then(Json::as_u64).unwrap_or(0),
+                    since_ms: since,
+                    due_ms: due.get(call).copied(),
+                });
+            }
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => {
+                return Ok(Inbox {
+                    calls,
+                    truncated: false,
+                });
+            }
+        }
+    }
+}
+
+/// Each call's recorded deadline (the driver's `timeout` host records; the
+/// last one of a call wins).
+fn deadlines(store: &dyn Store, run: &RunId) -> HashMap<String, i64> {
+    let mut out = HashMap::new();
+    for r in store.host_records(run).unwrap_or_default() {
+        if r.kind != HostRecordKind::Timeout {
+            continue;
+        }
+        if let (Some(c), Some(due)) = (
+            r.details.get("call").and_then(Json::as_str),
+            r.details.get("due_ms").and_then(Json::as_i64),
+        ) {
+            out.insert(c.to_string(), due);
+        }
+    }
+    out
+}
+
+/// The state at a checkpoint.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CheckpointView {
+    pub run: String,
+    /// The Checkpoint's fact number.
+    pub fact: u64,
+    pub task: Option<String>,
+    pub node: Option<String>,
+    /// The whole state, deltas applied and large values loaded.
+    #[schema(value_type = Object)]
+    pub state: Json,
+}
+
+#[utoipa::path(get, path = "/v1/runs/{run}/checkpoints/{fact}", operation_id = "get_checkpoint",
+    params(("run" = String, Path, description = "A run id"), ("fact" = u64, Path, description = "A Checkpoint's fact number")),
+    responses(
+        (status = 200, description = "The state at the checkpoint", body = CheckpointView),
+        (status = 400, description = "A malformed fact number", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run, or that fact is not a Checkpoint", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn get_checkpoint(
+    State(state): State<AppState>,
+    PathArgs((run, fact)): PathArgs<(String, u64)>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let v = blocking(&state, move |s| {
+        let info = s.store().run_info(&run)?;
+        let none = || ApiError::not_found(format!("{run} has no Checkpoint at fact {fact}"));
+        if fact == 0 || fact > info.last_fact.n {
+            return Err(none());
+        }
+        let f = s
+            .store()
+            .read_after(&run, fact - 1, 1)?
+            .into_iter()
+            .next()
+            .filter(|f| f.kind == flow_store::FactKind::Checkpoint)
+            .ok_or_else(none)?;
+        let st = s.store().checkpoint_state(&run, fact)?;
+        let text = |k: &str| f.fact.get(k).and_then(Json::as_str).map(str::to_string);
+        Ok(CheckpointView {
+            run: run.to_string(),
+            fact,
+            task: text("task"),
+            node: text("node"),
+            state: st,
+        })
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, to_json(&v)?))
+}
+
+/// A run's chain, checked by the server.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Verification {
+    pub run: String,
+    /// Every fact's hash links to its predecessor's and every blob it uses
+    /// matches its hash.
+    pub verified: bool,
+    /// Facts checked.
+    pub facts: u64,
+    /// The last fact checked.
+    pub head: Option<FactRefView>,
+    /// Where the check failed.
+    pub fact: Option<u64>,
+    pub reason: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/runs/{run}/verify", operation_id = "verify_run",
+    params(("run" = String, Path, description = "A run id")),
+    responses(
+        (status = 200, description = "The verdict of reading the whole history back: chain and blobs", body = Verification),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn verify_run(
+    State(state): State<AppState>,
+    PathArgs(run): PathArgs<String>,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    let v = blocking(&state, move |s| {
+        let info = s.store().run_info(&run)?;
+        let failed = |fact: Option<u64>, reason: String| Verification {
+            run: run.to_string(),
+            verified: false,
+            facts: info.last_fact.n,
+            head: None,
+            fact,
+            reason: Some(reason),
+        };
+        Ok(match s.store().read_history(&run) {
+            Ok(h) => Verification {
+                run: run.to_string(),
+                verified: true,
+                facts: h.facts.len() as u64,
+                head: h.facts.last().map(|f| FactRefView {
+                    n: f.n,
+                    hash: f.hash.clone(),
+                }),
+                fact: None,
+                reason: None,
+            },
+            Err(flow_store::Error::Corrupt { n, reason, .. }) => failed(Some(n), reason),
+            Err(flow_store::Error::CorruptBlob { hash, reason }) => {
+                failed(None, format!("blob {hash}: {reason}"))
+            }
+            Err(e) => return Err(e.into()),
+        })
+    })
+    .await?;
+    Ok(json_response(StatusCode::OK, to_json(&v)?))
+}

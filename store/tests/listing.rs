@@ -1,0 +1,163 @@
+//! The run listing (newest or oldest first, keyset paging, state and id
+//! prefix filters, the index's other columns) and the changes feed, on a
+//! real SQLite file; discovery is the listing in id order.
+
+use flow_store::conformance::{end_fact, new_run_id, start_fact};
+use flow_store::{
+    AppendFacts, Discover, DiscoveryQuery, HostRecord, HostRecordKind, HostRecords, ListRuns,
+    RunId, RunListQuery, RunOrder, RunState, SqliteOptions, SqliteStore,
+};
+use serde_json::json;
+
+fn store(dir: &std::path::Path) -> SqliteStore {
+    SqliteStore::open(dir.join("s.db"), SqliteOptions::default()).unwrap()
+}
+
+fn create(s: &SqliteStore) -> RunId {
+    let run = new_run_id();
+    let (start, sources) = start_fact(&run, json!({"q": 1}));
+    s.create_run(&start, &sources).unwrap();
+    run
+}
+
+fn ids(p: &flow_store::RunListPage) -> Vec<String> {
+    p.runs.iter().map(|r| r.row.run.clone()).collect()
+}
+
+#[test]
+fn newest_first_pages_by_keyset_and_filters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    let runs: Vec<RunId> = (0..5).map(|_| create(&s)).collect();
+    s.append(&runs[1], &end_fact(2, json!(1))).unwrap();
+    s.record_host(
+        &runs[3],
+        HostRecord {
+            kind: HostRecordKind::Pause,
+            at_ms: None,
+            details: json!({}),
+        },
+    )
+    .unwrap();
+
+    let q = |cursor: Option<String>| RunListQuery {
+        limit: Some(2),
+        cursor,
+        order: RunOrder::Newest,
+        ..RunListQuery::default()
+    };
+    let p1 = s.list_runs(&q(None)).unwrap();
+    assert_eq!(ids(&p1), vec![runs[4].to_string(), runs[3].to_string()]);
+    assert_eq!(p1.runs[1].state, RunState::Paused);
+    assert!(p1.runs[1].row.host_decision.is_some());
+    let p2 = s.list_runs(&q(p1.next.clone())).unwrap();
+    assert_eq!(ids(&p2), vec![runs[2].to_string(), runs[1].to_string()]);
+    assert_eq!(p2.runs[1].state, RunState::Completed);
+    let p3 = s.list_runs(&q(p2.next.clone())).unwrap();
+    assert_eq!(ids(&p3), vec![runs[0].to_string()]);
+    assert_eq!(p3.next, None);
+
+    let paused = s
+        .list_runs(&RunListQuery {
+            state: Some(RunState::Paused),
+            order: RunOrder::Newest,
+            ..RunListQuery::default()
+        })
+        .unwrap();
+    assert_eq!(ids(&paused), vec![runs[3].to_string()]);
+
+    let whole = runs[2].to_string();
+    let by_prefix = s
+        .list_runs(&RunListQuery {
+            prefix: Some(whole.clone()),
+            ..RunListQuery::default()
+        })
+        .unwrap();
+    assert_eq!(ids(&by_prefix), vec![whole.clone()]);
+    let all = s
+        .list_runs(&RunListQuery {
+            prefix: Some("run-".into()),
+            ..RunListQuery::default()
+        })
+        .unwrap();
+    assert_eq!(all.runs.len(), 5);
+    assert!(
+        all.runs
+            .iter()
+            .all(|r| r.created_ms > 0 && r.updated_ms >= r.created_ms)
+    );
+}
+
+#[test]
+fn discovery_is_the_listing_in_id_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    for _ in 0..3 {
+        create(&s);
+    }
+    let d = s
+        .discover(&DiscoveryQuery {
+            limit: Some(2),
+            ..DiscoveryQuery::default()
+        })
+        .unwrap();
+    let l = s
+        .list_runs(&RunListQuery {
+            limit: Some(2),
+            ..RunListQuery::default()
+        })
+        .unwrap();
+    assert_eq!(
+        d.runs,
+        l.runs.into_iter().map(|r| r.row).collect::<Vec<_>>()
+    );
+    assert_eq!(d.next_after, l.next);
+}
+
+#[test]
+fn bad_listing_arguments_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    for prefix in ["", "RUN-", "run-%", &"r".repeat(31)] {
+        let e = s
+            .list_runs(&RunListQuery {
+                prefix: Some(prefix.to_string()),
+                ..RunListQuery::default()
+            })
+            .unwrap_err();
+        assert!(
+            matches!(e, flow_store::Error::InvalidArgument(_)),
+            "{prefix:?}: {e}"
+        );
+    }
+    assert!(
+        s.list_runs(&RunListQuery {
+            cursor: Some("nope".into()),
+            ..RunListQuery::default()
+        })
+        .is_err()
+    );
+    assert!(s.runs_changed_since(0, 0).is_err());
+    assert!(s.runs_changed_since(0, 10_001).is_err());
+}
+
+/// What a live feed polls: rows changed at or after a time, oldest change
+/// first, including writes made through another handle (another process).
+#[test]
+fn changes_since_a_time_include_other_handles_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    let a = create(&s);
+    let b = create(&s);
+    let since = s.runs_changed_since(0, 100).unwrap();
+    assert_eq!(since.len(), 2);
+    let t = since.iter().map(|i| i.updated_ms).max().unwrap() + 1;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let other = store(tmp.path());
+    other.append(&a, &end_fact(2, json!(0))).unwrap();
+    let changed = s.runs_changed_since(t, 100).unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].run, a);
+    assert_eq!(changed[0].state, RunState::Completed);
+    assert!(!changed.iter().any(|i| i.run == b));
+}

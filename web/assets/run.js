@@ -1,0 +1,374 @@
+// A run, live: its graph with the node being executed highlighted, the
+// fact timeline fed by the run's SSE stream (reconnecting with
+// Last-Event-ID, visibly), the chain verification, the calls it waits on,
+// lineage, replay with its verdict, checkpoints, fork, archive and halt.
+
+import {api, apiBlob, apiText, stream} from './api.js';
+import {checkpointPanel} from './checkpoint.js';
+import {draw} from './graph.js';
+import {callCard} from './inbox.js';
+import {summary, timeline} from './timeline.js';
+import {download, fill, h, onState, pretty, problemText, shortHash, shortRun, stateBadge, time, toast} from './ui.js';
+
+const KINDS = ['', 'Start', 'Checkpoint', 'Call', 'Reply', 'Close', 'End'];
+
+export function mount(root, runId) {
+  const title = h('h1', {class: 'run-title'}, 'Run ', h('span', {class: 'mono'}, runId));
+  const flowLine = h('p', {class: 'flow-line'});
+  const badge = h('span', {class: 'run-state', 'aria-live': 'polite'});
+  const actions = h('div', {class: 'actions run-actions'});
+  const meta = h('dl', {class: 'meta-grid'});
+  const lineage = h('nav', {class: 'lineage', 'aria-label': 'Lineage'});
+  const verify = h('p', {class: 'verify', role: 'status', 'aria-live': 'polite'}, 'Checking the chain…');
+  const verdict = h('div', {class: 'verdict', role: 'status', 'aria-live': 'polite'});
+  const pending = h('section', {class: 'pending', 'aria-label': 'Waiting on a person', hidden: true});
+  const live = h('p', {class: 'live', role: 'status', 'aria-live': 'polite'}, 'Connecting…');
+  const count = h('span', {class: 'count-facts'}, '0 facts');
+  const graphBox = h('div', {class: 'graph-box'});
+  const tlBox = h('div', {class: 'tl-box'});
+  const detail = h('div', {class: 'detail', 'aria-live': 'polite'}, h('p', {class: 'hint'}, 'Choose a fact to see it whole.'));
+  const kindSel = h('select', {id: 'tl-kind', onchange: (e) => tl.filter(e.target.value)},
+    KINDS.map((k) => h('option', {value: k}, k || 'all kinds')));
+
+  let view = null;
+  let backlogHead = null; // the last fact when the page first read the run
+  let flow = null;
+  let graph = null;
+  let ended = false;
+  let endSeen = false;
+  let disposed = false;
+  const lastFact = h('span', {class: 'mono'});
+  const visited = new Set();
+  const openCalls = new Map(); // call → node
+  let current = null;
+  const cps = []; // root checkpoints {n, node}
+
+  const cpPanel = checkpointPanel(runId, {checkpoints: () => cps});
+  const tl = timeline(tlBox, {label: `Facts of ${runId}`, onSelect: showFact});
+
+  fill(root,
+    h('div', {class: 'page-head run-head'}, h('div', {}, title, flowLine), badge),
+    actions, meta, lineage, verify, verdict, pending,
+    h('div', {class: 'run-grid'},
+      h('section', {class: 'panel', 'aria-labelledby': 'graph-title'},
+        h('h2', {id: 'graph-title'}, 'Graph'),
+        graphBox,
+        h('p', {class: 'legend', 'aria-label': 'Legend'},
+          h('span', {class: 'lg lg-direct'}, 'direct'), h('span', {class: 'lg lg-conditional'}, 'conditional'),
+          h('span', {class: 'lg lg-fail'}, 'fail branch'), h('span', {class: 'lg lg-current'}, 'executing'),
+          h('span', {class: 'lg lg-waiting'}, 'waiting'))),
+      h('section', {class: 'panel', 'aria-labelledby': 'tl-title'},
+        h('div', {class: 'panel-head'}, h('h2', {id: 'tl-title'}, 'Facts ', count),
+          h('label', {for: 'tl-kind', class: 'field-inline'}, 'Show ', kindSel)),
+        live, tlBox, detail)),
+    cpPanel.el);
+
+  // Facts arrive in batches (the backlog comes in large chunks): collect
+  // them and render once per frame.
+  let batch = [];
+  let frame = 0;
+  function flush() {
+    frame = 0;
+    if (!batch.length) return;
+    const b = batch;
+    batch = [];
+    for (const f of b) {
+      const node = f.fact.node;
+      if (f.kind === 'Checkpoint' && node) {
+        visited.add(node);
+        current = node;
+        if (f.fact.task === 'root') cps.push({n: f.n, node});
+      } else if (f.kind === 'Call') {
+        if (node) { visited.add(node); current = node; }
+        openCalls.set(f.fact.call, node);
+      } else if (f.kind === 'Reply' || f.kind === 'Close') {
+        openCalls.delete(f.fact.call);
+      }
+    }
+    // The backlog came all at once: only facts recorded while the page
+    // watched have an arrival time worth showing.
+    const now = performance.timeOrigin + performance.now();
+    const cut = backlogHead === null ? Infinity : backlogHead;
+    const old = b.filter((f) => f.n <= cut);
+    const fresh = b.filter((f) => f.n > cut);
+    if (old.length) tl.add(old, null);
+    if (fresh.length) tl.add(fresh, now);
+    count.textContent = `${tl.length} fact${tl.length === 1 ? '' : 's'}`;
+    lastFact.textContent = String(tl.facts[tl.length - 1].n);
+    markGraph();
+    if (ended && !endSeen) { endSeen = true; refresh(); checkChain(); }
+  }
+  function markGraph() {
+    if (!graph) return;
+    const waiting = new Set(view && view.state === 'paused' ? [...openCalls.values()].filter(Boolean) : []);
+    graph.mark(ended ? null : current, visited, waiting);
+  }
+
+  let drops = 0;
+  const feed = stream(`/v1/runs/${runId}/events?states=true`, {
+    onEvent(e) {
+      if (e.event === 'state') {
+        let d = null;
+        try { d = JSON.parse(e.data); } catch { return; }
+        if (view) { view.state = d.state; showState(); }
+        refreshSoon();
+        if (d.state === 'paused' || d.state === 'halted') checkChain();
+        return;
+      }
+      let fact;
+      try { fact = JSON.parse(e.data); } catch { return; }
+      // Known at once, so the stream's close after End is not a drop.
+      if (e.event === 'End') ended = true;
+      // Start names the program: draw it without waiting for the run view.
+      if (e.event === 'Start' && fact.entry) loadProgram(fact.entry.module);
+      batch.push({n: Number(e.id), kind: e.event, fact});
+      if (!frame) frame = requestAnimationFrame(flush);
+    },
+    onStatus(s, {attempt, lastId: last, error: err}) {
+      if (s === 'live') {
+        live.textContent = drops ? `Reconnected — resumed after fact ${last || 0} (Last-Event-ID), nothing missed.` : 'Live: facts appear as they are recorded.';
+        live.className = 'live live-on';
+      } else if (s === 'reconnecting') {
+        drops += 1;
+        live.textContent = `Connection lost — reconnecting (try ${attempt}); will resume after fact ${last || 0}…`;
+        live.className = 'live live-lost';
+      } else if (s === 'ended') {
+        live.textContent = `The history is complete (End at fact ${last}).`;
+        live.className = 'live live-done';
+      } else if (s === 'error') {
+        live.textContent = problemText(err);
+        live.className = 'live live-lost';
+      }
+    },
+    done: () => ended,
+  });
+
+  function showState() {
+    fill(badge, stateBadge(view.state), view.driving ? h('span', {class: 'sub'}, ' driven by this server') : null);
+    fill(actions,
+      h('button', {type: 'button', class: 'btn', onclick: replay}, 'Replay'),
+      ['running', 'paused'].includes(view.state) ? h('button', {type: 'button', class: 'btn btn-danger', onclick: halt}, 'Halt') : null,
+      view.state === 'halted' ? h('button', {type: 'button', class: 'btn', onclick: cont}, 'Continue') : null,
+      h('button', {type: 'button', class: 'btn-quiet', onclick: archive}, 'Download archive'),
+      h('a', {class: 'btn-quiet', href: `#/start?from=${runId}`}, 'Start again'));
+    markGraph();
+  }
+
+  async function refresh() {
+    try {
+      view = await api(`/v1/runs/${runId}`);
+    } catch (e) {
+      fill(meta, h('p', {class: 'form-err'}, problemText(e)));
+      return;
+    }
+    if (disposed) return;
+    if (backlogHead === null) backlogHead = view.lastFact.n;
+    loadProgram(view.entry.module);
+    showState();
+    fill(meta,
+      h('dt', {}, 'Entry'), h('dd', {class: 'mono'}, `${view.entry.module}#${view.entry.function}`),
+      h('dt', {}, 'Started'), h('dd', {}, time(view.createdMs)),
+      h('dt', {}, 'Last change'), h('dd', {}, time(view.updatedMs)),
+      h('dt', {}, 'Last fact'), h('dd', {class: 'mono'}, lastFact),
+      view.exit ? [h('dt', {}, 'Exit'), h('dd', {class: 'mono'}, view.exit)] : null,
+      view.output !== null ? [h('dt', {}, 'Output'), h('dd', {}, h('pre', {class: 'json small'}, pretty(view.output)))] : null,
+      view.fault ? [h('dt', {}, 'Fault'), h('dd', {class: 'mono'}, typeof view.fault === 'string' ? view.fault : JSON.stringify(view.fault))] : null);
+    showLineage();
+    showPending();
+  }
+  let refreshTimer = 0;
+  function refreshSoon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, 120);
+  }
+
+  async function showLineage() {
+    const chain = [];
+    let at = view;
+    for (let i = 0; i < 5 && at && (at.parent || at.outer); i++) {
+      const up = at.parent || at.outer;
+      chain.unshift({run: up.run, how: at.parent ? `forked at fact ${at.parent.checkpoint}` : `nested for ${at.outer.call}`});
+      try { at = await api(`/v1/runs/${up.run}`); } catch { at = null; }
+    }
+    if (disposed) return;
+    const kids = view.children || [];
+    if (!chain.length && !kids.length) { fill(lineage); return; }
+    let node = h('li', {}, h('strong', {'aria-current': 'page', class: 'mono'}, shortRun(runId)), ' (this run)',
+      kids.length ? h('ul', {}, kids.map((c) => h('li', {},
+        h('a', {href: `#/run/${c.run}`, class: 'mono', title: c.run}, shortRun(c.run)),
+        c.kind === 'fork' ? ` fork from fact ${c.checkpoint}` : ` nested run for ${c.call}`))) : null);
+    for (const p of chain.reverse()) {
+      node = h('li', {}, h('a', {href: `#/run/${p.run}`, class: 'mono', title: p.run}, shortRun(p.run)), h('ul', {}, h('li', {class: 'how'}, p.how, h('ul', {}, node))));
+    }
+    fill(lineage, h('h2', {}, 'Lineage'), h('ul', {class: 'tree'}, node));
+  }
+
+  let cards = [];
+  function showPending() {
+    for (const c of cards) c.dispose();
+    cards = [];
+    const calls = (view.pending || []).filter((c) => c.tool === 'std/human#input' && view.state === 'paused');
+    pending.hidden = calls.length === 0;
+    if (!calls.length) { fill(pending); return; }
+    cards = calls.map((c) => callCard({
+      run: runId, call: c.call, node: c.node, tool: c.tool, prompt: c.prompt, schema: c.schema,
+      fact: c.fact, sinceMs: view.updatedMs, dueMs: null,
+    }, {showRun: false, onDone: refreshSoon}));
+    fill(pending, h('h2', {}, 'Waiting on a person'), cards);
+    // The inbox knows the deadlines.
+    api('/v1/calls?state=open').then((v) => {
+      for (const card of cards) {
+        const c = v.calls.find((x) => x.run === runId && x.call === card.dataset.call);
+        if (c) card.setDue(c.dueMs);
+      }
+    }).catch(() => {});
+  }
+
+  async function checkChain() {
+    try {
+      const v = await api(`/v1/runs/${runId}/verify`);
+      if (disposed) return;
+      if (v.verified) {
+        verify.className = 'verify verify-ok';
+        verify.textContent = `Chain verified by the server: ${v.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(v.head && v.head.hash)} (checked at ${new Date().toLocaleTimeString()}; again at each pause and at End).`;
+      } else {
+        verify.className = 'verify verify-bad';
+        verify.textContent = `Chain NOT verified: ${v.fact ? `fact ${v.fact}: ` : ''}${v.reason}`;
+        if (v.fact) { tl.mark(new Map([[v.fact, 'diverged']])); tl.show(v.fact); }
+      }
+    } catch (e) {
+      verify.className = 'verify verify-bad';
+      verify.textContent = `Chain check failed: ${problemText(e)}`;
+    }
+  }
+
+  async function replay() {
+    fill(verdict, h('p', {}, 'Replaying against the history…'));
+    try {
+      const v = await api(`/v1/runs/${runId}/replay`, {method: 'POST'});
+      if (v.verdict === 'diverged') {
+        fill(verdict, h('p', {class: 'verdict-diverged'}, h('strong', {}, 'Replay diverged'), ` at fact ${v.fact}: ${v.reason}`));
+        tl.mark(new Map([[v.fact, 'diverged']]));
+        tl.show(v.fact);
+      } else {
+        fill(verdict, h('p', {class: `verdict-${v.verdict}`}, h('strong', {}, `Replay ${v.verdict}`),
+          v.verdict === 'matched' ? ': the program re-derives every recorded fact.' : ': the history matches so far and has no End yet.'));
+        tl.mark(new Map());
+      }
+    } catch (e) {
+      fill(verdict, h('p', {class: 'form-err'}, problemText(e)));
+    }
+  }
+
+  async function halt() {
+    try {
+      await api(`/v1/runs/${runId}/halt`, {method: 'POST'});
+      toast('Halted');
+      refreshSoon();
+    } catch (e) { toast(problemText(e), 'error'); }
+  }
+
+  async function cont() {
+    try {
+      await api(`/v1/runs/${runId}/resume`, {method: 'POST', body: {}});
+      toast('Continuing');
+      refreshSoon();
+    } catch (e) { toast(problemText(e), 'error'); }
+  }
+
+  async function archive() {
+    try {
+      download(await apiBlob(`/v1/runs/${runId}/archive`), `${runId}.tar`);
+      toast('Archive downloaded');
+    } catch (e) { toast(problemText(e), 'error'); }
+  }
+
+  function showFact(f) {
+    const parts = [h('h3', {}, `Fact ${f.n}: ${f.kind}`), h('p', {class: 'mono small'}, summary(f.kind, f.fact))];
+    if (f.kind === 'Checkpoint') {
+      parts.push(h('div', {class: 'actions'},
+        h('button', {type: 'button', class: 'btn-quiet', onclick: () => cpPanel.show(f.n)}, 'State'),
+        f.fact.task === 'root' ? h('button', {type: 'button', class: 'btn-quiet', onclick: () => cpPanel.show(f.n, {fork: true})}, 'Fork from here') : null));
+    }
+    parts.push(h('pre', {class: 'json', tabindex: 0, 'aria-label': `Fact ${f.n} as recorded`}, jsonView(f.fact)));
+    fill(detail, parts);
+  }
+
+  // Load what the page shows besides the stream: the run, its program,
+  // the chain check.
+  let programLoading = false;
+  async function loadProgram(module) {
+    if (programLoading) return;
+    programLoading = true;
+    try {
+      const text = await apiText(`/v1/runs/${runId}/sources/${encodeURIComponent(module)}`);
+      if (disposed) return;
+      flow = JSON.parse(text);
+      cpPanel.setFlow(flow);
+      fill(flowLine, h('strong', {}, flow.name || flow.id || module), flow.id ? h('span', {class: 'sub mono'}, ` ${flow.id}`) : null);
+      graph = draw(graphBox, flow, (id) => {
+        const last = [...tl.facts].reverse().find((x) => x.fact.node === id);
+        if (last) tl.show(last.n);
+      });
+      markGraph();
+    } catch (e) {
+      fill(graphBox, h('p', {class: 'form-err'}, `The recorded program: ${problemText(e)}`));
+    }
+  }
+  refresh().then(() => { if (view) checkChain(); });
+
+  const off = onState((d) => { if (d.resync || d.run === runId) refreshSoon(); });
+  return {
+    dispose() {
+      disposed = true;
+      feed.close();
+      off();
+      clearTimeout(refreshTimer);
+      for (const c of cards) c.dispose();
+    },
+  };
+}
+
+/** A stored fact or value as text, with each large value (`$blob`) a button that loads it. */
+function jsonView(v, indent = '') {
+  const out = [];
+  const walk = (x, ind) => {
+    if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$blob === 'string') {
+      const btn = h('button', {type: 'button', class: 'blob-btn'}, `large value, ${x.length} bytes — load ${shortHash(x.$blob)}`);
+      const slot = h('span', {}, btn);
+      btn.addEventListener('click', async () => {
+        btn.disabled = true;
+        btn.textContent = 'Loading…';
+        try {
+          const text = await (await apiBlob(`/v1/blobs/${x.$blob}`)).text();
+          fill(slot, jsonView(JSON.parse(text), ind));
+        } catch (e) {
+          btn.disabled = false;
+          btn.textContent = `Could not load: ${problemText(e)}`;
+        }
+      });
+      out.push(slot);
+    } else if (Array.isArray(x)) {
+      if (!x.length) { out.push('[]'); return; }
+      out.push('[\n');
+      x.forEach((y, i) => { out.push(`${ind}  `); walk(y, `${ind}  `); out.push(i < x.length - 1 ? ',\n' : '\n'); });
+      out.push(`${ind}]`);
+    } else if (x && typeof x === 'object') {
+      const keys = Object.keys(x);
+      if (!keys.length) { out.push('{}'); return; }
+      out.push('{\n');
+      keys.forEach((k, i) => {
+        out.push(`${ind}  ${JSON.stringify(k)}: `);
+        walk(x[k], `${ind}  `);
+        out.push(i < keys.length - 1 ? ',\n' : '\n');
+      });
+      out.push(`${ind}}`);
+    } else {
+      out.push(JSON.stringify(x));
+    }
+  };
+  walk(v, indent);
+  const span = h('span');
+  for (const o of out) span.append(o);
+  return span;
+}
