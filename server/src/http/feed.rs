@@ -425,11 +425,12 @@ impl Drop for Subscribed {
 /// the last fact's number) to a run's fact stream: each once the stream has
 /// sent the fact the change happened at, so "paused" never comes before the
 /// facts that led to it. `facts` yields each chunk with the number of the
-/// last fact in it; `after` is the last fact the client already has. A run
+/// last fact in it and whether that fact is End (no state frame follows
+/// End: the stream ends there); `after` is the last fact the client already has. A run
 /// that is paused or halted when the stream starts says so once its
 /// backlog is out.
 pub fn with_states(
-    facts: impl Stream<Item = (u64, Bytes)> + Send + 'static,
+    facts: impl Stream<Item = (u64, bool, Bytes)> + Send + 'static,
     states: broadcast::Receiver<Arc<Sequenced>>,
     state: AppState,
     info: &RunInfo,
@@ -453,18 +454,24 @@ pub fn with_states(
         sent: u64,
         pending: VecDeque<(u64, Bytes)>,
         open: bool,
+        /// End was sent: the stream ends, and no state comes after it.
+        ended: bool,
     }
     let m = Merge {
         facts: Box::pin(facts),
         sent: after,
         pending: initial.into_iter().collect(),
         open: true,
+        ended: false,
     };
     futures_util::stream::unfold((m, states), move |(mut m, mut rx)| {
         let run = run.clone();
         let state = state.clone();
         async move {
             loop {
+                if m.ended {
+                    return None;
+                }
                 if m.pending.front().is_some_and(|(n, _)| *n <= m.sent) {
                     let (_, b) = m.pending.pop_front()?;
                     return Some((Ok(b), (m, rx)));
@@ -472,8 +479,9 @@ pub fn with_states(
                 tokio::select! {
                     biased;
                     f = m.facts.next() => {
-                        let (n, b) = f?;
+                        let (n, ended, b) = f?;
                         m.sent = m.sent.max(n);
+                        m.ended = ended;
                         return Some((Ok(b), (m, rx)));
                     }
                     s = rx.recv(), if m.open => match s {

@@ -120,7 +120,7 @@ pub async fn run_events(
     let stream = futures_util::stream::unfold(sub, |mut sub| async move {
         let first = match tokio::time::timeout(KEEP_ALIVE, sub.next()).await {
             // Keep-alive comment: proxies and clients see the stream live.
-            Err(_) => return Some(((sub.last, Bytes::from_static(b":\n\n")), sub)),
+            Err(_) => return Some(((sub.last, false, Bytes::from_static(b":\n\n")), sub)),
             Ok(None) => return None,
             Ok(Some(f)) => f,
         };
@@ -132,7 +132,7 @@ pub async fn run_events(
                 None => break,
             }
         }
-        Some(((sub.last, Bytes::from(chunk)), sub))
+        Some(((sub.last, sub.done, Bytes::from(chunk)), sub))
     })
     .take_until(state.shutdown().clone().cancelled_owned());
     let body = match states {
@@ -143,7 +143,7 @@ pub async fn run_events(
             &info,
             after,
         )),
-        None => Body::from_stream(stream.map(|(_, b)| Ok::<_, Infallible>(b))),
+        None => Body::from_stream(stream.map(|(_, _, b)| Ok::<_, Infallible>(b))),
     };
     let mut r = Response::new(body);
     let h = r.headers_mut();
