@@ -35,6 +35,13 @@ use std::sync::Arc;
 /// Node executions allowed by default (DESIGN §4).
 pub const DEFAULT_MAX_STEPS: u64 = 10_000;
 
+/// Effects one slice of work produces at most: a run that loops without
+/// waiting on a call stops after this many and is continued with
+/// [`Machine::proceed`], so the host records them (and can serve others)
+/// before the next slice — the work between two commits stays bounded
+/// whatever the flow's step limit. Slicing changes no fact and no order.
+pub const SLICE: usize = 1024;
+
 /// What the host must do, in order.
 ///
 /// Every effect but a Deadline records a fact: [`Effect::fact`] is that
@@ -134,6 +141,8 @@ pub enum FeedError {
         "call {0} has no deadline (only a hitl_breakpoint's own call with timeout_seconds has one)"
     )]
     NoDeadline(String),
+    #[error("the run has work left from its last slice: proceed first")]
+    Busy,
 }
 
 /// An open call, as hosts and views see it.
@@ -392,6 +401,9 @@ impl Machine {
         if self.ended.is_some() {
             return Err(FeedError::Ended);
         }
+        if self.busy() {
+            return Err(FeedError::Busy);
+        }
         let p = self
             .calls
             .remove(call)
@@ -409,6 +421,9 @@ impl Machine {
     pub fn expire(&mut self, call: &str) -> Result<Vec<Effect>, FeedError> {
         if self.ended.is_some() {
             return Err(FeedError::Ended);
+        }
+        if self.busy() {
+            return Err(FeedError::Busy);
         }
         let p = self
             .calls
@@ -439,6 +454,29 @@ impl Machine {
         }
         self.run();
         Ok(std::mem::take(&mut self.out))
+    }
+
+    /// True when a slice ended with work left that needs no outside input:
+    /// the host records the effects it has, then calls
+    /// [`Machine::proceed`]. Feeding or expiring a busy machine is refused.
+    pub fn busy(&self) -> bool {
+        self.ended.is_none() && (self.tasks.values().any(|t| t.ready()) || self.tasks.is_empty())
+    }
+
+    /// The next slice of a busy machine's work.
+    pub fn proceed(&mut self) -> Vec<Effect> {
+        self.run();
+        std::mem::take(&mut self.out)
+    }
+
+    /// Runs every slice to the rest: `effects` (what the last call
+    /// returned) and all that follow until the machine waits or ends. For
+    /// hosts that hold everything in memory anyway (replay, `flow test`).
+    pub fn settle(&mut self, mut effects: Vec<Effect>) -> Vec<Effect> {
+        while self.busy() {
+            effects.extend(self.proceed());
+        }
+        effects
     }
 
     pub fn ending(&self) -> Option<&Ending> {
@@ -616,12 +654,14 @@ impl Machine {
 
     // ------------------------------------------------------------ the loop
 
+    /// Runs ready tasks until every task waits, the run ends, or the slice
+    /// is full ([`SLICE`]; then [`Machine::busy`] is true).
     fn run(&mut self) {
-        while self.ended.is_none() {
+        while self.ended.is_none() && self.out.len() < SLICE {
             let next = self
                 .tasks
                 .iter()
-                .find(|(_, t)| matches!(t.stage, Stage::Enter | Stage::Route { .. }))
+                .find(|(_, t)| t.ready())
                 .map(|(id, _)| id.clone());
             let Some(task) = next else { break };
             let r = match self.tasks.get(&task).map(|t| t.stage.clone()) {
@@ -633,7 +673,7 @@ impl Machine {
                 self.fault(why);
             }
         }
-        if self.ended.is_none() && self.tasks.is_empty() {
+        if self.ended.is_none() && self.tasks.is_empty() && self.out.len() < SLICE {
             self.fault("every task ended without reaching an output node".into());
         }
     }
@@ -1978,6 +2018,11 @@ impl Machine {
 }
 
 impl Task {
+    /// Can run without outside input.
+    fn ready(&self) -> bool {
+        matches!(self.stage, Stage::Enter | Stage::Route { .. })
+    }
+
     fn new(node: String, parent: Option<String>, local: Option<Json>) -> Task {
         Task {
             node,

@@ -58,6 +58,14 @@ fn diverged(fact: u64, reason: impl Into<String>) -> Replayed {
     }
 }
 
+/// Takes the machine's next slices while nothing is pending and it has
+/// work left (a long run between two calls comes in slices).
+fn refill(machine: &mut Machine, pending: &mut VecDeque<Effect>) {
+    while pending.is_empty() && machine.busy() {
+        pending.extend(machine.proceed().into_iter().filter(is_fact));
+    }
+}
+
 /// Replays `facts` (a run's history, numbered from 1, values resolved:
 /// logical facts) of a run of `program`.
 pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
@@ -92,6 +100,7 @@ pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
     let mut pending: VecDeque<Effect> = first.into_iter().filter(is_fact).collect();
     for (i, fact) in facts.iter().enumerate().skip(1) {
         let n = i as u64 + 1;
+        refill(&mut machine, &mut pending);
         if fact.n() != n {
             return diverged(n, "fact numbers are not consecutive");
         }
@@ -124,6 +133,7 @@ pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
             }
         }
     }
+    refill(&mut machine, &mut pending);
     let verdict = if pending.is_empty() && machine.ending().is_some() {
         Verdict::Matched
     } else {

@@ -943,6 +943,48 @@ fn step_limit_faults() {
     run.assert_replays();
 }
 
+/// Issue 17 item 3: a loop without calls comes in slices of at most
+/// `SLICE` effects, each handed to the host before the next is computed;
+/// the slices together are exactly the run at rest, and replay matches.
+#[test]
+fn a_long_loop_without_calls_comes_in_bounded_slices() {
+    use flow_engine::machine::{FeedError, Machine, SLICE};
+    let p = {
+        let mut doc = flow_doc("steps");
+        doc["harness_meta"]["max_steps"] = json!(5_000);
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("steps.json".to_string(), doc);
+        program_of(files, "steps.json")
+    };
+    let input = json!({"x": "a"});
+    let (mut m, first) = Machine::start(p.clone(), "steps.json", &input).unwrap();
+    assert_eq!(first.len(), SLICE);
+    assert!(m.busy() && m.ending().is_none());
+    // A busy machine takes no reply: the host proceeds first.
+    assert!(matches!(
+        m.feed("c1:root#1", &ok(json!({}))),
+        Err(FeedError::Busy)
+    ));
+    let mut sliced = first;
+    let mut slices = 1;
+    while m.busy() {
+        let more = m.proceed();
+        assert!(!more.is_empty() && more.len() <= SLICE);
+        sliced.extend(more);
+        slices += 1;
+    }
+    assert_eq!(slices, 5_000 / SLICE + 1);
+    // 5,000 checkpoints, then the fault at the limit.
+    assert_eq!(sliced.len(), 5_001);
+    assert!(lines(&sliced[5_000..])[0].starts_with("End Faulted step limit of 5000"));
+    let (whole, _) = Run::start(&p, "steps.json", input);
+    assert_eq!(
+        whole.effects, sliced,
+        "slicing changes no effect and no order"
+    );
+    whole.assert_replays();
+}
+
 // ------------------------------------------------------------ fork
 
 #[test]

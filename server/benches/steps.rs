@@ -204,6 +204,7 @@ fn service(store: Arc<flow_store::SqliteStore>, flow: &Path) -> RunService {
         ServiceOptions {
             bindings: Bindings::configured(vec![manifest]),
             progress: None,
+            max_steps: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

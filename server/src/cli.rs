@@ -188,6 +188,7 @@ fn service(g: &Global, store: StoreRef, allow: bool) -> RunService {
         ServiceOptions {
             bindings: Bindings::local(allow),
             progress,
+            max_steps: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

@@ -254,6 +254,7 @@ impl Fakes {
         }
         let (mut machine, effects) = Machine::start(program.clone(), module, input)
             .map_err(|e| TestStop::Refused(e.to_string()))?;
+        let effects = machine.settle(effects);
         let mut queue: VecDeque<(String, Outcome)> = VecDeque::new();
         self.answer(program, module, effects, &mut queue, depth)?;
         while let Some((call, outcome)) = queue.pop_front() {
@@ -266,6 +267,7 @@ impl Fakes {
             }
             // A call closed meanwhile: its fake's answer is dropped.
             if let Ok(effects) = machine.feed(&call, &outcome) {
+                let effects = machine.settle(effects);
                 self.answer(program, module, effects, &mut queue, depth)?;
             }
         }

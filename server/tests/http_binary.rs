@@ -2,10 +2,12 @@
 //! paused, started again on the same store, the run goes on with no
 //! accepted fact lost.
 
+mod common;
+
+use common::serve_with;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 fn review_flow() -> Value {
@@ -110,46 +112,6 @@ fn triage() -> Option<(std::path::PathBuf, Value)> {
         serde_json::from_str(&std::fs::read_to_string(examples.join("triage.json")).unwrap())
             .unwrap();
     Some((examples, flow))
-}
-
-/// Starts `flow serve` (binding submitted flows' Tools with `tools`, with
-/// `env` set for the Tool processes it starts) and reads the address it
-/// prints.
-fn serve_with(data: &Path, tools: Option<&Path>, env: &[(&str, &str)]) -> (Child, String) {
-    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = Command::new(&bin);
-    cmd.args([
-        "--data",
-        data.to_str().unwrap(),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-    ])
-    .env("PATH", path)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
-    if let Some(t) = tools {
-        cmd.arg("--tools").arg(t);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, base)
 }
 
 /// kill -9 of the server while a Tool call is out: after the restart the

@@ -153,8 +153,9 @@ impl Run {
     /// Starts `module` of `program` with `input`; the first effects are
     /// returned and recorded.
     pub fn start(program: &Arc<Program>, module: &str, input: Json) -> (Run, Vec<Effect>) {
-        let (machine, effects) = Machine::start(program.clone(), module, &input)
+        let (mut machine, effects) = Machine::start(program.clone(), module, &input)
             .unwrap_or_else(|e| panic!("start refused: {e}"));
+        let effects = machine.settle(effects);
         let mut run = Run {
             program: program.clone(),
             module: module.to_string(),
@@ -191,6 +192,7 @@ impl Run {
             .machine
             .feed(call, &outcome)
             .unwrap_or_else(|e| panic!("feed {call}: {e}"));
+        let effects = self.machine.settle(effects);
         self.take(&effects);
         effects
     }
@@ -201,6 +203,7 @@ impl Run {
             .machine
             .expire(call)
             .unwrap_or_else(|e| panic!("expire {call}: {e}"));
+        let effects = self.machine.settle(effects);
         self.take(&effects);
         effects
     }

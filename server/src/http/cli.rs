@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// Do not continue runs left running at start.
     #[arg(long)]
     pub no_recover: bool,
+    /// The most node executions a submitted flow may ask for
+    /// (`harness_meta.max_steps`); more is refused (422).
+    #[arg(long, default_value_t = crate::service::MAX_STEPS)]
+    pub max_steps: u64,
 }
 
 /// Builds the options from the flags: reads the tokens and manifests, and
@@ -69,6 +73,7 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
         body_limit: args.body_limit.max(1024),
         request_timeout: Duration::from_secs(args.request_timeout.max(super::routes::MAX_WAIT + 5)),
         recover: !args.no_recover,
+        max_steps: args.max_steps,
     })
 }
 

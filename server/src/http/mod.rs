@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// Continue runs left `running` at start.
     pub recover: bool,
+    /// `--max-steps`: the step ceiling for submitted flows.
+    pub max_steps: u64,
 }
 
 impl Default for ServeOptions {
@@ -63,6 +65,7 @@ impl Default for ServeOptions {
             body_limit: 4 << 20,
             request_timeout: Duration::from_secs(60),
             recover: true,
+            max_steps: crate::service::MAX_STEPS,
         }
     }
 }
@@ -91,6 +94,7 @@ impl AppState {
             ServiceOptions {
                 bindings: Bindings::configured(options.manifests.clone()),
                 progress: None,
+                max_steps: Some(options.max_steps),
             },
             shutdown,
         );

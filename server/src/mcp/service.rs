@@ -99,6 +99,7 @@ impl Service {
             ServiceOptions {
                 bindings: Bindings::unattended(allow, manifests),
                 progress: None,
+                max_steps: Some(crate::service::MAX_STEPS),
             },
             CancellationToken::new(),
         );

@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
 use futures_util::stream::FuturesUnordered;
 use serde_json::{Map, Value as Json, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -51,6 +51,23 @@ pub(super) type Writes = Arc<tokio::sync::Mutex<()>>;
 
 /// Told once the drive's first step is durable (its head then).
 pub(super) type Ack = tokio::sync::oneshot::Sender<Result<FactRef>>;
+
+/// The engine's blocking task ended without an answer (it panicked).
+pub(super) fn engine_lost(e: tokio::task::JoinError) -> Error {
+    Error::Unreadable(format!("the engine's task ended: {e}"))
+}
+
+/// Starts `module`'s machine off the async runtime (its first slice is
+/// bounded, but can be long).
+pub(super) async fn start_machine(
+    program: Arc<Program>,
+    module: String,
+    input: Json,
+) -> Result<std::result::Result<(Machine, Vec<Effect>), flow_engine::machine::Refusal>> {
+    tokio::task::spawn_blocking(move || Machine::start(program, &module, &input))
+        .await
+        .map_err(engine_lost)
+}
 
 /// Records a new run's Start and source texts (durable on return), and the
 /// program directory it was read from (resume and fork keep the original
@@ -106,6 +123,8 @@ impl RunService {
         // which cancels it at its implementation.
         let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
         let mut facts: Vec<Fact> = Vec::new();
+        // Replies that came while the machine computed a slice.
+        let mut arrived: VecDeque<(String, CallOutcome)> = VecDeque::new();
         loop {
             // Calls open at a crash whose binding says `resend = true` go out
             // again with the same (run, call) pair (DESIGN §5).
@@ -191,13 +210,39 @@ impl RunService {
             if let Some(p) = &self.inner.progress {
                 p(run, last.n, inflight.len());
             }
-            let next = loop {
-                match inflight.next().await {
-                    // A call closed meanwhile: its future was dropped.
-                    Some(Err(Aborted)) => continue,
-                    Some(Ok(x)) => break Some(x),
-                    None => break None,
-                }
+            if machine.busy() {
+                // A long stretch without calls comes in slices, each
+                // recorded before the next is computed; replies that arrive
+                // meanwhile wait their turn.
+                let job = tokio::task::spawn_blocking(move || {
+                    let more = machine.proceed();
+                    (machine, more)
+                });
+                tokio::pin!(job);
+                let (m, more) = loop {
+                    tokio::select! {
+                        r = &mut job => break r.map_err(engine_lost)?,
+                        Some(x) = inflight.next() => {
+                            if let Ok(x) = x {
+                                arrived.push_back(x);
+                            }
+                        }
+                    }
+                };
+                machine = m;
+                effects = steps(more);
+                continue;
+            }
+            let next = match arrived.pop_front() {
+                Some(x) => Some(x),
+                None => loop {
+                    match inflight.next().await {
+                        // A call closed meanwhile: its future was dropped.
+                        Some(Err(Aborted)) => continue,
+                        Some(Ok(x)) => break Some(x),
+                        None => break None,
+                    }
+                },
             };
             let Some((call, outcome)) = next else {
                 return self.paused(run, last, program, machine).await;
@@ -212,11 +257,16 @@ impl RunService {
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             facts.push(super::prepare::reply_fact(&call, o.clone())?);
-            effects = steps(
-                machine
-                    .feed(&call, &o)
-                    .map_err(|e| Error::Conflict(e.to_string()))?,
-            );
+            // The engine runs off the async runtime: a slice is bounded, but
+            // not free, and never holds a worker others need.
+            let (m, more) = tokio::task::spawn_blocking(move || {
+                let more = machine.feed(&call, &o);
+                (machine, more)
+            })
+            .await
+            .map_err(engine_lost)?;
+            machine = m;
+            effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
     }
 
@@ -342,10 +392,12 @@ impl RunService {
                 .get("input")
                 .cloned()
                 .unwrap_or(Json::Object(Map::new()));
-            let (machine, effects) = match Machine::start(program.clone(), &module, &input) {
-                Ok(x) => x,
-                Err(e) => return CallOutcome::NotRun(format!("nested run refused: {e}")),
-            };
+            let (machine, effects) =
+                match start_machine(program.clone(), module.clone(), input.clone()).await {
+                    Ok(Ok(x)) => x,
+                    Ok(Err(e)) => return CallOutcome::NotRun(format!("nested run refused: {e}")),
+                    Err(e) => return CallOutcome::Unknown(e.to_string()),
+                };
             let run = new_run_id();
             let o = outer.clone();
             let sources = super::store::blocking(&self.inner.store, move |s| {

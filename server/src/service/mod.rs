@@ -73,7 +73,15 @@ const PAUSED: usize = 4096;
 pub struct ServiceOptions {
     pub bindings: Bindings,
     pub progress: Option<Progress>,
+    /// The most node executions a flow may ask for
+    /// (`harness_meta.max_steps`); `None` for no ceiling (the local CLI,
+    /// whose user runs their own flows). A server takes requests from
+    /// others: `flow serve --max-steps` (issue 17).
+    pub max_steps: Option<u64>,
 }
+
+/// The server's step ceiling unless `--max-steps` says otherwise.
+pub const MAX_STEPS: u64 = 1_000_000;
 
 /// The run service's handle.
 #[derive(Clone)]
@@ -85,6 +93,7 @@ struct Inner {
     store: StoreRef,
     bindings: Bindings,
     progress: Option<Progress>,
+    max_steps: Option<u64>,
     shutdown: CancellationToken,
     programs: Mutex<HashMap<String, Arc<Program>>>,
     paused: Mutex<HashMap<RunId, Paused>>,
@@ -123,6 +132,7 @@ impl RunService {
                 store,
                 bindings: options.bindings,
                 progress: options.progress,
+                max_steps: options.max_steps,
                 shutdown,
                 programs: Mutex::new(HashMap::new()),
                 paused: Mutex::new(HashMap::new()),
@@ -283,8 +293,11 @@ impl RunService {
         let program = self.program(&sources)?;
         let input = flow_abi::json::parse(input)
             .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
-        let (machine, effects) = Machine::start(program.clone(), &program.root, &input)
-            .map_err(|e| Error::Refused(e.to_string()))?;
+        self.within_step_limit(&program)?;
+        let (machine, effects) =
+            drive::start_machine(program.clone(), program.root.clone(), input.clone())
+                .await?
+                .map_err(|e| Error::Refused(e.to_string()))?;
         let hash = sources.program_hash();
         let bound = self
             .inner
@@ -373,6 +386,7 @@ impl RunService {
                 .await
                 .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
         };
+        self.within_step_limit(&fork.program)?;
         let dir = self.program_dir(parent).await?;
         let bound = self
             .inner
@@ -582,6 +596,29 @@ impl RunService {
             tracing::warn!("drain deadline passed; aborting driver tasks");
         }
         self.inner.bindings.shutdown().await;
+    }
+
+    /// Refuses a program any of whose modules asks for more node
+    /// executions than this service allows.
+    fn within_step_limit(&self, program: &Program) -> Result<()> {
+        let Some(ceiling) = self.inner.max_steps else {
+            return Ok(());
+        };
+        for (path, m) in &program.modules {
+            if let Some(asked) = m
+                .report
+                .flow
+                .harness_meta
+                .as_ref()
+                .and_then(|h| h.max_steps)
+                .filter(|n| *n > ceiling)
+            {
+                return Err(Error::Refused(format!(
+                    "{path}: harness_meta.max_steps is {asked}, more than this server allows ({ceiling}; flow serve --max-steps)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn refuse_if_stopping(&self) -> Result<()> {

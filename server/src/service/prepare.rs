@@ -191,7 +191,7 @@ impl RunService {
                 let more = machine
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
-                first.extend(steps(more));
+                first.extend(steps(machine.settle(more)));
             }
         }
         let open = machine.open_calls();
@@ -283,7 +283,7 @@ impl RunService {
             let more = machine
                 .feed(&c.call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
-            first.extend(steps(more));
+            first.extend(steps(machine.settle(more)));
         }
         let r = run.clone();
         super::store::blocking(&self.inner.store, move |s| {
