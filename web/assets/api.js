@@ -74,7 +74,8 @@ export async function apiBlob(path, {signal} = {}) {
 /**
  * An SSE stream read with fetch. `onEvent({event, id, data})` for each
  * event; `onStatus(s, {attempt, lastId, error})` with 'connecting',
- * 'live', 'reconnecting' (after a drop), 'ended', 'error'. It reconnects after a drop,
+ * 'live', 'reconnecting' (after a drop), 'ended', 'error' (a refusal, or an
+ * `error` event: the stored history does not read on). It reconnects after a drop,
  * sending the last id it saw as Last-Event-ID, unless `done()` says the
  * stream is complete. `close()` stops it.
  */
@@ -100,10 +101,21 @@ export function stream(path, {onEvent, onStatus = () => {}, lastId = null, done 
         }
         onStatus('live', info());
         ctl.attempts = 0;
+        let failure = null;
         await readEvents(r.body, (e) => {
+          // `event: error` is the server saying the history does not read
+          // on (a storage failure): shown, never reconnected to.
+          if (e.event === 'error') {
+            try { failure = JSON.parse(e.data); } catch { failure = {detail: e.data}; }
+            return;
+          }
           if (e.id !== null) ctl.lastId = e.id;
           onEvent(e);
         });
+        if (failure) {
+          onStatus('error', info(new ApiError(503, {status: 503, title: 'Storage failure', detail: failure.detail || ''})));
+          return;
+        }
       } catch (e) {
         if (ctl.closed) return;
         // A network error: fall through to reconnect.

@@ -432,6 +432,20 @@ pub struct Inbox {
     pub calls: Vec<CallView>,
     /// More calls are open than `limit`.
     pub truncated: bool,
+    /// Paused runs whose open calls cannot be read (a storage failure):
+    /// listed, never dropped (issue 17, item 7).
+    pub problems: Vec<RunProblem>,
+}
+
+/// A run a listing could not read.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunProblem {
+    pub run: String,
+    /// `history`.
+    pub component: String,
+    /// `unreadable`, or `failed` for another error.
+    pub status: String,
+    pub detail: String,
 }
 
 #[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", params(CallsQuery),
@@ -462,6 +476,7 @@ pub async fn list_calls(
 /// Open calls of paused runs, oldest run first.
 fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
     let mut calls = Vec::new();
+    let mut problems = Vec::new();
     let mut after = None;
     loop {
         let q = DiscoveryQuery {
@@ -475,8 +490,21 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                 continue;
             };
             let since = state.store().run_info(&id).map(|i| i.updated_ms).ok();
-            let Ok((open, _)) = super::routes::open_calls(state, &id) else {
-                continue;
+            let open = match super::routes::open_calls(state, &id) {
+                Ok((open, _)) => open,
+                Err(e) => {
+                    problems.push(RunProblem {
+                        run: r.run.clone(),
+                        component: "history".into(),
+                        status: if e.is_corruption() {
+                            "unreadable".into()
+                        } else {
+                            "failed".into()
+                        },
+                        detail: e.to_string(),
+                    });
+                    continue;
+                }
             };
             let due = deadlines(&**state.store(), &id);
             for c in open {
@@ -484,6 +512,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                     return Ok(Inbox {
                         calls,
                         truncated: true,
+                        problems,
                     });
                 }
                 let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
@@ -507,6 +536,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                 return Ok(Inbox {
                     calls,
                     truncated: false,
+                    problems,
                 });
             }
         }

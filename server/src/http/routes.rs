@@ -302,7 +302,10 @@ fn run_state(state: &AppState, run: &RunId) -> &'static str {
 
 /// The calls of a history with no Reply or Close yet, as stored facts
 /// (expanded).
-pub(super) fn open_calls(state: &AppState, run: &RunId) -> ApiResult<(Vec<Json>, Option<Json>)> {
+pub(super) fn open_calls(
+    state: &AppState,
+    run: &RunId,
+) -> flow_store::Result<(Vec<Json>, Option<Json>)> {
     let store = state.store();
     let h = store.read_history(run)?;
     let mut settled = BTreeSet::new();

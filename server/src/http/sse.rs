@@ -111,6 +111,7 @@ pub async fn run_events(
         rx,
         ring,
         done: false,
+        failure: None,
         _guard: Subscribed(state.clone()),
     };
     // The body is written by hand rather than through `Sse`: every fact's
@@ -121,7 +122,12 @@ pub async fn run_events(
         let first = match tokio::time::timeout(KEEP_ALIVE, sub.next()).await {
             // Keep-alive comment: proxies and clients see the stream live.
             Err(_) => return Some(((sub.last, false, Bytes::from_static(b":\n\n")), sub)),
-            Ok(None) => return None,
+            // A storage failure ends the stream with an `error` event
+            // naming it (after every fact before it that verifies).
+            Ok(None) => {
+                let failure = sub.failure.take()?;
+                return Some(((sub.last, true, failure), sub));
+            }
             Ok(Some(f)) => f,
         };
         let mut chunk = Vec::with_capacity(first.wire.len() * 2);
@@ -156,6 +162,22 @@ pub async fn run_events(
     Ok(r)
 }
 
+/// `event: error` (no `id`): what stopped the stream, for a client to show
+/// rather than reconnect to. `data` is `{status, detail, fact?}`.
+fn error_frame(e: &flow_store::Error) -> Bytes {
+    let mut v = serde_json::json!({
+        "status": if e.is_corruption() { "unreadable" } else { "failed" },
+        "detail": e.to_string(),
+    });
+    if let flow_store::Error::Corrupt { n, .. } = e {
+        v["fact"] = serde_json::json!(n);
+    }
+    Bytes::from(format!(
+        "event: error\ndata: {}\n\n",
+        flow_abi::json::canonical(&v)
+    ))
+}
+
 /// Largest chunk a subscriber writes at once.
 const CHUNK: usize = 256 * 1024;
 
@@ -169,6 +191,8 @@ struct Subscriber {
     rx: watch::Receiver<u64>,
     ring: Ring,
     done: bool,
+    /// The `error` frame to send last: the history does not read on.
+    failure: Option<Bytes>,
     _guard: Subscribed,
 }
 
@@ -239,7 +263,26 @@ impl Subscriber {
                 }
                 Ok(_) => {}
                 Err(e) => {
+                    // Send what verifies: the facts before a damaged one
+                    // come first (issue 17, item 7).
+                    if let flow_store::Error::Corrupt { n, .. } = &e
+                        && *n > self.last + 1
+                    {
+                        let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
+                        let count = (*n - 1 - last).min(u64::from(READ_BATCH)) as u32;
+                        if let Ok(Ok(f)) = tokio::task::spawn_blocking(move || {
+                            s.store().read_after(&r, last, count)
+                        })
+                        .await
+                            && !f.is_empty()
+                        {
+                            self.buf.extend(f.iter().map(Frame::of));
+                            continue;
+                        }
+                    }
                     tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
+                    self.failure = Some(error_frame(&e));
+                    self.done = true;
                     return None;
                 }
             }
