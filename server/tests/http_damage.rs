@@ -117,3 +117,58 @@ async fn a_damaged_history_is_said_on_the_stream_and_in_the_inbox() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// `/healthz` says when the store stops committing (issue 17, item 4):
+/// another process holds the database's write lock, so a run's Start waits
+/// in the writer; once it has waited 2 s the probe answers 503 `stalled`,
+/// and 200 again once the lock is let go and the Start is durable.
+#[tokio::test]
+async fn healthz_reports_a_stalled_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let (mut child, base) = serve_with(dir.path(), None, &[]);
+    let health = |client: reqwest::Client, base: String| async move {
+        let r = client.get(format!("{base}/healthz")).send().await.unwrap();
+        let s = r.status().as_u16();
+        (s, r.json::<Value>().await.unwrap())
+    };
+    let (s, v) = health(client.clone(), base.clone()).await;
+    assert_eq!(
+        (s, &v["status"], &v["store"]),
+        (200, &json!("ok"), &json!("ok")),
+        "{v}"
+    );
+    let db = rusqlite::Connection::open(dir.path().join("flow.db")).unwrap();
+    db.execute_batch("BEGIN IMMEDIATE; UPDATE runs SET state = state;")
+        .unwrap();
+    let start = tokio::spawn({
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            client
+                .post(format!("{base}/v1/runs"))
+                .json(&json!({"flow": review_flow(), "input": {"text": "t"}}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (s, v) = health(client.clone(), base.clone()).await;
+    assert_eq!((s, &v["status"]), (503, &json!("stalled")), "{v}");
+    assert!(
+        v["store"].as_str().unwrap().contains("commit has waited"),
+        "{v}"
+    );
+    db.execute_batch("COMMIT;").unwrap();
+    drop(db);
+    // The Start went through (or the store's busy timeout refused it);
+    // either way nothing waits any more.
+    let started = start.await.unwrap();
+    assert!(started == 201 || started == 503, "{started}");
+    let (s, v) = health(client.clone(), base.clone()).await;
+    assert_eq!((s, &v["status"]), (200, &json!("ok")), "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

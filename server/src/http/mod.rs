@@ -17,6 +17,7 @@ pub mod cli;
 pub mod dashboard;
 pub mod error;
 pub mod feed;
+pub mod health;
 pub mod hub;
 pub mod listing;
 pub mod metrics;

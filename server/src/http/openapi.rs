@@ -48,7 +48,7 @@ impl Modify for Bearer {
         license(name = "Apache-2.0")
     ),
     paths(
-        routes::get_health,
+        super::health::get_health,
         routes::get_metrics,
         routes::check_flow,
         routes::start_run,

@@ -25,7 +25,7 @@ pub const MAX_WAIT: u64 = 30;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(get_health))
+        .route("/healthz", get(super::health::get_health))
         .route("/metrics", get(get_metrics))
         .route("/v1/check", post(check_flow))
         .route("/v1/runs", post(start_run).get(super::listing::list_runs))
@@ -207,15 +207,6 @@ pub(crate) fn sources(
         root,
         texts,
     })
-}
-
-#[utoipa::path(get, path = "/healthz", operation_id = "get_health", security(()),
-    responses((status = 200, description = "The server is up", body = Object)))]
-pub async fn get_health(State(state): State<AppState>) -> Response {
-    json_response(
-        StatusCode::OK,
-        json!({"status": "ok", "shuttingDown": state.shutdown().is_cancelled()}),
-    )
 }
 
 #[utoipa::path(get, path = "/metrics", operation_id = "get_metrics",

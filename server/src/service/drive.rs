@@ -336,8 +336,9 @@ impl RunService {
         // commit is under way lets go of its run only once it is done, so a
         // halt record never precedes a fact of the drive it halted.
         let guard = writes.clone().lock_owned().await;
+        let committing = self.inner.commits.begin();
         let appended = tokio::task::spawn_blocking(move || -> Result<_> {
-            let _writing = guard;
+            let _writing = (guard, committing);
             let a = if batch.is_empty() {
                 Vec::new()
             } else {

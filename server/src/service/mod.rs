@@ -24,6 +24,7 @@
 //! machine was left at; anything else replays the history.
 
 pub mod bind;
+mod commits;
 mod deadlines;
 mod drive;
 pub mod heads;
@@ -106,6 +107,7 @@ struct Inner {
     stats: Stats,
     deadlines: Deadlines,
     heads: heads::Heads,
+    commits: Arc<commits::Commits>,
 }
 
 /// A run marked as driven; dropping it unmarks the run (every early
@@ -142,6 +144,7 @@ impl RunService {
                 stats: Stats::default(),
                 deadlines: Deadlines::default(),
                 heads: heads::Heads::default(),
+                commits: Arc::default(),
             }),
         }
     }
@@ -151,6 +154,11 @@ impl RunService {
     }
 
     /// Live heads of the runs followed now (SSE).
+    /// How long the oldest commit under way has waited (`/healthz`).
+    pub fn oldest_commit(&self) -> Option<std::time::Duration> {
+        self.inner.commits.oldest()
+    }
+
     pub fn heads(&self) -> &heads::Heads {
         &self.inner.heads
     }
@@ -432,11 +440,15 @@ impl RunService {
         let created = match self.claim(run) {
             Ok(claim) => {
                 let (s, r) = (self.inner.store.clone(), run.clone());
-                tokio::task::spawn_blocking(move || drive::create(&*s, &r, &start, &sources))
-                    .await
-                    .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))
-                    .and_then(|r| r)
-                    .map(|head| (claim, head))
+                let committing = self.inner.commits.begin();
+                tokio::task::spawn_blocking(move || {
+                    let _committing = committing;
+                    drive::create(&*s, &r, &start, &sources)
+                })
+                .await
+                .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))
+                .and_then(|r| r)
+                .map(|head| (claim, head))
             }
             Err(e) => Err(e),
         };
