@@ -71,6 +71,12 @@ pub enum Command {
         reply: Option<String>,
         #[arg(long)]
         allow: bool,
+        /// flow.toml files that bind the run's Tools (repeatable, first
+        /// match wins), before the flow.toml recorded at Start. An imported
+        /// run has only these: it never binds from a directory its archive
+        /// names.
+        #[arg(long = "tools")]
+        tools: Vec<PathBuf>,
     },
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.
@@ -178,6 +184,17 @@ pub fn main_with(cli: Cli) -> u8 {
 /// a live progress line on stderr when stderr is a terminal and the output
 /// is not JSON.
 fn service(g: &Global, store: StoreRef, allow: bool) -> RunService {
+    service_with(g, store, allow, Vec::new())
+}
+
+/// [`service`], with `--tools` manifests binding declarations before (and
+/// without the approval of) the program's own flow.toml.
+fn service_with(
+    g: &Global,
+    store: StoreRef,
+    allow: bool,
+    manifests: Vec<flow_tools::manifest::Manifest>,
+) -> RunService {
     let progress: Option<Progress> = (!g.json && std::io::stderr().is_terminal()).then(|| {
         Arc::new(|run: &RunId, facts: u64, out: usize| {
             eprint!("\r\x1b[2K{run}: {facts} facts, {out} calls out");
@@ -186,7 +203,7 @@ fn service(g: &Global, store: StoreRef, allow: bool) -> RunService {
     RunService::new(
         store,
         ServiceOptions {
-            bindings: Bindings::local(allow),
+            bindings: Bindings::local(allow, manifests),
             progress,
             max_steps: None,
         },
@@ -282,13 +299,21 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             call,
             reply,
             allow,
+            tools,
         } => {
             let run = run_id(&run)?;
             let reply = match (call, reply) {
                 (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
                 _ => None,
             };
-            let service = service(&g, open_store(&g)?, allow);
+            let mut manifests = Vec::new();
+            for p in &tools {
+                manifests.push(
+                    flow_tools::manifest::Manifest::read(p)
+                        .map_err(|e| Error::Refused(e.to_string()))?,
+                );
+            }
+            let service = service_with(&g, open_store(&g)?, allow, manifests);
             let accepted = service.resume(&run, reply).await?;
             finish(&g, &service, accepted, allow).await
         }

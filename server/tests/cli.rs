@@ -496,3 +496,115 @@ fn subgraph_runs_as_a_linked_nested_run() {
         );
     }
 }
+
+/// Issue 17, item 6: host records are outside the hash chain, so an
+/// archive whose `binding` record names another directory imports cleanly
+/// — and then must not choose whose commands run. An imported run binds
+/// only from the importer's own configuration (`flow resume --tools`);
+/// without it the resume is refused, nothing is recorded, and no command
+/// of the named directory starts.
+#[test]
+fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        bin_dir.join("flow-llm").is_file(),
+        "flow-llm is built beside flow (cargo build --workspace)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let triage = fixtures::repo().join("examples/flows/triage");
+    for f in ["triage.json", "flow.toml", "tools.json", "triage_tools.py"] {
+        std::fs::copy(triage.join(f), mine.join(f)).unwrap();
+    }
+    // The directory the tampered archive names: its commands leave a mark.
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(
+        theirs.join("flow.toml"),
+        "[tools.\"triage.json\"]\ncommand = \"touch PWNED\"\n\n[tools.\"std/llm\"]\ncommand = \"touch PWNED\"\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run_in = |data: &std::path::Path, args: &[&str]| -> (i32, Json) {
+        let out = flow()
+            .env("PATH", &path)
+            .env("PYTHONPATH", fixtures::repo().join("toolkits/python"))
+            .arg("--data")
+            .arg(data)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v = serde_json::from_str(text.trim()).unwrap_or(Json::String(format!(
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let first = Flow::new();
+    let (code, v) = run_in(
+        first.data.path(),
+        &[
+            "run",
+            mine.join("triage.json").to_str().unwrap(),
+            "--allow",
+            "--input",
+            r#"{"ticket":"The site is down!","customer":"Acme"}"#,
+        ],
+    );
+    assert_eq!(code, 3, "paused at the review: {v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let archive = tmp.path().join("archive").join(&run);
+    let (code, v) = first.json(&["export", &run, "--out", archive.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    let host = archive.join("host.jsonl");
+    let text = std::fs::read_to_string(&host).unwrap();
+    let recorded = std::fs::canonicalize(&mine).unwrap();
+    assert!(text.contains(recorded.to_str().unwrap()), "{text}");
+    std::fs::write(
+        &host,
+        text.replace(recorded.to_str().unwrap(), theirs.to_str().unwrap()),
+    )
+    .unwrap();
+
+    let other = Flow::new();
+    let (code, v) = other.json(&["import", archive.to_str().unwrap()]);
+    assert_eq!(code, 0, "host records are outside the chain: {v}");
+    let before = other.facts(&run);
+    let reply = r#"{"Ok":{"decision":"send"}}"#;
+    let (code, v) = run_in(
+        other.data.path(),
+        &["resume", &run, "--call", &call, "--reply", reply, "--allow"],
+    );
+    assert_eq!(code, 2, "refused: {v}");
+    assert!(v.to_string().contains("imported from an archive"), "{v}");
+    assert!(!theirs.join("PWNED").exists(), "no command of theirs ran");
+    assert_eq!(other.facts(&run), before, "nothing recorded");
+    // Bound from the importer's own configuration, it goes on.
+    let (code, v) = run_in(
+        other.data.path(),
+        &[
+            "resume",
+            &run,
+            "--call",
+            &call,
+            "--reply",
+            reply,
+            "--tools",
+            mine.join("flow.toml").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert!(!theirs.join("PWNED").exists());
+    other.assert_matched(&run);
+}

@@ -123,6 +123,9 @@ pub struct RunInfo {
     /// Host timestamps (unix milliseconds), outside the chain.
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// When the run came in by archive import; `None` for runs this store
+    /// created (its host records then are this host's own).
+    pub imported_ms: Option<i64>,
 }
 
 /// Typed host records (DESIGN §3: "bindings used, approvals, halts, retries,

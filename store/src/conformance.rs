@@ -857,6 +857,11 @@ fn archive_round_trip<B: Backend + Sync>(
         "host decision imported"
     );
     ensure!(
+        b.run_info(&run).map_err(e)?.imported_ms.is_some()
+            && a.run_info(&run).map_err(e)?.imported_ms.is_none(),
+        "an imported run is marked imported; a created one is not"
+    );
+    ensure!(
         b.host_records(&run).map_err(e)?.len() == 1,
         "host records imported"
     );

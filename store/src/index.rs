@@ -82,6 +82,7 @@ pub(crate) struct RunColumns {
     pub last_hash: Vec<u8>,
     pub created_ms: i64,
     pub updated_ms: i64,
+    pub imported_ms: Option<i64>,
 }
 
 /// A checked runs row: its internal key and what it says.
@@ -124,6 +125,7 @@ impl RunColumns {
                 },
                 created_ms: self.created_ms,
                 updated_ms: self.updated_ms,
+                imported_ms: self.imported_ms,
             },
         })
     }

@@ -26,6 +26,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "runs_by_updated",
         include_str!("../../migrations/sqlite/0003_runs_by_updated.sql"),
     ),
+    (
+        4,
+        "imported_runs",
+        include_str!("../../migrations/sqlite/0004_imported_runs.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -44,6 +49,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         3,
         "runs_by_updated",
         include_str!("../../migrations/postgres/0003_runs_by_updated.sql"),
+    ),
+    (
+        4,
+        "imported_runs",
+        include_str!("../../migrations/postgres/0004_imported_runs.sql"),
     ),
 ];
 

@@ -84,14 +84,16 @@ impl Bound {
 
 impl Bindings {
     /// The CLI's: flow.toml beside the program, after `--allow` or asking.
-    pub fn local(allow: bool) -> Bindings {
+    /// The CLI's: `--allow` or a prompt approves flow.toml beside the
+    /// program; `--tools` manifests bind declarations before it.
+    pub fn local(allow: bool, manifests: Vec<Manifest>) -> Bindings {
         Bindings::Local {
             approval: if allow {
                 Approval::Allowed
             } else {
                 Approval::Ask
             },
-            manifests: Vec::new(),
+            manifests,
         }
     }
 
@@ -290,10 +292,19 @@ fn approve(
         )));
     }
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        eprint!(
-            "flow: this run starts the Tool commands that flow.toml in {} names. Allow? [y/N] ",
+        // Name the directory and every command it would start.
+        let commands: std::collections::BTreeSet<String> = dir
+            .and_then(|d| Manifest::find(d).ok().flatten())
+            .map(|m| m.tables.values().map(|b| b.launch.to_string()).collect())
+            .unwrap_or_default();
+        eprintln!(
+            "flow: this run starts the Tool commands that flow.toml in {} names:",
             dir.map(|d| d.display().to_string()).unwrap_or_default()
         );
+        for c in &commands {
+            eprintln!("  {}", c.escape_debug());
+        }
+        eprint!("Allow? [y/N] ");
         let mut line = String::new();
         let _ = std::io::stdin().read_line(&mut line);
         if matches!(line.trim(), "y" | "Y" | "yes") {

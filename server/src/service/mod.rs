@@ -395,11 +395,8 @@ impl RunService {
                 .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
         };
         self.within_step_limit(&fork.program)?;
-        let dir = self.program_dir(parent).await?;
-        let bound = self
-            .inner
-            .bindings
-            .bind(&self.inner.store, &fork.program, &fork.hash, dir.clone())
+        let (bound, dir) = self
+            .bind_recorded(parent, &fork.program, &fork.hash)
             .await?;
         let run = fork.run.clone();
         let mut sources = fork.sources.clone();
@@ -734,14 +731,48 @@ impl RunService {
 
     /// The program directory recorded at Start, if the run was read from
     /// disk.
-    async fn program_dir(&self, run: &RunId) -> Result<Option<std::path::PathBuf>> {
+    /// Binds `program` for a resume or fork of `run`: from the program
+    /// directory recorded at Start — unless the run came in by archive
+    /// import, whose host records are outside the hash chain and so never
+    /// choose a directory whose commands run (issue 17, item 6); then
+    /// only this host's own configuration binds. Returns the directory
+    /// used.
+    pub(super) async fn bind_recorded(
+        &self,
+        run: &RunId,
+        program: &Arc<Program>,
+        hash: &str,
+    ) -> Result<(Bound, Option<std::path::PathBuf>)> {
         let r = run.clone();
-        let records = blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
-        Ok(records
-            .iter()
-            .find(|r| r.kind == HostRecordKind::Binding)
-            .and_then(|r| r.details.get("program_dir"))
-            .and_then(Json::as_str)
-            .map(std::path::PathBuf::from))
+        let (info, records) = blocking(&self.inner.store, move |s| {
+            Ok((s.run_info(&r)?, s.host_records(&r)?))
+        })
+        .await?;
+        let imported = info.imported_ms.is_some();
+        let dir = if imported {
+            None
+        } else {
+            records
+                .iter()
+                .find(|r| r.kind == HostRecordKind::Binding)
+                .and_then(|r| r.details.get("program_dir"))
+                .and_then(Json::as_str)
+                .map(std::path::PathBuf::from)
+        };
+        match self
+            .inner
+            .bindings
+            .bind(&self.inner.store, program, hash, dir.clone())
+            .await
+        {
+            Ok(b) => Ok((b, dir)),
+            Err(Error::Bind(mut msgs)) if imported => {
+                msgs.push(format!(
+                    "{run} was imported from an archive: its Tools bind only from this host's own configuration (flow resume --tools FLOW.toml, flow serve --tools), never from a directory the archive names"
+                ));
+                Err(Error::Bind(msgs))
+            }
+            Err(e) => Err(e),
+        }
     }
 }

@@ -213,12 +213,7 @@ impl RunService {
             first.extend(steps(more));
         }
         // Bound after every refusal: a refused resume starts no Tool.
-        let dir = self.program_dir(run).await?;
-        let bound = self
-            .inner
-            .bindings
-            .bind(&self.inner.store, &program, hash, dir)
-            .await?;
+        let (bound, _) = self.bind_recorded(run, &program, hash).await?;
         if reply.is_none() {
             // Settle calls a crash left open (not the human ones, which stay
             // open until answered): sent again when the binding says

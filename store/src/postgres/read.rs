@@ -177,7 +177,7 @@ fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
 impl ReadDb for Session {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
         let rows = self.query(
-            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms
+            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
              FROM runs WHERE id = $1",
             &[&run.as_str()],
         )?;
@@ -199,6 +199,7 @@ impl ReadDb for Session {
             last_hash: r.try_get(11)?,
             created_ms: r.try_get(12)?,
             updated_ms: r.try_get(13)?,
+            imported_ms: r.try_get(14)?,
         }))
     }
 
@@ -301,7 +302,7 @@ impl ReadDb for Session {
         let take = i64::from(limit) + 1;
         let rows = self.query(
             "SELECT r.id, r.entry_module, r.entry_function, r.program, r.ending, r.last_n, r.last_hash,
-                    d.kind, d.at_ms, d.head_n, d.head_hash
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
@@ -339,7 +340,7 @@ impl ReadDb for Session {
         };
         let sql = format!(
             "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
-                    d.kind, d.at_ms, d.head_n, d.head_hash
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
@@ -382,6 +383,7 @@ impl ReadDb for Session {
                         last_hash: r.try_get(12)?,
                         created_ms: r.try_get(13)?,
                         updated_ms: r.try_get(14)?,
+                        imported_ms: r.try_get(19)?,
                     },
                     decision: match kind {
                         Some(k) => Some((k, r.try_get(16)?, r.try_get(17)?, r.try_get(18)?)),

@@ -53,6 +53,8 @@ pub(super) struct NewRun {
     pub(super) last_n: u64,
     pub(super) last_hash: [u8; 32],
     pub(super) at_ms: i64,
+    /// An archive import (`runs.imported_ms` = `at_ms`).
+    pub(super) imported: bool,
 }
 
 impl Conn {
@@ -74,10 +76,10 @@ impl Conn {
                 .await?,
             runs: client
                 .prepare(
-                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms)
-                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t
-                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[])
-                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t)",
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, imp
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[])
+                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp)",
                 )
                 .await?,
             facts: client
@@ -189,6 +191,11 @@ pub(super) async fn write(
     let run_n: Vec<i64> = r.runs.iter().map(|x| x.last_n as i64).collect();
     let run_h: Vec<&[u8]> = r.runs.iter().map(|x| &x.last_hash[..]).collect();
     let run_t: Vec<i64> = r.runs.iter().map(|x| x.at_ms).collect();
+    let run_imp: Vec<Option<i64>> = r
+        .runs
+        .iter()
+        .map(|x| x.imported.then_some(x.at_ms))
+        .collect();
     let f_id: Vec<&str> = r.facts.iter().map(|f| f.0.as_str()).collect();
     let f_n: Vec<i64> = r.facts.iter().map(|f| f.1 as i64).collect();
     let f_kind: Vec<&str> = r.facts.iter().map(|f| f.2).collect();
@@ -214,9 +221,9 @@ pub(super) async fn write(
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
-    let p_runs: [P<'_>; 13] = [
+    let p_runs: [P<'_>; 14] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
-        &run_end, &run_n, &run_h, &run_t,
+        &run_end, &run_n, &run_h, &run_t, &run_imp,
     ];
     let p_facts: [P<'_>; 5] = [&f_id, &f_n, &f_kind, &f_hash, &f_body];
     let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];

@@ -363,6 +363,7 @@ fn decide(
                 last_n: 1,
                 last_hash: f.hash,
                 at_ms: *at_ms,
+                imported: false,
             });
             plan.rows
                 .facts
@@ -496,6 +497,7 @@ fn decide(
                 last_n: p.last_n,
                 last_hash: p.last_hash,
                 at_ms: *at_ms,
+                imported: true,
             });
             Ok(Out::Import(ImportOutcome::Imported {
                 run: a.run.clone(),

@@ -38,7 +38,7 @@ impl ReadDb for Db<'_> {
         Ok(self
             .0
             .prepare_cached(
-                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms
+                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
                  FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
@@ -57,6 +57,7 @@ impl ReadDb for Db<'_> {
                     last_hash: r.get(11)?,
                     created_ms: r.get(12)?,
                     updated_ms: r.get(13)?,
+                    imported_ms: r.get(14)?,
                 })
             })
             .optional()?)
@@ -205,7 +206,7 @@ impl ReadDb for Db<'_> {
             format!("WHERE {}", wheres.join(" AND "))
         };
         let sql = format!(
-            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms
+            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
              FROM runs {filter} ORDER BY id {dir} LIMIT ?{take}"
         );
         let mut st = self.0.prepare_cached(&sql)?;
@@ -229,6 +230,7 @@ impl ReadDb for Db<'_> {
                         last_hash: r.get(12)?,
                         created_ms: r.get(13)?,
                         updated_ms: r.get(14)?,
+                        imported_ms: r.get(15)?,
                     },
                 ))
             })?

@@ -584,6 +584,9 @@ impl Writer {
             &plan.last_hash,
             at_ms,
         )?;
+        self.conn
+            .prepare_cached("UPDATE runs SET imported_ms = ?1 WHERE key = ?2")?
+            .execute(params![at_ms, key])?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
