@@ -420,6 +420,36 @@ fn hitl_deadline_survives_the_process() {
     f.assert_matched(&run);
 }
 
+/// Issue 17 (should fix): a `timeout_seconds` far beyond any clock
+/// (10^16 s) saturates to "never" instead of overflowing into the past and
+/// timing the call out at once.
+#[test]
+fn a_huge_hitl_timeout_is_never_a_deadline_in_the_past() {
+    let f = Flow::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let flow_file = tmp.path().join("timed.json");
+    let doc = r#"{"spec_version":"1.0.0","id":"timed-flow",
+      "state_schema":{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"object"}}},
+      "nodes":[{"id":"start","type":"input","output_schema":{"q":{"type":"string"}}},
+        {"id":"ask","type":"hitl_breakpoint","prompt":"{{state.q}}","output_key":"a","timeout_seconds":10000000000000000,"on_timeout":"skip"},
+        {"id":"done","type":"output"}],
+      "edges":[{"from":"start","to":"ask"},{"from":"ask","to":"done"}]}"#;
+    std::fs::write(&flow_file, doc).unwrap();
+    let (code, v) = f.json(&[
+        "run",
+        flow_file.to_str().unwrap(),
+        "--input",
+        r#"{"q":"?"}"#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    // A resume without a reply finds the call still open: no timeout.
+    let (code, v) = f.json(&["resume", &run]);
+    assert_eq!(code, 3, "still paused: {v}");
+    let (_, h) = f.json(&["history", &run, "--kind", "Close"]);
+    assert_eq!(h["facts"], json!([]), "{h}");
+}
+
 /// std/memory is served from the store's own database (DESIGN §4): a
 /// global store outlives the run, a thread-scoped one is per run.
 #[test]
