@@ -16,6 +16,9 @@ use num_bigint::BigInt;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+/// The longest list or text an example is made for.
+const MAX_EXAMPLE_LEN: usize = 4096;
+
 /// How deep an example may nest before a recursive type is given up on.
 const MAX_DEPTH: usize = 32;
 /// Optional record fields are filled in above this depth only.
@@ -103,7 +106,11 @@ fn build(ty: &Type, types: &TypeSet, depth: usize) -> Option<Value> {
                     Type::List(t) | Type::Set(t) => build(t, types, d)?,
                     _ => return None,
                 };
-                let n = usize::try_from(min).ok()?;
+                // No example for a list longer than this (one request
+                // must not allocate without bound).
+                let n = usize::try_from(min)
+                    .ok()
+                    .filter(|n| *n <= MAX_EXAMPLE_LEN)?;
                 v = match base.base() {
                     Type::Set(_) if n > 1 => return None,
                     Type::Set(_) => Value::Set(vec![item; n]),
@@ -111,8 +118,12 @@ fn build(ty: &Type, types: &TypeSet, depth: usize) -> Option<Value> {
                 };
             }
             if let (Some(min), Value::Text(s)) = (r.min_length, &mut v) {
-                while (s.chars().count() as u64) < min {
-                    s.push('x');
+                let min = usize::try_from(min)
+                    .ok()
+                    .filter(|n| *n <= MAX_EXAMPLE_LEN)?;
+                let have = s.chars().count();
+                if have < min {
+                    s.extend(std::iter::repeat_n('x', min - have));
                 }
             }
             if let (Some(max), Value::Text(s)) = (r.max_length, &mut v) {
@@ -179,5 +190,21 @@ mod tests {
             r#"{"a":3,"b":"x","c":[0,0],"d":"examplexxx","e":{"P":0},"f":-1.5,"g":"example"}"#
         );
         assert_eq!(crate::decode::decode(&text, &ty, &types).unwrap(), v);
+    }
+
+    /// Issue 17: a huge `minItems` or `minLength` gives no example rather
+    /// than an allocation without bound.
+    #[test]
+    fn huge_lengths_give_no_example() {
+        for schema in [
+            r#"{"type":"array","items":{"type":"integer"},"minItems":1000000000000}"#,
+            r#"{"type":"string","minLength":1000000000000}"#,
+        ] {
+            let schema: serde_json::Value = serde_json::from_str(schema).unwrap();
+            let mut types = TypeSet::new();
+            let mut ctx = ReadContext::new(&mut types, "t");
+            let ty = read_any(&schema, "root", "", &mut ctx).unwrap();
+            assert_eq!(example(&ty, &types), None, "{schema}");
+        }
     }
 }

@@ -32,6 +32,9 @@ use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
+/// The longest `minLength` the offline model pads a string to.
+const MAX_MIN_LENGTH: u64 = 4096;
+
 /// Which model answers.
 #[derive(Debug, Clone)]
 pub enum Backend {
@@ -295,7 +298,14 @@ impl Fit<'_> {
         if s.get("contentEncoding").and_then(Json::as_str) == Some("base64") {
             return json!("");
         }
-        let min = s.get("minLength").and_then(Json::as_u64).unwrap_or(0) as usize;
+        // Capped as `minItems` is (issue 17): a schema asking for more
+        // gets a shorter answer, which its decode then refuses (BadReply),
+        // instead of a model that never answers.
+        let min = s
+            .get("minLength")
+            .and_then(Json::as_u64)
+            .unwrap_or(0)
+            .min(MAX_MIN_LENGTH) as usize;
         let max = s
             .get("maxLength")
             .and_then(Json::as_u64)
@@ -316,8 +326,9 @@ impl Fit<'_> {
         if let Some(max) = max {
             text = text.chars().take(max).collect();
         }
-        while text.chars().count() < min {
-            text.push('x');
+        let have = text.chars().count();
+        if have < min {
+            text.extend(std::iter::repeat_n('x', min - have));
         }
         Json::String(text)
     }
@@ -558,6 +569,16 @@ fn without_url(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17: a huge `minLength` is capped as `minItems` is; the model
+    /// answers (shorter than asked) instead of padding without bound.
+    #[test]
+    fn a_huge_min_length_is_capped() {
+        let schema = json!({"type": "object", "required": ["t"],
+            "properties": {"t": {"type": "string", "minLength": 1_000_000_000_000u64}}});
+        let a = offline_answer("m", None, "hello", Some(&schema));
+        assert_eq!(a["t"].as_str().unwrap().chars().count(), 4096);
+    }
 
     #[test]
     fn offline_is_deterministic_and_fits() {
