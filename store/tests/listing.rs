@@ -1,19 +1,38 @@
 //! The run listing (newest or oldest first, keyset paging, state and id
 //! prefix filters, the index's other columns) and the changes feed, on a
-//! real SQLite file; discovery is the listing in id order.
+//! real SQLite file and on the real Postgres (issue 13: one behaviour, two
+//! backends); discovery is the listing in id order.
+
+#[cfg(feature = "postgres")]
+mod pg;
 
 use flow_store::conformance::{end_fact, new_run_id, start_fact};
 use flow_store::{
-    AppendFacts, Discover, DiscoveryQuery, HostRecord, HostRecordKind, HostRecords, ListRuns,
-    RunId, RunListQuery, RunOrder, RunState, SqliteOptions, SqliteStore,
+    Backend, DiscoveryQuery, HostRecord, HostRecordKind, RunId, RunListQuery, RunOrder, RunState,
+    SqliteOptions, SqliteStore,
 };
 use serde_json::json;
 
-fn store(dir: &std::path::Path) -> SqliteStore {
+fn sqlite(dir: &std::path::Path) -> SqliteStore {
     SqliteStore::open(dir.join("s.db"), SqliteOptions::default()).unwrap()
 }
 
-fn create(s: &SqliteStore) -> RunId {
+/// Runs `check` with a store maker whose stores share one database (so a
+/// second handle is "another process"), on SQLite then on Postgres.
+fn on_both(check: impl Fn(&dyn Fn() -> Box<dyn Backend>)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().to_path_buf();
+    check(&move || Box::new(sqlite(&path)) as Box<dyn Backend>);
+    #[cfg(feature = "postgres")]
+    if let Some(db) = pg::TestDb::new() {
+        let options = db.options();
+        check(&move || {
+            Box::new(flow_store::PostgresStore::open(options.clone()).unwrap()) as Box<dyn Backend>
+        });
+    }
+}
+
+fn create(s: &dyn Backend) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
     s.create_run(&start, &sources).unwrap();
@@ -26,9 +45,13 @@ fn ids(p: &flow_store::RunListPage) -> Vec<String> {
 
 #[test]
 fn newest_first_pages_by_keyset_and_filters() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = store(tmp.path());
-    let runs: Vec<RunId> = (0..5).map(|_| create(&s)).collect();
+    on_both(newest_first);
+}
+
+fn newest_first(new: &dyn Fn() -> Box<dyn Backend>) {
+    let s = new();
+    let s = &*s;
+    let runs: Vec<RunId> = (0..5).map(|_| create(s)).collect();
     s.append(&runs[1], &end_fact(2, json!(1))).unwrap();
     s.record_host(
         &runs[3],
@@ -90,10 +113,14 @@ fn newest_first_pages_by_keyset_and_filters() {
 
 #[test]
 fn discovery_is_the_listing_in_id_order() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = store(tmp.path());
+    on_both(discovery_order);
+}
+
+fn discovery_order(new: &dyn Fn() -> Box<dyn Backend>) {
+    let s = new();
+    let s = &*s;
     for _ in 0..3 {
-        create(&s);
+        create(s);
     }
     let d = s
         .discover(&DiscoveryQuery {
@@ -116,8 +143,11 @@ fn discovery_is_the_listing_in_id_order() {
 
 #[test]
 fn bad_listing_arguments_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = store(tmp.path());
+    on_both(bad_arguments);
+}
+
+fn bad_arguments(new: &dyn Fn() -> Box<dyn Backend>) {
+    let s = new();
     for prefix in ["", "RUN-", "run-%", &"r".repeat(31)] {
         let e = s
             .list_runs(&RunListQuery {
@@ -145,15 +175,18 @@ fn bad_listing_arguments_are_refused() {
 /// first, including writes made through another handle (another process).
 #[test]
 fn changes_since_a_time_include_other_handles_writes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = store(tmp.path());
-    let a = create(&s);
-    let b = create(&s);
+    on_both(changes_since);
+}
+
+fn changes_since(new: &dyn Fn() -> Box<dyn Backend>) {
+    let s = new();
+    let a = create(&*s);
+    let b = create(&*s);
     let since = s.runs_changed_since(0, 100).unwrap();
     assert_eq!(since.len(), 2);
     let t = since.iter().map(|i| i.updated_ms).max().unwrap() + 1;
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let other = store(tmp.path());
+    let other = new();
     other.append(&a, &end_fact(2, json!(0))).unwrap();
     let changed = s.runs_changed_since(t, 100).unwrap();
     assert_eq!(changed.len(), 1);
