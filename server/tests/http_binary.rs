@@ -437,3 +437,56 @@ async fn kill_9_at_the_acknowledgement_loses_nothing_acknowledged() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The server's child processes (every thread's `children` list).
+fn children(pid: u32) -> std::collections::BTreeSet<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let p = t.unwrap().path().join("children");
+        for c in std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .split_whitespace()
+        {
+            out.insert(c.parse().unwrap());
+        }
+    }
+    out
+}
+
+/// Issue 17 (should fix): 200 concurrent starts of one flow once made 344
+/// Tool processes. Bound Tools are pooled by program: the starts queue on
+/// one binding, and the server ends up with one process per bound
+/// command, however many runs use them.
+#[tokio::test]
+async fn concurrent_starts_share_one_set_of_tool_processes() {
+    let Some((examples, flow)) = triage() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let (mut child, base) = serve_with(dir.path(), Some(&examples.join("flow.toml")), &[]);
+    let mut starts = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let (client, base, flow) = (client.clone(), base.clone(), flow.clone());
+        starts.spawn(async move {
+            client
+                .post(format!("{base}/v1/runs"))
+                .json(&json!({"flow": flow, "name": "triage.json",
+                    "input": {"ticket": format!("ticket {i}"), "customer": "Acme"}}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        });
+    }
+    let mut most = 0;
+    while let Some(s) = starts.join_next().await {
+        assert_eq!(s.unwrap(), 201);
+        most = most.max(children(child.id()).len());
+    }
+    // Two commands in flow.toml: the triage Tool and flow-llm.
+    assert!(most <= 2, "{most} Tool processes for 200 runs of one flow");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
