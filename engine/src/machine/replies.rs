@@ -1,0 +1,337 @@
+//! Replies: a call's outcome admitted and continued (validators, retries, `fail_branch`).
+
+use super::helpers::*;
+use super::*;
+
+impl Machine {
+    pub(super) fn on_reply(&mut self, call: &str, p: Pending, outcome: &Outcome) -> Step {
+        let program = self.program.clone();
+        let node = program
+            .module(&self.module)
+            .and_then(|m| m.node(&p.node))
+            .ok_or_else(|| format!("no node {}", p.node))?;
+        let task = p.task.clone();
+        match p.purpose {
+            Purpose::Node => match outcome {
+                Outcome::Ok(v) => self.node_ok(&task, node, call, v.clone()),
+                failed => self.node_failed(&task, node, call, failed),
+            },
+            Purpose::Sleep => self.node_call(&task, node),
+            Purpose::Validate(value) => {
+                // GAP-FN-1: `{valid: Bool, reason?: Text}`; a bare Bool is
+                // read as `{valid}`.
+                let (valid, reason) = match outcome {
+                    Outcome::Ok(Json::Bool(b)) => (*b, None),
+                    Outcome::Ok(Json::Object(m))
+                        if matches!(m.get("valid"), Some(Json::Bool(_))) =>
+                    {
+                        (
+                            m.get("valid") == Some(&Json::Bool(true)),
+                            m.get("reason").and_then(Json::as_str).map(str::to_string),
+                        )
+                    }
+                    Outcome::Ok(other) => {
+                        return Err(format!(
+                            "node {}: output validator answered {}, not {{\"valid\": Bool, \"reason\"?: Text}}",
+                            node.id,
+                            flow_abi::json::canonical(other)
+                        ));
+                    }
+                    failed => {
+                        return Err(format!(
+                            "node {}: output validator call {call} failed: {failed}",
+                            node.id
+                        ));
+                    }
+                };
+                let v = validator(node).cloned();
+                match (valid, v) {
+                    (true, _) | (false, None) => {
+                        self.store_result(&task, node, value)?;
+                        self.route(&task);
+                        Ok(())
+                    }
+                    (false, Some(v)) => match v.on_fail {
+                        OnFail::Raise => Err(format!(
+                            "node {}: output failed validation{}",
+                            node.id,
+                            reason
+                                .as_deref()
+                                .map(|r| format!(": {r}"))
+                                .unwrap_or_default()
+                        )),
+                        OnFail::Skip => {
+                            self.route(&task);
+                            Ok(())
+                        }
+                        OnFail::Retry => {
+                            let n = self.tasks.get(&task).map_or(0, |t| t.validations);
+                            if n >= v.max_retries {
+                                return Err(format!(
+                                    "node {}: output failed validation after {} retries",
+                                    node.id, v.max_retries
+                                ));
+                            }
+                            if let Some(t) = self.tasks.get_mut(&task) {
+                                t.validations += 1;
+                            }
+                            self.node_call(&task, node)
+                        }
+                    },
+                }
+            }
+            Purpose::Transform => match outcome {
+                Outcome::Ok(Json::Object(m)) => {
+                    for (k, v) in m {
+                        self.write_key(&task, k, v.clone());
+                    }
+                    self.route(&task);
+                    Ok(())
+                }
+                Outcome::Ok(other) => Err(format!(
+                    "node {}: transform function answered {}, not an object of state fields",
+                    node.id,
+                    flow_abi::json::canonical(other)
+                )),
+                failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
+            },
+            Purpose::Route(i) => match outcome {
+                Outcome::Ok(Json::Bool(true)) => {
+                    let to = self.route_target(&node.id, i)?;
+                    self.goto(&task, to);
+                    Ok(())
+                }
+                Outcome::Ok(Json::Bool(false)) => {
+                    self.set_stage(&task, Stage::Route { next: i + 1 });
+                    Ok(())
+                }
+                Outcome::Ok(other) => Err(format!(
+                    "node {}: condition function answered {}, not a boolean",
+                    node.id,
+                    flow_abi::json::canonical(other)
+                )),
+                failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
+            },
+            Purpose::Join => match outcome {
+                Outcome::Ok(v) => {
+                    self.finish_join(&task, node, Some(v.clone()));
+                    Ok(())
+                }
+                failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
+            },
+            Purpose::AgentChat => self.agent_reply(&task, node, call, outcome),
+            Purpose::AgentApprove => {
+                let approved = matches!(outcome, Outcome::Ok(Json::Object(m)) if m.get("approved") == Some(&Json::Bool(true)));
+                let Some(Stage::Agent(mut st)) = self.tasks.get(&task).map(|t| t.stage.clone())
+                else {
+                    return Err("agent stage lost".into());
+                };
+                if approved {
+                    let (tool, args) = st.queue.first().cloned().ok_or("no pending tool")?;
+                    self.call(&task, &node.id, &tool, args, Purpose::AgentTool)
+                } else {
+                    let (tool, _) = st.queue.remove(0);
+                    st.messages.push(tool_message(
+                        &tool,
+                        &Json::String("denied by the reviewer".into()),
+                    ));
+                    self.set_stage(&task, Stage::Agent(st));
+                    self.agent_continue(&task, node)
+                }
+            }
+            Purpose::AgentTool => {
+                let Some(Stage::Agent(mut st)) = self.tasks.get(&task).map(|t| t.stage.clone())
+                else {
+                    return Err("agent stage lost".into());
+                };
+                let (tool, _) = st.queue.remove(0);
+                st.messages.push(tool_message(&tool, &outcome.to_json()));
+                self.set_stage(&task, Stage::Agent(st));
+                self.agent_continue(&task, node)
+            }
+            Purpose::DebateTurn(speaker) => self.debate_reply(&task, node, call, &speaker, outcome),
+            Purpose::DebateSpeaker => match outcome {
+                Outcome::Ok(Json::String(s)) => self.debate_turn(&task, node, s.clone()),
+                Outcome::Ok(other) => Err(format!(
+                    "node {}: speaker selection answered {}, not an agent id",
+                    node.id,
+                    flow_abi::json::canonical(other)
+                )),
+                failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
+            },
+            Purpose::DebateStop => match outcome {
+                Outcome::Ok(Json::Bool(stop)) => {
+                    if *stop {
+                        self.debate_end(&task, node)
+                    } else {
+                        self.debate_next(&task, node)
+                    }
+                }
+                Outcome::Ok(other) => Err(format!(
+                    "node {}: termination function answered {}, not a boolean",
+                    node.id,
+                    flow_abi::json::canonical(other)
+                )),
+                failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
+            },
+        }
+    }
+
+    pub(super) fn node_ok(&mut self, task: &str, node: &Node, call: &str, v: Json) -> Step {
+        // A structured llm answer must fit its schema; one that does not is
+        // a failure of the node's call (GAP-LLM-1, GAP-FAIL-1), handled like
+        // a Failed reply: retry, fail_branch, or a fault.
+        let value = match &node.kind {
+            NodeKind::LlmCall(l) => match &l.structured_output {
+                Some(s) => {
+                    let m = self.module_ref();
+                    match m.report.schema_types.get(&s.ptr) {
+                        Some(t) => match decode_json(&v, t, &m.report.types) {
+                            Ok(x) => x.to_json(),
+                            Err(e) => {
+                                let why = Outcome::BadReply(format!(
+                                    "the answer does not fit structured_output: {e}"
+                                ));
+                                return self.node_failed(task, node, call, &why);
+                            }
+                        },
+                        None => v,
+                    }
+                }
+                None => match v.get("text") {
+                    Some(t) => t.clone(),
+                    None => {
+                        let why = Outcome::BadReply("the model's answer has no \"text\"".into());
+                        return self.node_failed(task, node, call, &why);
+                    }
+                },
+            },
+            _ => v,
+        };
+        if let Some(val) = validator(node) {
+            // GAP-FN-1: validator `(output, state) → {valid, reason?}`.
+            let mut input = Map::new();
+            input.insert("output".into(), value.clone());
+            input.insert("state".into(), self.task_state(task).clone());
+            let input = Json::Object(input);
+            let mut args = Map::new();
+            args.insert("input".into(), input);
+            return self.call(
+                task,
+                &node.id,
+                &val.fn_ref.identity(),
+                Json::Object(args),
+                Purpose::Validate(value),
+            );
+        }
+        self.store_result(task, node, value)?;
+        self.route(task);
+        Ok(())
+    }
+
+    pub(super) fn store_result(&mut self, task: &str, node: &Node, value: Json) -> Step {
+        match &node.kind {
+            // GAP-TOOL-3: without output_map, an object reply is written
+            // key by key into the same-named state keys.
+            NodeKind::ToolInvoke(t) if t.output_map.is_empty() => {
+                if let Json::Object(m) = value {
+                    for (k, v) in m {
+                        self.write_key(task, &k, v);
+                    }
+                }
+            }
+            NodeKind::ToolInvoke(t) => {
+                for (field, target) in &t.output_map {
+                    let v = value.get(field).cloned().ok_or_else(|| {
+                        format!(
+                            "node {}: tool {} replied without field {field:?} that output_map reads",
+                            node.id, t.tool_id
+                        )
+                    })?;
+                    self.write(task, target, v);
+                }
+            }
+            NodeKind::Subgraph(s) => {
+                for (field, target) in &s.output_map {
+                    let v = value.get(field).cloned().unwrap_or(Json::Null);
+                    self.write(task, target, v);
+                }
+            }
+            // GAP-LLM-4: a structured answer without output_key writes each
+            // top-level key to the same-named state key, through its reducer.
+            NodeKind::LlmCall(l) if l.output_key.is_none() && l.structured_output.is_some() => {
+                if let Json::Object(m) = value {
+                    for (k, v) in m {
+                        self.write_key(task, &k, v);
+                    }
+                }
+            }
+            other => {
+                if let Some(k) = output_key_of(other) {
+                    let k = k.to_string();
+                    self.write_key(task, &k, value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A failed call of the node itself: retry, route to fail_branch, or
+    /// fault (DESIGN §4: "A failed call with no fail_branch faults the run
+    /// with a message naming the node and the call").
+    pub(super) fn node_failed(
+        &mut self,
+        task: &str,
+        node: &Node,
+        call: &str,
+        outcome: &Outcome,
+    ) -> Step {
+        let fb = match &node.kind {
+            NodeKind::LlmCall(l) => l.fail_branch.clone(),
+            _ => None,
+        };
+        let Some(fb) = fb else {
+            let tool = self.calls_tool(node);
+            return Err(failed_msg(&node.id, call, &tool, outcome));
+        };
+        let attempts = self.tasks.get(task).map_or(1, |t| t.attempts);
+        if let Some(r) = &fb.retry
+            && attempts < r.max_attempts
+        {
+            // GAP-RETRY-1: fixed = delay_ms, exponential = delay_ms·2^(n−1)
+            // for the n-th retry (delay_ms defaults to 1000 in the model).
+            let base = r.delay_ms;
+            let ms = match r.backoff {
+                Some(crate::model::Backoff::Exponential) => {
+                    base.saturating_mul(1u64 << (attempts - 1).min(32))
+                }
+                _ => base,
+            };
+            let mut args = Map::new();
+            args.insert("ms".into(), Json::Number(ms.into()));
+            return self.call(
+                task,
+                &node.id,
+                "std/clock#sleep",
+                Json::Object(args),
+                Purpose::Sleep,
+            );
+        }
+        let mut e = Map::new();
+        e.insert("node".into(), Json::String(node.id.clone()));
+        e.insert("call".into(), Json::String(call.to_string()));
+        e.insert("outcome".into(), outcome.to_json());
+        self.error = Some(Json::Object(e));
+        self.goto(task, fb.target.clone());
+        Ok(())
+    }
+
+    pub(super) fn calls_tool(&self, node: &Node) -> String {
+        match &node.kind {
+            NodeKind::ToolInvoke(t) => format!("{}#{}", self.module, t.tool_id),
+            NodeKind::LlmCall(_) => "std/llm#chat".into(),
+            NodeKind::Hitl(_) => "std/human#input".into(),
+            other => other.type_name().to_string(),
+        }
+    }
+}
