@@ -1,0 +1,203 @@
+//! Conformance cases: Discovery and host records.
+
+use super::*;
+
+/// REQUIREMENTS DISC-4, DISC-5, DISC-7..DISC-12: cursor, limit, fields.
+pub(super) fn discovery_cursor_and_limit<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    _: &Path,
+) -> Result<(), String> {
+    let s = new();
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let (run, n) = seed_run(&s, 1).map_err(e)?;
+        if i % 2 == 0 {
+            s.append(&run, &end_fact(n + 1, json!(i))).map_err(e)?;
+        }
+        ids.push(run.to_string());
+    }
+    ids.sort();
+    for bad in [Some(0u32), Some(201)] {
+        ensure!(
+            matches!(
+                s.discover(&DiscoveryQuery {
+                    limit: bad,
+                    ..Default::default()
+                }),
+                Err(Error::InvalidArgument(_))
+            ),
+            "limit {bad:?} refused"
+        );
+    }
+    ensure!(
+        matches!(
+            s.discover(&DiscoveryQuery {
+                after: Some("latest".into()),
+                ..Default::default()
+            }),
+            Err(Error::InvalidArgument(_))
+        ),
+        "after must be a run id"
+    );
+    let all = s.discover(&DiscoveryQuery::default()).map_err(e)?;
+    ensure!(
+        all.runs.iter().map(|r| r.run.clone()).collect::<Vec<_>>() == ids,
+        "default page lists every run by id"
+    );
+    ensure!(all.next_after.is_none(), "no nextAfter at the end");
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let p = s
+            .discover(&DiscoveryQuery {
+                limit: Some(3),
+                after: after.clone(),
+                state: None,
+            })
+            .map_err(e)?;
+        ensure!(p.runs.len() <= 3, "page bigger than limit");
+        seen.extend(p.runs.iter().map(|r| r.run.clone()));
+        match p.next_after {
+            Some(n) => {
+                ensure!(
+                    Some(&n) == p.runs.last().map(|r| &r.run),
+                    "nextAfter is the last examined id"
+                );
+                after = Some(n);
+            }
+            None => break,
+        }
+    }
+    ensure!(seen == ids, "cursor pages cover every run once");
+    let done = s
+        .discover(&DiscoveryQuery {
+            state: Some(RunState::Completed),
+            ..Default::default()
+        })
+        .map_err(e)?;
+    ensure!(
+        done.runs.len() == 4
+            && done
+                .runs
+                .iter()
+                .all(|r| r.record == RecordStatus::Complete && r.ending == Some(Ending::Completed)),
+        "state filter"
+    );
+    let row = serde_json::to_value(&all.runs[0]).map_err(e)?;
+    let mut keys: Vec<&str> = row
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort();
+    ensure!(
+        keys == [
+            "ending",
+            "entry",
+            "historyPresent",
+            "hostDecision",
+            "lastFact",
+            "problem",
+            "program",
+            "record",
+            "run",
+            "truncated"
+        ],
+        "row fields {keys:?}"
+    );
+    Ok(())
+}
+
+/// REQUIREMENTS HOST-3, DISC-17: typed host records; a pause or halt is the
+/// host decision only while its head is the last fact.
+pub(super) fn host_records_and_decisions<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    _: &Path,
+) -> Result<(), String> {
+    let s = new();
+    let (run, n) = seed_run(&s, 1).map_err(e)?;
+    s.record_host(
+        &run,
+        HostRecord {
+            kind: HostRecordKind::Binding,
+            at_ms: Some(5),
+            details: json!({"tool": "demo.json#tool"}),
+        },
+    )
+    .map_err(e)?;
+    let p = s
+        .record_host(
+            &run,
+            HostRecord {
+                kind: HostRecordKind::Pause,
+                at_ms: None,
+                details: json!({}),
+            },
+        )
+        .map_err(e)?;
+    ensure!(p.head.n == n && p.seq == 2, "pause head {:?}", p.head);
+    ensure!(
+        s.run_info(&run).map_err(e)?.state == RunState::Paused,
+        "paused"
+    );
+    let row = |s: &B| -> Result<DiscoveryRow, String> {
+        s.discover(&DiscoveryQuery::default())
+            .map_err(e)?
+            .runs
+            .into_iter()
+            .find(|r| r.run == run.as_str())
+            .ok_or_else(|| "row missing".to_string())
+    };
+    ensure!(
+        row(&s)?.host_decision.map(|d| d.kind) == Some(HostRecordKind::Pause),
+        "pause is the host decision"
+    );
+    s.append(&run, &call_fact(n + 1, 9, json!({}))).map_err(e)?;
+    ensure!(
+        s.run_info(&run).map_err(e)?.state == RunState::Running,
+        "running again"
+    );
+    ensure!(
+        row(&s)?.host_decision.is_none(),
+        "a stale pause is no decision"
+    );
+    s.record_host(
+        &run,
+        HostRecord {
+            kind: HostRecordKind::Halt,
+            at_ms: Some(9),
+            details: json!({"why": "interrupt"}),
+        },
+    )
+    .map_err(e)?;
+    ensure!(
+        s.run_info(&run).map_err(e)?.state == RunState::Halted,
+        "halted"
+    );
+    let recs = s.host_records(&run).map_err(e)?;
+    ensure!(
+        recs.len() == 3
+            && recs[0].kind == HostRecordKind::Binding
+            && recs[0].at_ms == 5
+            && recs[2].details == json!({"why": "interrupt"}),
+        "records"
+    );
+    ensure!(
+        matches!(
+            s.record_host(
+                &new_run_id(),
+                HostRecord {
+                    kind: HostRecordKind::Retry,
+                    at_ms: None,
+                    details: json!(1)
+                }
+            ),
+            Err(Error::UnknownRun(_))
+        ),
+        "unknown run"
+    );
+    ensure!(
+        s.read_history(&run).map_err(e)?.facts.len() as u64 == n + 1,
+        "host records are not facts"
+    );
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The conformance suite every backend runs (STYLE rule 4: "One conformance
+//! suite runs against every backend"). A backend's test calls
+//! [`run_suite`] with a factory that makes a fresh, empty store and a
+//! scratch directory for archives; every case reports a failure as text
+//! rather than panicking.
+
+use crate::api::*;
+use crate::archive::{export_run, import_run};
+use crate::error::Error;
+use crate::source_ref;
+use flow_abi::fact::{CallId, Ending as FactEnding, Entry, Fact, RunId, Source};
+use flow_abi::protocol::Outcome;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+type Case<B> = fn(&mut dyn FnMut() -> B, &Path) -> Result<(), String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+fn e<T: std::fmt::Display>(x: T) -> String {
+    x.to_string()
+}
+
+mod archive;
+mod discovery;
+mod facts;
+mod history;
+mod live;
+
+use archive::*;
+use discovery::*;
+pub use facts::*;
+use history::*;
+use live::*;
+
+/// Every case, by name.
+pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
+    vec![
+        ("round_trip", round_trip::<B>),
+        ("refusals_change_nothing", refusals_change_nothing::<B>),
+        (
+            "merkle_values_and_escaping",
+            merkle_values_and_escaping::<B>,
+        ),
+        ("checkpoint_states", checkpoint_states::<B>),
+        (
+            "discovery_cursor_and_limit",
+            discovery_cursor_and_limit::<B>,
+        ),
+        (
+            "host_records_and_decisions",
+            host_records_and_decisions::<B>,
+        ),
+        ("live_tail", live_tail::<B>),
+        ("history_pages", history_pages::<B>),
+        ("archive_round_trip", archive_round_trip::<B>),
+        ("concurrent_runs", concurrent_runs::<B>),
+    ]
+}
+
+/// Runs every case on fresh stores; returns the failures (empty = pass).
+pub fn run_suite<B: Backend + Sync>(factory: &mut dyn FnMut() -> B, scratch: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, case) in cases::<B>() {
+        let dir = scratch.join(name);
+        if let Err(msg) = case(factory, &dir) {
+            failures.push(format!("{name}: {msg}"));
+        }
+    }
+    failures
+}
