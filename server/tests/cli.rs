@@ -388,6 +388,19 @@ fn flow_test_fixtures_and_histories() {
     );
 }
 
+/// A flow whose one hitl has `timeout_seconds` and `on_timeout: skip`.
+fn timed_flow(dir: &std::path::Path, seconds: u64) -> std::path::PathBuf {
+    let doc = json!({"spec_version":"1.0.0","id":"timed-flow",
+      "state_schema":{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"object"}}},
+      "nodes":[{"id":"start","type":"input","output_schema":{"q":{"type":"string"}}},
+        {"id":"ask","type":"hitl_breakpoint","prompt":"{{state.q}}","output_key":"a","timeout_seconds":seconds,"on_timeout":"skip"},
+        {"id":"done","type":"output"}],
+      "edges":[{"from":"start","to":"ask"},{"from":"ask","to":"done"}]});
+    let file = dir.join("timed.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    file
+}
+
 /// A hitl `timeout_seconds` is a durable deadline: it outlives the process
 /// that recorded the Call, and the next resume closes the call (`timeout`)
 /// and goes on as `on_timeout` says (DESIGN §4).
@@ -395,14 +408,7 @@ fn flow_test_fixtures_and_histories() {
 fn hitl_deadline_survives_the_process() {
     let f = Flow::new();
     let tmp = tempfile::tempdir().unwrap();
-    let flow_file = tmp.path().join("timed.json");
-    let doc = r#"{"spec_version":"1.0.0","id":"timed-flow",
-      "state_schema":{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"object"}}},
-      "nodes":[{"id":"start","type":"input","output_schema":{"q":{"type":"string"}}},
-        {"id":"ask","type":"hitl_breakpoint","prompt":"{{state.q}}","output_key":"a","timeout_seconds":0,"on_timeout":"skip"},
-        {"id":"done","type":"output"}],
-      "edges":[{"from":"start","to":"ask"},{"from":"ask","to":"done"}]}"#;
-    std::fs::write(&flow_file, doc).unwrap();
+    let flow_file = timed_flow(tmp.path(), 0);
     let (code, v) = f.json(&[
         "run",
         flow_file.to_str().unwrap(),
@@ -427,14 +433,7 @@ fn hitl_deadline_survives_the_process() {
 fn a_huge_hitl_timeout_is_never_a_deadline_in_the_past() {
     let f = Flow::new();
     let tmp = tempfile::tempdir().unwrap();
-    let flow_file = tmp.path().join("timed.json");
-    let doc = r#"{"spec_version":"1.0.0","id":"timed-flow",
-      "state_schema":{"type":"object","properties":{"q":{"type":"string"},"a":{"type":"object"}}},
-      "nodes":[{"id":"start","type":"input","output_schema":{"q":{"type":"string"}}},
-        {"id":"ask","type":"hitl_breakpoint","prompt":"{{state.q}}","output_key":"a","timeout_seconds":10000000000000000,"on_timeout":"skip"},
-        {"id":"done","type":"output"}],
-      "edges":[{"from":"start","to":"ask"},{"from":"ask","to":"done"}]}"#;
-    std::fs::write(&flow_file, doc).unwrap();
+    let flow_file = timed_flow(tmp.path(), 10_000_000_000_000_000);
     let (code, v) = f.json(&[
         "run",
         flow_file.to_str().unwrap(),

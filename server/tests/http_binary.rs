@@ -4,17 +4,11 @@
 
 mod common;
 
-use common::serve_with;
+use common::{review_flow, serve_with};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
-
-fn review_flow() -> Value {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/flows/review/review.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 /// Starts `flow serve` and reads the address it prints.
 fn serve(data: &Path) -> (Child, String) {

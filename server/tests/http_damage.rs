@@ -6,17 +6,11 @@
 
 mod common;
 
-use common::serve_with;
+use common::{review_flow, serve_with};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use std::time::Duration;
-
-fn review_flow() -> Value {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/flows/review/review.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 #[tokio::test]
 async fn a_damaged_history_is_said_on_the_stream_and_in_the_inbox() {

@@ -6,6 +6,9 @@
 //! `Last-Event-ID`, changes made by the `flow` CLI on the same store) and
 //! the per-run stream's `state` frames.
 
+mod common;
+
+use common::review_flow;
 use eventsource_stream::Eventsource;
 use flow_store::{SqliteOptions, SqliteStore};
 use flowd::http::auth::Tokens;
@@ -22,11 +25,6 @@ struct TestApp {
     client: reqwest::Client,
     shutdown: CancellationToken,
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-fn review_flow() -> Value {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 impl TestApp {
@@ -607,40 +605,6 @@ async fn run_stream_says_paused_after_the_facts_that_led_there() {
     app.stop().await;
 }
 
-/// Starts the real `flow serve` with the triage quickstart's Tools bound
-/// (flow-llm is found on PATH beside `flow`) and reads its address.
-fn serve_triage(data: &Path) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let tools =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage/flow.toml");
-    let mut child = std::process::Command::new(&bin)
-        .arg("--data")
-        .arg(data)
-        .args(["serve", "--listen", "127.0.0.1:0", "--tools"])
-        .arg(tools)
-        .env("PATH", path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .expect("the address line")
-        .to_string();
-    (child, base)
-}
-
 /// A reply that does not decode is refused with 422 and nothing recorded,
 /// also for a run whose Tools are processes (stopping them awaits: the
 /// refusal must not become a 202). The dashboard shows this refusal at
@@ -648,7 +612,9 @@ fn serve_triage(data: &Path) -> (std::process::Child, String) {
 #[tokio::test]
 async fn a_bad_reply_to_a_run_with_tool_processes_is_422() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, base) = serve_triage(dir.path());
+    let tools =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage/flow.toml");
+    let (mut child, base) = common::serve_with(dir.path(), Some(&tools), &[]);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let flow: Value = serde_json::from_str(
         &std::fs::read_to_string(

@@ -57,3 +57,10 @@ pub fn serve_args(
 pub fn serve_with(data: &Path, tools: Option<&Path>, env: &[(&str, &str)]) -> (Child, String) {
     serve_args(data, tools, env, &[])
 }
+
+/// The review example (pauses at a hitl), as a submitted flow.
+pub fn review_flow() -> serde_json::Value {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/flows/review/review.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
