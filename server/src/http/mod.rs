@@ -240,6 +240,13 @@ pub async fn run(
     tracing::info!(listen = %addr, "flowd listening");
     let router = app(state.clone());
     let token = shutdown.clone();
+    // TCP_NODELAY: a small SSE frame must not wait for the client's
+    // delayed ACK (Nagle; issue 16: 10 ms p50 for one subscriber).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
         token.cancelled().await;
     });
