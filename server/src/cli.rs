@@ -75,14 +75,23 @@ pub enum Command {
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.
     Replay { run: String },
-    /// Start a new run from a checkpoint of another.
+    /// Start a new run from a checkpoint of another, on its recorded
+    /// program or, with --flow, on a newer one that fits.
     Fork {
         run: String,
+        /// The fact number of a root-task Checkpoint in RUN's history (see
+        /// `flow history RUN --kind Checkpoint`).
         #[arg(long)]
         checkpoint: u64,
         /// Replace a state field: field=JSON (repeatable).
         #[arg(long = "set")]
         set: Vec<String>,
+        /// Fork onto this program (e.g. the fixed file) instead of the
+        /// recorded one: the same flow id, the checkpoint's node, and state
+        /// that fits its state_schema, or the fork is refused. Its flow.toml
+        /// binds its Tools.
+        #[arg(long)]
+        flow: Option<PathBuf>,
         #[arg(long)]
         allow: bool,
     },
@@ -295,6 +304,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             run,
             checkpoint,
             set,
+            flow,
             allow,
         } => {
             let run = run_id(&run)?;
@@ -305,8 +315,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
                 sets.push((k.to_string(), v.to_string()));
             }
+            let onto = flow.as_deref().map(Sources::read).transpose()?;
             let service = service(&g, open_store(&g)?, allow);
-            let accepted = service.fork(&run, checkpoint, &sets).await?;
+            let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {
