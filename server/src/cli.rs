@@ -8,7 +8,9 @@ use crate::service::{Accepted, Progress, RunResult, RunService, ServiceOptions};
 use crate::source::Sources;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use flow_engine::replay::Verdict;
-use flow_store::{DiscoveryQuery, HistoryQuery, RunId, RunState, SqliteOptions, SqliteStore};
+use flow_store::{
+    DiscoveryQuery, HistoryQuery, ProblemStatus, RunId, RunState, SqliteOptions, SqliteStore,
+};
 use serde_json::{Value as Json, json};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -217,7 +219,7 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
     let code = match r {
         Some(r) => {
             clear_progress(g);
-            r.and_then(|r| show_result(g, &r, allow))
+            r.and_then(|r| show_result(g, service, &r, allow))
         }
         None => {
             let _ = service.halt(&run, json!({"reason": "interrupt"})).await;
@@ -227,6 +229,54 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
     };
     service.shutdown(std::time::Duration::from_secs(5)).await;
     code
+}
+
+/// The resume command for a pending human call, runnable as printed: the
+/// same `--data` (when it is not the default) and `--allow`, and a reply
+/// that fits the call's type; when none can be built, `--reply -` with the
+/// schema the reply must fit.
+fn print_resume(
+    g: &Global,
+    service: &RunService,
+    run: &RunId,
+    c: &flow_engine::machine::OpenCall,
+    allow: bool,
+) {
+    let data = if g.data == Path::new(".flow") {
+        String::new()
+    } else {
+        format!(" --data {}", shell_quote(&g.data.to_string_lossy()))
+    };
+    let allow = if allow { " --allow" } else { "" };
+    let head = format!(
+        "flow{data} resume {run} --call {}{allow}",
+        shell_quote(&c.call)
+    );
+    match service.example_reply(run, c) {
+        Some(reply) => println!(
+            "    {head} --reply {}",
+            shell_quote(&flow_abi::json::canonical(&reply))
+        ),
+        None => {
+            println!("    {head} --reply -");
+            println!(
+                "    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting"
+            );
+            println!("     {})", flow_abi::json::canonical(&c.args["schema"]));
+        }
+    }
+}
+
+/// `s` as one POSIX shell word.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Reports a halted run: exit 130 (DESIGN §6).
@@ -402,9 +452,15 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             if g.json {
                 println!("{v}");
             } else {
-                print_runs(&v);
+                print_runs(&page, &v);
             }
-            Ok(0)
+            // DISC-25: "The CLI exits 0 for an inspected page or missing
+            // root and 2 for another root problem."
+            let root_problem = page
+                .problems
+                .iter()
+                .any(|p| p.component == "root" && p.status != ProblemStatus::NotCreated);
+            Ok(if root_problem { 2 } else { 0 })
         }
         Command::Export { run, out } => {
             let run = run_id(&run)?;
@@ -585,8 +641,14 @@ fn history(
         return Ok(0);
     }
     let info = store.run_info(&run)?;
+    // The same words as `flow runs`: state, then discovery's record.
+    let record = if info.ending.is_some() {
+        "complete"
+    } else {
+        "incomplete"
+    };
     println!(
-        "{}  {}  {} facts  entry {}",
+        "{}  {}  ({record})  {} facts  entry {}",
         run,
         info.state.as_str(),
         info.last_fact.n,
@@ -611,17 +673,23 @@ fn history(
     Ok(0)
 }
 
-fn print_runs(v: &Json) {
-    let rows = v["runs"].as_array().cloned().unwrap_or_default();
-    if rows.is_empty() {
+/// The rows as `RUN  STATE  (RECORD)  ENTRY`: the run service's state
+/// word and discovery's record, as `flow history` shows them.
+fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
+    if page.runs.is_empty() {
         println!("no runs");
     }
-    for r in &rows {
+    for (row, r) in page
+        .runs
+        .iter()
+        .zip(v["runs"].as_array().into_iter().flatten())
+    {
+        let record = format!("({})", r["record"].as_str().unwrap_or(""));
         println!(
-            "{}  {:<10}  {:<10}  {}",
-            r["run"].as_str().unwrap_or(""),
-            r["record"].as_str().unwrap_or(""),
-            r["ending"].as_str().unwrap_or("-"),
+            "{}  {:<9}  {:<22}  {}",
+            row.run,
+            row.state().map_or("-", RunState::as_str),
+            record,
             r["entry"]["module"].as_str().unwrap_or("")
         );
     }
@@ -633,7 +701,7 @@ fn print_runs(v: &Json) {
     }
 }
 
-fn show_result(g: &Global, r: &RunResult, allow: bool) -> Result<u8> {
+fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {
     if g.json {
         println!("{}", r.to_json());
         return Ok(r.exit_code());
@@ -651,11 +719,7 @@ fn show_result(g: &Global, r: &RunResult, allow: bool) -> Result<u8> {
             for c in open {
                 println!("  {}  {}  at node {}", c.call, c.tool, c.node);
                 if c.tool == crate::host::HUMAN {
-                    let allow = if allow { " --allow" } else { "" };
-                    println!(
-                        "    flow resume {run} --call '{}' --reply '{{\"Ok\": …}}'{allow}",
-                        c.call
-                    );
+                    print_resume(g, service, run, c, allow);
                 }
             }
         }

@@ -7,6 +7,7 @@
 mod fixtures;
 
 use serde_json::{Value as Json, json};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -149,4 +150,56 @@ fn a_bad_reply_takes_the_fail_branch() {
         let outcome = reply_outcome(dir.path(), &run);
         assert!(outcome["BadReply"].is_string(), "{raw}: {outcome}");
     }
+}
+
+/// `flow serve --tools flow.toml`, the manifest named by a relative path
+/// from the server's working directory, starts its commands there: a run
+/// submitted over HTTP calls the Tool and completes.
+#[tokio::test]
+async fn serve_with_a_relative_tools_path_starts_its_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = program(dir.path(), false);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .current_dir(dir.path())
+        .args([
+            "--data",
+            "data",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tools",
+            "flow.toml",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("flowd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let flow: Json = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let r = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{base}/v1/runs"))
+        .json(
+            &json!({"flow": flow, "name": "echo.json", "input": {"text": "obj:hello"}, "wait": 20}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let v: Json = r.json().await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["output"]["out"], "hello", "{v}");
 }

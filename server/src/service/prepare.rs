@@ -470,22 +470,42 @@ fn check_reply(
     let Some(m) = program.module(machine.module()) else {
         return Ok(outcome);
     };
+    let Some(ty) = reply_type(m, c) else {
+        return Ok(outcome);
+    };
+    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
+        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
+    Ok(Outcome::Ok(decoded.to_json()))
+}
+
+/// The type an Ok reply to `c` decodes against: the hitl node's
+/// `resume_schema`, else the declaration's success type.
+fn reply_type(m: &flow_engine::program::Module, c: &OpenCall) -> Option<flow_abi::Type> {
     let node = m.report.flow.nodes.iter().find(|n| n.id == c.node);
-    let ty = match node.map(|n| &n.kind) {
+    let resume = match node.map(|n| &n.kind) {
         Some(flow_engine::model::NodeKind::Hitl(h)) => h
             .resume_schema
             .as_ref()
             .and_then(|s| m.report.schema_types.get(&s.ptr)),
         _ => None,
     };
-    let ty = match ty {
-        Some(t) => t.clone(),
-        None => match m.decls.get(&c.tool) {
-            Some(d) => d.ok.clone(),
-            None => return Ok(outcome),
-        },
-    };
-    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
-        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
-    Ok(Outcome::Ok(decoded.to_json()))
+    resume
+        .cloned()
+        .or_else(|| m.decls.get(&c.tool).map(|d| d.ok.clone()))
+}
+
+impl RunService {
+    /// An Ok reply that fits the open call `c` of `run` (the smallest
+    /// example of the type [`check_reply`] decodes it against), for the
+    /// resume command the CLI prints; `None` when none can be built.
+    pub fn example_reply(&self, run: &RunId, c: &OpenCall) -> Option<Json> {
+        let sources = start_sources(&*self.inner.store, run).ok()?;
+        let program = self.program(&sources).ok()?;
+        let m = program.module(&sources.root)?;
+        let ty = reply_type(m, c)?;
+        let v = flow_abi::example::example(&ty, &m.report.types)?.to_json();
+        // Only a reply the resume would admit is offered.
+        flow_abi::decode_json(&v, &ty, &m.report.types).ok()?;
+        Some(json!({ "Ok": v }))
+    }
 }
