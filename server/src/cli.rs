@@ -16,6 +16,30 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// `println!` to standard output, ending quietly when the reader has gone
+/// (`flow history RUN | head`): see [`out_text`].
+macro_rules! out {
+    ($($t:tt)*) => {
+        out_text(&format!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// Writes `text` to standard output. A reader that closed the pipe ends
+/// the command quietly with exit 0, as it asked for no more; `println!`
+/// would panic. Any other write failure is said on stderr (exit 2).
+fn out_text(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("flow: cannot write standard output: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "flow",
@@ -175,7 +199,7 @@ pub fn main_with(cli: Cli) -> u8 {
         Ok(code) => code,
         Err(e) => {
             if json {
-                println!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
+                out!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
             } else {
                 eprintln!("flow: {e}");
             }
@@ -253,16 +277,14 @@ fn print_resume(
         shell_quote(&c.call)
     );
     match service.example_reply(run, c) {
-        Some(reply) => println!(
+        Some(reply) => out!(
             "    {head} --reply {}",
             shell_quote(&flow_abi::json::canonical(&reply))
         ),
         None => {
-            println!("    {head} --reply -");
-            println!(
-                "    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting"
-            );
-            println!("     {})", flow_abi::json::canonical(&c.args["schema"]));
+            out!("    {head} --reply -");
+            out!("    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting");
+            out!("     {})", flow_abi::json::canonical(&c.args["schema"]));
         }
     }
 }
@@ -282,7 +304,7 @@ fn shell_quote(s: &str) -> String {
 /// Reports a halted run: exit 130 (DESIGN §6).
 fn halted(g: &Global, run: &RunId) -> Result<u8> {
     if g.json {
-        println!("{}", json!({"run": run.as_str(), "state": "halted"}));
+        out!("{}", json!({"run": run.as_str(), "state": "halted"}));
     } else {
         eprintln!("{run} halted; continue it with: flow resume {run}");
     }
@@ -387,9 +409,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     }
                     v => json!({"run": run.as_str(), "verdict": v.to_string()}),
                 };
-                println!("{v}");
+                out!("{v}");
             } else {
-                println!("{verdict}");
+                out!("{verdict}");
             }
             Ok(if verdict == Verdict::Matched { 0 } else { 1 })
         }
@@ -408,13 +430,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 let store = open_store(&g)?;
                 let page = store.source_page(&run, &module, offset)?;
                 if g.json {
-                    println!(
+                    out!(
                         "{}",
                         json!({"module": page.module, "hash": page.hash, "offset": page.offset,
                             "text": page.text, "nextOffset": page.next_offset})
                     );
                 } else {
-                    print!("{}", page.text);
+                    out_text(&page.text);
                     if let Some(next) = page.next_offset {
                         eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
                     }
@@ -450,7 +472,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             let v = serde_json::to_value(&page).unwrap_or(Json::Null);
             if g.json {
-                println!("{v}");
+                out!("{v}");
             } else {
                 print_runs(&page, &v);
             }
@@ -468,9 +490,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let s = flow_store::export_run(&*store, &run, &out)?;
             let v = json!({"run": run.as_str(), "out": out.display().to_string(), "facts": s.facts, "blobs": s.blobs});
             if g.json {
-                println!("{v}");
+                out!("{v}");
             } else {
-                println!(
+                out!(
                     "exported {run} to {} ({} facts, {} blobs)",
                     out.display(),
                     s.facts,
@@ -490,18 +512,18 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .iter()
                     .map(|r| json!({"test": r.name, "passed": r.failure.is_none(), "failure": r.failure, "broken": r.broken}))
                     .collect();
-                println!(
+                out!(
                     "{}",
                     json!({"tests": rows, "passed": results.len() - failed, "failed": failed})
                 );
             } else {
                 for r in &results {
                     match &r.failure {
-                        None => println!("ok    {}", r.name),
-                        Some(why) => println!("FAIL  {}: {why}", r.name),
+                        None => out!("ok    {}", r.name),
+                        Some(why) => out!("FAIL  {}: {why}", r.name),
                     }
                 }
-                println!(
+                out!(
                     "flow test: {} passed, {failed} failed",
                     results.len() - failed
                 );
@@ -522,11 +544,11 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),
             };
             if g.json {
-                println!("{}", json!({"run": run.as_str(), "imported": fresh}));
+                out!("{}", json!({"run": run.as_str(), "imported": fresh}));
             } else if fresh {
-                println!("imported {run}");
+                out!("imported {run}");
             } else {
-                println!("{run} is already stored; nothing changed");
+                out!("{run} is already stored; nothing changed");
             }
             Ok(0)
         }
@@ -563,11 +585,11 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
     let sources = Sources::read(flow)?;
     let (all, errors) = sources.diagnostics();
     if g.json {
-        println!("{}", json!({"diagnostics": all, "errors": errors}));
+        out!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {
         let style = styled(g);
         for d in &all {
-            println!(
+            out!(
                 "{}[{}] {}#{}: {}",
                 label(d["severity"].as_str().unwrap_or("error"), style),
                 d["code"].as_str().unwrap_or("-"),
@@ -577,7 +599,7 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
             );
         }
         if errors == 0 {
-            println!("{}: checks ({} warnings)", flow.display(), all.len());
+            out!("{}: checks ({} warnings)", flow.display(), all.len());
         }
     }
     Ok(if errors == 0 { 0 } else { 2 })
@@ -594,7 +616,7 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
     }
     let sources = Sources::read(flow)?;
     let program = sources.program()?;
-    println!("{}", flow_abi::json::canonical(&program.tools_document()));
+    out!("{}", flow_abi::json::canonical(&program.tools_document()));
     Ok(0)
 }
 
@@ -625,7 +647,7 @@ fn history(
             m.remove("delta");
             m.insert("state".into(), store.checkpoint_state(&run, n)?);
         }
-        println!("{}", flow_abi::json::canonical(&v));
+        out!("{}", flow_abi::json::canonical(&v));
         return Ok(0);
     }
     let q = HistoryQuery {
@@ -637,7 +659,7 @@ fn history(
     let page = store.history_page(&run, &q)?;
     let v = serde_json::to_value(&page).unwrap_or(Json::Null);
     if g.json {
-        println!("{v}");
+        out!("{v}");
         return Ok(0);
     }
     let info = store.run_info(&run)?;
@@ -647,7 +669,7 @@ fn history(
     } else {
         "incomplete"
     };
-    println!(
+    out!(
         "{}  {}  ({record})  {} facts  entry {}",
         run,
         info.state.as_str(),
@@ -657,9 +679,9 @@ fn history(
     for f in v["facts"].as_array().into_iter().flatten() {
         let text = f["text"].as_str().unwrap_or("");
         if summary {
-            println!("{:>5}  {}", f["n"], f["kind"].as_str().unwrap_or(""));
+            out!("{:>5}  {}", f["n"], f["kind"].as_str().unwrap_or(""));
         } else {
-            println!(
+            out!(
                 "{:>5}  {:<10}  {}",
                 f["n"],
                 f["kind"].as_str().unwrap_or(""),
@@ -669,7 +691,7 @@ fn history(
     }
     let total = v["page"]["total"].as_u64().unwrap_or(0);
     let shown = v["facts"].as_array().map_or(0, Vec::len) as u64;
-    println!("{shown} of {total} facts shown");
+    out!("{shown} of {total} facts shown");
     Ok(0)
 }
 
@@ -677,7 +699,7 @@ fn history(
 /// word and discovery's record, as `flow history` shows them.
 fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
     if page.runs.is_empty() {
-        println!("no runs");
+        out!("no runs");
     }
     for (row, r) in page
         .runs
@@ -685,7 +707,7 @@ fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
         .zip(v["runs"].as_array().into_iter().flatten())
     {
         let record = format!("({})", r["record"].as_str().unwrap_or(""));
-        println!(
+        out!(
             "{}  {:<9}  {:<22}  {}",
             row.run,
             row.state().map_or("-", RunState::as_str),
@@ -697,27 +719,27 @@ fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
         eprintln!("problem: {p}");
     }
     if let Some(next) = v["nextAfter"].as_str() {
-        println!("more: flow runs --after {next}");
+        out!("more: flow runs --after {next}");
     }
 }
 
 fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {
     if g.json {
-        println!("{}", r.to_json());
+        out!("{}", r.to_json());
         return Ok(r.exit_code());
     }
     match r {
         RunResult::Completed { output, exit, run } => {
-            println!("{}", flow_abi::json::canonical(output));
+            out!("{}", flow_abi::json::canonical(output));
             if exit != "success" {
                 eprintln!("{run} completed with exit code {exit}");
             }
         }
         RunResult::Faulted { run, why } => eprintln!("{run} faulted: {why}"),
         RunResult::Paused { run, open } => {
-            println!("{run} paused; pending calls:");
+            out!("{run} paused; pending calls:");
             for c in open {
-                println!("  {}  {}  at node {}", c.call, c.tool, c.node);
+                out!("  {}  {}  at node {}", c.call, c.tool, c.node);
                 if c.tool == crate::host::HUMAN {
                     print_resume(g, service, run, c, allow);
                 }

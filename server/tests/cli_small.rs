@@ -252,3 +252,55 @@ fn runs_and_history_share_one_state_vocabulary() {
     assert_eq!(said(&["runs"]), "completed (complete)");
     assert_eq!(said(&["history", &run]), "completed (complete)");
 }
+
+/// A reader that closed the pipe (`flow history RUN | head`) ends every
+/// command quietly: no panic, exit 0, nothing on stderr.
+#[test]
+fn a_closed_output_pipe_ends_every_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = flow(d)
+        .args(["--json", "run", &review(), "--input", r#"{"text":"a"}"#])
+        .output()
+        .unwrap();
+    let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let run = v["run"].as_str().unwrap().to_string();
+    let review = review();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["history", &run],
+        vec!["--json", "history", &run],
+        vec!["history", &run, "--fact", "1"],
+        vec!["history", &run, "--source", "review.json"],
+        vec!["runs"],
+        vec!["--json", "runs"],
+        vec!["replay", &run],
+        vec!["check", &review],
+        vec!["tools", &review],
+        vec!["run", &review, "--input", r#"{"text":"b"}"#],
+        vec!["--json", "run", &review, "--input", r#"{"text":"c"}"#],
+        vec![
+            "resume",
+            &run,
+            "--call",
+            "c1:root#1",
+            "--reply",
+            r#"{"Ok":{"decision":"approved"}}"#,
+        ],
+        vec!["fork", &run, "--checkpoint", "3"],
+        vec!["--help"],
+        vec!["history", "--help"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = flow(d)
+            .args(&args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
