@@ -8,9 +8,7 @@ use crate::service::{Accepted, Progress, RunResult, RunService, ServiceOptions};
 use crate::source::Sources;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use flow_engine::replay::Verdict;
-use flow_store::{
-    DiscoveryQuery, HistoryQuery, ProblemStatus, RunId, RunState, SqliteOptions, SqliteStore,
-};
+use flow_store::{DiscoveryQuery, ProblemStatus, RunId, RunState, SqliteOptions, SqliteStore};
 use serde_json::{Value as Json, json};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -20,14 +18,14 @@ use std::sync::Arc;
 /// (`flow history RUN | head`): see [`out_text`].
 macro_rules! out {
     ($($t:tt)*) => {
-        out_text(&format!("{}\n", format_args!($($t)*)))
+        $crate::cli::out_text(&format!("{}\n", format_args!($($t)*)))
     };
 }
 
 /// Writes `text` to standard output. A reader that closed the pipe ends
 /// the command quietly with exit 0, as it asked for no more; `println!`
 /// would panic. Any other write failure is said on stderr (exit 2).
-fn out_text(text: &str) {
+pub(crate) fn out_text(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -39,6 +37,8 @@ fn out_text(text: &str) {
         }
     }
 }
+
+mod history;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -425,25 +425,17 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             offset,
             limit,
         } => {
-            if let Some(module) = source {
-                let run = run_id(&run)?;
-                let store = open_store(&g)?;
-                let page = store.source_page(&run, &module, offset)?;
-                if g.json {
-                    out!(
-                        "{}",
-                        json!({"module": page.module, "hash": page.hash, "offset": page.offset,
-                            "text": page.text, "nextOffset": page.next_offset})
-                    );
-                } else {
-                    out_text(&page.text);
-                    if let Some(next) = page.next_offset {
-                        eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
-                    }
-                }
-                return Ok(0);
-            }
-            history(&g, &run, kind, search, fact, summary, offset, limit)
+            let ask = history::Ask {
+                run,
+                kind,
+                search,
+                fact,
+                summary,
+                source,
+                offset,
+                limit,
+            };
+            history::history(&g, ask).await
         }
         Command::Runs {
             limit,
@@ -617,81 +609,6 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
     let sources = Sources::read(flow)?;
     let program = sources.program()?;
     out!("{}", flow_abi::json::canonical(&program.tools_document()));
-    Ok(0)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn history(
-    g: &Global,
-    run: &str,
-    kind: Option<String>,
-    search: Option<String>,
-    fact: Option<u64>,
-    summary: bool,
-    offset: u64,
-    limit: u32,
-) -> Result<u8> {
-    let run = run_id(run)?;
-    let store = open_store(g)?;
-    if let Some(n) = fact {
-        let h = store.read_history(&run)?;
-        let f = h
-            .facts
-            .iter()
-            .find(|f| f.n == n)
-            .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
-        let mut v = store.expand(&f.fact)?;
-        if f.kind == flow_store::FactKind::Checkpoint
-            && let Json::Object(m) = &mut v
-        {
-            m.remove("delta");
-            m.insert("state".into(), store.checkpoint_state(&run, n)?);
-        }
-        out!("{}", flow_abi::json::canonical(&v));
-        return Ok(0);
-    }
-    let q = HistoryQuery {
-        kind,
-        search,
-        offset: Some(offset),
-        limit: Some(limit.min(200)),
-    };
-    let page = store.history_page(&run, &q)?;
-    let v = serde_json::to_value(&page).unwrap_or(Json::Null);
-    if g.json {
-        out!("{v}");
-        return Ok(0);
-    }
-    let info = store.run_info(&run)?;
-    // The same words as `flow runs`: state, then discovery's record.
-    let record = if info.ending.is_some() {
-        "complete"
-    } else {
-        "incomplete"
-    };
-    out!(
-        "{}  {}  ({record})  {} facts  entry {}",
-        run,
-        info.state.as_str(),
-        info.last_fact.n,
-        info.entry.module
-    );
-    for f in v["facts"].as_array().into_iter().flatten() {
-        let text = f["text"].as_str().unwrap_or("");
-        if summary {
-            out!("{:>5}  {}", f["n"], f["kind"].as_str().unwrap_or(""));
-        } else {
-            out!(
-                "{:>5}  {:<10}  {}",
-                f["n"],
-                f["kind"].as_str().unwrap_or(""),
-                text
-            );
-        }
-    }
-    let total = v["page"]["total"].as_u64().unwrap_or(0);
-    let shown = v["facts"].as_array().map_or(0, Vec::len) as u64;
-    out!("{shown} of {total} facts shown");
     Ok(0)
 }
 
