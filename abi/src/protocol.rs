@@ -28,15 +28,15 @@
 //! never holds a raw newline.
 //!
 //! Line length is the reader's business. A reader buffers at most
-//! [`MAX_LINE_BYTES`] of one line (e.g. a codec with that maximum length),
-//! discards the rest up to the next newline, and, since nothing in a line it
-//! did not keep can be attributed to a call, treats it as the process
-//! misbehaving (ending it makes its outstanding calls Unknown or NotRun by the
-//! rule for a process that ends). [`parse_line`] refuses a longer line as
-//! [`Error::LineTooLong`] as a backstop. A reply that fits in a line but
-//! whose value is larger than [`crate::limits::MAX_REPLY_BYTES`] is
-//! attributable, and is refused as [`Error::BadOutcome`] so the runtime
-//! admits it as BadReply.
+//! [`MAX_LINE_BYTES`] of one line and skims the rest for its envelope
+//! (flow-tools' `lines`), so a longer reply is still BadReply for its call;
+//! [`parse_line`] refuses a longer line as [`Error::LineTooLong`] as a
+//! backstop. A reply that fits in a line but whose value is larger than
+//! [`crate::limits::MAX_REPLY_BYTES`] is attributable, and is refused as
+//! [`Error::BadOutcome`] so the runtime admits it as BadReply; so is any
+//! shape problem of a message that names a reply's run and call. A line the
+//! strict reader refuses ([`Error::Json`], e.g. a number past its limits) is
+//! attributed by the reader from its skimmed envelope the same way.
 //!
 //! Members: within a data major version, minors only add. A describe result
 //! from an implementation speaking a newer minor may carry members this
@@ -452,7 +452,35 @@ pub fn parse_line(line: &str) -> Result<Message, Error> {
 }
 
 /// Reads an already parsed JSON-RPC object into a message.
+///
+/// A message that names a reply's call (`method` "reply" and string
+/// `params.run` and `params.call`) is that call's reply whatever else is
+/// wrong with it: any shape problem is [`Error::BadOutcome`] for the call
+/// (PRO-13: the envelope is read before the rest is judged).
 pub fn parse_message(v: &Json) -> Result<Message, Error> {
+    read_message(v).map_err(|e| match (e, reply_key(v)) {
+        (e @ Error::Shape { .. }, Some((run, call))) => Error::BadOutcome {
+            run,
+            call,
+            reason: e.to_string(),
+        },
+        (e, _) => e,
+    })
+}
+
+/// The (run, call) a message that says it is a reply names.
+fn reply_key(v: &Json) -> Option<(String, String)> {
+    if v.get("method")?.as_str()? != "reply" {
+        return None;
+    }
+    let p = v.get("params")?;
+    Some((
+        p.get("run")?.as_str()?.to_string(),
+        p.get("call")?.as_str()?.to_string(),
+    ))
+}
+
+fn read_message(v: &Json) -> Result<Message, Error> {
     let Json::Object(m) = v else {
         return Err(shape(
             "",
@@ -1368,6 +1396,21 @@ mod tests {
         let mut v = reply(json!({"Ok": 1}));
         v["params"].as_object_mut().unwrap().remove("outcome");
         bad_outcome(v, "missing member \"outcome\"");
+    }
+
+    /// PRO-13: a reply whose envelope names its call is that call's reply,
+    /// whatever else is wrong with the message.
+    #[test]
+    fn envelope_problems_of_a_named_reply_are_attributed() {
+        let mut v = reply(json!({"Ok": 1}));
+        v["extra"] = json!(1);
+        bad_outcome(v, "unknown member \"extra\"");
+        let mut v = reply(json!({"Ok": 1}));
+        v["id"] = json!(3);
+        bad_outcome(v, "carries no id");
+        let mut v = reply(json!({"Ok": 1}));
+        v["jsonrpc"] = json!("1.0");
+        bad_outcome(v, "jsonrpc must be");
     }
 
     #[test]

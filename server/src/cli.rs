@@ -8,11 +8,37 @@ use crate::service::{Accepted, Progress, RunResult, RunService, ServiceOptions};
 use crate::source::Sources;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use flow_engine::replay::Verdict;
-use flow_store::{DiscoveryQuery, HistoryQuery, RunId, RunState, SqliteOptions, SqliteStore};
+use flow_store::{DiscoveryQuery, ProblemStatus, RunId, RunState, SqliteOptions, SqliteStore};
 use serde_json::{Value as Json, json};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// `println!` to standard output, ending quietly when the reader has gone
+/// (`flow history RUN | head`): see [`out_text`].
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::cli::out_text(&format!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// Writes `text` to standard output. A reader that closed the pipe ends
+/// the command quietly with exit 0, as it asked for no more; `println!`
+/// would panic. Any other write failure is said on stderr (exit 2).
+pub(crate) fn out_text(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("flow: cannot write standard output: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+mod history;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -81,14 +107,23 @@ pub enum Command {
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.
     Replay { run: String },
-    /// Start a new run from a checkpoint of another.
+    /// Start a new run from a checkpoint of another, on its recorded
+    /// program or, with --flow, on a newer one that fits.
     Fork {
         run: String,
+        /// The fact number of a root-task Checkpoint in RUN's history (see
+        /// `flow history RUN --kind Checkpoint`).
         #[arg(long)]
         checkpoint: u64,
         /// Replace a state field: field=JSON (repeatable).
         #[arg(long = "set")]
         set: Vec<String>,
+        /// Fork onto this program (e.g. the fixed file) instead of the
+        /// recorded one: the same flow id, the checkpoint's node, and state
+        /// that fits its state_schema, or the fork is refused. Its flow.toml
+        /// binds its Tools.
+        #[arg(long)]
+        flow: Option<PathBuf>,
         #[arg(long)]
         allow: bool,
     },
@@ -170,7 +205,7 @@ pub fn main_with(cli: Cli) -> u8 {
         Ok(code) => code,
         Err(e) => {
             if json {
-                println!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
+                out!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
             } else {
                 eprintln!("flow: {e}");
             }
@@ -226,7 +261,7 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
     let code = match r {
         Some(r) => {
             clear_progress(g);
-            r.and_then(|r| show_result(g, &r, allow))
+            r.and_then(|r| show_result(g, service, &r, allow))
         }
         None => {
             let _ = service.halt(&run, json!({"reason": "interrupt"})).await;
@@ -238,10 +273,56 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
     code
 }
 
+/// The resume command for a pending human call, runnable as printed: the
+/// same `--data` (when it is not the default) and `--allow`, and a reply
+/// that fits the call's type; when none can be built, `--reply -` with the
+/// schema the reply must fit.
+fn print_resume(
+    g: &Global,
+    service: &RunService,
+    run: &RunId,
+    c: &flow_engine::machine::OpenCall,
+    allow: bool,
+) {
+    let data = if g.data == Path::new(".flow") {
+        String::new()
+    } else {
+        format!(" --data {}", shell_quote(&g.data.to_string_lossy()))
+    };
+    let allow = if allow { " --allow" } else { "" };
+    let head = format!(
+        "flow{data} resume {run} --call {}{allow}",
+        shell_quote(&c.call)
+    );
+    match service.example_reply(run, c) {
+        Some(reply) => out!(
+            "    {head} --reply {}",
+            shell_quote(&flow_abi::json::canonical(&reply))
+        ),
+        None => {
+            out!("    {head} --reply -");
+            out!("    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting");
+            out!("     {})", flow_abi::json::canonical(&c.args["schema"]));
+        }
+    }
+}
+
+/// `s` as one POSIX shell word.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// Reports a halted run: exit 130 (DESIGN §6).
 fn halted(g: &Global, run: &RunId) -> Result<u8> {
     if g.json {
-        println!("{}", json!({"run": run.as_str(), "state": "halted"}));
+        out!("{}", json!({"run": run.as_str(), "state": "halted"}));
     } else {
         eprintln!("{run} halted; continue it with: flow resume {run}");
     }
@@ -321,6 +402,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             run,
             checkpoint,
             set,
+            flow,
             allow,
         } => {
             let run = run_id(&run)?;
@@ -331,8 +413,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
                 sets.push((k.to_string(), v.to_string()));
             }
+            let onto = flow.as_deref().map(Sources::read).transpose()?;
             let service = service(&g, open_store(&g)?, allow);
-            let accepted = service.fork(&run, checkpoint, &sets).await?;
+            let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {
@@ -352,9 +435,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     }
                     v => json!({"run": run.as_str(), "verdict": v.to_string()}),
                 };
-                println!("{v}");
+                out!("{v}");
             } else {
-                println!("{verdict}");
+                out!("{verdict}");
             }
             Ok(if verdict == Verdict::Matched { 0 } else { 1 })
         }
@@ -368,25 +451,17 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             offset,
             limit,
         } => {
-            if let Some(module) = source {
-                let run = run_id(&run)?;
-                let store = open_store(&g)?;
-                let page = store.source_page(&run, &module, offset)?;
-                if g.json {
-                    println!(
-                        "{}",
-                        json!({"module": page.module, "hash": page.hash, "offset": page.offset,
-                            "text": page.text, "nextOffset": page.next_offset})
-                    );
-                } else {
-                    print!("{}", page.text);
-                    if let Some(next) = page.next_offset {
-                        eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
-                    }
-                }
-                return Ok(0);
-            }
-            history(&g, &run, kind, search, fact, summary, offset, limit)
+            let ask = history::Ask {
+                run,
+                kind,
+                search,
+                fact,
+                summary,
+                source,
+                offset,
+                limit,
+            };
+            history::history(&g, ask).await
         }
         Command::Runs {
             limit,
@@ -415,11 +490,17 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             let v = serde_json::to_value(&page).unwrap_or(Json::Null);
             if g.json {
-                println!("{v}");
+                out!("{v}");
             } else {
-                print_runs(&v);
+                print_runs(&page, &v);
             }
-            Ok(0)
+            // DISC-25: "The CLI exits 0 for an inspected page or missing
+            // root and 2 for another root problem."
+            let root_problem = page
+                .problems
+                .iter()
+                .any(|p| p.component == "root" && p.status != ProblemStatus::NotCreated);
+            Ok(if root_problem { 2 } else { 0 })
         }
         Command::Export { run, out } => {
             let run = run_id(&run)?;
@@ -427,9 +508,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             let s = flow_store::export_run(&*store, &run, &out)?;
             let v = json!({"run": run.as_str(), "out": out.display().to_string(), "facts": s.facts, "blobs": s.blobs});
             if g.json {
-                println!("{v}");
+                out!("{v}");
             } else {
-                println!(
+                out!(
                     "exported {run} to {} ({} facts, {} blobs)",
                     out.display(),
                     s.facts,
@@ -449,18 +530,18 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     .iter()
                     .map(|r| json!({"test": r.name, "passed": r.failure.is_none(), "failure": r.failure, "broken": r.broken}))
                     .collect();
-                println!(
+                out!(
                     "{}",
                     json!({"tests": rows, "passed": results.len() - failed, "failed": failed})
                 );
             } else {
                 for r in &results {
                     match &r.failure {
-                        None => println!("ok    {}", r.name),
-                        Some(why) => println!("FAIL  {}: {why}", r.name),
+                        None => out!("ok    {}", r.name),
+                        Some(why) => out!("FAIL  {}: {why}", r.name),
                     }
                 }
-                println!(
+                out!(
                     "flow test: {} passed, {failed} failed",
                     results.len() - failed
                 );
@@ -481,11 +562,11 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),
             };
             if g.json {
-                println!("{}", json!({"run": run.as_str(), "imported": fresh}));
+                out!("{}", json!({"run": run.as_str(), "imported": fresh}));
             } else if fresh {
-                println!("imported {run}");
+                out!("imported {run}");
             } else {
-                println!("{run} is already stored; nothing changed");
+                out!("{run} is already stored; nothing changed");
             }
             Ok(0)
         }
@@ -522,11 +603,11 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
     let sources = Sources::read(flow)?;
     let (all, errors) = sources.diagnostics();
     if g.json {
-        println!("{}", json!({"diagnostics": all, "errors": errors}));
+        out!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {
         let style = styled(g);
         for d in &all {
-            println!(
+            out!(
                 "{}[{}] {}#{}: {}",
                 label(d["severity"].as_str().unwrap_or("error"), style),
                 d["code"].as_str().unwrap_or("-"),
@@ -536,7 +617,7 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
             );
         }
         if errors == 0 {
-            println!("{}: checks ({} warnings)", flow.display(), all.len());
+            out!("{}: checks ({} warnings)", flow.display(), all.len());
         }
     }
     Ok(if errors == 0 { 0 } else { 2 })
@@ -553,90 +634,27 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
     }
     let sources = Sources::read(flow)?;
     let program = sources.program()?;
-    println!("{}", flow_abi::json::canonical(&program.tools_document()));
+    out!("{}", flow_abi::json::canonical(&program.tools_document()));
     Ok(0)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn history(
-    g: &Global,
-    run: &str,
-    kind: Option<String>,
-    search: Option<String>,
-    fact: Option<u64>,
-    summary: bool,
-    offset: u64,
-    limit: u32,
-) -> Result<u8> {
-    let run = run_id(run)?;
-    let store = open_store(g)?;
-    if let Some(n) = fact {
-        let h = store.read_history(&run)?;
-        let f = h
-            .facts
-            .iter()
-            .find(|f| f.n == n)
-            .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
-        let mut v = store.expand(&f.fact)?;
-        if f.kind == flow_store::FactKind::Checkpoint
-            && let Json::Object(m) = &mut v
-        {
-            m.remove("delta");
-            m.insert("state".into(), store.checkpoint_state(&run, n)?);
-        }
-        println!("{}", flow_abi::json::canonical(&v));
-        return Ok(0);
+/// The rows as `RUN  STATE  (RECORD)  ENTRY`: the run service's state
+/// word and discovery's record, as `flow history` shows them.
+fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
+    if page.runs.is_empty() {
+        out!("no runs");
     }
-    let q = HistoryQuery {
-        kind,
-        search,
-        offset: Some(offset),
-        limit: Some(limit.min(200)),
-    };
-    let page = store.history_page(&run, &q)?;
-    let v = serde_json::to_value(&page).unwrap_or(Json::Null);
-    if g.json {
-        println!("{v}");
-        return Ok(0);
-    }
-    let info = store.run_info(&run)?;
-    println!(
-        "{}  {}  {} facts  entry {}",
-        run,
-        info.state.as_str(),
-        info.last_fact.n,
-        info.entry.module
-    );
-    for f in v["facts"].as_array().into_iter().flatten() {
-        let text = f["text"].as_str().unwrap_or("");
-        if summary {
-            println!("{:>5}  {}", f["n"], f["kind"].as_str().unwrap_or(""));
-        } else {
-            println!(
-                "{:>5}  {:<10}  {}",
-                f["n"],
-                f["kind"].as_str().unwrap_or(""),
-                text
-            );
-        }
-    }
-    let total = v["page"]["total"].as_u64().unwrap_or(0);
-    let shown = v["facts"].as_array().map_or(0, Vec::len) as u64;
-    println!("{shown} of {total} facts shown");
-    Ok(0)
-}
-
-fn print_runs(v: &Json) {
-    let rows = v["runs"].as_array().cloned().unwrap_or_default();
-    if rows.is_empty() {
-        println!("no runs");
-    }
-    for r in &rows {
-        println!(
-            "{}  {:<10}  {:<10}  {}",
-            r["run"].as_str().unwrap_or(""),
-            r["record"].as_str().unwrap_or(""),
-            r["ending"].as_str().unwrap_or("-"),
+    for (row, r) in page
+        .runs
+        .iter()
+        .zip(v["runs"].as_array().into_iter().flatten())
+    {
+        let record = format!("({})", r["record"].as_str().unwrap_or(""));
+        out!(
+            "{}  {:<9}  {:<22}  {}",
+            row.run,
+            row.state().map_or("-", RunState::as_str),
+            record,
             r["entry"]["module"].as_str().unwrap_or("")
         );
     }
@@ -644,33 +662,29 @@ fn print_runs(v: &Json) {
         eprintln!("problem: {p}");
     }
     if let Some(next) = v["nextAfter"].as_str() {
-        println!("more: flow runs --after {next}");
+        out!("more: flow runs --after {next}");
     }
 }
 
-fn show_result(g: &Global, r: &RunResult, allow: bool) -> Result<u8> {
+fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {
     if g.json {
-        println!("{}", r.to_json());
+        out!("{}", r.to_json());
         return Ok(r.exit_code());
     }
     match r {
         RunResult::Completed { output, exit, run } => {
-            println!("{}", flow_abi::json::canonical(output));
+            out!("{}", flow_abi::json::canonical(output));
             if exit != "success" {
                 eprintln!("{run} completed with exit code {exit}");
             }
         }
         RunResult::Faulted { run, why } => eprintln!("{run} faulted: {why}"),
         RunResult::Paused { run, open } => {
-            println!("{run} paused; pending calls:");
+            out!("{run} paused; pending calls:");
             for c in open {
-                println!("  {}  {}  at node {}", c.call, c.tool, c.node);
+                out!("  {}  {}  at node {}", c.call, c.tool, c.node);
                 if c.tool == crate::host::HUMAN {
-                    let allow = if allow { " --allow" } else { "" };
-                    println!(
-                        "    flow resume {run} --call '{}' --reply '{{\"Ok\": …}}'{allow}",
-                        c.call
-                    );
+                    print_resume(g, service, run, c, allow);
                 }
             }
         }

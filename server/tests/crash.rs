@@ -171,11 +171,13 @@ fn quickstart_triage_with_real_tool_processes() {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let line = text
         .lines()
-        .find(|l| l.trim_start().starts_with("flow resume"))
+        .find(|l| l.trim_start().starts_with("flow --data "))
         .unwrap_or_else(|| panic!("no resume line in {text}"));
-    let run = line.split_whitespace().nth(2).unwrap().to_string();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.get(3), Some(&"resume"), "{line}");
+    let run = words[4].to_string();
     assert!(
-        line.contains("--call 'c1:root#3'") && line.ends_with("--allow"),
+        line.contains("--call 'c1:root#3' --allow --reply '{\"Ok\":{\"decision\":\"send\""),
         "{line}"
     );
     let (code, v) = json(flow(data.path()).args([

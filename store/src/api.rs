@@ -293,6 +293,23 @@ pub struct DiscoveryRow {
     pub problem: Option<Problem>,
 }
 
+impl DiscoveryRow {
+    /// The run service's state word for what the row shows (docs/cli.md,
+    /// "One state vocabulary"): completed or faulted by its ending, halted
+    /// or paused by a matching host decision, running for any other
+    /// incomplete record; `None` when the record cannot say.
+    pub fn state(&self) -> Option<RunState> {
+        match (self.ending, &self.host_decision) {
+            (Some(Ending::Completed), _) => Some(RunState::Completed),
+            (Some(Ending::Faulted), _) => Some(RunState::Faulted),
+            (None, Some(d)) if d.kind == HostRecordKind::Halt => Some(RunState::Halted),
+            (None, Some(d)) if d.kind == HostRecordKind::Pause => Some(RunState::Paused),
+            (None, _) if self.record == RecordStatus::Incomplete => Some(RunState::Running),
+            _ => None,
+        }
+    }
+}
+
 /// Seed: "The result has runs, nextAfter and problems."
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

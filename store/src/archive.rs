@@ -798,15 +798,7 @@ pub fn inspect_archives(root: &Path, query: &DiscoveryQuery) -> Result<Discovery
         let row = inspect_run(&dir, id, &mut budget);
         if let Some(s) = q.state {
             // The state filter applies to what a directory can show.
-            let shown = match (row.ending, &row.host_decision) {
-                (Some(Ending::Completed), _) => Some(RunState::Completed),
-                (Some(Ending::Faulted), _) => Some(RunState::Faulted),
-                (None, Some(d)) if d.kind == HostRecordKind::Halt => Some(RunState::Halted),
-                (None, Some(d)) if d.kind == HostRecordKind::Pause => Some(RunState::Paused),
-                (None, _) if row.record == RecordStatus::Incomplete => Some(RunState::Running),
-                _ => None,
-            };
-            if shown != Some(s) {
+            if row.state() != Some(s) {
                 continue;
             }
         }

@@ -1,4 +1,5 @@
-//! Reading protocol lines with a hard size limit.
+//! Reading protocol lines with a hard size limit, and skimming a line's
+//! envelope.
 //!
 //! host-boundary.txt, "Decoding": a reply "larger than the host's size limit"
 //! is BadReply, "a value the program can handle, never a fault". So an
@@ -8,6 +9,14 @@
 //! that keeps only short member values (`id`, `method`, and the members of
 //! `params` such as `run` and `call`), so the call can be answered BadReply.
 //! Memory stays bounded by the limit whatever the peer sends.
+//!
+//! The same skim reads the envelope of a line within the limit that the
+//! strict reader refuses (a number such as `1e5000` past its limits, a
+//! duplicate key, a lone surrogate, nesting too deep): the envelope says
+//! which call the line answers before its values are judged (PRO-13). The
+//! skim is lenient about everything but the members it keeps: a kept member
+//! that occurs twice at its place keeps nothing, so an ambiguous line is
+//! tied to no call.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
@@ -82,8 +91,9 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
 /// members at the top level and inside `params`.
 #[derive(Debug, Default)]
 pub struct Skim {
-    /// Kept members: (`id` | `method` | `params.run` ...) → raw JSON text.
-    kept: Vec<(String, Vec<u8>)>,
+    /// Members seen: (`id` | `method` | `params.run` ...) → raw JSON text,
+    /// or `None` when it was too long to keep.
+    kept: Vec<(String, Option<Vec<u8>>)>,
     /// Nesting depth outside strings.
     depth: usize,
     /// Whether each of the first three levels is an object.
@@ -101,13 +111,21 @@ pub struct Skim {
 }
 
 impl Skim {
+    /// Skims one whole line.
+    pub fn of(line: &[u8]) -> Skim {
+        let mut s = Skim::default();
+        s.feed(line);
+        s
+    }
+
     /// The kept raw text of a member (`"id"`, `"method"`, `"params.call"`),
-    /// if it was short enough to keep whole.
+    /// if it occurs once and was short enough to keep whole.
     pub fn member(&self, path: &str) -> Option<&str> {
-        self.kept
-            .iter()
-            .find(|(k, _)| k == path)
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        let mut found = self.kept.iter().filter(|(k, _)| k == path);
+        match (found.next(), found.next()) {
+            (Some((_, Some(v))), None) => std::str::from_utf8(v).ok(),
+            _ => None,
+        }
     }
 
     fn feed(&mut self, bytes: &[u8]) {
@@ -195,10 +213,8 @@ impl Skim {
         let ends = matches!(&self.capture, Some((_, d, _, _)) if *d == self.depth);
         if ends && let Some((path, _, mut text, over)) = self.capture.take() {
             text.pop(); // the delimiter itself
-            if !over {
-                let trimmed = text.trim_ascii().to_vec();
-                self.kept.push((path, trimmed));
-            }
+            let kept = (!over).then(|| text.trim_ascii().to_vec());
+            self.kept.push((path, kept));
         }
     }
 }
@@ -237,5 +253,21 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(&out[2], Line::Text(t) if t == "last"));
+    }
+
+    /// A member kept twice at its place is ambiguous and keeps nothing; one
+    /// too long to keep still counts as an occurrence.
+    #[test]
+    fn duplicate_members_keep_nothing() {
+        let s = Skim::of(br#"{"method":"reply","params":{"call":"a","run":"r","call":"b"}}"#);
+        assert_eq!(s.member("params.call"), None);
+        assert_eq!(s.member("params.run"), Some("\"r\""));
+        let long = "y".repeat(KEEP + 10);
+        let line = format!(r#"{{"params":{{"call":"{long}","call":"b"}}}}"#);
+        assert_eq!(Skim::of(line.as_bytes()).member("params.call"), None);
+        // Values past the strict reader's limits do not disturb the skim.
+        let s = Skim::of(br#"{"jsonrpc":"2.0","method":"reply","params":{"run":"r","call":"c","outcome":{"Ok":{"y":1e5000,"y":[[[[]]]]}}}}"#);
+        assert_eq!(s.member("params.call"), Some("\"c\""));
+        assert_eq!(s.member("method"), Some("\"reply\""));
     }
 }

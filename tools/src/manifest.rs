@@ -130,8 +130,11 @@ impl Manifest {
     /// Parses manifest text as if it were the file at `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Manifest, ConfigError> {
         let path = path.to_path_buf();
+        // A bare file name (`flow serve --tools flow.toml`) has the parent
+        // "", in which no command can start: its directory is ".".
         let dir = path
             .parent()
+            .filter(|d| !d.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let root: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             path: path.clone(),

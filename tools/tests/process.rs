@@ -107,6 +107,40 @@ async fn bad_replies() {
     );
 }
 
+/// PRO-13: a reply line the strict reader refuses (a number past its
+/// limits, a duplicate key, nesting too deep) or whose envelope is malformed
+/// is BadReply for the call it names, read from its envelope; never a hang.
+/// A line naming its call twice is ambiguous and names none.
+#[tokio::test]
+async fn replies_past_the_readers_limits_are_bad_replies() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(dir.path(), &[]).await.unwrap();
+    for (i, (raw, needle)) in [
+        ("bignum", "does not decode"),
+        ("dupkey", "does not decode"),
+        ("deep", "does not decode"),
+        ("extra", "carries no id"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let call = format!("c{i}");
+        let out = tokio::time::timeout(
+            Duration::from_secs(10),
+            p.call(req(&call, "t.json#echo", &format!("raw:{raw}"))),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{raw}: no outcome"));
+        match out {
+            CallOutcome::BadReply(why) => assert!(why.contains(needle), "{raw}: {why}"),
+            other => panic!("{raw}: {other:?}"),
+        }
+    }
+    // The ambiguous line is dropped; the reply after it counts.
+    let out = p.call(req("c9", "t.json#echo", "raw:twocalls")).await;
+    assert_eq!(ok_text(&out).as_deref(), Some("after an ambiguous line"));
+}
+
 /// DEC-7: a reply larger than the limit is BadReply for its call, and the
 /// process carries on.
 #[tokio::test]

@@ -138,6 +138,19 @@ pub struct ForkRequest {
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub set: Option<BTreeMap<String, Json>>,
+    /// Fork onto this program instead of the recorded one, as the start
+    /// body gives it (with `modules` and `name`): it must have the same flow
+    /// id, the checkpoint's node, and a `state_schema` the checkpoint's
+    /// state fits, or the fork is refused (422) and nothing is recorded.
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    pub flow: Option<Json>,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: Option<String>,
     #[serde(default)]
     pub wait: Option<u64>,
 }
@@ -549,7 +562,7 @@ pub async fn replay_run(
         (status = 201, description = "The new run: `{run, state, parent}`", body = Object),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a root checkpoint, or a `set` value does not decode", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "Not a root checkpoint, a `set` value does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn fork_run(
     State(state): State<AppState>,
     PathArgs(parent): PathArgs<String>,
@@ -563,9 +576,22 @@ pub async fn fork_run(
         .flatten()
         .map(|(k, v)| (k.clone(), flow_abi::json::canonical(v)))
         .collect();
-    // Returns once the fork's Start is durable; a missing checkpoint or a
-    // `set` that does not decode is refused first.
-    let mut accepted = state.service().fork(&parent, req.checkpoint, &sets).await?;
+    let onto = match &req.flow {
+        Some(flow) => Some(sources(flow, &req.modules, &req.name)?),
+        None if req.modules.is_some() || req.name.is_some() => {
+            return Err(ApiError::unprocessable(
+                "modules and name go with flow (the program to fork onto)",
+            ));
+        }
+        None => None,
+    };
+    // Returns once the fork's Start is durable; a missing checkpoint, a
+    // `set` that does not decode or a program that does not fit is refused
+    // first.
+    let mut accepted = state
+        .service()
+        .fork(&parent, req.checkpoint, &sets, onto)
+        .await?;
     let run = accepted.run.clone();
     let mut body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(j)) => j,

@@ -380,24 +380,39 @@ impl RunService {
     /// Forks a run from a root-task Checkpoint: a new run whose Start names
     /// the parent and checkpoint, whose first Checkpoint is that node with
     /// that state (fields replaced as `sets` say, each decoded against
-    /// `state_schema`). Returns once the fork's Start is durable.
+    /// `state_schema`). It runs the recorded program, or `onto` when that
+    /// fits (FORK-4), bound as a start of `onto` would be. Returns once the
+    /// fork's Start is durable.
     pub async fn fork(
         &self,
         parent: &RunId,
         checkpoint: u64,
         sets: &[(String, String)],
+        onto: Option<Sources>,
     ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
+        let onto_dir = onto.as_ref().map(|s| s.dir.clone());
         let fork = {
             let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
-            tokio::task::spawn_blocking(move || this.prepare_fork(&p, checkpoint, &sets))
+            tokio::task::spawn_blocking(move || this.prepare_fork(&p, checkpoint, &sets, onto))
                 .await
                 .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
         };
         self.within_step_limit(&fork.program)?;
-        let (bound, dir) = self
-            .bind_recorded(parent, &fork.program, &fork.hash)
-            .await?;
+        let (bound, dir) = match onto_dir {
+            // Onto a new program: bound as a start of it would be.
+            Some(dir) => (
+                self.inner
+                    .bindings
+                    .bind(&self.inner.store, &fork.program, &fork.hash, dir.clone())
+                    .await?,
+                dir,
+            ),
+            None => {
+                self.bind_recorded(parent, &fork.program, &fork.hash)
+                    .await?
+            }
+        };
         let run = fork.run.clone();
         let mut sources = fork.sources.clone();
         sources.dir = dir;

@@ -300,16 +300,19 @@ impl RunService {
 
     /// A fork's Start and machine, from the parent's Start and the one
     /// Checkpoint (whatever the parent's length: nothing else is read).
+    /// A fork's Start and machine. With `onto`, the fork runs that program
+    /// instead of the recorded one, if it fits (FORK-4): see [`fit`].
     pub(super) fn prepare_fork(
         &self,
         parent: &RunId,
         checkpoint: u64,
         sets: &[(String, String)],
+        onto: Option<Sources>,
     ) -> Result<Fork> {
         let store = &*self.inner.store;
         let start = read_start(store, parent)?;
-        let sources = Sources::from_start(store, &start)?;
-        let program = self.program(&sources)?;
+        let recorded = Sources::from_start(store, &start)?;
+        let recorded_program = self.program(&recorded)?;
         let missing =
             || Error::NotFound(format!("{parent} has no Checkpoint at fact {checkpoint}"));
         if checkpoint < 2 {
@@ -339,17 +342,28 @@ impl RunService {
             .unwrap_or_default()
             .to_string();
         let mut state = store.checkpoint_state(parent, checkpoint)?;
+        let (sources, program, module) = match onto {
+            None => {
+                let module = match &start {
+                    Fact::Start { entry, .. } => entry.module.clone(),
+                    _ => recorded_program.root.clone(),
+                };
+                (recorded, recorded_program, module)
+            }
+            Some(onto) => {
+                let program = self.program(&onto)?;
+                fit(&recorded_program, &program, &node, &state)?;
+                let module = program.root.clone();
+                (onto, program, module)
+            }
+        };
         for (field, text) in sets {
-            let v = Machine::decode_state_field(&program, &program.root, field, text)
+            let v = Machine::decode_state_field(&program, &module, field, text)
                 .map_err(Error::Refused)?;
             if let Json::Object(m) = &mut state {
                 m.insert(field.clone(), v);
             }
         }
-        let module = match &start {
-            Fact::Start { entry, .. } => entry.module.clone(),
-            _ => program.root.clone(),
-        };
         let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
             .map_err(|e| Error::Refused(e.to_string()))?;
         let run = new_run_id();
@@ -371,6 +385,46 @@ impl RunService {
             effects,
         })
     }
+}
+
+/// Whether a fork may run `new` from a checkpoint of a run of `recorded`
+/// at `node` with `state`: running-a-program, "Forks": the new program
+/// "must have a top-level function of the same name in the same module,
+/// and every argument must fit its parameter types. Otherwise the fork is
+/// refused" (FORK-4). For a FlowSpec (REQUIREMENTS, FORK-4): the same flow
+/// `id`, a node of the checkpoint's id, and a state that decodes against the
+/// new `state_schema` (fields it does not declare are carried, as a record
+/// carries extra members; a required field the state lacks does not fit).
+fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()> {
+    let refused = |why: String| Error::Refused(format!("the program does not fit the fork: {why}"));
+    let (Some(old), Some(m)) = (recorded.root_module(), new.root_module()) else {
+        return Err(refused("a program has no root module".into()));
+    };
+    let (old_id, new_id) = (&old.report.flow.id, &m.report.flow.id);
+    if old_id != new_id {
+        return Err(refused(format!(
+            "its flow id is {new_id:?}, the run's is {old_id:?}"
+        )));
+    }
+    if m.node(node).is_none() {
+        return Err(refused(format!(
+            "it has no node {node:?}, the checkpoint's node"
+        )));
+    }
+    let ty = m
+        .report
+        .flow
+        .state_schema
+        .as_ref()
+        .and_then(|ss| m.report.schema_types.get(&ss.schema.ptr));
+    if let Some(ty) = ty {
+        flow_abi::decode_json(state, ty, &m.report.types).map_err(|e| {
+            refused(format!(
+                "the checkpoint's state does not fit its state_schema: {e}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// A run's verified history as logical facts: every value loaded, every
@@ -411,22 +465,42 @@ fn check_reply(
     let Some(m) = program.module(machine.module()) else {
         return Ok(outcome);
     };
+    let Some(ty) = reply_type(m, c) else {
+        return Ok(outcome);
+    };
+    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
+        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
+    Ok(Outcome::Ok(decoded.to_json()))
+}
+
+/// The type an Ok reply to `c` decodes against: the hitl node's
+/// `resume_schema`, else the declaration's success type.
+fn reply_type(m: &flow_engine::program::Module, c: &OpenCall) -> Option<flow_abi::Type> {
     let node = m.report.flow.nodes.iter().find(|n| n.id == c.node);
-    let ty = match node.map(|n| &n.kind) {
+    let resume = match node.map(|n| &n.kind) {
         Some(flow_engine::model::NodeKind::Hitl(h)) => h
             .resume_schema
             .as_ref()
             .and_then(|s| m.report.schema_types.get(&s.ptr)),
         _ => None,
     };
-    let ty = match ty {
-        Some(t) => t.clone(),
-        None => match m.decls.get(&c.tool) {
-            Some(d) => d.ok.clone(),
-            None => return Ok(outcome),
-        },
-    };
-    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
-        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
-    Ok(Outcome::Ok(decoded.to_json()))
+    resume
+        .cloned()
+        .or_else(|| m.decls.get(&c.tool).map(|d| d.ok.clone()))
+}
+
+impl RunService {
+    /// An Ok reply that fits the open call `c` of `run` (the smallest
+    /// example of the type [`check_reply`] decodes it against), for the
+    /// resume command the CLI prints; `None` when none can be built.
+    pub fn example_reply(&self, run: &RunId, c: &OpenCall) -> Option<Json> {
+        let sources = start_sources(&*self.inner.store, run).ok()?;
+        let program = self.program(&sources).ok()?;
+        let m = program.module(&sources.root)?;
+        let ty = reply_type(m, c)?;
+        let v = flow_abi::example::example(&ty, &m.report.types)?.to_json();
+        // Only a reply the resume would admit is offered.
+        flow_abi::decode_json(&v, &ty, &m.report.types).ok()?;
+        Some(json!({ "Ok": v }))
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::Key;
 use super::actor::Live;
-use crate::lines::{Line, read_line};
+use crate::lines::{Line, Skim, read_line};
 use crate::mcp;
 use flow_abi::protocol::{self, Message};
 use serde_json::Value as Json;
@@ -82,43 +82,27 @@ pub(super) async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>, dia
                 Err(protocol::Error::VersionRefused { theirs, ours }) => {
                     Event::VersionRefused { theirs, ours }
                 }
+                // PRO-13: the strict reader refused the text (a number past
+                // its limits, a duplicate key...); the envelope still says
+                // which call it answers.
+                Err(protocol::Error::Json(e)) => skimmed(
+                    &Skim::of(t.as_bytes()),
+                    dialect,
+                    format!("the reply does not decode: {e}"),
+                )
+                .unwrap_or_else(|| Event::Stray(format!("not a JSON message: {e}"))),
                 Err(e) if is_response(&t) => Event::BadResponse(e.to_string()),
                 Err(e) => Event::Stray(e.to_string()),
             },
             Ok(Some(Line::NotUtf8)) => Event::Stray("a line that is not UTF-8".into()),
             Ok(Some(Line::Oversized { len, skim })) => {
-                let text = |m: &str| {
-                    skim.member(m)
-                        .and_then(|raw| flow_abi::json::parse(raw).ok())
-                        .and_then(|v| v.as_str().map(str::to_string))
-                };
                 let reason = format!(
                     "reply line of {len} bytes is larger than the limit of {} bytes",
                     protocol::MAX_LINE_BYTES
                 );
-                match (
-                    text("method").as_deref(),
-                    text("params.run"),
-                    text("params.call"),
-                ) {
-                    (Some("reply"), Some(run), Some(call)) if dialect == Dialect::Flow => {
-                        Event::BadReply {
-                            key: (run, call),
-                            reason,
-                        }
-                    }
-                    (None, _, _) if dialect == Dialect::Mcp && skim.member("id").is_some() => {
-                        Event::BadResponseTo {
-                            id: skim
-                                .member("id")
-                                .and_then(|raw| flow_abi::json::parse(raw).ok())
-                                .map(|v| id_text(&v))
-                                .unwrap_or_default(),
-                            reason,
-                        }
-                    }
-                    _ => Event::Stray(format!("a line of {len} bytes that names no call")),
-                }
+                skimmed(&skim, dialect, reason).unwrap_or_else(|| {
+                    Event::Stray(format!("a line of {len} bytes that names no call"))
+                })
             }
         };
         if events.send(ev).await.is_err() {
@@ -126,6 +110,41 @@ pub(super) async fn reader(stdout: ChildStdout, events: mpsc::Sender<Event>, dia
         }
     }
     let _ = events.send(Event::Closed).await;
+}
+
+/// The event for a line that cannot be read as a message, from its skimmed
+/// envelope: BadReply for the call a Tool process reply names, or for the
+/// request an MCP response answers; `None` when it names neither.
+fn skimmed(skim: &Skim, dialect: Dialect, reason: String) -> Option<Event> {
+    let text = |m: &str| {
+        skim.member(m)
+            .and_then(|raw| flow_abi::json::parse(raw).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+    };
+    match dialect {
+        Dialect::Flow => match (
+            text("method").as_deref(),
+            text("params.run"),
+            text("params.call"),
+        ) {
+            (Some("reply"), Some(run), Some(call)) => Some(Event::BadReply {
+                key: (run, call),
+                reason,
+            }),
+            _ => None,
+        },
+        Dialect::Mcp => {
+            let id = skim
+                .member("id")
+                .and_then(|raw| flow_abi::json::parse(raw).ok())?;
+            skim.member("method")
+                .is_none()
+                .then(|| Event::BadResponseTo {
+                    id: id_text(&id),
+                    reason,
+                })
+        }
+    }
 }
 
 /// One request-response exchange of the MCP handshake; server requests in
@@ -184,7 +203,14 @@ fn id_text(id: &Json) -> String {
 fn mcp_event(line: &str) -> Event {
     let v = match flow_abi::json::parse(line) {
         Ok(v) => v,
-        Err(e) => return Event::Stray(format!("not JSON: {e}")),
+        Err(e) => {
+            return skimmed(
+                &Skim::of(line.as_bytes()),
+                Dialect::Mcp,
+                format!("the response does not decode: {e}"),
+            )
+            .unwrap_or_else(|| Event::Stray(format!("not JSON: {e}")));
+        }
     };
     let Some(m) = v.as_object() else {
         return Event::Stray("not a JSON-RPC object".into());

@@ -1,0 +1,220 @@
+//! `flow history RUN`: the history inspection view (running-a-program,
+//! "The CLI and MCP surface"). The view is data (`--json`); the text is a
+//! rendering of it (CLI-26):
+//!
+//! * `facts` and `page`, the store's history page (`--kind`, `--search`,
+//!   `--offset`, `--limit`; `--fact N` prints one fact whole);
+//! * `verdict`: the program re-run as replay does, serving every recorded
+//!   reply and calling nothing (HIST-1);
+//! * `pending`: the pending calls from that re-run's run state, or
+//!   `"unknown"` when the re-run cannot say (it diverged) (HIST-9);
+//! * `rounds`: each recorded Checkpoint, the places a fork can start, with
+//!   its fact number, task, node and state (HIST-2);
+//! * `tools`: the declarations reachable from the recorded entry, by
+//!   identity and fingerprint (CLI-20);
+//! * the footer: how many facts the run has and how many the selection
+//!   hides (HIST-4); `--summary` bounds the text to the run's state, its
+//!   pending calls and the next inspection commands (HIST-5).
+
+use super::{Global, open_store, out_text, run_id, service};
+use crate::error::{Error, Result};
+use flow_abi::fact::Fact;
+use flow_engine::replay::Verdict;
+use flow_store::HistoryQuery;
+use serde_json::{Value as Json, json};
+
+/// What `flow history` was asked.
+pub(super) struct Ask {
+    pub run: String,
+    pub kind: Option<String>,
+    pub search: Option<String>,
+    pub fact: Option<u64>,
+    pub summary: bool,
+    pub source: Option<String>,
+    pub offset: u64,
+    pub limit: u32,
+}
+
+pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
+    let run = run_id(&ask.run)?;
+    let store = open_store(g)?;
+    if let Some(module) = &ask.source {
+        let page = store.source_page(&run, module, ask.offset)?;
+        if g.json {
+            out!(
+                "{}",
+                json!({"module": page.module, "hash": page.hash, "offset": page.offset,
+                    "text": page.text, "nextOffset": page.next_offset})
+            );
+        } else {
+            out_text(&page.text);
+            if let Some(next) = page.next_offset {
+                eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
+            }
+        }
+        return Ok(0);
+    }
+    if let Some(n) = ask.fact {
+        let h = store.read_history(&run)?;
+        let f = h
+            .facts
+            .iter()
+            .find(|f| f.n == n)
+            .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
+        let mut v = store.expand(&f.fact)?;
+        if f.kind == flow_store::FactKind::Checkpoint
+            && let Json::Object(m) = &mut v
+        {
+            m.remove("delta");
+            m.insert("state".into(), store.checkpoint_state(&run, n)?);
+        }
+        out!("{}", flow_abi::json::canonical(&v));
+        return Ok(0);
+    }
+    let q = HistoryQuery {
+        kind: ask.kind.clone(),
+        search: ask.search.clone(),
+        offset: Some(ask.offset),
+        limit: Some(ask.limit.min(200)),
+    };
+    let page = store.history_page(&run, &q)?;
+    let info = store.run_info(&run)?;
+    let mut v = serde_json::to_value(&page).unwrap_or(Json::Null);
+    let record = if info.ending.is_some() {
+        "complete"
+    } else {
+        "incomplete"
+    };
+    v["record"] = json!(record);
+    v["entry"] = json!({"module": info.entry.module, "function": info.entry.function});
+
+    // The re-run: the recorded program over the recorded facts.
+    let (_, program, facts) = service(g, store, false).program_of(&run)?;
+    let replayed = flow_engine::replay::replay(program.clone(), &facts);
+    v["verdict"] = match &replayed.verdict {
+        Verdict::Diverged { fact, reason } => {
+            json!({"verdict": "diverged", "fact": fact, "reason": reason})
+        }
+        other => json!({"verdict": other.to_string()}),
+    };
+    v["pending"] = match (&replayed.machine, info.ending.is_some()) {
+        (_, true) => json!([]),
+        (Some(m), false) => Json::Array(
+            m.open_calls()
+                .iter()
+                .map(|c| json!({"call": c.call, "task": c.task, "node": c.node, "tool": c.tool}))
+                .collect(),
+        ),
+        (None, false) => json!("unknown"),
+    };
+    v["rounds"] = Json::Array(
+        facts
+            .iter()
+            .filter_map(|f| match f {
+                Fact::Checkpoint {
+                    n,
+                    task,
+                    node,
+                    state,
+                } => Some(json!({"fact": n, "task": task, "node": node, "state": state})),
+                _ => None,
+            })
+            .collect(),
+    );
+    v["tools"] = Json::Array(
+        program
+            .reachable()
+            .iter()
+            .map(|(module, tool)| {
+                let fp = program.module(module).and_then(|m| m.fingerprint(tool));
+                json!({"tool": tool, "module": module, "fingerprint": fp})
+            })
+            .collect(),
+    );
+    if g.json {
+        out!("{v}");
+    } else {
+        render(&run.to_string(), info.state.as_str(), &v, &ask);
+    }
+    Ok(0)
+}
+
+/// The human rendering of the view.
+fn render(run: &str, state: &str, v: &Json, ask: &Ask) {
+    let total = v["page"]["factsTotal"].as_u64().unwrap_or(0);
+    let verdict = v["verdict"]["verdict"].as_str().unwrap_or("");
+    out!(
+        "{run}  {state}  ({})  {total} facts  entry {}  replay {verdict}",
+        v["record"].as_str().unwrap_or(""),
+        v["entry"]["module"].as_str().unwrap_or("")
+    );
+    let pending = match &v["pending"] {
+        Json::Array(calls) => calls.clone(),
+        _ => {
+            out!("pending calls: unknown (the re-run cannot say: {verdict})");
+            Vec::new()
+        }
+    };
+    if !pending.is_empty() {
+        out!("pending calls:");
+        for c in &pending {
+            out!(
+                "  {}  {}  at node {} (task {})",
+                c["call"].as_str().unwrap_or(""),
+                c["tool"].as_str().unwrap_or(""),
+                c["node"].as_str().unwrap_or(""),
+                c["task"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if ask.summary {
+        out!("next:");
+        out!("  flow history {run} --kind Call        the calls and their ids");
+        out!("  flow history {run} --fact N           one fact in full");
+        out!("  flow replay {run}                     the replay verdict");
+        if pending.is_empty() {
+            out!("  flow fork {run} --checkpoint N        a new run from a round");
+        } else {
+            out!("  flow resume {run} --call CALL --reply OUTCOME");
+        }
+        return;
+    }
+    out!("tools:");
+    for t in v["tools"].as_array().into_iter().flatten() {
+        out!(
+            "  {}  {}",
+            t["tool"].as_str().unwrap_or(""),
+            t["fingerprint"].as_str().unwrap_or("-")
+        );
+    }
+    out!("rounds (fork with --checkpoint FACT):");
+    for r in v["rounds"].as_array().into_iter().flatten() {
+        out!(
+            "  fact {:>4}  task {}  at {}  {}",
+            r["fact"].as_u64().unwrap_or(0),
+            r["task"].as_str().unwrap_or(""),
+            r["node"].as_str().unwrap_or(""),
+            flow_abi::json::canonical(&r["state"])
+        );
+    }
+    out!("facts:");
+    let facts = v["facts"].as_array().cloned().unwrap_or_default();
+    for f in &facts {
+        out!(
+            "{:>5}  {:<10}  {}",
+            f["n"].as_u64().unwrap_or(0),
+            f["kind"].as_str().unwrap_or(""),
+            f["text"].as_str().unwrap_or("")
+        );
+    }
+    let shown = facts.len() as u64;
+    let hidden = total.saturating_sub(shown);
+    let mut footer = format!("{shown} of {total} facts shown");
+    if hidden > 0 {
+        footer.push_str(&format!("; the selection hides {hidden}"));
+    }
+    if let Some(next) = v["page"]["nextOffset"].as_u64() {
+        footer.push_str(&format!(" (more: --offset {next})"));
+    }
+    out!("{footer}");
+}

@@ -1,0 +1,350 @@
+//! Fork onto a fixed program (FORK-4), from the real `flow` binary and from
+//! `flow serve` as a real process: "fix the bug, then fork from the
+//! checkpoint before it". A program that fits runs its new node behaviour;
+//! one that does not fit is refused (exit 2, HTTP 422) and nothing is
+//! recorded; without `--flow` the recorded program re-runs, whatever the
+//! file on disk says now.
+
+#[path = "../../tests/fixtures/fixtures.rs"]
+mod fixtures;
+
+use serde_json::{Value as Json, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+struct Flow {
+    data: tempfile::TempDir,
+}
+
+impl Flow {
+    fn new() -> Flow {
+        Flow {
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_flow"))
+            .env_remove("FLOW_DATA")
+            .env("NO_COLOR", "1")
+            .arg("--data")
+            .arg(self.data.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Json) {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.cmd(&a);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {text}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// How many runs the store holds.
+    fn runs(&self) -> usize {
+        let (code, v) = self.json(&["runs"]);
+        assert_eq!(code, 0, "{v}");
+        v["runs"].as_array().unwrap().len()
+    }
+
+    /// The fact number of the run's root Checkpoint at `node`.
+    fn checkpoint(&self, run: &str, node: &str) -> u64 {
+        let (code, v) = self.json(&["history", run, "--kind", "Checkpoint"]);
+        assert_eq!(code, 0, "{v}");
+        v["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["fact"]["node"] == node)
+            .unwrap_or_else(|| panic!("no checkpoint at {node}: {v}"))["n"]
+            .as_u64()
+            .unwrap()
+    }
+
+    fn approve(&self, run: &str) -> Json {
+        let (code, v) = self.json(&[
+            "resume",
+            run,
+            "--call",
+            "c1:root#1",
+            "--reply",
+            r#"{"Ok":{"decision":"approved"}}"#,
+        ]);
+        assert_eq!(code, 0, "{v}");
+        let (code, r) = self.json(&["replay", run]);
+        assert_eq!((code, r["verdict"].as_str()), (0, Some("matched")), "{r}");
+        v
+    }
+}
+
+fn review() -> Json {
+    let p = fixtures::repo().join("examples/flows/review/review.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The review flow "fixed": its draft node also writes the text to a new
+/// state field `title`, and the state declares a new optional `tag`.
+fn fixed() -> Json {
+    let mut doc = review();
+    doc["state_schema"]["properties"]["title"] = json!({"type": "string"});
+    doc["state_schema"]["properties"]["tag"] = json!({"type": "string"});
+    doc["nodes"][1]["mapping"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "$.state.text", "to": "title"}));
+    doc
+}
+
+fn write(dir: &Path, name: &str, doc: &Json) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+    p
+}
+
+/// FORK-4: a fork onto a fixed program that fits runs the new node
+/// behaviour and replays matched; without --flow the recorded program
+/// re-runs, though the file it was read from was edited since; `--set`
+/// is decoded against the program forked onto.
+#[test]
+fn fork_onto_a_fixed_program() {
+    let f = Flow::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "review.json", &review());
+    let file = file.to_str().unwrap();
+    let (code, v) = f.json(&["run", file, "--input", r#"{"text":"one"}"#]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let cp = f.checkpoint(&run, "draft");
+    // The bug is fixed in place.
+    write(dir.path(), "review.json", &fixed());
+
+    let cps = cp.to_string();
+    let (code, v) = f.json(&["fork", &run, "--checkpoint", &cps]);
+    assert_eq!(code, 3, "{v}");
+    let out = f.approve(v["run"].as_str().unwrap());
+    assert!(
+        out["output"].get("title").is_none(),
+        "recorded program: {out}"
+    );
+
+    let (code, v) = f.json(&[
+        "fork",
+        &run,
+        "--checkpoint",
+        &cps,
+        "--flow",
+        file,
+        "--set",
+        r#"tag="v2""#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let forked = v["run"].as_str().unwrap().to_string();
+    let out = f.approve(&forked);
+    assert_eq!(
+        out["output"]["title"], "one",
+        "the fixed draft node ran: {out}"
+    );
+    assert_eq!(out["output"]["tag"], "v2", "{out}");
+    // The fork's Start names its parent and records the fixed source.
+    let (_, start) = f.json(&["history", &forked, "--fact", "1"]);
+    assert_eq!(start["parent"]["run"], run.as_str(), "{start}");
+    let (_, parent) = f.json(&["history", &run, "--fact", "1"]);
+    assert_ne!(start["program"], parent["program"], "{start}");
+    // The same --set against the recorded program is refused.
+    let (code, v) = f.json(&["fork", &run, "--checkpoint", &cps, "--set", r#"tag="v2""#]);
+    assert_eq!(code, 2, "{v}");
+}
+
+/// FORK-4: "Otherwise the fork is refused, with exit code 2 at the CLI":
+/// another flow id, no node of the checkpoint's id, a state that does not
+/// fit the new state_schema, and a program that does not check; nothing is
+/// recorded for any of them.
+#[test]
+fn fork_onto_a_program_that_does_not_fit_is_refused() {
+    let f = Flow::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "review.json", &review());
+    let (code, v) = f.json(&[
+        "run",
+        file.to_str().unwrap(),
+        "--input",
+        r#"{"text":"one"}"#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let cps = f.checkpoint(&run, "draft").to_string();
+    let mut other_id = fixed();
+    other_id["id"] = json!("another-flow");
+    let mut no_node = fixed();
+    no_node["nodes"][1]["id"] = json!("draft2");
+    no_node["edges"][0]["to"] = json!("draft2");
+    no_node["edges"][1]["from"] = json!("draft2");
+    let mut retyped = fixed();
+    retyped["state_schema"]["properties"]["text"] = json!({"type": "integer"});
+    retyped["nodes"][0]["output_schema"]["text"] = json!({"type": "integer"});
+    let mut required = fixed();
+    required["state_schema"]["required"] = json!(["text", "tag"]);
+    let mut broken = fixed();
+    broken["edges"][0]["to"] = json!("nowhere");
+    let before = f.runs();
+    for (name, doc, needle) in [
+        ("other-id.json", other_id, "flow id"),
+        ("no-node.json", no_node, "no node"),
+        ("retyped.json", retyped, "state_schema"),
+        ("required.json", required, "state_schema"),
+        ("broken.json", broken, "does not check"),
+    ] {
+        let p = write(dir.path(), name, &doc);
+        let (code, v) = f.json(&[
+            "fork",
+            &run,
+            "--checkpoint",
+            &cps,
+            "--flow",
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{name}: {v}");
+        assert!(v["error"].to_string().contains(needle), "{name}: {v}");
+        assert_eq!(f.runs(), before, "{name}: nothing recorded");
+    }
+    // A file that is not there.
+    let missing = dir.path().join("missing.json");
+    let (code, _) = f.json(&[
+        "fork",
+        &run,
+        "--checkpoint",
+        &cps,
+        "--flow",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(f.runs(), before);
+}
+
+#[test]
+fn fork_help_says_checkpoint_is_a_fact_number() {
+    let out = Flow::new().cmd(&["fork", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("fact number"), "{text}");
+    assert!(text.contains("--flow"), "{text}");
+}
+
+/// Starts `flow serve` on an ephemeral port; returns it and its address.
+fn serve(data: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args([
+            "--data",
+            data.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("flowd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, base)
+}
+
+/// FORK-4 over HTTP: `flow` in the fork body (the start body's shape) forks
+/// onto the fixed program; one that does not fit is 422 with nothing
+/// recorded; `modules` without `flow` is 422.
+#[tokio::test]
+async fn fork_onto_a_fixed_program_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = serve(dir.path());
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let post = |path: String, body: Json| {
+        let client = client.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let r = client.post(url).json(&body).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Json>().await.unwrap())
+        }
+    };
+    let (s, v) = post(
+        "/v1/runs".into(),
+        json!({"flow": review(), "input": {"text": "one"}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let facts: Json = client
+        .get(format!("{base}/v1/runs/{run}/facts?kind=Checkpoint"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cp = facts["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fact"]["node"] == "draft")
+        .unwrap()["n"]
+        .as_u64()
+        .unwrap();
+    let count = || async {
+        let v: Json = client
+            .get(format!("{base}/v1/runs"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["runs"].as_array().unwrap().len()
+    };
+    let before = count().await;
+    let mut other = fixed();
+    other["id"] = json!("another-flow");
+    for body in [
+        json!({"checkpoint": cp, "flow": other}),
+        json!({"checkpoint": cp, "flow": {"spec_version": "1.0.0", "nodes": []}}),
+        json!({"checkpoint": cp, "modules": {"x.json": review()}}),
+    ] {
+        let (s, v) = post(format!("/v1/runs/{run}/fork"), body.clone()).await;
+        assert_eq!(s, 422, "{body}: {v}");
+        assert_eq!(count().await, before, "nothing recorded: {v}");
+    }
+    let (s, v) = post(
+        format!("/v1/runs/{run}/fork"),
+        json!({"checkpoint": cp, "flow": fixed(), "name": "review.json", "wait": 10}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "paused", "{v}");
+    let forked = v["run"].as_str().unwrap().to_string();
+    let (s, v) = post(
+        format!("/v1/runs/{forked}/resume"),
+        json!({"call": "c1:root#1", "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["output"]["title"], "one", "the fixed node ran: {v}");
+    let (s, v) = post(format!("/v1/runs/{forked}/replay"), json!({})).await;
+    assert_eq!((s, v["verdict"].as_str()), (200, Some("matched")), "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
