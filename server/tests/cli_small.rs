@@ -304,3 +304,41 @@ fn a_closed_output_pipe_ends_every_command_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 15, part 4: every command's help describes every argument and
+/// flag, and ends with an example and its exit codes.
+#[test]
+fn every_command_explains_itself() {
+    for cmd in [
+        "run", "resume", "replay", "fork", "history", "runs", "check", "tools", "export", "import",
+        "test", "serve", "mcp",
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args([cmd, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd} --help");
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(help.contains("Example"), "{cmd}: no example:\n{help}");
+        assert!(help.contains("Exit codes"), "{cmd}: no exit codes:\n{help}");
+        // Each argument and option has a description: after its name on
+        // the same line, or on the lines below it, indented further.
+        let lines: Vec<&str> = help.lines().collect();
+        let mut section = "";
+        for (i, line) in lines.iter().enumerate() {
+            if line.ends_with(':') && !line.starts_with(' ') {
+                section = line;
+                continue;
+            }
+            let indent = line.len() - line.trim_start().len();
+            if (section == "Arguments:" || section == "Options:") && (1..=6).contains(&indent) {
+                let t = line.trim();
+                let same_line = t.split("  ").filter(|p| !p.trim().is_empty()).count() > 1;
+                let below = lines.get(i + 1).is_some_and(|n| {
+                    n.len() - n.trim_start().len() > indent + 2 && !n.trim().is_empty()
+                });
+                assert!(same_line || below, "{cmd}: `{t}` has no description");
+            }
+        }
+    }
+}
