@@ -39,6 +39,7 @@ pub(crate) fn out_text(text: &str) {
 }
 
 mod history;
+mod watch;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -176,6 +177,19 @@ pub enum Command {
         /// Facts on a page, at most.
         #[arg(long, default_value_t = 200)]
         limit: u32,
+    },
+    /// Follow a run live: each fact as it becomes durable, whichever
+    /// process appends it, until the run ends, pauses or is halted; then
+    /// the next command.
+    #[command(
+        after_help = "Example:\n  flow watch run-01m8…\n\nExit codes: as flow run: 0 completed with exit_code success; 4 another exit_code; 1 faulted; 3 paused (the resume command is printed); 130 halted; 2 no such run; 5 a storage failure."
+    )]
+    Watch {
+        /// The run id.
+        run: String,
+        /// Print facts after this number (0: from Start).
+        #[arg(long, default_value_t = 0)]
+        after: u64,
     },
     /// Discover stored runs (or, with --runs, a directory of archives).
     #[command(
@@ -534,6 +548,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             history::history(&g, ask).await
         }
+        Command::Watch { run, after } => watch::watch(&g, &run, after).await,
         Command::Runs {
             limit,
             after,

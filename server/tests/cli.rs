@@ -534,14 +534,6 @@ fn subgraph_runs_as_a_linked_nested_run() {
 /// of the named directory starts.
 #[test]
 fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
-    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    assert!(
-        bin_dir.join("flow-llm").is_file(),
-        "flow-llm is built beside flow (cargo build --workspace)"
-    );
     let tmp = tempfile::tempdir().unwrap();
     let mine = tmp.path().join("mine");
     std::fs::create_dir(&mine).unwrap();
@@ -557,15 +549,8 @@ fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
         "[tools.\"triage.json\"]\ncommand = \"touch PWNED\"\n\n[tools.\"std/llm\"]\ncommand = \"touch PWNED\"\n",
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let run_in = |data: &std::path::Path, args: &[&str]| -> (i32, Json) {
-        let out = flow()
-            .env("PATH", &path)
-            .env("PYTHONPATH", fixtures::repo().join("toolkits/python"))
+        let out = with_tools(flow())
             .arg("--data")
             .arg(data)
             .arg("--json")
@@ -636,4 +621,118 @@ fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
     assert_eq!(code, 0, "{v}");
     assert!(!theirs.join("PWNED").exists());
     other.assert_matched(&run);
+}
+
+/// Issue 15, part 4: `flow watch RUN` follows a run live — here the facts
+/// another `flow` process appends — and ends when the run ends or pauses,
+/// printing the next command; exit codes as `flow run`.
+#[test]
+fn watch_follows_a_run_until_it_pauses_or_ends() {
+    let f = Flow::new();
+    let (code, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"w"}"#]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    // Paused: every fact, then how to answer.
+    let out = f.cmd(&["watch", &run]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("Start") && text.contains("std/human#input"),
+        "{text}"
+    );
+    assert!(text.contains(&format!(" resume {run} --call")), "{text}");
+    // Ended: the whole history, then the ending; exit code as `flow run`.
+    let (code, _) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"rejected"}}"#,
+    ]);
+    assert_eq!(code, 4, "exit_code returned");
+    let (code, last) = {
+        let out = f.cmd(&["--json", "watch", &run]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let last: Json = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        (out.status.code(), last)
+    };
+    assert_eq!(
+        (code, &last["state"]),
+        (Some(4), &json!("completed")),
+        "{last}"
+    );
+    // Live: a watcher started while another process drives the run sees
+    // the facts that process appends, and ends at the pause.
+    let triage = fixtures::repo().join("examples/flows/triage/triage.json");
+    let g = Flow::new();
+    let mut runner = with_tools(flow())
+        .env("TRIAGE_DELAY_MS", "1500")
+        .arg("--data")
+        .arg(g.data.path())
+        .args([
+            "--json",
+            "run",
+            triage.to_str().unwrap(),
+            "--allow",
+            "--input",
+        ])
+        .arg(r#"{"ticket":"The site is down!","customer":"Acme"}"#)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut run = None;
+    for _ in 0..100 {
+        let (_, v) = g.json(&["runs"]);
+        if let Some(r) = v["runs"][0]["run"].as_str() {
+            run = Some(r.to_string());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let run = run.expect("the run started");
+    let out = flow()
+        .arg("--data")
+        .arg(g.data.path())
+        .args(["--json", "watch", &run])
+        .output()
+        .unwrap();
+    assert_eq!(runner.wait().unwrap().code(), Some(3));
+    assert_eq!(out.status.code(), Some(3));
+    let lines: Vec<Json> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|l| l["fact"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"Start"), "{lines:?}");
+    assert!(
+        kinds.contains(&"Reply"),
+        "the classifier's reply, appended live: {lines:?}"
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(last["state"], "paused", "{last}");
+    assert_eq!(last["pending"][0]["tool"], "std/human#input", "{last}");
+}
+
+/// `cmd` able to start the triage example's Tools: flow-llm beside `flow`,
+/// the Python toolkit on PYTHONPATH.
+fn with_tools(mut cmd: Command) -> Command {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        bin_dir.join("flow-llm").is_file(),
+        "flow-llm is built beside flow (cargo build --workspace)"
+    );
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    )
+    .env("PYTHONPATH", fixtures::repo().join("toolkits/python"));
+    cmd
 }

@@ -1,0 +1,145 @@
+//! `flow watch RUN`: follows a run live from the store — every fact as it
+//! becomes durable, whichever process appends it (a server, another
+//! `flow` command) — and ends when the run ends, pauses or is halted,
+//! printing the exact next command. `--json` prints each stored fact as
+//! one canonical line, then the final state as one object.
+//!
+//! Exit codes: 0 completed with exit_code success, 4 another exit_code,
+//! 1 faulted, 3 paused, 130 halted, 2 no such run (as `flow run`).
+
+use super::{Global, open_store, print_resume, run_id, service};
+use crate::error::Result;
+use flow_store::{FactKind, RunState, TailEvent};
+use serde_json::{Value as Json, json};
+use std::time::Duration;
+
+/// How long one wait on the tail lasts before the run's state is checked.
+const POLL: Duration = Duration::from_millis(250);
+
+pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
+    let run = run_id(run)?;
+    let store = open_store(g)?;
+    store.run_info(&run)?;
+    let mut tail = store.subscribe(&run, after)?;
+    let mut last = after;
+    loop {
+        let (t, event) = {
+            let mut t = tail;
+            tokio::task::spawn_blocking(move || {
+                let e = t.next_event(POLL);
+                (t, e)
+            })
+            .await
+            .map_err(|e| crate::error::Error::Unreadable(format!("the tail task ended: {e}")))?
+        };
+        tail = t;
+        match event? {
+            TailEvent::Fact(f) => {
+                last = f.n;
+                if g.json {
+                    out!("{}", flow_abi::json::canonical(&f.fact));
+                } else {
+                    out!("{}", line(f.n, f.kind, &f.fact));
+                }
+                if f.kind == FactKind::End {
+                    return ended(g, &run, &f.fact);
+                }
+            }
+            TailEvent::Ended => {
+                let h = store.read_history(&run)?;
+                let end = h.facts.last().map(|f| f.fact.clone()).unwrap_or(Json::Null);
+                return ended(g, &run, &end);
+            }
+            TailEvent::Idle => {
+                let info = store.run_info(&run)?;
+                if info.last_fact.n > last {
+                    continue;
+                }
+                match info.state {
+                    RunState::Paused => {
+                        let service = service(g, store.clone(), false);
+                        let open = service.open_calls(&run)?;
+                        if g.json {
+                            let calls: Vec<Json> = open
+                                .iter()
+                                .map(|c| json!({"call": c.call, "tool": c.tool, "node": c.node}))
+                                .collect();
+                            out!(
+                                "{}",
+                                json!({"run": run.as_str(), "state": "paused", "pending": calls})
+                            );
+                        } else {
+                            out!("{run} paused; answer with:");
+                            for c in &open {
+                                print_resume(g, &service, &run, c, false);
+                            }
+                        }
+                        return Ok(3);
+                    }
+                    RunState::Halted => {
+                        if g.json {
+                            out!("{}", json!({"run": run.as_str(), "state": "halted"}));
+                        } else {
+                            out!("{run} halted; continue it with: flow resume {run}");
+                        }
+                        return Ok(130);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// One fact as a line: number, kind and what identifies it.
+fn line(n: u64, kind: FactKind, f: &Json) -> String {
+    let s = |k: &str| f.get(k).and_then(Json::as_str).unwrap_or("");
+    let what = match kind {
+        FactKind::Call => format!("{}  {}  at {}", s("call"), s("tool"), s("node")),
+        FactKind::Reply => {
+            let outcome = f
+                .get("outcome")
+                .and_then(Json::as_object)
+                .and_then(|o| o.keys().next().cloned())
+                .unwrap_or_default();
+            format!("{}  {outcome}", s("call"))
+        }
+        FactKind::Close => format!("{}  {}", s("call"), s("reason")),
+        FactKind::Checkpoint => format!("{}  at {}", s("task"), s("node")),
+        FactKind::Start => f
+            .get("entry")
+            .and_then(|e| e.get("module"))
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string(),
+        FactKind::End => f
+            .get("ending")
+            .and_then(Json::as_object)
+            .and_then(|o| o.keys().next().cloned())
+            .unwrap_or_default(),
+    };
+    format!("{n:>6}  {:<10}  {what}", kind.as_str())
+}
+
+/// The run ended: its ending, and the exit code `flow run` would give.
+fn ended(g: &Global, run: &flow_store::RunId, end: &Json) -> Result<u8> {
+    let ending = end.get("ending").cloned().unwrap_or(Json::Null);
+    let code = match ending.as_object().and_then(|o| o.iter().next()) {
+        Some((k, v)) if k == "Completed" => {
+            match v.get("exit").and_then(Json::as_str).unwrap_or("success") {
+                "success" => 0,
+                _ => 4,
+            }
+        }
+        _ => 1,
+    };
+    if g.json {
+        out!(
+            "{}",
+            json!({"run": run.as_str(), "state": if code == 1 { "faulted" } else { "completed" }, "ending": ending})
+        );
+    } else {
+        out!("{run} ended: {}", flow_abi::json::canonical(&ending));
+    }
+    Ok(code)
+}
