@@ -39,6 +39,7 @@ pub(crate) fn out_text(text: &str) {
 }
 
 mod history;
+mod remote;
 mod watch;
 
 #[derive(Parser, Debug)]
@@ -66,6 +67,13 @@ pub struct Global {
     /// TERM not dumb.
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
+    /// Talk to a running flowd at this URL instead of the embedded store
+    /// (run, resume, fork, replay, history, runs, check).
+    #[arg(long, global = true, env = "FLOW_SERVER")]
+    pub server: Option<String>,
+    /// The bearer token for --server.
+    #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -450,6 +458,19 @@ fn read_arg(v: &str) -> Result<String> {
 
 async fn dispatch(cli: Cli) -> Result<u8> {
     let g = cli.global.clone();
+    // With --server, what has an HTTP equivalent goes there; what needs no
+    // store (tools, test, serve, mcp, a --runs directory) runs here.
+    let local = matches!(
+        cli.command,
+        Command::Tools { .. }
+            | Command::Test { .. }
+            | Command::Serve(_)
+            | Command::Mcp(_)
+            | Command::Runs { runs: Some(_), .. }
+    );
+    if let (Some(server), false) = (g.server.clone(), local) {
+        return remote::run(&g, &server, cli.command).await;
+    }
     match cli.command {
         Command::Check { flow } => check(&g, &flow),
         Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),

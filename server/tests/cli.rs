@@ -2,6 +2,7 @@
 //! temporary directories: run, pause, resume, replay, fork, history, runs,
 //! check, tools, export and import, with the exit codes of DESIGN §6.
 
+mod common;
 #[path = "../../tests/fixtures/fixtures.rs"]
 mod fixtures;
 
@@ -735,4 +736,90 @@ fn with_tools(mut cmd: Command) -> Command {
     )
     .env("PYTHONPATH", fixtures::repo().join("toolkits/python"));
     cmd
+}
+
+/// Issue 15, part 4 (DESIGN §6 `--server URL`): the same commands, output
+/// and exit codes against a running flowd instead of the embedded store.
+#[test]
+fn the_cli_talks_to_a_server_with_the_same_commands() {
+    let served = tempfile::tempdir().unwrap();
+    let (mut server, base) = common::serve_with(served.path(), None, &[]);
+    let f = Flow::new();
+    let remote = |args: &[&str]| -> (i32, String) {
+        let out = flow()
+            .arg("--data")
+            .arg(f.data.path())
+            .args(["--server", &base])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (code, text) = remote(&[
+        "--json",
+        "run",
+        &review_flow(),
+        "--input",
+        r#"{"text":"r"}"#,
+    ]);
+    assert_eq!(code, 3, "{text}");
+    let v: Json = serde_json::from_str(text.trim()).unwrap();
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(v["pending"][0]["call"], "c1:root#1");
+    let (code, text) = remote(&["--json", "runs", "--state", "paused"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(&run), "{text}");
+    let (code, text) = remote(&["history", &run, "--kind", "Call"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("std/human#input"), "{text}");
+    let (code, text) = remote(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("\"text\":\"r\""), "the output: {text}");
+    let (code, text) = remote(&["replay", &run]);
+    assert_eq!((code, text.trim()), (0, "matched"));
+    // Refusals keep their exit codes and the server's explanation.
+    let (code, text) = remote(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"approved"}}"#,
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("ended"), "{text}");
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"spec_version":"1.0.0","id":"x","nodes":[],"edges":[]}"#,
+    )
+    .unwrap();
+    let (code, _) = remote(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    let (code, text) = remote(&["export", &run, "--out", tmp.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(text.contains("without --server"), "{text}");
+    // Nothing went into the local store.
+    let (_, v) = f.json(&["runs"]);
+    assert_eq!(v["runs"], json!([]), "{v}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let (code, text) = remote(&["runs"]);
+    assert_eq!(code, 2);
+    assert!(text.contains("cannot reach"), "{text}");
 }

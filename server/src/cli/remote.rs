@@ -1,0 +1,328 @@
+//! `flow --server URL …`: the commands that have an HTTP equivalent
+//! (DESIGN §6), spoken to a running flowd instead of the embedded store —
+//! the same arguments, output and exit codes. `--token` (env
+//! `FLOW_TOKEN`) is sent as `Authorization: Bearer`.
+//!
+//! A command that starts or continues a run asks the server to wait (its
+//! longest `wait`), then follows the run's view until it ends or pauses.
+//! A refusal is the server's problem+json `detail` (exit 2); a storage
+//! failure (503) exits 5; a server that cannot be reached exits 2 and says
+//! so.
+
+use super::{Command, Global, read_arg};
+use crate::error::{Error, Result};
+use crate::source::Sources;
+use serde_json::{Map, Value as Json, json};
+use std::time::Duration;
+
+/// The server's longest `wait` (seconds).
+const WAIT: u64 = 30;
+
+struct Client {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    fn new(base: &str, token: Option<String>) -> Result<Client> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(WAIT + 30))
+            .build()
+            .map_err(|e| Error::Refused(format!("--server: {e}")))?;
+        Ok(Client {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        })
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let r = req
+            .send()
+            .await
+            .map_err(|e| Error::Refused(format!("cannot reach {}: {e}", self.base)))?;
+        let status = r.status();
+        let text = r
+            .text()
+            .await
+            .map_err(|e| Error::Refused(format!("{}: {e}", self.base)))?;
+        let v: Json = serde_json::from_str(&text).unwrap_or(Json::String(text));
+        if status.is_success() {
+            return Ok(v);
+        }
+        let detail = v
+            .get("detail")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("HTTP {status}"));
+        Err(match status.as_u16() {
+            404 => Error::NotFound(detail),
+            409 => Error::Conflict(detail),
+            503 => Error::Store(std::sync::Arc::new(flow_store::Error::CommitFailed(detail))),
+            _ => Error::Refused(detail),
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<Json> {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Json) -> Result<Json> {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// Follows a run's view until it is no longer running.
+    async fn settle(&self, mut view: Json) -> Result<Json> {
+        while view["state"] == "running" {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let run = view["run"].as_str().unwrap_or_default().to_string();
+            view = self.get(&format!("/v1/runs/{run}")).await?;
+        }
+        Ok(view)
+    }
+}
+
+/// Whether `command` runs against `--server`; the others (serve, mcp,
+/// tools, test, export, import) run locally or are refused.
+pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> {
+    let c = Client::new(base, g.token.clone())?;
+    match command {
+        Command::Run { flow, input, .. } => {
+            let sources = Sources::read(&flow)?;
+            let input = parse(&read_arg(&input)?, "--input")?;
+            let (flow, modules) = documents(&sources);
+            let v = c
+                .post(
+                    "/v1/runs",
+                    json!({"flow": flow, "modules": modules, "name": sources.root,
+                        "input": input, "wait": WAIT}),
+                )
+                .await?;
+            show(g, &c.settle(v).await?)
+        }
+        Command::Resume {
+            run, call, reply, ..
+        } => {
+            let mut body = json!({"wait": WAIT});
+            if let (Some(call), Some(reply)) = (call, reply) {
+                body["call"] = json!(call);
+                body["reply"] = parse(&read_arg(&reply)?, "--reply")?;
+            }
+            let v = c.post(&format!("/v1/runs/{run}/resume"), body).await?;
+            show(g, &c.settle(v).await?)
+        }
+        Command::Fork {
+            run,
+            checkpoint,
+            set,
+            flow,
+            ..
+        } => {
+            let mut sets = Map::new();
+            for s in &set {
+                let (k, v) = s
+                    .split_once('=')
+                    .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
+                sets.insert(k.to_string(), parse(v, &format!("--set {k}"))?);
+            }
+            let mut body = json!({"checkpoint": checkpoint, "set": sets, "wait": WAIT});
+            if let Some(f) = flow {
+                let sources = Sources::read(&f)?;
+                let (flow, modules) = documents(&sources);
+                body["flow"] = flow;
+                body["modules"] = modules;
+                body["name"] = json!(sources.root);
+            }
+            let v = c.post(&format!("/v1/runs/{run}/fork"), body).await?;
+            show(g, &c.settle(v).await?)
+        }
+        Command::Replay { run } => {
+            let v = c.post(&format!("/v1/runs/{run}/replay"), json!({})).await?;
+            if g.json {
+                out!("{v}");
+            } else {
+                match v["verdict"].as_str() {
+                    Some("diverged") => out!(
+                        "diverged at fact {}: {}",
+                        v["fact"],
+                        v["reason"].as_str().unwrap_or("")
+                    ),
+                    other => out!("{}", other.unwrap_or("")),
+                }
+            }
+            Ok(if v["verdict"] == "matched" { 0 } else { 1 })
+        }
+        Command::History {
+            run,
+            kind,
+            search,
+            offset,
+            limit,
+            ..
+        } => {
+            let mut q = format!("?offset={offset}&limit={}", limit.min(200));
+            if let Some(k) = kind {
+                q.push_str(&format!("&kind={}", encode(&k)));
+            }
+            if let Some(s) = search {
+                q.push_str(&format!("&search={}", encode(&s)));
+            }
+            let v = c.get(&format!("/v1/runs/{run}/facts{q}")).await?;
+            if g.json {
+                out!("{v}");
+            } else {
+                for f in v["facts"].as_array().into_iter().flatten() {
+                    out!("{}", flow_abi::json::canonical(f));
+                }
+            }
+            Ok(0)
+        }
+        Command::Runs {
+            limit,
+            after,
+            state,
+            runs: None,
+        } => {
+            let mut q = vec![format!("limit={}", limit.unwrap_or(50))];
+            if let Some(a) = after {
+                q.push(format!("after={}", encode(&a)));
+            }
+            if let Some(s) = state {
+                q.push(format!("state={}", encode(&s)));
+            }
+            let v = c.get(&format!("/v1/runs?{}", q.join("&"))).await?;
+            if g.json {
+                out!("{v}");
+            } else {
+                for r in v["runs"].as_array().into_iter().flatten() {
+                    out!(
+                        "{}  {}  ({})",
+                        r["run"].as_str().unwrap_or(""),
+                        r["state"].as_str().unwrap_or(""),
+                        r["record"].as_str().unwrap_or("")
+                    );
+                }
+                if let Some(n) = v["nextAfter"].as_str() {
+                    out!("(more: flow --server {base} runs --after {n})");
+                }
+            }
+            Ok(0)
+        }
+        Command::Check { flow } => {
+            let sources = Sources::read(&flow)?;
+            let (flow, modules) = documents(&sources);
+            let v = c
+                .post(
+                    "/v1/check",
+                    json!({"flow": flow, "modules": modules, "name": sources.root}),
+                )
+                .await?;
+            if g.json {
+                out!("{v}");
+            } else {
+                for d in v["diagnostics"].as_array().into_iter().flatten() {
+                    out!("{}", flow_abi::json::canonical(d));
+                }
+            }
+            Ok(if v["ok"] == true { 0 } else { 2 })
+        }
+        other => Err(Error::Refused(format!(
+            "{} has no HTTP equivalent here; run it without --server",
+            name(&other)
+        ))),
+    }
+}
+
+/// The command's name, for the refusal.
+fn name(c: &Command) -> &'static str {
+    match c {
+        Command::Runs { .. } => "flow runs --runs",
+        Command::Tools { .. } => "flow tools",
+        Command::Export { .. } => "flow export",
+        Command::Import { .. } => "flow import",
+        Command::Test { .. } => "flow test",
+        Command::Serve(_) => "flow serve",
+        Command::Mcp(_) => "flow mcp",
+        Command::Watch { .. } => "flow watch",
+        _ => "this command",
+    }
+}
+
+/// The root document and the other modules, as texts (the server reads
+/// them exactly as the CLI would).
+fn documents(s: &Sources) -> (Json, Json) {
+    let root = json!(s.texts.get(&s.root).cloned().unwrap_or_default());
+    let modules: Map<String, Json> = s
+        .texts
+        .iter()
+        .filter(|(m, _)| **m != s.root)
+        .map(|(m, t)| (m.clone(), json!(t)))
+        .collect();
+    (root, Json::Object(modules))
+}
+
+fn parse(text: &str, what: &str) -> Result<Json> {
+    flow_abi::json::parse(text).map_err(|e| Error::Refused(format!("{what} is not JSON: {e}")))
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Prints a run's view as `flow run` prints a result; its exit code.
+fn show(g: &Global, v: &Json) -> Result<u8> {
+    let run = v["run"].as_str().unwrap_or_default();
+    let code = match v["state"].as_str().unwrap_or_default() {
+        "completed" if v["exit"] == "success" || v["exit"].is_null() => 0,
+        "completed" => 4,
+        "paused" => 3,
+        "halted" => 130,
+        _ => 1,
+    };
+    if g.json {
+        out!("{v}");
+        return Ok(code);
+    }
+    match code {
+        0 | 4 => {
+            out!("{}", flow_abi::json::canonical(&v["output"]));
+            if code == 4 {
+                eprintln!("{run} completed with exit code {}", v["exit"]);
+            }
+        }
+        3 => {
+            out!("{run} paused; pending calls:");
+            for c in v["pending"].as_array().into_iter().flatten() {
+                out!(
+                    "  {}  {}  at node {}",
+                    c["call"].as_str().unwrap_or(""),
+                    c["tool"].as_str().unwrap_or(""),
+                    c["node"].as_str().unwrap_or("")
+                );
+            }
+        }
+        130 => eprintln!("{run} halted"),
+        _ => eprintln!("{run} faulted: {}", v["fault"]),
+    }
+    Ok(code)
+}
