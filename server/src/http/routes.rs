@@ -5,7 +5,7 @@
 use super::AppState;
 use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
 use crate::service::Accepted;
-use crate::source::Sources;
+use crate::source::{Sources, module_name_ok};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -46,7 +46,6 @@ pub fn router() -> Router<AppState> {
             "/v1/runs/{run}/archive",
             get(super::archive::export_archive),
         )
-        .route("/v1/archives", post(super::archive::import_archive))
         .route("/v1/blobs/{hash}", get(get_blob))
         .route("/v1/calls", get(super::listing::list_calls))
         .route("/v1/events", get(super::feed::state_events))
@@ -166,14 +165,6 @@ fn text_of(what: &str, v: &Json) -> ApiResult<String> {
     }
 }
 
-fn module_name_ok(m: &str) -> bool {
-    !m.is_empty()
-        && m.len() <= 256
-        && !m.starts_with('/')
-        && !m.contains('\\')
-        && !m.split('/').any(|s| s == ".." || s == "." || s.is_empty())
-}
-
 /// The program's sources from a request: no directory (a submitted flow has
 /// no filesystem bindings), the root named `name`.
 pub(crate) fn sources(
@@ -184,7 +175,7 @@ pub(crate) fn sources(
     let root = name.clone().unwrap_or_else(|| "flow.json".to_string());
     if !module_name_ok(&root) {
         return Err(ApiError::unprocessable(format!(
-            "name {root:?} is not a module name (a relative path like flow.json)"
+            "name {root:?} is not a module name (a relative path like flow.json, without control characters)"
         )));
     }
     let mut texts = BTreeMap::new();
@@ -192,7 +183,7 @@ pub(crate) fn sources(
     for (m, doc) in modules.iter().flatten() {
         if !module_name_ok(m) {
             return Err(ApiError::unprocessable(format!(
-                "modules: {m:?} is not a module name (a relative path like other.json)"
+                "modules: {m:?} is not a module name (a relative path like other.json, without control characters)"
             )));
         }
         if *m == root {
