@@ -4,12 +4,13 @@
 //! rules before anything else runs:
 //!
 //! * **Host** (DNS rebinding): on a server without `--tokens`, the `Host`
-//!   must name the server — `localhost` or a loopback address with the
-//!   bound port, the bound address itself (any address literal when bound
-//!   to `0.0.0.0` or `[::]`), or a name given with `--allow-host` (any
-//!   port: a reverse proxy's name). A page on `attacker.example` whose name
-//!   was rebound to 127.0.0.1 sends `Host: attacker.example`: 403
-//!   `host-not-allowed`. With `--tokens` every request that reads or writes
+//!   must name the server — `localhost`, a loopback address, the bound
+//!   address itself (any address literal when bound to `0.0.0.0` or
+//!   `[::]`), or a name given with `--allow-host` — on any port: the name
+//!   is what a rebinding page controls (its port is the server's anyway),
+//!   and a port forward (`ssh -L`, `docker -p`, a local proxy) changes the
+//!   port only. A page on `attacker.example` whose name was rebound to
+//!   127.0.0.1 sends `Host: attacker.example`: 403 `host-not-allowed`. With `--tokens` every request that reads or writes
 //!   is authenticated, which a rebinding page cannot do, so any `Host` is
 //!   accepted.
 //! * **Origin** (CSRF): a request whose `Origin` is not the origin of its
@@ -160,13 +161,7 @@ impl Guard {
     }
 
     fn host_allowed(&self, a: &Authority) -> bool {
-        if self.allow_hosts.contains(&a.host) {
-            return true;
-        }
-        if a.port.unwrap_or(80) != self.bound.port() {
-            return false;
-        }
-        if a.host == "localhost" {
+        if self.allow_hosts.contains(&a.host) || a.host == "localhost" {
             return true;
         }
         a.ip().is_some_and(|ip| {
@@ -362,14 +357,16 @@ mod tests {
             "[::1]:8080",
             "flow.internal",
             "flow.internal:443",
+            // A port forward changes the port only.
+            "127.0.0.1:9000",
+            "localhost",
         ] {
             assert!(allowed(&g, ok), "{ok}");
         }
         for bad in [
             "attacker.example:8080",
             "attacker.example",
-            "127.0.0.1:8081",
-            "localhost",
+            "localhost.attacker.example",
             "10.0.0.1:8080",
             "127.0.0.1:8080@x",
             "",
@@ -383,11 +380,12 @@ mod tests {
     fn an_unspecified_bind_accepts_address_literals_only() {
         let g = guard("0.0.0.0:80", &[]);
         assert!(allowed(&g, "10.1.2.3"));
-        assert!(allowed(&g, "192.168.0.7:80"));
+        assert!(allowed(&g, "192.168.0.7:8080"));
         assert!(!allowed(&g, "myhost"));
         let g = guard("10.0.0.5:9000", &[]);
         assert!(allowed(&g, "10.0.0.5:9000"));
         assert!(!allowed(&g, "10.0.0.6:9000"));
+        assert!(!allowed(&g, "myhost:9000"));
     }
 
     #[test]
