@@ -7,6 +7,7 @@
 //! idempotent. `flow import` takes the same tar.
 
 use super::AppState;
+use super::answers::ImportAnswer;
 use super::error::{ApiError, ApiResult, PathArgs, run_id};
 use crate::tarball::{TempDir, UnpackError, pack, unpack};
 use axum::Router;
@@ -17,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use flow_store::ImportOutcome;
 use futures_util::StreamExt;
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 /// The upload route, outside the JSON body limit.
@@ -103,8 +103,8 @@ async fn receive(
 #[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive",
     request_body(content = Vec<u8>, content_type = "application/x-tar", description = "A run archive tar, as exported (application/x-tar or application/octet-stream)"),
     responses(
-        (status = 201, description = "Imported: `{run, imported: true, facts}`", body = Object),
-        (status = 200, description = "The same history was already stored: `{run, imported: false}`", body = Object),
+        (status = 201, description = "Imported: `{run, imported: true, facts}`", body = super::answers::ImportAnswer),
+        (status = 200, description = "The same history was already stored: `{run, imported: false}`", body = super::answers::ImportAnswer),
         (status = 400, description = "Not a run archive tar", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than --archive-limit", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not sent as application/x-tar or application/octet-stream", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -141,20 +141,23 @@ pub async fn import_archive(
     })
     .await
     .map_err(ApiError::internal)??;
-    let (status, v) = match outcome {
+    let (status, answer) = match outcome {
         ImportOutcome::Imported { run, facts } => (
             StatusCode::CREATED,
-            json!({"run": run.as_str(), "imported": true, "facts": facts}),
+            ImportAnswer {
+                run: run.to_string(),
+                imported: true,
+                facts: Some(facts),
+            },
         ),
         ImportOutcome::AlreadyPresent { run } => (
             StatusCode::OK,
-            json!({"run": run.as_str(), "imported": false}),
+            ImportAnswer {
+                run: run.to_string(),
+                imported: false,
+                facts: None,
+            },
         ),
     };
-    Ok((
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        flow_abi::json::canonical(&v),
-    )
-        .into_response())
+    super::routes::typed_response(status, &answer)
 }

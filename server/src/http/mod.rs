@@ -11,6 +11,7 @@
 //! settles them), and [`run`] continues every run left `running` before it
 //! accepts requests.
 
+pub mod answers;
 pub mod archive;
 pub mod auth;
 pub mod cli;
