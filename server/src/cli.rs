@@ -247,12 +247,15 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Import an archive directory (verified first; idempotent).
+    /// Import a run archive: a directory (as `flow export` writes) or a
+    /// tar file (as `GET /v1/runs/{run}/archive` sends); verified first,
+    /// idempotent.
     #[command(
-        after_help = "Example:\n  flow import ./archives/run-01m8…\n\nExit codes: 0 imported (or already present); 2 refused: it does not verify, or another history has the run id; nothing written."
+        after_help = "Examples:\n  flow import ./archives/run-01m8…\n  flow import run-01m8….tar\n\nExit codes: 0 imported (or already present); 2 refused: it does not verify, it is not a directory or a regular file, or another history has the run id; nothing written."
     )]
     Import {
-        /// The archive (a directory as flow export writes it).
+        /// The archive: a directory or a tar file.
+        #[arg(value_name = "DIR|FILE.tar")]
         dir: PathBuf,
     },
     /// Run every `*.test.json` fixture under DIR against its fakes and
@@ -662,8 +665,20 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             })
         }
         Command::Import { dir } => {
+            // Opened (a tar unpacked) before the store: a path that is not
+            // an archive changes nothing.
+            let source = crate::tarball::ImportSource::open(&dir)
+                .map_err(|e| Error::Refused(e.to_string()))?;
             let store = open_store(&g)?;
-            let o = flow_store::import_run(&*store, &dir)?;
+            let unpacked = source.dir();
+            let o =
+                flow_store::import_run(&*store, &unpacked).map_err(|e| match Error::from(e) {
+                    // A refusal names the private directory: name the file.
+                    Error::Refused(m) => Error::Refused(
+                        m.replace(&unpacked.display().to_string(), &dir.display().to_string()),
+                    ),
+                    e => e,
+                })?;
             let (run, fresh) = match &o {
                 flow_store::ImportOutcome::Imported { run, .. } => (run.clone(), true),
                 flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),

@@ -13,4 +13,5 @@ pub mod http;
 pub mod mcp;
 pub mod service;
 pub mod source;
+pub mod tarball;
 pub mod testing;

@@ -23,6 +23,26 @@ pub struct Sources {
     pub texts: BTreeMap<String, String>,
 }
 
+/// Whether `m` may name a module: a relative path of 1 to 256 bytes with
+/// no `.`/`..`/empty segments and no backslash, and no control or
+/// bidirectional-formatting character — module names are printed (by
+/// `flow check`, `flow history`), and such a name could rewrite the
+/// terminal or reorder what it shows.
+pub fn module_name_ok(m: &str) -> bool {
+    !m.is_empty()
+        && m.len() <= 256
+        && !m.starts_with('/')
+        && !m.contains('\\')
+        && !m.chars().any(|c| c.is_control() || is_bidi_format(c))
+        && !m.split('/').any(|s| s == ".." || s == "." || s.is_empty())
+}
+
+/// The Unicode bidirectional formatting characters (embeddings,
+/// overrides, isolates and marks).
+fn is_bidi_format(c: char) -> bool {
+    matches!(c, '\u{61C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 impl Sources {
     /// Reads `root_file` and the FlowSpec files beside it (subgraph
     /// `flow_ref`s name flows in the same directory). Files that are not
@@ -78,6 +98,11 @@ impl Sources {
         } else {
             let root = s.root.clone();
             s.texts.retain(|m, _| *m == root);
+        }
+        if let Some(m) = s.texts.keys().find(|m| !module_name_ok(m)) {
+            return Err(Error::Refused(format!(
+                "{m:?} cannot be a module: a module's file name may not hold control or bidirectional-formatting characters; rename the file"
+            )));
         }
         Ok(s)
     }

@@ -822,4 +822,50 @@ fn the_cli_talks_to_a_server_with_the_same_commands() {
     let (code, text) = remote(&["runs"]);
     assert_eq!(code, 2);
     assert!(text.contains("cannot reach"), "{text}");
+
+/// Module names are printed (`flow check`, `flow history`): a file name
+/// with a control or bidirectional-formatting character could rewrite the
+/// terminal. `flow check` refuses such a module (exit 2) and names it
+/// escaped; `flow run` records nothing (issue 17).
+#[test]
+fn module_names_with_control_characters_are_refused_at_check() {
+    let src = fixtures::repo().join("examples/flows/subgraph");
+    for bad in [
+        "in\u{1b}[2Jner.json",
+        "in\u{7}ner.json",
+        "in\u{202e}ner.json",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(src.join("outer.json"), dir.path().join("outer.json")).unwrap();
+        std::fs::copy(src.join("inner.json"), dir.path().join(bad)).unwrap();
+        let f = Flow::new();
+        let outer = dir.path().join("outer.json");
+        let out = f.cmd(&["check", outer.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let all = [out.stdout, out.stderr].concat();
+        assert!(
+            !all.iter().any(|b| *b == 0x1b || *b == 0x07)
+                && !String::from_utf8_lossy(&all).contains('\u{202e}'),
+            "{bad:?}: printed raw: {}",
+            String::from_utf8_lossy(&all)
+        );
+        assert!(
+            String::from_utf8_lossy(&all).contains("cannot be a module"),
+            "{}",
+            String::from_utf8_lossy(&all)
+        );
+        // The root itself.
+        let root = dir.path().join(bad);
+        let out = f.cmd(&["check", root.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "root {bad:?}");
+        let out = f.cmd(&[
+            "run",
+            outer.to_str().unwrap(),
+            "--input",
+            r#"{"text":"hi"}"#,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "run {bad:?}");
+        let (_, runs) = f.json(&["runs"]);
+        assert_eq!(runs["runs"], json!([]), "{runs}");
+    }
 }

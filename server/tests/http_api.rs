@@ -405,10 +405,54 @@ async fn errors_are_problem_json() {
     assert_eq!(s, 404);
     let (s, _) = app.post("/v1/check", &json!({"flow": [1]})).await;
     assert_eq!(s, 422);
+    // Module names with control characters (issue 17).
+    let (s, v) = app
+        .post(
+            "/v1/check",
+            &json!({"flow": review_flow(), "name": "a\u{1b}[2J.json"}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let (s, v) = app
+        .post(
+            "/v1/check",
+            &json!({"flow": review_flow(), "modules": {"b\u{7}.json": review_flow()}}),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
     let (s, _) = app
         .get(&format!("/v1/blobs/blake3:{}", "0".repeat(64)))
         .await;
     assert_eq!(s, 404);
+    // A method an endpoint does not take (405, with Allow) and a missing
+    // file under /docs/ (404): problem+json as well (issue 17).
+    for (method, path, status) in [
+        (reqwest::Method::DELETE, "/v1/runs", 405),
+        (reqwest::Method::PUT, "/v1/check", 405),
+        (reqwest::Method::POST, "/healthz", 405),
+        (reqwest::Method::GET, "/docs/no-such-file.js", 404),
+        (reqwest::Method::GET, "/docs/nested/nothing", 404),
+    ] {
+        let r = app
+            .client
+            .request(method.clone(), app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{method} {path}");
+        if status == 405 {
+            assert!(r.headers().contains_key("allow"), "{method} {path}");
+        }
+        assert_eq!(
+            r.headers()["content-type"],
+            "application/problem+json",
+            "{method} {path}"
+        );
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], status, "{method} {path}: {v}");
+    }
+    let r = app.client.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the API docs page is still served");
     app.stop().await;
 }
 
@@ -808,6 +852,7 @@ async fn archive_exported_from_one_server_imports_into_another() {
     let r = c
         .client
         .post(c.url("/v1/archives"))
+        .header("content-type", "application/x-tar")
         .body(bad)
         .send()
         .await

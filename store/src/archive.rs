@@ -376,11 +376,45 @@ pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
     scan
 }
 
-fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let f = fs::File::open(path)?;
-    let mut buf = Vec::new();
-    f.take(limit).read_to_end(&mut buf)?;
-    Ok(buf)
+/// One file of an archive directory, read for import; `None` when it is
+/// absent. Only a regular file is opened: a FIFO would block the open and a
+/// device such as `/dev/zero` never ends, so both are refused before any
+/// byte is read, as is a file larger than [`IMPORT_FILE_LIMIT`] (by its
+/// size). The opened file is checked again (it may have been swapped).
+fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
+    let refuse = |reason: String| Error::ArchiveRefused {
+        component: component.into(),
+        fact: None,
+        reason,
+    };
+    let meta = match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+        Ok(m) => m,
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    if !meta.is_file() {
+        return Err(refuse(format!("{name} is not a regular file")));
+    }
+    if meta.len() > IMPORT_FILE_LIMIT {
+        return Err(refuse(format!(
+            "{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"
+        )));
+    }
+    let f = fs::File::open(path).map_err(io(path))?;
+    if !f.metadata().map_err(io(path))?.is_file() {
+        return Err(refuse(format!("{name} is not a regular file")));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.take(IMPORT_FILE_LIMIT + 1)
+        .read_to_end(&mut buf)
+        .map_err(io(path))?;
+    if buf.len() as u64 > IMPORT_FILE_LIMIT {
+        return Err(refuse(format!(
+            "{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"
+        )));
+    }
+    Ok(Some(buf))
 }
 
 /// Reads and verifies an archive directory: every line, the chain, every
@@ -391,15 +425,25 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         fact,
         reason,
     };
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(refuse(
+                "archive",
+                None,
+                format!("{} is not an archive directory", dir.display()),
+            ));
+        }
+        Err(e) => return Err(Error::io(dir, e)),
+    }
     let hp = dir.join("history.jsonl");
-    let bytes = read_limited(&hp, IMPORT_FILE_LIMIT + 1).map_err(io(&hp))?;
-    if bytes.len() as u64 > IMPORT_FILE_LIMIT {
+    let Some(bytes) = read_import_file(&hp, "history.jsonl")? else {
         return Err(refuse(
             "history.jsonl",
             None,
-            "larger than the import limit".into(),
+            "the archive has no history.jsonl (a run archive holds history.jsonl, host.jsonl and blobs/)".into(),
         ));
-    }
+    };
     let dir_run = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -430,15 +474,11 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     let mut verifier = BlobVerifier::default();
     for f in &scan.facts {
         let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
-            let p = blob_dir.join(hex::encode(h));
-            match read_limited(&p, IMPORT_FILE_LIMIT) {
-                Ok(b) => {
-                    loaded.insert(*h, b.clone());
-                    Ok(Some(b))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::io(p, e)),
+            let b = read_import_file(&blob_dir.join(hex::encode(h)), "blobs")?;
+            if let Some(b) = &b {
+                loaded.insert(*h, b.clone());
             }
+            Ok(b)
         };
         verifier
             .verify_refs_in(&f.fact, &mut load)
@@ -469,36 +509,32 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     }
     let mut host = Vec::new();
     let hostp = dir.join("host.jsonl");
-    match read_limited(&hostp, IMPORT_FILE_LIMIT) {
-        Ok(b) => {
-            let text =
-                String::from_utf8(b).map_err(|_| refuse("host.jsonl", None, "not UTF-8".into()))?;
-            if !text.is_empty() && !text.ends_with('\n') {
+    if let Some(b) = read_import_file(&hostp, "host.jsonl")? {
+        let text =
+            String::from_utf8(b).map_err(|_| refuse("host.jsonl", None, "not UTF-8".into()))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            return Err(refuse(
+                "host.jsonl",
+                None,
+                "the last line has no newline".into(),
+            ));
+        }
+        for (i, line) in text.lines().enumerate() {
+            let r = parse_host_line(line)
+                .map_err(|e| refuse("host.jsonl", None, format!("line {}: {e}", i + 1)))?;
+            if !scan
+                .facts
+                .iter()
+                .any(|f| f.n == r.head.n && hash_text(&f.hash) == r.head.hash)
+            {
                 return Err(refuse(
                     "host.jsonl",
                     None,
-                    "the last line has no newline".into(),
+                    format!("line {}: its head is not a fact of this history", i + 1),
                 ));
             }
-            for (i, line) in text.lines().enumerate() {
-                let r = parse_host_line(line)
-                    .map_err(|e| refuse("host.jsonl", None, format!("line {}: {e}", i + 1)))?;
-                if !scan
-                    .facts
-                    .iter()
-                    .any(|f| f.n == r.head.n && hash_text(&f.hash) == r.head.hash)
-                {
-                    return Err(refuse(
-                        "host.jsonl",
-                        None,
-                        format!("line {}: its head is not a fact of this history", i + 1),
-                    ));
-                }
-                host.push(r);
-            }
+            host.push(r);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(hostp, e)),
     }
     let blobs = loaded
         .into_iter()

@@ -28,9 +28,22 @@ pub struct ServeArgs {
     /// Listen on a non-loopback address without tokens.
     #[arg(long)]
     pub insecure: bool,
-    /// Largest request body, in bytes.
+    /// Largest request body, in bytes (archive uploads excepted).
     #[arg(long, default_value_t = 4 << 20)]
     pub body_limit: usize,
+    /// Largest archive `POST /v1/archives` takes, in bytes.
+    #[arg(long, default_value_t = super::DEFAULT_ARCHIVE_LIMIT)]
+    pub archive_limit: u64,
+    /// A host name (or address) clients may reach the server by besides
+    /// its listen address, e.g. a reverse proxy's (repeatable). Without
+    /// --tokens any other `Host` is refused (DNS rebinding).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// A browser origin (scheme://host[:port]) whose pages may call the
+    /// server, answered with CORS headers (repeatable). Other cross-origin
+    /// requests are refused.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
     /// Seconds before a request without a response gets 408.
     #[arg(long, default_value_t = 60)]
     pub request_timeout: u64,
@@ -63,6 +76,14 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             args.listen
         )));
     }
+    // Checked here, with the flags' names, so a bad value stops the start.
+    super::guard::Guard::new(
+        args.listen,
+        tokens.is_none(),
+        &args.allow_hosts,
+        &args.cors_origins,
+    )
+    .map_err(Error::Refused)?;
     let mut manifests = Vec::new();
     for p in &args.tools {
         manifests.push(Manifest::read(p).map_err(|e| Error::Refused(e.to_string()))?);
@@ -71,6 +92,9 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
         manifests,
         tokens,
         body_limit: args.body_limit.max(1024),
+        archive_limit: args.archive_limit.max(1024),
+        allow_hosts: args.allow_hosts.clone(),
+        cors_origins: args.cors_origins.clone(),
         request_timeout: Duration::from_secs(args.request_timeout.max(super::routes::MAX_WAIT + 5)),
         recover: !args.no_recover,
         max_steps: args.max_steps,

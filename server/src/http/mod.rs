@@ -11,12 +11,14 @@
 //! settles them), and [`run`] continues every run left `running` before it
 //! accepts requests.
 
+pub mod answers;
 pub mod archive;
 pub mod auth;
 pub mod cli;
 pub mod dashboard;
 pub mod error;
 pub mod feed;
+pub mod guard;
 pub mod health;
 pub mod hub;
 pub mod listing;
@@ -40,6 +42,10 @@ use tokio_util::sync::CancellationToken;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+/// The default `--archive-limit`: a server takes its own exports of large
+/// runs (a 10,000-fact run packs to a few MiB; docs/http.md).
+pub const DEFAULT_ARCHIVE_LIMIT: u64 = 256 << 20;
+
 /// What the server is configured with.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -48,8 +54,15 @@ pub struct ServeOptions {
     pub manifests: Vec<Manifest>,
     /// `--tokens`: `None` means no authentication (loopback or --insecure).
     pub tokens: Option<Tokens>,
-    /// Largest request body accepted (bytes).
+    /// Largest request body accepted (bytes), archives excepted.
     pub body_limit: usize,
+    /// Largest archive `POST /v1/archives` accepts (bytes); the body is
+    /// streamed to a temporary file, not held in memory.
+    pub archive_limit: u64,
+    /// `--allow-host`: names besides the listen address a `Host` may give.
+    pub allow_hosts: Vec<String>,
+    /// `--cors-origin`: browser origins that may call the server.
+    pub cors_origins: Vec<String>,
     /// A request that has no response headers after this long gets 408.
     pub request_timeout: Duration,
     /// Continue runs left `running` at start.
@@ -64,6 +77,9 @@ impl Default for ServeOptions {
             manifests: Vec::new(),
             tokens: None,
             body_limit: 4 << 20,
+            archive_limit: DEFAULT_ARCHIVE_LIMIT,
+            allow_hosts: Vec::new(),
+            cors_origins: Vec::new(),
             request_timeout: Duration::from_secs(60),
             recover: true,
             max_steps: crate::service::MAX_STEPS,
@@ -148,22 +164,39 @@ impl AppState {
     }
 }
 
-/// The router with every layer: body limits (both axum's extractor limit
-/// and tower-http's), request timeouts, tracing, panic catching, auth.
-pub fn app(state: AppState) -> Router {
-    let limit = state.options().body_limit;
-    let timeout = state.options().request_timeout;
+/// The router with every layer: the browser guard ([`guard`]), body
+/// limits (both axum's extractor limit and tower-http's; the archive
+/// upload has its own), request timeouts, tracing, panic catching, auth.
+/// `bound` is the listening address, which the guard checks `Host`
+/// against.
+pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Router> {
+    let options = state.options();
+    let guard = guard::Guard::new(
+        bound,
+        options.tokens.is_none(),
+        &options.allow_hosts,
+        &options.cors_origins,
+    )
+    .map_err(std::io::Error::other)?;
+    let limit = options.body_limit;
+    let timeout = options.request_timeout;
     // The request timeout is for `/v1`: an MCP `run` answers when the run
     // ends or pauses, however long that takes (its client decides how long
     // to wait, and cancelling halts the run).
-    let timed = routes::router()
+    let limited = routes::router()
         .merge(openapi::router())
         .merge(dashboard::router())
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(RequestBodyLimitLayer::new(limit));
+    // The archive upload streams its body under its own limit.
+    let timed = limited
+        .merge(archive::upload_router())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ));
     let api = timed
+        // rmcp limits the body itself (to the same body limit).
         .nest_service("/mcp", crate::mcp::http::service(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -173,11 +206,15 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             metrics::count,
         ))
-        .with_state(state);
+        .with_state(state)
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") });
     // Router::layer wraps: the last one added is the outermost.
-    api.layer(DefaultBodyLimit::max(limit))
-        .layer(RequestBodyLimitLayer::new(limit))
-        .layer(axum::middleware::map_response(problem_413))
+    Ok(api
+        .layer(axum::middleware::map_response(problem_envelope))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            guard::check,
+        ))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             |_: Box<dyn std::any::Any + Send>| {
                 axum::response::IntoResponse::into_response(ApiError::internal(
@@ -190,24 +227,37 @@ pub fn app(state: AppState) -> Router {
             tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([
                 axum::http::header::AUTHORIZATION,
             ]),
-        )
-        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") })
+        ))
 }
 
-/// tower-http's limit and timeout layers answer with plain text; give
-/// those answers our envelope.
-async fn problem_413(r: axum::response::Response) -> axum::response::Response {
+/// tower-http's limit and timeout layers and axum's routing (405, and
+/// the Swagger UI's 404s under `/docs/`) answer with plain text or nothing;
+/// give those answers our envelope.
+async fn problem_envelope(r: axum::response::Response) -> axum::response::Response {
     use axum::response::IntoResponse;
     let is_problem = r
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if is_problem {
+        return r;
+    }
     match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE if !is_problem => error::too_large().into_response(),
-        StatusCode::REQUEST_TIMEOUT if !is_problem => ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE => error::too_large().into_response(),
+        StatusCode::REQUEST_TIMEOUT => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "timeout",
             "the request took longer than the server's request timeout",
+        )
+        .into_response(),
+        StatusCode::NOT_FOUND => {
+            ApiError::not_found("no such endpoint or file; see /openapi.json").into_response()
+        }
+        // axum adds `Allow` around this (the method router sets it last).
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "this endpoint does not take the request's method; the Allow header lists those it takes",
         )
         .into_response(),
         _ => r,
@@ -238,7 +288,7 @@ pub async fn run(
     ];
     let addr = listener.local_addr()?;
     tracing::info!(listen = %addr, "flowd listening");
-    let router = app(state.clone());
+    let router = app(state.clone(), addr)?;
     let token = shutdown.clone();
     // TCP_NODELAY: a small SSE frame must not wait for the client's
     // delayed ACK (Nagle; issue 16: 10 ms p50 for one subscriber).

@@ -71,6 +71,11 @@ impl Modify for Bearer {
     ),
     components(schemas(
         Problem,
+        super::answers::CheckAnswer,
+        super::answers::HaltAnswer,
+        super::answers::ReplayAnswer,
+        super::answers::ImportAnswer,
+        super::answers::RunView,
         routes::CheckRequest,
         routes::StartRequest,
         routes::ResumeRequest,

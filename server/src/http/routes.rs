@@ -3,9 +3,14 @@
 //! [`ApiError`]. Reads run on `spawn_blocking` (rusqlite is synchronous).
 
 use super::AppState;
+use super::answers::{
+    CheckAnswer, ChildRef, EndingName, HaltAnswer, OuterRef, ParentRef, ReplayAnswer, RunView,
+    VerdictName,
+};
 use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
+use super::listing::{EntryView, StateName};
 use crate::service::Accepted;
-use crate::source::Sources;
+use crate::source::{Sources, module_name_ok};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -46,7 +51,6 @@ pub fn router() -> Router<AppState> {
             "/v1/runs/{run}/archive",
             get(super::archive::export_archive),
         )
-        .route("/v1/archives", post(super::archive::import_archive))
         .route("/v1/blobs/{hash}", get(get_blob))
         .route("/v1/calls", get(super::listing::list_calls))
         .route("/v1/events", get(super::feed::state_events))
@@ -70,6 +74,14 @@ pub(super) fn json_response(status: StatusCode, v: Json) -> Response {
         flow_abi::json::canonical(&v),
     )
         .into_response()
+}
+
+/// A typed answer as canonical JSON.
+pub(super) fn typed_response(status: StatusCode, v: &impl serde::Serialize) -> ApiResult<Response> {
+    Ok(json_response(
+        status,
+        serde_json::to_value(v).map_err(ApiError::internal)?,
+    ))
 }
 
 /// A submitted program: the root flow and the modules its subgraphs name.
@@ -179,14 +191,6 @@ fn text_of(what: &str, v: &Json) -> ApiResult<String> {
     }
 }
 
-fn module_name_ok(m: &str) -> bool {
-    !m.is_empty()
-        && m.len() <= 256
-        && !m.starts_with('/')
-        && !m.contains('\\')
-        && !m.split('/').any(|s| s == ".." || s == "." || s.is_empty())
-}
-
 /// The program's sources from a request: no directory (a submitted flow has
 /// no filesystem bindings), the root named `name`.
 pub(crate) fn sources(
@@ -197,7 +201,7 @@ pub(crate) fn sources(
     let root = name.clone().unwrap_or_else(|| "flow.json".to_string());
     if !module_name_ok(&root) {
         return Err(ApiError::unprocessable(format!(
-            "name {root:?} is not a module name (a relative path like flow.json)"
+            "name {root:?} is not a module name (a relative path like flow.json, without control characters)"
         )));
     }
     let mut texts = BTreeMap::new();
@@ -205,7 +209,7 @@ pub(crate) fn sources(
     for (m, doc) in modules.iter().flatten() {
         if !module_name_ok(m) {
             return Err(ApiError::unprocessable(format!(
-                "modules: {m:?} is not a module name (a relative path like other.json)"
+                "modules: {m:?} is not a module name (a relative path like other.json, without control characters)"
             )));
         }
         if *m == root {
@@ -240,16 +244,20 @@ pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
 
 #[utoipa::path(post, path = "/v1/check", operation_id = "check_flow", request_body = CheckRequest,
     responses(
-        (status = 200, description = "Diagnostics (errors counts the error ones)", body = Object),
+        (status = 200, description = "Diagnostics (errors counts the error ones)", body = CheckAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A body of the wrong shape", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
     let sources = sources(&req.flow, &req.modules, &req.name)?;
     let (all, errors) = sources.diagnostics();
-    Ok(json_response(
+    typed_response(
         StatusCode::OK,
-        json!({"diagnostics": all, "errors": errors, "ok": errors == 0}),
-    ))
+        &CheckAnswer {
+            diagnostics: all,
+            errors: errors as u64,
+            ok: errors == 0,
+        },
+    )
 }
 
 /// Waits up to `wait` seconds for a drive's outcome (`None`: still going).
@@ -354,7 +362,7 @@ pub(super) fn open_calls(
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
-fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<Json>, bool)> {
+fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<ChildRef>, bool)> {
     let store = state.store();
     let mut out = Vec::new();
     let mut after = Some(run.to_string());
@@ -377,12 +385,22 @@ fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<Json>, 
             if let Some((p, cp)) = &info.parent
                 && p == run.as_str()
             {
-                out.push(json!({"run": row.run, "kind": "fork", "checkpoint": cp}));
+                out.push(ChildRef {
+                    run: row.run.clone(),
+                    kind: "fork".into(),
+                    checkpoint: Some(*cp),
+                    call: None,
+                });
             }
             if let Some((o, call)) = &info.outer
                 && o == run.as_str()
             {
-                out.push(json!({"run": row.run, "kind": "nested", "call": call}));
+                out.push(ChildRef {
+                    run: row.run.clone(),
+                    kind: "nested".into(),
+                    checkpoint: None,
+                    call: Some(call.clone()),
+                });
             }
         }
         if seen >= cap {
@@ -395,37 +413,45 @@ fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<Json>, 
     }
 }
 
-fn run_view(state: &AppState, run: &RunId) -> ApiResult<Json> {
+fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
     let info: RunInfo = state.store().run_info(run)?;
     let (pending, end) = open_calls(state, run)?;
-    let (kids, kids_truncated) = children(state, run, 2000)?;
-    let mut v = json!({
-        "run": run.as_str(),
-        "state": info.state.as_str(),
-        "driving": state.service().is_active(run),
-        "entry": info.entry,
-        "program": info.program,
-        "ending": info.ending,
-        "exit": Json::Null,
-        "output": Json::Null,
-        "fault": Json::Null,
-        "pending": pending,
-        "lastFact": info.last_fact,
-        "parent": info.parent.as_ref().map(|(r, c)| json!({"run": r, "checkpoint": c})),
-        "outer": info.outer.as_ref().map(|(r, c)| json!({"run": r, "call": c})),
-        "children": kids,
-        "childrenTruncated": kids_truncated,
-        "createdMs": info.created_ms,
-        "updatedMs": info.updated_ms,
-    });
+    let (children, children_truncated) = children(state, run, 2000)?;
+    let mut v = RunView {
+        run: run.to_string(),
+        state: info.state.into(),
+        driving: state.service().is_active(run),
+        entry: EntryView {
+            module: info.entry.module,
+            function: info.entry.function,
+        },
+        program: info.program,
+        ending: info.ending.map(|e| match e {
+            flow_store::Ending::Completed => EndingName::Completed,
+            flow_store::Ending::Faulted => EndingName::Faulted,
+        }),
+        exit: Json::Null,
+        output: Json::Null,
+        fault: Json::Null,
+        pending,
+        last_fact: (&info.last_fact).into(),
+        parent: info
+            .parent
+            .map(|(run, checkpoint)| ParentRef { run, checkpoint }),
+        outer: info.outer.map(|(run, call)| OuterRef { run, call }),
+        children,
+        children_truncated,
+        created_ms: info.created_ms,
+        updated_ms: info.updated_ms,
+    };
     if let Some(end) = end {
         let e = &end["ending"];
         if let Some(c) = e.get("Completed") {
-            v["exit"] = c.get("exit").cloned().unwrap_or(Json::Null);
-            v["output"] = c.get("output").cloned().unwrap_or(Json::Null);
+            v.exit = c.get("exit").cloned().unwrap_or(Json::Null);
+            v.output = c.get("output").cloned().unwrap_or(Json::Null);
         }
         if let Some(f) = e.get("Faulted") {
-            v["fault"] = f.clone();
+            v.fault = f.clone();
         }
     }
     Ok(v)
@@ -434,7 +460,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<Json> {
 #[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run",
     params(("run" = String, Path, description = "A run id")),
     responses(
-        (status = 200, description = "State, ending, output, pending calls, lastFact, parent, children", body = Object),
+        (status = 200, description = "State, ending, output, pending calls, lastFact, parent, children", body = RunView),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_run(
     State(state): State<AppState>,
@@ -442,7 +468,7 @@ pub async fn get_run(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let v = blocking(&state, move |s| run_view(s, &run)).await?;
-    Ok(json_response(StatusCode::OK, v))
+    typed_response(StatusCode::OK, &v)
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}/facts", operation_id = "list_facts",
@@ -521,7 +547,7 @@ pub async fn resume_run(
 #[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run",
     params(("run" = String, Path, description = "A run id")),
     responses(
-        (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it", body = Object),
+        (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it", body = HaltAnswer),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The run has ended", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn halt_run(
@@ -530,16 +556,21 @@ pub async fn halt_run(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let row = state.service().halt(&run, json!({"by": "http"})).await?;
-    Ok(json_response(
+    typed_response(
         StatusCode::OK,
-        json!({"run": run.as_str(), "state": "halted", "head": row.head, "atMs": row.at_ms}),
-    ))
+        &HaltAnswer {
+            run: run.to_string(),
+            state: StateName::Halted,
+            head: (&row.head).into(),
+            at_ms: row.at_ms,
+        },
+    )
 }
 
 #[utoipa::path(post, path = "/v1/runs/{run}/replay", operation_id = "replay_run",
     params(("run" = String, Path, description = "A run id")),
     responses(
-        (status = 200, description = "`{run, verdict, fact?, reason?}`: matched, incomplete or diverged", body = Object),
+        (status = 200, description = "`{run, verdict, fact?, reason?}`: matched, incomplete or diverged", body = ReplayAnswer),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn replay_run(
     State(state): State<AppState>,
@@ -547,13 +578,20 @@ pub async fn replay_run(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let verdict = state.service().replay(&run).await?;
-    let v = match verdict {
-        Verdict::Diverged { fact, reason } => {
-            json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
-        }
-        v => json!({"run": run.as_str(), "verdict": v.to_string()}),
+    let (verdict, fact, reason) = match verdict {
+        Verdict::Matched => (VerdictName::Matched, None, None),
+        Verdict::Incomplete => (VerdictName::Incomplete, None, None),
+        Verdict::Diverged { fact, reason } => (VerdictName::Diverged, Some(fact), Some(reason)),
     };
-    Ok(json_response(StatusCode::OK, v))
+    typed_response(
+        StatusCode::OK,
+        &ReplayAnswer {
+            run: run.to_string(),
+            verdict,
+            fact,
+            reason,
+        },
+    )
 }
 
 #[utoipa::path(post, path = "/v1/runs/{run}/fork", operation_id = "fork_run", request_body = ForkRequest,
@@ -605,7 +643,7 @@ pub async fn fork_run(
 #[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source",
     params(("run" = String, Path, description = "A run id"), ("module" = String, Path, description = "A module name as recorded in Start")),
     responses(
-        (status = 200, description = "The recorded source text", body = String, content_type = "application/json"),
+        (status = 200, description = "The recorded source text: a FlowSpec document (a source checked before it was recorded, so it is JSON)", body = Value, content_type = "application/json"),
         (status = 404, description = "No such run or module", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_source(
     State(state): State<AppState>,

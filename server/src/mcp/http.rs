@@ -3,9 +3,11 @@
 //! bearer auth; each tool checks the token's scope (read for check,
 //! history, runs and replay; run for run and resume).
 //!
-//! rmcp accepts only loopback `Host` headers by default (DNS rebinding
-//! protection for an unauthenticated local server, ECOSYSTEM §7). With
-//! `--tokens` every request is authenticated, so any host is accepted.
+//! `Host` and `Origin` are checked by the server's browser guard
+//! (`crate::http::guard`) in front of every route, `/mcp` included, by one
+//! rule (`--allow-host`, `--cors-origin`); rmcp's own loopback-only Host
+//! list is turned off so that the two cannot disagree (a name given with
+//! `--allow-host` is served on `/mcp` too).
 
 use super::service::Service;
 use super::tools::FlowMcp;
@@ -17,12 +19,10 @@ use std::sync::Arc;
 /// The `/mcp` service: sessions end with the server's shutdown token, so
 /// an open MCP stream never holds up shutdown.
 pub fn service(state: &AppState) -> StreamableHttpService<FlowMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.shutdown().child_token())
-        .with_max_request_body_bytes(state.options().body_limit);
-    if state.options().tokens.is_some() {
-        config = config.disable_allowed_hosts();
-    }
+        .with_max_request_body_bytes(state.options().body_limit)
+        .disable_allowed_hosts();
     let svc = Arc::new(Service::server(state.clone()));
     StreamableHttpService::new(
         move || Ok(FlowMcp::new(svc.clone())),

@@ -1,0 +1,137 @@
+//! Typed response bodies of `routes.rs` and `archive.rs` (issue 17): the
+//! handlers build these and serialize them, so the OpenAPI document's
+//! schemas are what is sent, and schemathesis checks the answers against
+//! them.
+
+use super::listing::{EntryView, FactRefView, StateName};
+use serde::Serialize;
+use serde_json::Value as Json;
+use utoipa::ToSchema;
+
+/// `POST /v1/check`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckAnswer {
+    /// Every module's diagnostics (each names its module).
+    #[schema(value_type = Vec<Object>)]
+    pub diagnostics: Vec<Json>,
+    /// How many of them are errors.
+    pub errors: u64,
+    /// No errors.
+    pub ok: bool,
+}
+
+/// `POST /v1/runs/{run}/halt`: the halt host record.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HaltAnswer {
+    pub run: String,
+    /// Always `halted`.
+    pub state: StateName,
+    /// The last fact when the run was halted.
+    pub head: FactRefView,
+    pub at_ms: i64,
+}
+
+/// A replay's verdict.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictName {
+    Matched,
+    Incomplete,
+    Diverged,
+}
+
+/// `POST /v1/runs/{run}/replay`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayAnswer {
+    pub run: String,
+    pub verdict: VerdictName,
+    /// Where it diverged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fact: Option<u64>,
+    /// Why it diverged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/archives`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ImportAnswer {
+    pub run: String,
+    /// `false`: the same history was already stored; nothing changed.
+    pub imported: bool,
+    /// The facts written (only when imported).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<u64>,
+}
+
+/// A fork's parent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ParentRef {
+    pub run: String,
+    pub checkpoint: u64,
+}
+
+/// A nested run's outer run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OuterRef {
+    pub run: String,
+    pub call: String,
+}
+
+/// A later run made from this one.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChildRef {
+    pub run: String,
+    /// `fork` or `nested`.
+    pub kind: String,
+    /// A fork's checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u64>,
+    /// A nested run's call in this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EndingName {
+    Completed,
+    Faulted,
+}
+
+/// `GET /v1/runs/{run}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub run: String,
+    pub state: StateName,
+    /// The server drives it now.
+    pub driving: bool,
+    pub entry: EntryView,
+    /// `sha256:` of the recorded sources.
+    pub program: String,
+    pub ending: Option<EndingName>,
+    /// A completed run's exit (its End's `exit`).
+    #[schema(value_type = Option<Value>)]
+    pub exit: Json,
+    /// A completed run's output.
+    #[schema(value_type = Option<Value>)]
+    pub output: Json,
+    /// A faulted run's fault.
+    #[schema(value_type = Option<Value>)]
+    pub fault: Json,
+    /// Calls with no Reply or Close yet.
+    #[schema(value_type = Vec<Object>)]
+    pub pending: Vec<Json>,
+    pub last_fact: FactRefView,
+    pub parent: Option<ParentRef>,
+    pub outer: Option<OuterRef>,
+    /// Forks and nested runs of this run (at most 2,000 later runs are
+    /// looked at).
+    pub children: Vec<ChildRef>,
+    pub children_truncated: bool,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}

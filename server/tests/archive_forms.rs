@@ -1,0 +1,309 @@
+//! Run archives in both forms through both doors (issue 17): `flow import`
+//! and `POST /v1/archives` take the tar the server exports, a default
+//! server takes its own export of a 10,000-fact run, and `flow import`
+//! opens only directories and regular files — a FIFO or `/dev/zero` is
+//! refused at once, never read.
+
+use flow_store::{AppendFacts, SqliteOptions, SqliteStore};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `flow serve` process, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data: &Path, args: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .arg("--data")
+        .arg(data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("flowd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    Server { child, base }
+}
+
+/// Runs `flow --data DATA ARGS`, killed (and the test failed) if it takes
+/// longer than `limit`.
+fn flow(data: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("flow {args:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A completed run of `facts` Checkpoints in `data`'s store, each state a
+/// few hundred distinct bytes.
+fn large_run(data: &Path, facts: u64) -> String {
+    std::fs::create_dir_all(data).unwrap();
+    let store = SqliteStore::open(data.join("flow.db"), SqliteOptions::default()).unwrap();
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/flows/review/review.json");
+    let sources = flowd::source::Sources {
+        dir: None,
+        root: "review.json".into(),
+        texts: [(
+            "review.json".to_string(),
+            std::fs::read_to_string(p).unwrap(),
+        )]
+        .into(),
+    };
+    let run = flowd::service::record_start(&store, &sources, "{\"text\": \"large\"}").unwrap();
+    let pad = "x".repeat(600);
+    let mut batch = Vec::new();
+    for k in 0..facts {
+        batch.push(json!({"fact": "Checkpoint", "n": k + 2, "task": "root", "node": "draft", "state": {"text": format!("{k:08}{pad}"), "i": k}}));
+        if batch.len() == 1000 {
+            store.append_all(&run, &batch).unwrap();
+            batch.clear();
+        }
+    }
+    batch.push(json!({"fact": "End", "n": facts + 2, "ending": {"Completed": {"exit": "success", "output": {}}}}));
+    store.append_all(&run, &batch).unwrap();
+    run.to_string()
+}
+
+/// The bytes of one entry of a tar.
+fn tar_entry(tar: &[u8], name: &str) -> Vec<u8> {
+    let mut a = tar::Archive::new(tar);
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path_bytes().as_ref() == name.as_bytes() {
+            let mut out = Vec::new();
+            e.read_to_end(&mut out).unwrap();
+            return out;
+        }
+    }
+    panic!("no {name} in the tar");
+}
+
+/// The server's export of a 10,000-fact run (larger than the JSON body
+/// limit) imports into a default server and with `flow import FILE.tar`;
+/// the CLI's directory export of the imported run holds the same history,
+/// and the second server exports the same tar bytes.
+#[tokio::test]
+async fn a_large_server_export_imports_over_http_and_with_the_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = large_run(&tmp.path().join("a"), 10_000);
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let a = serve(&tmp.path().join("a"), &[]);
+    let tar = c
+        .get(format!("{}/v1/runs/{run}/archive", a.base))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    assert!(
+        tar.len() > 4 << 20,
+        "the archive ({} bytes) is larger than the default JSON body limit",
+        tar.len()
+    );
+
+    // Over HTTP, into a default server.
+    let b = serve(&tmp.path().join("b"), &[]);
+    let r = c
+        .post(format!("{}/v1/archives", b.base))
+        .header("content-type", "application/x-tar")
+        .body(tar.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["run"], run.as_str());
+    assert_eq!(v["facts"], 10_002);
+    let again = c
+        .get(format!("{}/v1/runs/{run}/archive", b.base))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(again.as_ref() == tar.as_slice(), "round trip: the same tar");
+
+    // With the CLI, from the tar file.
+    let file = tmp.path().join("run.tar");
+    std::fs::write(&file, &tar).unwrap();
+    let cdata = tmp.path().join("c");
+    let f = file.to_str().unwrap();
+    let o = flow(&cdata, &["import", f], Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), format!("imported {run}"));
+    let o = flow(&cdata, &["--json", "import", f], Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v, json!({"run": run, "imported": false}));
+    let out = tmp.path().join("exported");
+    let o = flow(
+        &cdata,
+        &["export", &run, "--out", out.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read(out.join("history.jsonl")).unwrap(),
+        tar_entry(&tar, "history.jsonl")
+    );
+    // And the directory form into another store.
+    let o = flow(
+        &tmp.path().join("d"),
+        &["import", out.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// An archive past `--archive-limit` is 413, and one without
+/// `history.jsonl` is a 422 naming it (it was a 503 "storage" failure);
+/// neither records anything.
+#[tokio::test]
+async fn archive_refusals_over_http_name_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut no_history = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_ustar();
+    h.set_size(0);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    no_history
+        .append_data(&mut h, "host.jsonl", std::io::empty())
+        .unwrap();
+    let no_history = no_history.into_inner().unwrap();
+    let big = vec![0u8; 8192];
+    let s = serve(tmp.path(), &["--archive-limit", "4096"]);
+    for (what, body, status, needle) in [
+        ("no history.jsonl", no_history, 422, "history.jsonl"),
+        ("past the limit", big, 413, "--archive-limit"),
+    ] {
+        let r = c
+            .post(format!("{}/v1/archives", s.base))
+            .header("content-type", "application/x-tar")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{what}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let v: Value = r.json().await.unwrap();
+        assert!(
+            v["detail"].as_str().unwrap().contains(needle),
+            "{what}: {v}"
+        );
+        assert!(
+            !v["detail"].as_str().unwrap().contains("flowd-archive-"),
+            "{what}: no server path in {v}"
+        );
+    }
+    let runs: Value = c
+        .get(format!("{}/v1/runs", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["runs"], json!([]));
+}
+
+/// `flow import` on a FIFO, on `/dev/zero`, and on archive directories
+/// whose `history.jsonl` is one of those: exit 2 at once (bounded time: a
+/// read would block, or never end), nothing stored.
+#[test]
+fn import_refuses_fifos_and_devices_without_reading_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo_dir = tmp.path().join("fifo-archive");
+    std::fs::create_dir(&fifo_dir).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(fifo_dir.join("history.jsonl"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let zero_dir = tmp.path().join("zero-archive");
+    std::fs::create_dir(&zero_dir).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero_dir.join("history.jsonl")).unwrap();
+    let data = tmp.path().join("data");
+    for (path, needle) in [
+        (
+            fifo.as_path(),
+            "neither an archive directory nor a tar file",
+        ),
+        (
+            Path::new("/dev/zero"),
+            "neither an archive directory nor a tar file",
+        ),
+        (fifo_dir.as_path(), "not a regular file"),
+        (zero_dir.as_path(), "not a regular file"),
+    ] {
+        let o = flow(
+            &data,
+            &["import", path.to_str().unwrap()],
+            Duration::from_secs(10),
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", path.display());
+        assert!(
+            text(&o.stderr).contains(needle),
+            "{}: {}",
+            path.display(),
+            text(&o.stderr)
+        );
+    }
+    let o = flow(&data, &["--json", "runs"], Duration::from_secs(10));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["runs"], json!([]), "{v}");
+}
