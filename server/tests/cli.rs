@@ -680,10 +680,13 @@ fn watch_follows_a_run_until_it_pauses_or_ends() {
         ])
         .arg(r#"{"ticket":"The site is down!","customer":"Acme"}"#)
         .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(g.data.path().with_extension("err")).unwrap())
         .spawn()
         .unwrap();
+    // Start is recorded once the Tools are bound (their processes started
+    // and described), which takes a while on a loaded machine.
     let mut run = None;
-    for _ in 0..100 {
+    for _ in 0..600 {
         let (_, v) = g.json(&["runs"]);
         if let Some(r) = v["runs"][0]["run"].as_str() {
             run = Some(r.to_string());
@@ -691,7 +694,18 @@ fn watch_follows_a_run_until_it_pauses_or_ends() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let run = run.expect("the run started");
+    let run = run.unwrap_or_else(|| {
+        let pid = runner.id();
+        panic!(
+            "the run started: {:?} {:?} exited {:?} wchan {:?} children {:?} stat {:?}",
+            std::fs::read_to_string(g.data.path().with_extension("err")),
+            g.json(&["runs"]),
+            runner.try_wait(),
+            std::fs::read_to_string(format!("/proc/{pid}/wchan")),
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")),
+            std::fs::read_to_string(format!("/proc/{pid}/stat")),
+        )
+    });
     let out = flow()
         .arg("--data")
         .arg(g.data.path())
@@ -822,6 +836,7 @@ fn the_cli_talks_to_a_server_with_the_same_commands() {
     let (code, text) = remote(&["runs"]);
     assert_eq!(code, 2);
     assert!(text.contains("cannot reach"), "{text}");
+}
 
 /// Module names are printed (`flow check`, `flow history`): a file name
 /// with a control or bidirectional-formatting character could rewrite the

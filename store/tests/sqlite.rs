@@ -272,3 +272,35 @@ fn refusals_inside_a_group_commit_leave_the_rest() {
         );
     }
 }
+
+/// Two processes opening a new store at once (a `flow run` and a `flow
+/// runs`) both get it: the migrations are applied once, in one IMMEDIATE
+/// transaction, and the other opener finds them recorded. (Before, the
+/// second applied migration 1 again and failed: a storage failure, exit 5.)
+#[test]
+fn concurrent_opens_of_a_new_store_all_succeed() {
+    for _ in 0..5 {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(tmp.path().join("s.db"));
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let (db, start) = (db.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    open(&db)
+                        .run_info(&new_run_id())
+                        .err()
+                        .map(|e| e.to_string())
+                })
+            })
+            .collect();
+        for o in openers {
+            let e = o.join().unwrap();
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("unknown run")),
+                "an opener failed: {e:?}"
+            );
+        }
+    }
+}

@@ -111,29 +111,32 @@ fn configure(conn: &Connection, opts: &SqliteOptions, writer: bool) -> Result<()
     Ok(())
 }
 
-/// Applies the migrations not yet recorded, each in its own transaction, and
-/// refuses a database that is newer than this build or whose applied
-/// migrations were edited.
+/// Applies the migrations not yet recorded and refuses a database that is
+/// newer than this build or whose applied migrations were edited. It all
+/// happens in one IMMEDIATE transaction, so two processes opening a new
+/// store at once (a `flow serve` and a `flow runs`) never both apply a
+/// migration: the second waits for the write lock (busy timeout), then
+/// finds it recorded.
 fn migrate(conn: &mut Connection) -> Result<()> {
-    conn.execute_batch(
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
             version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, applied_ms INTEGER NOT NULL)",
     )?;
     let applied: Vec<(i64, String)> = {
         let mut st =
-            conn.prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?;
+            tx.prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?;
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?
     };
     for (version, name, sql) in migrate::pending(migrate::SQLITE, &applied)? {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, checksum, applied_ms) VALUES (?1, ?2, ?3, ?4)",
             rusqlite::params![version, name, migrate::checksum(sql), now_ms()],
         )?;
-        tx.commit()?;
     }
+    tx.commit()?;
     Ok(())
 }
 
