@@ -516,3 +516,86 @@ async fn a_hitl_deadline_fires_once_across_servers() {
     let (_, verdict) = post(&c, s2.url(&format!("/v1/runs/{run}/replay")), json!({})).await;
     assert_eq!(verdict["verdict"], "matched", "{verdict}");
 }
+
+/// Issue 12 §2 fencing: a server whose lease was taken (here by hand, as
+/// a server that stalled past its lease would find it) stops driving the
+/// run at its next renewal and appends nothing more — the Tool's late
+/// reply is dropped; once the lease expires the run is taken over and
+/// goes on.
+#[tokio::test]
+async fn a_server_whose_lease_was_taken_stops_driving() {
+    let Some(db) = Schema::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((toml, flow)) = triage_tools(dir.path()) else {
+        return;
+    };
+    let s1 = Server::start(&db, Some(&toml), &[("TRIAGE_DELAY_MS", "4000")]);
+    let c = client();
+    let (status, v) = post(
+        &c,
+        s1.url("/v1/runs"),
+        json!({"flow": flow, "name": "triage.json", "input": {"ticket": "site down!", "customer": "Acme"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let started = Instant::now();
+    let run = v["run"].as_str().unwrap().to_string();
+    let mut before = Vec::new();
+    for _ in 0..200 {
+        before = facts(&c, &s1, &run).await;
+        if before.len() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(before.len(), 4, "{before:?}");
+    assert_eq!(
+        get(&c, s1.url(&format!("/v1/runs/{run}"))).await["driving"],
+        true
+    );
+    db.query(&format!(
+        "UPDATE leases SET holder = 'http://intruder#1', epoch = epoch + 1, expires_ms = expires_ms + 3600000 WHERE run = '{run}'"
+    ));
+    let mut driving = Value::Bool(true);
+    for _ in 0..100 {
+        driving = get(&c, s1.url(&format!("/v1/runs/{run}"))).await["driving"].clone();
+        if driving == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(driving, false, "the fenced drive stopped");
+    // Past the Tool's answer: nothing appended by the fenced server.
+    let answer = Duration::from_millis(5500).saturating_sub(started.elapsed());
+    tokio::time::sleep(answer).await;
+    assert_eq!(
+        facts(&c, &s1, &run).await,
+        before,
+        "no fact after the fence"
+    );
+    let r = c
+        .post(s1.url(&format!("/v1/runs/{run}/resume")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let problem: Value = r.json().await.unwrap();
+    assert_eq!(problem["holder"], "http://intruder", "{problem}");
+    // The intruder "dies": its lease expires, the run is taken over.
+    db.query(&format!(
+        "UPDATE leases SET expires_ms = 0 WHERE run = '{run}'"
+    ));
+    let mut state = Value::Null;
+    for _ in 0..400 {
+        state = get(&c, s1.url(&format!("/v1/runs/{run}"))).await["state"].clone();
+        if state != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "paused", "taken over, the call resent and answered");
+    let after = facts(&c, &s1, &run).await;
+    assert_eq!(after[..4], before[..]);
+    assert_eq!(after[4].1, "Reply");
+}
