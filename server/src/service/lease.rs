@@ -18,12 +18,14 @@
 //!   `resend = true`.
 //!
 //! A single process (the CLI, `flow serve` on SQLite) has no lease options
-//! and makes none of these round trips.
+//! and makes none of these round trips: a [`Claim`] is then only this
+//! process's mark that a run is being driven (one drive per run).
 
-use super::{Claim, RunService, store::blocking};
+use super::{RunService, store::blocking};
 use crate::error::{Error, Result};
 use flow_store::{LeaseClaim, RunId};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How this server takes part in a cluster.
 #[derive(Clone, Debug)]
@@ -71,7 +73,93 @@ fn node_of(holder: &str) -> &str {
     holder.rsplit_once('#').map_or(holder, |(n, _)| n)
 }
 
+/// A drive going on here.
+pub(super) struct Driving {
+    pub(super) token: CancellationToken,
+    pub(super) epoch: Option<u64>,
+}
+
+/// A run marked as driven (and, with leases, its lease); dropping it
+/// unmarks the run and lets go of the lease (every early return before the
+/// drive task takes it over) unless told to keep it.
+pub(super) struct Claim {
+    pub(super) service: RunService,
+    pub(super) run: RunId,
+    pub(super) token: CancellationToken,
+    epoch: Option<u64>,
+    release: bool,
+}
+
+impl Claim {
+    fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = Some(epoch);
+        if let Ok(mut a) = self.service.inner.active.lock()
+            && let Some(d) = a.get_mut(&self.run)
+        {
+            d.epoch = Some(epoch);
+        }
+    }
+
+    /// Dropped, the claim leaves the lease to expire in its time.
+    pub(super) fn keep_lease(mut self) -> Claim {
+        self.release = false;
+        self
+    }
+
+    /// Lets go of the lease (awaited, so whoever hears of the pause or the
+    /// end next can claim it) when `release`, then of the run.
+    pub(super) async fn finish(mut self, release: bool) {
+        if let (Some(epoch), true) = (self.epoch.take(), release) {
+            self.service.release_lease(&self.run, epoch).await;
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.service.inner.active.lock() {
+            a.remove(&self.run);
+        }
+        if let (Some(epoch), true) = (self.epoch.take(), self.release)
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let (service, run) = (self.service.clone(), self.run.clone());
+            rt.spawn(async move { service.release_lease(&run, epoch).await });
+        }
+    }
+}
+
 impl RunService {
+    /// Marks `run` as driven here (with the lease of `epoch` already
+    /// claimed, if any); refused when it is driven here already.
+    pub(super) fn claim_local(&self, run: &RunId, epoch: Option<u64>) -> Result<Claim> {
+        let mut a = self
+            .inner
+            .active
+            .lock()
+            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
+        if a.contains_key(run) {
+            return Err(Error::Conflict(format!(
+                "{run} is being driven now; resume a call once the run pauses"
+            )));
+        }
+        let token = self.inner.shutdown.child_token();
+        a.insert(
+            run.clone(),
+            Driving {
+                token: token.clone(),
+                epoch,
+            },
+        );
+        Ok(Claim {
+            service: self.clone(),
+            run: run.clone(),
+            token,
+            epoch,
+            release: true,
+        })
+    }
+
     /// Marks `run` as driven here and, with leases, claims its lease; a run
     /// driven here already, or whose lease another server holds, is
     /// refused (409). `patient` waits a moment for a holder letting go.

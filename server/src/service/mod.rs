@@ -42,6 +42,7 @@ use flow_engine::replay::Verdict;
 use flow_store::{
     DiscoveryQuery, FactRef, HostRecord, HostRecordKind, HostRecordRow, RunId, RunState,
 };
+use lease::{Claim, Driving};
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -116,62 +117,6 @@ struct Inner {
     deadlines: Deadlines,
     heads: Arc<heads::Heads>,
     commits: Arc<commits::Commits>,
-}
-
-/// A drive going on here.
-struct Driving {
-    token: CancellationToken,
-    epoch: Option<u64>,
-}
-
-/// A run marked as driven (and, with leases, its lease); dropping it
-/// unmarks the run and lets go of the lease (every early return before the
-/// drive task takes it over) unless told to keep it.
-struct Claim {
-    service: RunService,
-    run: RunId,
-    token: CancellationToken,
-    epoch: Option<u64>,
-    release: bool,
-}
-
-impl Claim {
-    fn set_epoch(&mut self, epoch: u64) {
-        self.epoch = Some(epoch);
-        if let Ok(mut a) = self.service.inner.active.lock()
-            && let Some(d) = a.get_mut(&self.run)
-        {
-            d.epoch = Some(epoch);
-        }
-    }
-
-    /// Dropped, the claim leaves the lease to expire in its time.
-    fn keep_lease(mut self) -> Claim {
-        self.release = false;
-        self
-    }
-
-    /// Lets go of the lease (awaited, so whoever hears of the pause or the
-    /// end next can claim it) when `release`, then of the run.
-    async fn finish(mut self, release: bool) {
-        if let (Some(epoch), true) = (self.epoch.take(), release) {
-            self.service.release_lease(&self.run, epoch).await;
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if let Ok(mut a) = self.service.inner.active.lock() {
-            a.remove(&self.run);
-        }
-        if let (Some(epoch), true) = (self.epoch.take(), self.release)
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            let (service, run) = (self.service.clone(), self.run.clone());
-            rt.spawn(async move { service.release_lease(&run, epoch).await });
-        }
-    }
 }
 
 impl RunService {
@@ -256,36 +201,6 @@ impl RunService {
     /// Drives going on now.
     pub fn active_drives(&self) -> usize {
         self.inner.active.lock().map(|a| a.len()).unwrap_or(0)
-    }
-
-    /// Marks `run` as driven here (with the lease of `epoch` already
-    /// claimed, if any); refused when it is driven here already.
-    fn claim_local(&self, run: &RunId, epoch: Option<u64>) -> Result<Claim> {
-        let mut a = self
-            .inner
-            .active
-            .lock()
-            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
-        if a.contains_key(run) {
-            return Err(Error::Conflict(format!(
-                "{run} is being driven now; resume a call once the run pauses"
-            )));
-        }
-        let token = self.inner.shutdown.child_token();
-        a.insert(
-            run.clone(),
-            Driving {
-                token: token.clone(),
-                epoch,
-            },
-        );
-        Ok(Claim {
-            service: self.clone(),
-            run: run.clone(),
-            token,
-            epoch,
-            release: true,
-        })
     }
 
     /// The checked program of `sources`, from the cache by program hash.
