@@ -205,6 +205,7 @@ fn service(store: Arc<flow_store::SqliteStore>, flow: &Path) -> RunService {
             bindings: Bindings::configured(vec![manifest]),
             progress: None,
             max_steps: None,
+            lease: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

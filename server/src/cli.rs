@@ -337,6 +337,7 @@ fn service_with(
             bindings: Bindings::local(allow, manifests),
             progress,
             max_steps: None,
+            lease: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )
@@ -441,6 +442,16 @@ fn open_store(g: &Global) -> Result<StoreRef> {
         g.data.join("flow.db"),
         SqliteOptions::default(),
     )?))
+}
+
+/// `flow serve --postgres`: the store in `schema` of the database at
+/// `url` (connected and migrated off the runtime).
+fn open_postgres(url: &str, schema: &str) -> Result<StoreRef> {
+    let opts = flow_store::PostgresOptions {
+        url: url.to_string(),
+        schema: schema.to_string(),
+    };
+    Ok(Arc::new(flow_store::PostgresStore::open(opts)?))
 }
 
 fn run_id(s: &str) -> Result<RunId> {
@@ -629,7 +640,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(0)
         }
-        Command::Serve(args) => crate::http::cli::serve(open_store(&g)?, args).await,
+        Command::Serve(args) => {
+            let store = match &args.postgres {
+                Some(url) => open_postgres(url, &args.postgres_schema)?,
+                None => open_store(&g)?,
+            };
+            crate::http::cli::serve(store, args).await
+        }
         Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;

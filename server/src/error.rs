@@ -18,6 +18,16 @@ pub enum Error {
     /// The call named is not open.
     #[error("{0}")]
     Conflict(String),
+    /// Another server of the cluster drives the run now (it holds the
+    /// run's lease: docs/deploy.md).
+    #[error(
+        "{run} is being driven by {holder} now (its lease runs {expires_in_ms} ms more); send the request there, or again once the run pauses"
+    )]
+    Leased {
+        run: String,
+        holder: String,
+        expires_in_ms: i64,
+    },
     /// A history that cannot be read back as a run.
     #[error("unreadable: {0}")]
     Unreadable(String),

@@ -31,6 +31,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "imported_runs",
         include_str!("../../migrations/sqlite/0004_imported_runs.sql"),
     ),
+    (
+        5,
+        "leases",
+        include_str!("../../migrations/sqlite/0005_leases.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -54,6 +59,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         4,
         "imported_runs",
         include_str!("../../migrations/postgres/0004_imported_runs.sql"),
+    ),
+    (
+        5,
+        "leases",
+        include_str!("../../migrations/postgres/0005_leases.sql"),
     ),
 ];
 

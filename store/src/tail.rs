@@ -10,7 +10,7 @@
 //! (`last + 1` next), so nothing is duplicated or skipped. No async runtime
 //! is needed; a server drives a tail from `spawn_blocking`.
 
-use crate::api::{ReadHistory, StoredFact, Tail, TailEvent};
+use crate::api::{HeadObserver, ReadHistory, StoredFact, Tail, TailEvent};
 use crate::error::Result;
 use crate::fact::FactKind;
 use flow_abi::fact::RunId;
@@ -41,13 +41,28 @@ struct HeadMap {
 pub struct Heads {
     map: Mutex<HeadMap>,
     changed: Condvar,
+    observers: Mutex<Vec<HeadObserver>>,
 }
 
 impl Heads {
-    /// Records new durable heads and wakes waiters.
+    /// Adds an observer of every bump from now on.
+    pub fn observe(&self, observer: HeadObserver) {
+        if let Ok(mut o) = self.observers.lock() {
+            o.push(observer);
+        }
+    }
+
+    /// Records new durable heads, wakes waiters and tells observers.
     pub fn bump(&self, items: &[(String, u64)]) {
         if items.is_empty() {
             return;
+        }
+        if let Ok(o) = self.observers.lock() {
+            for f in o.iter() {
+                for (run, n) in items {
+                    f(run, *n);
+                }
+            }
         }
         if let Ok(mut m) = self.map.lock() {
             if m.heads.len() + items.len() > MAX_HEADS {

@@ -4,6 +4,7 @@
 use super::auth::{Tokens, is_loopback};
 use super::{AppState, ServeOptions};
 use crate::error::{Error, Result};
+use crate::service::LeaseOptions;
 use crate::service::store::StoreRef;
 use clap::Args;
 use flow_tools::manifest::Manifest;
@@ -54,7 +55,34 @@ pub struct ServeArgs {
     /// (`harness_meta.max_steps`); more is refused (422).
     #[arg(long, default_value_t = crate::service::MAX_STEPS)]
     pub max_steps: u64,
+    /// Keep runs in PostgreSQL at this URL (postgres://user@host:port/db)
+    /// instead of the SQLite file under --data. Any number of servers on
+    /// one database and schema act as one service (docs/deploy.md).
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
+    /// The Postgres schema that holds the store's tables (created if
+    /// needed).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "public",
+        requires = "postgres"
+    )]
+    pub postgres_schema: String,
+    /// How long a server's lease on a run it drives lasts unless renewed
+    /// (renewed every third of it); a run whose server died is taken over
+    /// within about this long. With --postgres.
+    #[arg(long, value_name = "SECONDS", requires = "postgres", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_seconds: Option<u64>,
+    /// How the other servers name this one when it drives a run (the
+    /// `holder` of a 409): a URL they can reach it at. Default: the URL it
+    /// listens on. With --postgres.
+    #[arg(long, value_name = "NAME", requires = "postgres")]
+    pub node: Option<String>,
 }
+
+/// The lease time unless --lease-seconds says otherwise.
+pub const LEASE_SECONDS: u64 = 10;
 
 /// Builds the options from the flags: reads the tokens and manifests, and
 /// refuses a non-loopback listen address without tokens.
@@ -98,18 +126,25 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
         request_timeout: Duration::from_secs(args.request_timeout.max(super::routes::MAX_WAIT + 5)),
         recover: !args.no_recover,
         max_steps: args.max_steps,
+        lease: args.postgres.as_ref().map(|_| LeaseOptions {
+            node: args.node.clone().unwrap_or_default(),
+            ttl: Duration::from_secs(args.lease_seconds.unwrap_or(LEASE_SECONDS)),
+        }),
     })
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
-    let opts = options(&args)?;
+    let mut opts = options(&args)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
+    if let Some(l) = opts.lease.as_mut().filter(|l| l.node.is_empty()) {
+        l.node = format!("http://{addr}");
+    }
     // The first line stays as it is: tests and .ci/run read the address
     // from it. One write, and its failure ignored: a reader that closes
     // the pipe after that line must not stop the server (println! would

@@ -24,6 +24,9 @@ pub struct ApiError {
     pub kind: &'static str,
     pub detail: String,
     pub diagnostics: Option<Vec<Json>>,
+    /// Extension members of the problem (RFC 9457 §3.2), e.g. the
+    /// `holder` of a run driven by another server.
+    pub members: Vec<(&'static str, Json)>,
 }
 
 impl ApiError {
@@ -33,6 +36,7 @@ impl ApiError {
             kind,
             detail: detail.into(),
             diagnostics: None,
+            members: Vec::new(),
         }
     }
 
@@ -79,8 +83,13 @@ impl ApiError {
             "status": self.status.as_u16(),
             "detail": self.detail,
         });
-        if let (Some(d), Json::Object(m)) = (&self.diagnostics, &mut v) {
-            m.insert("diagnostics".into(), Json::Array(d.clone()));
+        if let Json::Object(m) = &mut v {
+            if let Some(d) = &self.diagnostics {
+                m.insert("diagnostics".into(), Json::Array(d.clone()));
+            }
+            for (k, x) in &self.members {
+                m.insert((*k).into(), x.clone());
+            }
         }
         v
     }
@@ -122,6 +131,18 @@ impl From<Error> for ApiError {
             .with_diagnostics(ds.into_iter().map(|m| json!({"severity": "error", "message": m})).collect()),
             Error::NotFound(d) => ApiError::not_found(d),
             Error::Conflict(d) => ApiError::conflict(d),
+            ref e @ Error::Leased {
+                ref holder,
+                expires_in_ms,
+                ..
+            } => {
+                let mut a = ApiError::new(StatusCode::CONFLICT, "leased", e.to_string());
+                a.members = vec![
+                    ("holder", json!(holder)),
+                    ("leaseExpiresInMs", json!(expires_in_ms)),
+                ];
+                a
+            }
             Error::Halted(run) => {
                 ApiError::conflict(format!("{run} was halted before it ended or paused"))
             }

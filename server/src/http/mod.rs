@@ -29,7 +29,7 @@ pub mod sse;
 
 use crate::service::bind::Bindings;
 use crate::service::store::StoreRef;
-use crate::service::{RunService, ServiceOptions};
+use crate::service::{LeaseOptions, RunService, ServiceOptions};
 use auth::Tokens;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -69,6 +69,8 @@ pub struct ServeOptions {
     pub recover: bool,
     /// `--max-steps`: the step ceiling for submitted flows.
     pub max_steps: u64,
+    /// Run leases, when several servers share the store (`--postgres`).
+    pub lease: Option<LeaseOptions>,
 }
 
 impl Default for ServeOptions {
@@ -83,6 +85,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(60),
             recover: true,
             max_steps: crate::service::MAX_STEPS,
+            lease: None,
         }
     }
 }
@@ -112,6 +115,7 @@ impl AppState {
                 bindings: Bindings::configured(options.manifests.clone()),
                 progress: None,
                 max_steps: Some(options.max_steps),
+                lease: options.lease.clone(),
             },
             shutdown,
         );
@@ -280,6 +284,9 @@ pub async fn run(
     }
     // hitl deadlines: armed from the store, fired while serving.
     state.service().serve_deadlines();
+    // With a shared store: this server's leases kept, dead servers' runs
+    // taken over.
+    state.service().serve_leases();
     // The state feed: the service's changes, and the runs index's for
     // other processes' writes.
     let feed_tasks = [

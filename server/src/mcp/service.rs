@@ -100,6 +100,7 @@ impl Service {
                 bindings: Bindings::unattended(allow, manifests),
                 progress: None,
                 max_steps: Some(crate::service::MAX_STEPS),
+                lease: None,
             },
             CancellationToken::new(),
         );
@@ -366,6 +367,7 @@ impl Service {
             },
             Error::NotFound(m) => Refusal::new("not-found", m),
             Error::Conflict(m) => Refusal::new("conflict", m),
+            e @ Error::Leased { .. } => Refusal::new("conflict", e.to_string()),
             Error::Halted(run) => Refusal::new(
                 "conflict",
                 format!("{run} was halted before it ended or paused"),

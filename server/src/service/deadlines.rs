@@ -9,20 +9,34 @@
 //! continues that run with no reply, as `POST …/resume {}` does. Because
 //! the due time is durable, a deadline that passed while the server was
 //! down fires at the next start.
+//!
+//! With several servers on one store every server keeps the heap (loaded
+//! again every [`RELOAD`], so a run paused by a server that died is
+//! found), and a deadline fires once: firing claims the run (its lease),
+//! and only under the claim checks that the run is still paused with a
+//! deadline passed on a call still open. Whoever comes second finds the
+//! lease taken or the call closed.
 
 use super::RunService;
 use flow_store::{DiscoveryQuery, HostRecordKind, RunId, RunState};
 use serde_json::Value as Json;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// The pending deadlines: `(due_ms, run)`, earliest first.
+/// How often a server sharing its store loads every paused run's
+/// deadlines again.
+const RELOAD: Duration = Duration::from_secs(30);
+
+/// A deadline: `(due_ms, run)`.
+type Due = (i64, String);
+
+/// The pending deadlines, earliest first, each once.
 #[derive(Default)]
 pub struct Deadlines {
-    heap: Mutex<BinaryHeap<Reverse<(i64, String)>>>,
+    heap: Mutex<(BinaryHeap<Reverse<Due>>, HashSet<Due>)>,
     changed: Notify,
 }
 
@@ -43,8 +57,11 @@ impl Deadlines {
             return;
         }
         if let Ok(mut h) = self.heap.lock() {
+            let (heap, armed) = &mut *h;
             for d in due {
-                h.push(Reverse((d, run.to_string())));
+                if armed.insert((d, run.to_string())) {
+                    heap.push(Reverse((d, run.to_string())));
+                }
             }
         }
         self.changed.notify_one();
@@ -55,17 +72,19 @@ impl Deadlines {
         let Ok(mut h) = self.heap.lock() else {
             return (due, None);
         };
-        while let Some(Reverse((at, _))) = h.peek() {
+        let (heap, armed) = &mut *h;
+        while let Some(Reverse((at, _))) = heap.peek() {
             if *at > now {
                 break;
             }
-            if let Some(Reverse((_, run))) = h.pop()
-                && !due.contains(&run)
-            {
-                due.push(run);
+            if let Some(Reverse((at, run))) = heap.pop() {
+                armed.remove(&(at, run.clone()));
+                if !due.contains(&run) {
+                    due.push(run);
+                }
             }
         }
-        (due, h.peek().map(|Reverse((at, _))| *at))
+        (due, heap.peek().map(|Reverse((at, _))| *at))
     }
 }
 
@@ -93,7 +112,8 @@ fn due_of(service: &RunService, run: &RunId) -> Vec<i64> {
         .collect()
 }
 
-/// Every paused run, once (at start).
+/// Every paused run (at start, and every [`RELOAD`] when the store is
+/// shared).
 async fn load(service: &RunService) {
     let mut after = None;
     loop {
@@ -122,7 +142,12 @@ async fn load(service: &RunService) {
 pub(super) async fn service(service: RunService) {
     let token = service.shutdown_token().clone();
     load(&service).await;
+    let mut loaded = std::time::Instant::now();
     loop {
+        if service.inner.leasing.is_some() && loaded.elapsed() >= RELOAD {
+            load(&service).await;
+            loaded = std::time::Instant::now();
+        }
         let (due, next) = service.inner.deadlines.pop_due(now_ms());
         for run in due {
             fire(&service, &run).await;
@@ -130,7 +155,8 @@ pub(super) async fn service(service: RunService) {
         let wait = match next {
             Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64),
             None => Duration::from_secs(60),
-        };
+        }
+        .min(RELOAD);
         tokio::select! {
             _ = token.cancelled() => return,
             _ = service.inner.deadlines.changed.notified() => {}
@@ -140,19 +166,29 @@ pub(super) async fn service(service: RunService) {
 }
 
 /// Continues a paused run whose deadline passed. A run being driven now
-/// will pause again and re-arm its deadline.
+/// (here or by another server) will pause again and re-arm its deadline.
 async fn fire(service: &RunService, run: &str) {
     let Ok(run) = RunId::parse(run) else { return };
-    let r = run.clone();
-    match super::store::blocking(service.store(), move |s| Ok(s.run_info(&r)?)).await {
-        Ok(i) if i.state == RunState::Paused => {}
-        _ => return,
-    }
-    if service.is_active(&run) {
+    let claim = match service.claim(&run, false).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(run.id = %run, error = %e, "deadline: the run is driven now");
+            return;
+        }
+    };
+    // Under the claim: still paused, with a deadline passed on a call still
+    // open (another server may have fired it already).
+    let (s, r) = (service.clone(), run.clone());
+    let due = tokio::task::spawn_blocking(move || {
+        matches!(s.store().run_info(&r), Ok(i) if i.state == RunState::Paused)
+            && due_of(&s, &r).iter().any(|d| *d <= now_ms())
+    })
+    .await;
+    if !matches!(due, Ok(true)) {
         return;
     }
     tracing::info!(run.id = %run, "hitl deadline passed; continuing the run");
-    if let Err(e) = service.resume(&run, None).await {
+    if let Err(e) = service.resume_claimed(claim, None).await {
         tracing::warn!(run.id = %run, error = %e, "deadline: the run cannot be continued");
     }
 }

@@ -1,9 +1,11 @@
 //! The heads notifier: one per service (so one per process and store), no
 //! thread per watched run (issue 10, item 4). Whoever follows a run live
 //! (the SSE hub) takes a `watch` of its head; the service bumps it after
-//! each durable append of its own drives. Appends made elsewhere — `flow
-//! run` on the same SQLite file, another server on the same database — are
-//! found by the follower's own (backed-off) check of the run's head.
+//! each durable append of its own drives, and the store's head observer
+//! bumps it for every head the store learns of — on Postgres, every
+//! server's commits, from the store's one LISTEN connection. Appends the
+//! store cannot tell of (`flow run` on the same SQLite file) are found by
+//! the follower's own (backed-off) check of the run's head.
 
 use flow_store::RunId;
 use std::collections::HashMap;
@@ -42,6 +44,14 @@ impl Heads {
                     moved
                 });
             }
+        }
+    }
+
+    /// [`Heads::bump`] from the store's observer (any server's commit).
+    pub(super) fn bump_str(&self, run: &str, n: u64) {
+        let followed = self.runs.lock().is_ok_and(|r| !r.is_empty());
+        if followed && let Ok(run) = RunId::parse(run) {
+            self.bump(&run, n);
         }
     }
 

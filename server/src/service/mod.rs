@@ -28,6 +28,7 @@ mod commits;
 mod deadlines;
 mod drive;
 pub mod heads;
+mod lease;
 mod outcome;
 mod prepare;
 pub mod store;
@@ -41,6 +42,7 @@ use flow_engine::replay::Verdict;
 use flow_store::{
     DiscoveryQuery, FactRef, HostRecord, HostRecordKind, HostRecordRow, RunId, RunState,
 };
+use lease::{Claim, Driving};
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -52,6 +54,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use deadlines::Deadlines;
+pub use lease::LeaseOptions;
 pub use outcome::{
     Accepted, Acknowledging, Gate, Outcome, Progress, RunEvent, RunResult, Stats, new_run_id,
     record_start,
@@ -79,6 +82,10 @@ pub struct ServiceOptions {
     /// whose user runs their own flows). A server takes requests from
     /// others: `flow serve --max-steps` (issue 17).
     pub max_steps: Option<u64>,
+    /// With several servers on one store (`flow serve --postgres`): the
+    /// run leases' options. `None` for a single process: no lease is ever
+    /// asked for.
+    pub lease: Option<LeaseOptions>,
 }
 
 /// The server's step ceiling unless `--max-steps` says otherwise.
@@ -99,36 +106,27 @@ struct Inner {
     programs: Mutex<HashMap<String, Arc<Program>>>,
     paused: Mutex<HashMap<RunId, Paused>>,
     /// Runs a task drives now, each with the token that stops its drive (a
-    /// child of `shutdown`).
-    active: Mutex<HashMap<RunId, CancellationToken>>,
+    /// child of `shutdown`) and its lease's epoch.
+    active: Mutex<HashMap<RunId, Driving>>,
+    /// Leases, when several servers share the store.
+    leasing: Option<lease::Leasing>,
     /// Drive tasks (STYLE rule 7: spawned tasks live in a JoinSet).
     tasks: Mutex<JoinSet<()>>,
     events: broadcast::Sender<RunEvent>,
     stats: Stats,
     deadlines: Deadlines,
-    heads: heads::Heads,
+    heads: Arc<heads::Heads>,
     commits: Arc<commits::Commits>,
-}
-
-/// A run marked as driven; dropping it unmarks the run (every early
-/// return before the drive task takes it over).
-struct Claim {
-    service: RunService,
-    run: RunId,
-    token: CancellationToken,
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if let Ok(mut a) = self.service.inner.active.lock() {
-            a.remove(&self.run);
-        }
-    }
 }
 
 impl RunService {
     pub fn new(store: StoreRef, options: ServiceOptions, shutdown: CancellationToken) -> Self {
         let (events, _) = broadcast::channel(1024);
+        // Every durable head the store learns of — its own commits and, on
+        // Postgres, other servers' (LISTEN/NOTIFY) — wakes the followers.
+        let heads = Arc::new(heads::Heads::default());
+        let h = heads.clone();
+        store.observe_heads(Arc::new(move |run, n| h.bump_str(run, n)));
         RunService {
             inner: Arc::new(Inner {
                 store,
@@ -139,11 +137,12 @@ impl RunService {
                 programs: Mutex::new(HashMap::new()),
                 paused: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashMap::new()),
+                leasing: options.lease.map(lease::Leasing::new),
                 tasks: Mutex::new(JoinSet::new()),
                 events,
                 stats: Stats::default(),
                 deadlines: Deadlines::default(),
-                heads: heads::Heads::default(),
+                heads,
                 commits: Arc::default(),
             }),
         }
@@ -202,26 +201,6 @@ impl RunService {
     /// Drives going on now.
     pub fn active_drives(&self) -> usize {
         self.inner.active.lock().map(|a| a.len()).unwrap_or(0)
-    }
-
-    fn claim(&self, run: &RunId) -> Result<Claim> {
-        let mut a = self
-            .inner
-            .active
-            .lock()
-            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
-        if a.contains_key(run) {
-            return Err(Error::Conflict(format!(
-                "{run} is being driven now; resume a call once the run pauses"
-            )));
-        }
-        let token = self.inner.shutdown.child_token();
-        a.insert(run.clone(), token.clone());
-        Ok(Claim {
-            service: self.clone(),
-            run: run.clone(),
-            token,
-        })
     }
 
     /// The checked program of `sources`, from the cache by program hash.
@@ -339,6 +318,18 @@ impl RunService {
     /// the facts of the first step are durable; every refusal comes first.
     pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
         self.refuse_if_stopping()?;
+        let claim = self.claim(run, true).await?;
+        self.resume_claimed(claim, reply).await
+    }
+
+    /// [`RunService::resume`] of a run claimed already: its head is read
+    /// under the claim.
+    async fn resume_claimed(
+        &self,
+        claim: Claim,
+        reply: Option<(String, String)>,
+    ) -> Result<Accepted> {
+        let run = &claim.run.clone();
         let info = {
             let r = run.clone();
             blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await?
@@ -349,7 +340,6 @@ impl RunService {
                 None => format!("{run} has ended; nothing to resume"),
             }));
         }
-        let claim = self.claim(run)?;
         let prepare::Resumed {
             program,
             machine,
@@ -449,7 +439,7 @@ impl RunService {
         sources: Sources,
         bound: Bound,
     ) -> Result<(Claim, Bound, FactRef)> {
-        let created = match self.claim(run) {
+        let created = match self.claim(run, false).await {
             Ok(claim) => {
                 let (s, r) = (self.inner.store.clone(), run.clone());
                 let committing = self.inner.commits.begin();
@@ -490,6 +480,9 @@ impl RunService {
                 "{run}'s drive did not stop in time; try again"
             )));
         }
+        // Held until the halt is recorded: no other drive (here, or another
+        // server's takeover) continues the run meanwhile.
+        let claim = self.claim(run, true).await?;
         self.take_paused(run);
         let r = run.clone();
         let row = blocking(&self.inner.store, move |s| {
@@ -503,6 +496,7 @@ impl RunService {
             )?)
         })
         .await?;
+        claim.finish(true).await;
         self.publish(run.as_str(), "halted", json!({}));
         Ok(row)
     }
@@ -515,7 +509,7 @@ impl RunService {
             .active
             .lock()
             .ok()
-            .and_then(|a| a.get(run).cloned());
+            .and_then(|a| a.get(run).map(|d| d.token.clone()));
         let Some(token) = token else {
             return true;
         };
@@ -589,8 +583,20 @@ impl RunService {
                 Ok(i) if i.outer.is_none() && i.state == RunState::Running => {}
                 _ => continue,
             }
+            // A recovery that fails keeps the lease until it expires.
+            let claim = match self.claim(&run, false).await {
+                Ok(c) => c.keep_lease(),
+                Err(e @ Error::Leased { .. }) => {
+                    tracing::info!(run.id = %run, "recovery: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(run.id = %run, error = %e, "recovery: cannot continue");
+                    continue;
+                }
+            };
             tracing::info!(run.id = %run, "recovery: continuing a run left running");
-            match self.resume(&run, None).await {
+            match self.resume_claimed(claim, None).await {
                 Ok(_) => resumed += 1,
                 Err(e) => tracing::error!(run.id = %run, error = %e, "recovery: cannot continue"),
             }
@@ -698,9 +704,17 @@ impl RunService {
             };
             // A commit handed to the store before the stop finishes first.
             let _done = writes.lock().await;
+            // The lease goes when the run paused or ended, or (handed over)
+            // at shutdown; a drive that failed keeps it until it expires (a
+            // retry a lease time later), and one stopped by a halt or a
+            // fence keeps it for the halt or does not hold it.
+            let release = match &r {
+                Some(r) => r.is_ok(),
+                None => this.inner.shutdown.is_cancelled(),
+            };
             bound.release().await;
             let run = claim.run.clone();
-            drop(claim);
+            claim.finish(release).await;
             let r = match r {
                 Some(r) => r,
                 None => {

@@ -33,12 +33,14 @@ mod archive;
 mod discovery;
 mod facts;
 mod history;
+mod leases;
 mod live;
 
 use archive::*;
 use discovery::*;
 pub use facts::*;
 use history::*;
+use leases::*;
 use live::*;
 
 /// Every case, by name.
@@ -63,6 +65,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("history_pages", history_pages::<B>),
         ("archive_round_trip", archive_round_trip::<B>),
         ("concurrent_runs", concurrent_runs::<B>),
+        ("leases", leases::<B>),
     ]
 }
 

@@ -34,6 +34,7 @@
 //!   checksums as for SQLite.
 
 mod connect;
+mod leases;
 mod listen;
 mod read;
 mod sql;
@@ -230,6 +231,26 @@ impl PostgresStore {
         rx.recv().map_err(|_| Error::WriterGone)?
     }
 
+    /// Runs `f` with a pooled connection on the private runtime (the small
+    /// writes outside the writer's batches: memory, leases).
+    fn on_pool<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        let shared = self.inner.shared.clone();
+        let (tx, rx) = sync_channel(1);
+        self.inner.shared.handle.spawn(async move {
+            let r = match shared.pool.get().await {
+                Ok(conn) => f(conn).await,
+                Err(e) => Err(Error::Unavailable(format!("postgres pool: {e}"))),
+            };
+            let _ = tx.send(r);
+        });
+        rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
     /// Number of blob rows (for tests and benchmarks).
     pub fn blob_count(&self) -> Result<u64> {
         self.read(|s| {
@@ -385,6 +406,10 @@ impl Subscribe for PostgresStore {
             after,
         )?))
     }
+
+    fn observe_heads(&self, observer: HeadObserver) {
+        self.inner.heads.observe(observer);
+    }
 }
 
 impl crate::api::Memory for PostgresStore {
@@ -417,15 +442,7 @@ impl crate::api::Memory for PostgresStore {
     fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()> {
         let key = flow_abi::json::canonical(key);
         let (store, value) = (store.to_string(), value.clone());
-        let shared = self.inner.shared.clone();
-        let (tx, rx) = sync_channel(1);
-        self.inner.shared.handle.spawn(async move {
-            let r = async {
-                let conn = shared
-                    .pool
-                    .get()
-                    .await
-                    .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
+        self.on_pool(move |conn| async move {
                 conn.batch_execute("BEGIN").await?;
                 let body = async {
                     conn.execute(
@@ -466,10 +483,6 @@ impl crate::api::Memory for PostgresStore {
                         Err(e)
                     }
                 }
-            }
-            .await;
-            let _ = tx.send(r);
-        });
-        rx.recv().map_err(|_| Error::WriterGone)?
+        })
     }
 }

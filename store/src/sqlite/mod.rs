@@ -13,6 +13,7 @@
 //!   the writer commits); each read is one short read transaction, so it sees
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
+mod leases;
 mod read;
 mod writer;
 
@@ -242,6 +243,20 @@ impl SqliteStore {
         out
     }
 
+    /// A write connection of its own, for the rare small writes outside
+    /// the writer's batches (memory, leases): SQLite serializes them with
+    /// the writer thread's batches through its lock and busy timeout.
+    pub(crate) fn side_connection(&self) -> Result<Connection> {
+        let conn = Connection::open(&self.inner.path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let sync = match self.inner.opts.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+        Ok(conn)
+    }
+
     /// Number of blob rows (for tests and benchmarks).
     pub fn blob_count(&self) -> Result<u64> {
         self.with_reader(|c| {
@@ -402,6 +417,10 @@ impl Subscribe for SqliteStore {
             after,
         )?))
     }
+
+    fn observe_heads(&self, observer: HeadObserver) {
+        self.inner.heads.observe(observer);
+    }
 }
 
 impl crate::api::Memory for SqliteStore {
@@ -429,13 +448,7 @@ impl crate::api::Memory for SqliteStore {
     /// writer thread's batches through its lock and busy timeout).
     fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()> {
         let key = flow_abi::json::canonical(key);
-        let mut conn = Connection::open(&self.inner.path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        let sync = match self.inner.opts.synchronous {
-            Synchronous::Full => "FULL",
-            Synchronous::Normal => "NORMAL",
-        };
-        conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+        let mut conn = self.side_connection()?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut value = value.clone();
         if merge {

@@ -1,0 +1,331 @@
+//! Several servers on one store (docs/deploy.md): each run is driven by one
+//! server at a time, the holder of the run's lease (the store's `Leases`).
+//!
+//! * A drive claims the lease before it records anything (start, resume,
+//!   fork, a deadline, a takeover) and lets go of it when the run pauses or
+//!   ends — or, at a graceful shutdown, hands it over (it expires at once).
+//! * [`renew`] extends every lease this server holds every third of the
+//!   lease time (a timer, not a round trip per step). A lease another
+//!   server took over is not renewed: that drive is stopped (fenced), and
+//!   so is every drive once renewals have failed for a whole lease time,
+//!   since the leases may have passed on. Until it stops, a fenced drive
+//!   cannot fork the history: the store refuses an append that does not
+//!   follow the stored head, inside the append's transaction.
+//! * [`take_over`] claims expired leases of runs still `running` (their
+//!   server died) with `FOR UPDATE SKIP LOCKED` and continues each through
+//!   the crash-recovery path of `resume`: open calls settled
+//!   `Unknown("host restarted")`, or resent when the binding says
+//!   `resend = true`.
+//!
+//! A single process (the CLI, `flow serve` on SQLite) has no lease options
+//! and makes none of these round trips: a [`Claim`] is then only this
+//! process's mark that a run is being driven (one drive per run).
+
+use super::{RunService, store::blocking};
+use crate::error::{Error, Result};
+use flow_store::{LeaseClaim, RunId};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// How this server takes part in a cluster.
+#[derive(Clone, Debug)]
+pub struct LeaseOptions {
+    /// What a 409 names as the holder: where the run's driver can be
+    /// reached (`flow serve --node`, by default its own URL).
+    pub node: String,
+    /// How long a lease lasts unless renewed (`flow serve --lease-seconds`).
+    pub ttl: Duration,
+}
+
+/// The lease options with this process's holder name: the node and a
+/// random instance, so a restarted server on the same address never
+/// mistakes its predecessor's leases for its own.
+pub(super) struct Leasing {
+    pub(super) holder: String,
+    pub(super) ttl: Duration,
+}
+
+/// Expired leases taken over per scan.
+const TAKE_PER_SCAN: u32 = 32;
+/// The longest wait between scans for expired leases.
+const SCAN_MAX: Duration = Duration::from_secs(1);
+/// Tries, 50 ms apart, before a request answers that another server holds
+/// the lease (the holder may be letting go of it: a pause in flight).
+const PATIENT_TRIES: u32 = 6;
+
+impl Leasing {
+    pub(super) fn new(o: LeaseOptions) -> Leasing {
+        let instance = super::new_run_id();
+        let instance = instance.as_str().trim_start_matches("run-");
+        Leasing {
+            holder: format!(
+                "{}#{}",
+                o.node,
+                &instance[instance.len().saturating_sub(10)..]
+            ),
+            ttl: o.ttl.max(Duration::from_secs(1)),
+        }
+    }
+}
+
+/// The node part of a holder name.
+fn node_of(holder: &str) -> &str {
+    holder.rsplit_once('#').map_or(holder, |(n, _)| n)
+}
+
+/// A drive going on here.
+pub(super) struct Driving {
+    pub(super) token: CancellationToken,
+    pub(super) epoch: Option<u64>,
+}
+
+/// A run marked as driven (and, with leases, its lease); dropping it
+/// unmarks the run and lets go of the lease (every early return before the
+/// drive task takes it over) unless told to keep it.
+pub(super) struct Claim {
+    pub(super) service: RunService,
+    pub(super) run: RunId,
+    pub(super) token: CancellationToken,
+    epoch: Option<u64>,
+    release: bool,
+}
+
+impl Claim {
+    fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = Some(epoch);
+        if let Ok(mut a) = self.service.inner.active.lock()
+            && let Some(d) = a.get_mut(&self.run)
+        {
+            d.epoch = Some(epoch);
+        }
+    }
+
+    /// Dropped, the claim leaves the lease to expire in its time.
+    pub(super) fn keep_lease(mut self) -> Claim {
+        self.release = false;
+        self
+    }
+
+    /// Lets go of the lease (awaited, so whoever hears of the pause or the
+    /// end next can claim it) when `release`, then of the run.
+    pub(super) async fn finish(mut self, release: bool) {
+        if let (Some(epoch), true) = (self.epoch.take(), release) {
+            self.service.release_lease(&self.run, epoch).await;
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.service.inner.active.lock() {
+            a.remove(&self.run);
+        }
+        if let (Some(epoch), true) = (self.epoch.take(), self.release)
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let (service, run) = (self.service.clone(), self.run.clone());
+            rt.spawn(async move { service.release_lease(&run, epoch).await });
+        }
+    }
+}
+
+impl RunService {
+    /// Marks `run` as driven here (with the lease of `epoch` already
+    /// claimed, if any); refused when it is driven here already.
+    pub(super) fn claim_local(&self, run: &RunId, epoch: Option<u64>) -> Result<Claim> {
+        let mut a = self
+            .inner
+            .active
+            .lock()
+            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
+        if a.contains_key(run) {
+            return Err(Error::Conflict(format!(
+                "{run} is being driven now; resume a call once the run pauses"
+            )));
+        }
+        let token = self.inner.shutdown.child_token();
+        a.insert(
+            run.clone(),
+            Driving {
+                token: token.clone(),
+                epoch,
+            },
+        );
+        Ok(Claim {
+            service: self.clone(),
+            run: run.clone(),
+            token,
+            epoch,
+            release: true,
+        })
+    }
+
+    /// Marks `run` as driven here and, with leases, claims its lease; a run
+    /// driven here already, or whose lease another server holds, is
+    /// refused (409). `patient` waits a moment for a holder letting go.
+    pub(super) async fn claim(&self, run: &RunId, patient: bool) -> Result<Claim> {
+        let mut claim = self.claim_local(run, None)?;
+        let Some(l) = &self.inner.leasing else {
+            return Ok(claim);
+        };
+        let mut tries = if patient { PATIENT_TRIES } else { 1 };
+        loop {
+            let (r, h, ttl) = (run.clone(), l.holder.clone(), l.ttl);
+            match blocking(&self.inner.store, move |s| Ok(s.claim_lease(&r, &h, ttl)?)).await? {
+                LeaseClaim::Held { epoch } => {
+                    claim.set_epoch(epoch);
+                    return Ok(claim);
+                }
+                LeaseClaim::HeldBy {
+                    holder,
+                    expires_in_ms,
+                } => {
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(Error::Leased {
+                            run: run.to_string(),
+                            holder: node_of(&holder).to_string(),
+                            expires_in_ms,
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Lets go of `run`'s lease of `epoch` (a run still running is handed
+    /// over, any other's lease removed).
+    pub(super) async fn release_lease(&self, run: &RunId, epoch: u64) {
+        let Some(l) = &self.inner.leasing else { return };
+        let (r, h) = (run.clone(), l.holder.clone());
+        if let Err(e) = blocking(&self.inner.store, move |s| {
+            Ok(s.release_lease(&r, &h, epoch)?)
+        })
+        .await
+        {
+            tracing::warn!(run.id = %run, error = %e, "cannot let go of the lease; it expires in its time");
+        }
+    }
+
+    /// Keeps this server's leases and takes over the runs of servers that
+    /// died, until shutdown (tasks in the service's JoinSet). Nothing to do
+    /// without leases.
+    pub fn serve_leases(&self) {
+        if self.inner.leasing.is_none() {
+            return;
+        }
+        if let Ok(mut set) = self.inner.tasks.lock() {
+            set.spawn(renew(self.clone()));
+            set.spawn(take_over(self.clone()));
+        }
+    }
+
+    /// The leases of the drives going on here: `(run, epoch)`.
+    fn held(&self) -> Vec<(RunId, u64)> {
+        self.inner
+            .active
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|(r, d)| d.epoch.map(|e| (r.clone(), e)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Stops the drive of `run` whose lease of `epoch` is gone (only that
+    /// drive: a newer claim here stays).
+    fn fence(&self, run: &RunId, epoch: u64) {
+        if let Ok(a) = self.inner.active.lock()
+            && let Some(d) = a.get(run).filter(|d| d.epoch == Some(epoch))
+        {
+            tracing::warn!(run.id = %run, "fenced: another server holds the run's lease now; stopping its drive here");
+            d.token.cancel();
+        }
+    }
+}
+
+/// Renews every lease held here every third of the lease time.
+async fn renew(service: RunService) {
+    let Some(l) = &service.inner.leasing else {
+        return;
+    };
+    let token = service.shutdown_token().clone();
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep(l.ttl / 3) => {}
+        }
+        let held = service.held();
+        if held.is_empty() {
+            last_ok = Instant::now();
+            continue;
+        }
+        let (h, ttl, asked) = (l.holder.clone(), l.ttl, held.clone());
+        match blocking(&service.inner.store, move |s| {
+            Ok(s.renew_leases(&h, &asked, ttl)?)
+        })
+        .await
+        {
+            Ok(still) => {
+                last_ok = Instant::now();
+                for (run, epoch) in held {
+                    if still.binary_search(&run).is_err() {
+                        service.fence(&run, epoch);
+                    }
+                }
+            }
+            Err(e) if last_ok.elapsed() >= l.ttl => {
+                tracing::error!(error = %e, "leases not renewed for a whole lease time; stopping every drive here");
+                for (run, epoch) in held {
+                    service.fence(&run, epoch);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot renew leases; trying again"),
+        }
+    }
+}
+
+/// Claims expired leases of running runs and continues each run.
+async fn take_over(service: RunService) {
+    let Some(l) = &service.inner.leasing else {
+        return;
+    };
+    let token = service.shutdown_token().clone();
+    let every = (l.ttl / 4).min(SCAN_MAX);
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let (h, ttl) = (l.holder.clone(), l.ttl);
+        let taken = match blocking(&service.inner.store, move |s| {
+            Ok(s.claim_expired(&h, ttl, TAKE_PER_SCAN)?)
+        })
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for expired leases; trying again");
+                continue;
+            }
+        };
+        for (run, epoch) in taken {
+            tracing::info!(run.id = %run, "taking over a run whose lease expired");
+            // A takeover that fails keeps the lease until it expires, so
+            // the next try (here or elsewhere) waits a lease time.
+            let claim = match service.claim_local(&run, Some(epoch)) {
+                Ok(c) => c.keep_lease(),
+                Err(e) => {
+                    tracing::warn!(run.id = %run, error = %e, "takeover: the run is driven here already");
+                    continue;
+                }
+            };
+            if let Err(e) = service.resume_claimed(claim, None).await {
+                tracing::error!(run.id = %run, error = %e, "takeover: cannot continue the run");
+            }
+        }
+    }
+}
