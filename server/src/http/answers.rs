@@ -135,3 +135,96 @@ pub struct RunView {
     pub created_ms: i64,
     pub updated_ms: i64,
 }
+
+/// What start, resume and fork answer: the run and where it is. With
+/// `wait`, the ending (`exit` and `output`, or `fault`) or the pending
+/// calls; `error` when the drive stopped on an error before that.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAnswer {
+    pub run: String,
+    pub state: StateName,
+    /// A completed run's exit code (`success` or the output node's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    /// A completed run's output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Value>)]
+    pub output: Option<Json>,
+    /// A faulted run's fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// A paused run's open calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Vec<PendingCall>>,
+    /// The problem (problem+json members) that stopped the drive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Json>,
+    /// A fork's parent run and checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
+}
+
+/// An open call of a paused run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingCall {
+    /// The call id to resume, e.g. `c1:root#1`.
+    pub call: String,
+    pub task: String,
+    pub node: String,
+    pub tool: String,
+    /// The call's arguments (a hitl call's `prompt` and `schema`).
+    #[schema(value_type = Object)]
+    pub args: Json,
+}
+
+impl RunAnswer {
+    /// A run accepted and still going.
+    pub fn running(run: &str) -> RunAnswer {
+        RunAnswer::at(run, StateName::Running)
+    }
+
+    pub fn at(run: &str, state: StateName) -> RunAnswer {
+        RunAnswer {
+            run: run.to_string(),
+            state,
+            exit: None,
+            output: None,
+            fault: None,
+            pending: None,
+            error: None,
+            parent: None,
+        }
+    }
+
+    /// Where a drive ended or paused.
+    pub fn of(r: &crate::service::RunResult) -> RunAnswer {
+        use crate::service::RunResult;
+        match r {
+            RunResult::Completed { run, exit, output } => RunAnswer {
+                exit: Some(exit.clone()),
+                output: Some(output.clone()),
+                ..RunAnswer::at(run.as_str(), StateName::Completed)
+            },
+            RunResult::Faulted { run, why } => RunAnswer {
+                fault: Some(why.clone()),
+                ..RunAnswer::at(run.as_str(), StateName::Faulted)
+            },
+            RunResult::Paused { run, open } => RunAnswer {
+                pending: Some(
+                    open.iter()
+                        .map(|c| PendingCall {
+                            call: c.call.clone(),
+                            task: c.task.clone(),
+                            node: c.node.clone(),
+                            tool: c.tool.clone(),
+                            args: c.args.clone(),
+                        })
+                        .collect(),
+                ),
+                ..RunAnswer::at(run.as_str(), StateName::Paused)
+            },
+        }
+    }
+}

@@ -4,8 +4,8 @@
 
 use super::AppState;
 use super::answers::{
-    CheckAnswer, ChildRef, EndingName, HaltAnswer, OuterRef, ParentRef, ReplayAnswer, RunView,
-    VerdictName,
+    CheckAnswer, ChildRef, EndingName, HaltAnswer, OuterRef, ParentRef, ReplayAnswer, RunAnswer,
+    RunView, VerdictName,
 };
 use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
 use super::listing::{EntryView, StateName};
@@ -261,17 +261,24 @@ pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
 }
 
 /// Waits up to `wait` seconds for a drive's outcome (`None`: still going).
-async fn await_outcome(accepted: &mut Accepted, wait: Option<u64>) -> Option<ApiResult<Json>> {
+async fn await_outcome(accepted: &mut Accepted, wait: Option<u64>) -> Option<ApiResult<RunAnswer>> {
     let secs = wait.unwrap_or(0).min(MAX_WAIT);
     accepted
         .within(Duration::from_secs(secs))
         .await
-        .map(|r| r.map(|res| res.to_json()).map_err(ApiError::from))
+        .map(|r| r.map(|res| RunAnswer::of(&res)).map_err(ApiError::from))
+}
+
+fn answer(status: StatusCode, a: &RunAnswer) -> ApiResult<Response> {
+    Ok(json_response(
+        status,
+        serde_json::to_value(a).map_err(ApiError::internal)?,
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/runs", operation_id = "start_run", request_body = StartRequest,
     responses(
-        (status = 201, description = "Started: `{run, state}` (with `wait`, the ending or the pending calls)", body = Object),
+        (status = 201, description = "Started: `{run, state}` (with `wait`, the ending or the pending calls)", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "The program does not check, a Tool is unbound, or the input does not decode; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -287,29 +294,30 @@ pub async fn start_run(
     let run = accepted.run.clone();
     state.metrics().runs_started.inc();
     let body = match await_outcome(&mut accepted, req.wait).await {
-        Some(Ok(j)) => j,
+        Some(Ok(a)) => a,
         Some(Err(e)) => {
             let r = run.clone();
             let st = blocking(&state, move |s| Ok(run_state(s, &r))).await?;
-            let mut j = json!({"run": run.as_str(), "state": st});
-            j["error"] = e.body();
-            j
+            RunAnswer {
+                error: Some(e.body()),
+                ..RunAnswer::at(run.as_str(), st)
+            }
         }
-        None => json!({"run": run.as_str(), "state": "running"}),
+        None => RunAnswer::running(run.as_str()),
     };
-    let mut r = json_response(StatusCode::CREATED, body);
+    let mut r = answer(StatusCode::CREATED, &body)?;
     if let Ok(v) = axum::http::HeaderValue::from_str(&format!("/v1/runs/{run}")) {
         r.headers_mut().insert(header::LOCATION, v);
     }
     Ok(r)
 }
 
-fn run_state(state: &AppState, run: &RunId) -> &'static str {
+fn run_state(state: &AppState, run: &RunId) -> StateName {
     state
         .store()
         .run_info(run)
-        .map(|i| i.state.as_str())
-        .unwrap_or("running")
+        .map(|i| i.state.into())
+        .unwrap_or(StateName::Running)
 }
 
 /// The calls of a history with no Reply or Close yet, as stored facts
@@ -511,7 +519,7 @@ pub async fn list_facts(
 #[utoipa::path(post, path = "/v1/runs/{run}/resume", operation_id = "resume_run", request_body = ResumeRequest,
     params(("run" = String, Path, description = "A run id")),
     responses(
-        (status = 202, description = "Admitted; the run goes on in the server (with `wait`, its ending or pending calls)", body = Object),
+        (status = 202, description = "Admitted; the run goes on in the server (with `wait`, its ending or pending calls)", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The call is not open, the run has ended, or the server drives it now", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -537,11 +545,11 @@ pub async fn resume_run(
     let mut accepted = state.service().resume(&run, reply).await?;
     state.metrics().resumes.inc();
     let body = match await_outcome(&mut accepted, req.wait).await {
-        Some(Ok(j)) => j,
+        Some(Ok(a)) => a,
         Some(Err(e)) => return Err(e),
-        None => json!({"run": run.as_str(), "state": "running"}),
+        None => RunAnswer::running(run.as_str()),
     };
-    Ok(json_response(StatusCode::ACCEPTED, body))
+    answer(StatusCode::ACCEPTED, &body)
 }
 
 #[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run",
@@ -597,7 +605,7 @@ pub async fn replay_run(
 #[utoipa::path(post, path = "/v1/runs/{run}/fork", operation_id = "fork_run", request_body = ForkRequest,
     params(("run" = String, Path, description = "The parent run id")),
     responses(
-        (status = 201, description = "The new run: `{run, state, parent}`", body = Object),
+        (status = 201, description = "The new run: `{run, state, parent}`", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a root checkpoint, a `set` value does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -632,12 +640,15 @@ pub async fn fork_run(
         .await?;
     let run = accepted.run.clone();
     let mut body = match await_outcome(&mut accepted, req.wait).await {
-        Some(Ok(j)) => j,
+        Some(Ok(a)) => a,
         Some(Err(e)) => return Err(e),
-        None => json!({"run": run.as_str(), "state": "running"}),
+        None => RunAnswer::running(run.as_str()),
     };
-    body["parent"] = json!({"run": parent.as_str(), "checkpoint": req.checkpoint});
-    Ok(json_response(StatusCode::CREATED, body))
+    body.parent = Some(ParentRef {
+        run: parent.to_string(),
+        checkpoint: req.checkpoint,
+    });
+    answer(StatusCode::CREATED, &body)
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source",

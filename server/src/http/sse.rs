@@ -32,7 +32,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 
 /// How long one blocking tail step waits before checking for shutdown.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -49,6 +49,22 @@ pub struct EventsQuery {
     pub states: Option<bool>,
 }
 
+/// One event of a feed as a client reads it (the OpenAPI schema of each
+/// `text/event-stream` item; `data` is JSON text).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct SseEvent {
+    /// A fact's number (`/v1/runs/{run}/events`) or `<boot>-<seq>`
+    /// (`/v1/events`); a `state` or `error` frame of a run's feed has none
+    /// of its own.
+    pub id: Option<String>,
+    /// A fact's kind, `state`, `error` or `resync`.
+    pub event: String,
+    /// The stored fact, a state change or a failure, as canonical JSON.
+    pub data: String,
+    pub retry: Option<u64>,
+}
+
 /// Decrements the subscriber gauge when the stream is dropped.
 struct Subscribed(AppState);
 
@@ -62,7 +78,7 @@ impl Drop for Subscribed {
     params(("run" = String, Path, description = "A run id"), EventsQuery,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this fact number")),
     responses(
-        (status = 200, description = "`text/event-stream`: backlog then live; `id` = fact number, `event` = kind, `data` = the stored fact; ends after End", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "`text/event-stream`: backlog then live; `id` = fact number, `event` = kind, `data` = the stored fact; ends after End", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "Bad Last-Event-ID or after", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn run_events(
