@@ -4,47 +4,15 @@
 //! opens only directories and regular files — a FIFO or `/dev/zero` is
 //! refused at once, never read.
 
+mod common;
+
+use common::serve;
 use flow_store::{AppendFacts, SqliteOptions, SqliteStore};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `flow serve` process, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data: &Path, args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
-        .arg("--data")
-        .arg(data)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    Server { child, base }
-}
 
 /// Runs `flow --data DATA ARGS`, killed (and the test failed) if it takes
 /// longer than `limit`.

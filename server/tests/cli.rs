@@ -3,64 +3,13 @@
 //! check, tools, export and import, with the exit codes of DESIGN §6.
 
 mod common;
+
+use common::{Flow, flow};
 #[path = "../../tests/fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::{Value as Json, json};
-use std::process::{Command, Output};
-
-fn flow() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_flow"));
-    c.env_remove("FLOW_DATA").env("NO_COLOR", "1");
-    c
-}
-
-struct Flow {
-    data: tempfile::TempDir,
-}
-
-impl Flow {
-    fn new() -> Flow {
-        Flow {
-            data: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Output {
-        flow()
-            .arg("--data")
-            .arg(self.data.path())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Json) {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        let out = self.cmd(&a);
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: not JSON ({e}): {text}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code().unwrap_or(-1), v)
-    }
-
-    /// `flow replay` says matched (exit 0).
-    fn assert_matched(&self, run: &str) {
-        let (code, v) = self.json(&["replay", run]);
-        assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
-    }
-
-    fn facts(&self, run: &str) -> u64 {
-        let (code, v) = self.json(&["history", run]);
-        assert_eq!(code, 0, "{v}");
-        v["page"]["total"].as_u64().unwrap()
-    }
-}
+use std::process::Command;
 
 fn review_flow() -> String {
     fixtures::repo()

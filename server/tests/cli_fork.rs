@@ -8,54 +8,14 @@
 #[path = "../../tests/fixtures/fixtures.rs"]
 mod fixtures;
 
-use serde_json::{Value as Json, json};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
 
-struct Flow {
-    data: tempfile::TempDir,
-}
+use common::Flow;
+
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
 
 impl Flow {
-    fn new() -> Flow {
-        Flow {
-            data: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_flow"))
-            .env_remove("FLOW_DATA")
-            .env("NO_COLOR", "1")
-            .arg("--data")
-            .arg(self.data.path())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Json) {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        let out = self.cmd(&a);
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{args:?}: not JSON ({e}): {text}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (out.status.code().unwrap_or(-1), v)
-    }
-
-    /// How many runs the store holds.
-    fn runs(&self) -> usize {
-        let (code, v) = self.json(&["runs"]);
-        assert_eq!(code, 0, "{v}");
-        v["runs"].as_array().unwrap().len()
-    }
-
     /// The fact number of the run's root Checkpoint at `node`.
     fn checkpoint(&self, run: &str, node: &str) -> u64 {
         let (code, v) = self.json(&["history", run, "--kind", "Checkpoint"]);
@@ -239,39 +199,13 @@ fn fork_help_says_checkpoint_is_a_fact_number() {
     assert!(text.contains("--flow"), "{text}");
 }
 
-/// Starts `flow serve` on an ephemeral port; returns it and its address.
-fn serve(data: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
-        .args([
-            "--data",
-            data.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, base)
-}
-
 /// FORK-4 over HTTP: `flow` in the fork body (the start body's shape) forks
 /// onto the fixed program; one that does not fit is 422 with nothing
 /// recorded; `modules` without `flow` is 422.
 #[tokio::test]
 async fn fork_onto_a_fixed_program_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, base) = serve(dir.path());
+    let (mut child, base) = common::serve_with(dir.path(), None, &[]);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let post = |path: String, body: Json| {
         let client = client.clone();

@@ -5,51 +5,15 @@
 //! refusal records nothing; the allowed cases (same origin, `--allow-host`,
 //! `--cors-origin` with CORS answers) work.
 
+mod common;
+
+use common::serve;
 use reqwest::{Client, Method, Response};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const ATTACKER: &str = "http://attacker.example";
-
-/// A `flow serve` process, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data: &Path, args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
-        .arg("--data")
-        .arg(data)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("flowd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    let port = base.rsplit(':').next().unwrap().parse().unwrap();
-    Server { child, base, port }
-}
 
 fn client() -> Client {
     Client::builder().no_proxy().build().unwrap()

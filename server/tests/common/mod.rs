@@ -53,6 +53,28 @@ pub fn serve_args(
     (child, base)
 }
 
+/// A `flow serve` process, killed on drop.
+pub struct Server {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `flow serve` on `data` with `args` after `serve`, killed on drop.
+pub fn serve(data: &Path, args: &[&str]) -> Server {
+    let (child, base) = serve_args(data, None, &[], args);
+    let port = base.rsplit(':').next().unwrap().parse().unwrap();
+    Server { child, base, port }
+}
+
 /// [`serve_args`] with no extra flags.
 pub fn serve_with(data: &Path, tools: Option<&Path>, env: &[(&str, &str)]) -> (Child, String) {
     serve_args(data, tools, env, &[])
@@ -63,4 +85,68 @@ pub fn review_flow() -> serde_json::Value {
     let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/flows/review/review.json");
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The real `flow` binary, with no `FLOW_DATA` and no colour.
+pub fn flow() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_flow"));
+    c.env_remove("FLOW_DATA").env("NO_COLOR", "1");
+    c
+}
+
+/// `flow` on a store of its own (a temporary `--data`).
+pub struct Flow {
+    pub data: tempfile::TempDir,
+}
+
+impl Flow {
+    pub fn new() -> Flow {
+        Flow {
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> std::process::Output {
+        flow()
+            .arg("--data")
+            .arg(self.data.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `flow --json ARGS`: the exit code and the JSON printed.
+    pub fn json(&self, args: &[&str]) -> (i32, serde_json::Value) {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.cmd(&a);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {text}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// `flow replay` says matched (exit 0).
+    pub fn assert_matched(&self, run: &str) {
+        let (code, v) = self.json(&["replay", run]);
+        assert_eq!((code, v["verdict"].as_str()), (0, Some("matched")), "{v}");
+    }
+
+    /// How many facts the run has.
+    pub fn facts(&self, run: &str) -> u64 {
+        let (code, v) = self.json(&["history", run]);
+        assert_eq!(code, 0, "{v}");
+        v["page"]["total"].as_u64().unwrap()
+    }
+
+    /// How many runs the store holds.
+    pub fn runs(&self) -> usize {
+        let (code, v) = self.json(&["runs"]);
+        assert_eq!(code, 0, "{v}");
+        v["runs"].as_array().unwrap().len()
+    }
 }
