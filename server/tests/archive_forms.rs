@@ -208,14 +208,7 @@ async fn archive_refusals_over_http_name_the_problem() {
             "{what}: no server path in {v}"
         );
     }
-    let runs: Value = c
-        .get(format!("{}/v1/runs", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs: Value = common::get_json(&c, format!("{}/v1/runs", s.base)).await;
     assert_eq!(runs["runs"], json!([]));
 }
 

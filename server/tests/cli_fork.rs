@@ -223,14 +223,11 @@ async fn fork_onto_a_fixed_program_over_http() {
     .await;
     assert_eq!(s, 201, "{v}");
     let run = v["run"].as_str().unwrap().to_string();
-    let facts: Json = client
-        .get(format!("{base}/v1/runs/{run}/facts?kind=Checkpoint"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let facts: Json = common::get_json(
+        &client,
+        format!("{base}/v1/runs/{run}/facts?kind=Checkpoint"),
+    )
+    .await;
     let cp = facts["facts"]
         .as_array()
         .unwrap()
@@ -240,14 +237,7 @@ async fn fork_onto_a_fixed_program_over_http() {
         .as_u64()
         .unwrap();
     let count = || async {
-        let v: Json = client
-            .get(format!("{base}/v1/runs"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Json = common::get_json(&client, format!("{base}/v1/runs")).await;
         v["runs"].as_array().unwrap().len()
     };
     let before = count().await;

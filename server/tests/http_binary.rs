@@ -31,26 +31,12 @@ async fn kill_9_then_restart_loses_no_fact() {
     assert_eq!(v["state"], "paused", "{v}");
     let run = v["run"].as_str().unwrap().to_string();
     let call = v["pending"][0]["call"].as_str().unwrap().to_string();
-    let before: Value = client
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let before: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
     let (mut child, base) = serve(dir.path());
-    let after: Value = client
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
     assert_eq!(
         after["lastFact"], before["lastFact"],
         "no accepted fact lost"
@@ -135,23 +121,10 @@ async fn kill_9_with_a_tool_call_in_flight() {
     // Wait until the Call to classify is durable.
     let mut facts = 0;
     for _ in 0..200 {
-        let page: Value = client
-            .get(format!("{base}/v1/runs/{run}/facts?kind=Call"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page: Value =
+            common::get_json(&client, format!("{base}/v1/runs/{run}/facts?kind=Call")).await;
         if page["page"]["total"] == 1 {
-            let all: Value = client
-                .get(format!("{base}/v1/runs/{run}/facts"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let all: Value = common::get_json(&client, format!("{base}/v1/runs/{run}/facts")).await;
             facts = all["page"]["total"].as_u64().unwrap();
             break;
         }
@@ -164,14 +137,7 @@ async fn kill_9_with_a_tool_call_in_flight() {
     let (mut child, base) = serve_with(dir.path(), Some(&examples.join("flow.toml")), &[]);
     let mut state = Value::Null;
     for _ in 0..200 {
-        let v: Value = client
-            .get(format!("{base}/v1/runs/{run}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
         state = v["state"].clone();
         if state == "faulted" || state == "completed" {
             break;
@@ -179,14 +145,8 @@ async fn kill_9_with_a_tool_call_in_flight() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(state, "faulted", "classify settled Unknown, no fail_branch");
-    let reply: Value = client
-        .get(format!("{base}/v1/runs/{run}/facts?fact=5"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let reply: Value =
+        common::get_json(&client, format!("{base}/v1/runs/{run}/facts?fact=5")).await;
     let text = reply.to_string();
     assert!(text.contains("host restarted"), "{text}");
     let verdict: Value = client
@@ -228,14 +188,7 @@ async fn refusals_without_wait_record_nothing() {
     let run = v["run"].as_str().unwrap().to_string();
     let call = v["pending"][0]["call"].as_str().unwrap().to_string();
     let head = |client: reqwest::Client, base: String, run: String| async move {
-        let v: Value = client
-            .get(format!("{base}/v1/runs/{run}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
         v["lastFact"].clone()
     };
     let before = head(client.clone(), base.clone(), run.clone()).await;
@@ -298,14 +251,8 @@ async fn refusals_without_wait_record_nothing() {
     assert_eq!(r.status(), 201);
     let v: Value = r.json().await.unwrap();
     let fork = v["run"].as_str().expect("a fork's answer names its run");
-    let page: Value = client
-        .get(format!("{base}/v1/runs/{fork}/facts?limit=1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value =
+        common::get_json(&client, format!("{base}/v1/runs/{fork}/facts?limit=1")).await;
     assert_eq!(
         page["facts"][0]["kind"], "Start",
         "the fork's Start is durable: {page}"
@@ -318,14 +265,8 @@ async fn refusals_without_wait_record_nothing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 202);
-    let page: Value = client
-        .get(format!("{base}/v1/runs/{run}/facts?kind=Reply"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value =
+        common::get_json(&client, format!("{base}/v1/runs/{run}/facts?kind=Reply")).await;
     let replies = page["facts"].as_array().unwrap();
     assert!(
         replies.iter().any(|f| f["call"] == call.as_str()),

@@ -89,14 +89,7 @@ async fn a_damaged_history_is_said_on_the_stream_and_in_the_inbox() {
     assert_eq!(events[0].as_ref().unwrap().event, "error");
 
     // The inbox: the intact run's call, and the damaged run as a problem.
-    let v: Value = client
-        .get(format!("{base}/v1/calls"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = common::get_json(&client, format!("{base}/v1/calls")).await;
     let calls: Vec<&str> = v["calls"]
         .as_array()
         .unwrap()

@@ -635,14 +635,7 @@ async fn a_bad_reply_to_a_run_with_tool_processes_is_422() {
     assert_eq!(v["state"], "paused", "{v}");
     let run = v["run"].as_str().unwrap();
     let call = v["pending"][0]["call"].as_str().unwrap();
-    let before: Value = client
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let before: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
     let r = client
         .post(format!("{base}/v1/runs/{run}/resume"))
         .json(&json!({"call": call, "reply": {"Ok": {"decision": "maybe"}}}))
@@ -652,14 +645,7 @@ async fn a_bad_reply_to_a_run_with_tool_processes_is_422() {
     assert_eq!(r.status(), 422);
     let p: Value = r.json().await.unwrap();
     assert!(p["detail"].as_str().unwrap().contains("$.decision"), "{p}");
-    let after: Value = client
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after: Value = common::get_json(&client, format!("{base}/v1/runs/{run}")).await;
     assert_eq!(after["lastFact"], before["lastFact"], "nothing recorded");
     assert_eq!(after["state"], "paused");
     // The run is not left claimed: a good reply goes through.

@@ -79,24 +79,11 @@ type Case<'a> = (
 );
 
 async fn run_list(c: &Client, base: &str) -> Value {
-    c.get(format!("{base}/v1/runs"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    common::get_json(c, format!("{base}/v1/runs")).await
 }
 
 async fn last_fact(c: &Client, base: &str, run: &str) -> Value {
-    let v: Value = c
-        .get(format!("{base}/v1/runs/{run}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = common::get_json(c, format!("{base}/v1/runs/{run}")).await;
     v["lastFact"].clone()
 }
 

@@ -150,3 +150,8 @@ impl Flow {
         v["runs"].as_array().unwrap().len()
     }
 }
+
+/// `GET url` with `client`, the body as JSON (whatever the status).
+pub async fn get_json(client: &reqwest::Client, url: impl reqwest::IntoUrl) -> serde_json::Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
