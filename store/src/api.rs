@@ -58,6 +58,7 @@ pub struct History {
 }
 
 /// DESIGN §6: `running`, `paused`, `completed`, `faulted`, `halted`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
@@ -415,11 +416,13 @@ pub struct HistoryQuery {
 }
 
 /// One fact as presented in a page.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FactView {
     /// The fact's recorded number ("fact numbers retain their original positions").
     pub n: u64,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub kind: FactKind,
     pub hash: String,
     /// The recorded call id of a Call, Reply or Close, as structured data.
@@ -429,12 +432,14 @@ pub struct FactView {
     pub says_truncated: bool,
     /// The fact; each value whose JSON exceeds 4096 bytes is left in stored
     /// form (a reference showing hash and length) instead of loaded.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub fact: Value,
     pub values_omitted: bool,
 }
 
 /// Paging data: `total` is after filtering, `factsTotal` all facts
 /// (REQUIREMENTS GAP-HIST-6), `nextOffset` null at the end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PageInfo {
@@ -446,6 +451,7 @@ pub struct PageInfo {
 }
 
 /// A page of a run's verified history.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryPage {
@@ -461,6 +467,7 @@ pub struct HistoryPage {
 
 /// A recorded source as the history view lists it (seed, MCP `history`:
 /// "Sources are listed by module, commit, hash and code-point length").
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SourceInfo {
     pub module: String,

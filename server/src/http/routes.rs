@@ -482,7 +482,7 @@ pub async fn get_run(
 #[utoipa::path(get, path = "/v1/runs/{run}/facts", operation_id = "list_facts",
     params(("run" = String, Path, description = "A run id"), FactsQuery),
     responses(
-        (status = 200, description = "A history page", body = Object),
+        (status = 200, description = "A history page", body = flow_store::HistoryPage),
         (status = 400, description = "Invalid arguments", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn list_facts(
