@@ -1,0 +1,242 @@
+//! The `flow` command line: global flags, every command and its
+//! arguments, with each command's example and exit codes (`--help`).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "flow",
+    version,
+    about = "Run, resume, replay, fork and inspect FlowSpec runs"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Where the embedded store lives.
+    #[arg(long, global = true, env = "FLOW_DATA", default_value = ".flow")]
+    pub data: PathBuf,
+    /// Print structured JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// ANSI styling: auto styles only a terminal, with NO_COLOR unset and
+    /// TERM not dumb.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    /// Talk to a running flowd at this URL instead of the embedded store
+    /// (run, resume, fork, replay, history, runs, check).
+    #[arg(long, global = true, env = "FLOW_SERVER")]
+    pub server: Option<String>,
+    /// The bearer token for --server.
+    #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a flow to completion or to a pause.
+    #[command(after_help = concat!(
+        "Example:\n  flow run examples/flows/triage/triage.json --allow \\\n    --input '{\"ticket\": \"The site is down!\", \"customer\": \"Acme\"}'\n\n",
+        "Exit codes: 0 completed with exit_code success; 4 completed with another exit_code; 3 paused (the pending calls and the resume command are printed); 1 faulted; 2 refused, nothing recorded; 5 cut short by a storage failure; 130 halted by an interrupt."))]
+    Run {
+        /// The FlowSpec file to run (its subgraph modules are read beside it).
+        flow: PathBuf,
+        /// The input JSON object, or - to read it from standard input.
+        #[arg(long)]
+        input: String,
+        /// Start the Tool commands flow.toml names without asking.
+        #[arg(long)]
+        allow: bool,
+    },
+    /// Admit a reply for an open call and continue; with no reply, continue
+    /// a crashed or halted run, settling its open calls.
+    #[command(after_help = concat!(
+        "Example:\n  flow resume run-01m8… --call 'c1:root#1' --reply '{\"Ok\": {\"decision\": \"send\"}}'\n\n",
+        "Exit codes: as flow run; 2 also when the call is not open or the reply does not fit its type."))]
+    Resume {
+        /// The run id (`flow runs` lists them).
+        run: String,
+        /// The open call to answer, e.g. `c1:root#1` (`flow history RUN --summary` lists them).
+        #[arg(long, requires = "reply")]
+        call: Option<String>,
+        /// The outcome, e.g. '{"Ok": {...}}', or - for standard input.
+        #[arg(long, requires = "call")]
+        reply: Option<String>,
+        /// Start the Tool commands the recorded flow.toml names without asking.
+        #[arg(long)]
+        allow: bool,
+        /// flow.toml files that bind the run's Tools (repeatable, first
+        /// match wins), before the flow.toml recorded at Start. An imported
+        /// run has only these: it never binds from a directory its archive
+        /// names.
+        #[arg(long = "tools")]
+        tools: Vec<PathBuf>,
+    },
+    /// Replay a run against its recorded program: matched, incomplete or
+    /// diverged.
+    #[command(
+        after_help = "Example:\n  flow replay run-01m8…\n\nExit codes: 0 matched; 1 incomplete or diverged (the fact and the reason are printed); 2 no such run, or its program does not check; 5 a storage failure (the history does not verify)."
+    )]
+    Replay {
+        /// The run id.
+        run: String,
+    },
+    /// Start a new run from a checkpoint of another, on its recorded
+    /// program or, with --flow, on a newer one that fits.
+    #[command(after_help = concat!(
+        "Example:\n  flow fork run-01m8… --checkpoint 4 --set 'severity=\"low\"'\n  flow fork run-01m8… --checkpoint 4 --flow fixed/triage.json\n\n",
+        "Exit codes: as flow run; 2 refused (no such checkpoint, a --set that does not fit, a --flow that does not fit), nothing recorded."))]
+    Fork {
+        /// The run to fork from.
+        run: String,
+        /// The fact number of a root-task Checkpoint in RUN's history (see
+        /// `flow history RUN --kind Checkpoint`).
+        #[arg(long)]
+        checkpoint: u64,
+        /// Replace a state field: field=JSON (repeatable).
+        #[arg(long = "set")]
+        set: Vec<String>,
+        /// Fork onto this program (e.g. the fixed file) instead of the
+        /// recorded one: the same flow id, the checkpoint's node, and state
+        /// that fits its state_schema, or the fork is refused. Its flow.toml
+        /// binds its Tools.
+        #[arg(long)]
+        flow: Option<PathBuf>,
+        /// Start the Tool commands flow.toml names without asking.
+        #[arg(long)]
+        allow: bool,
+    },
+    /// Show a run's history.
+    #[command(
+        after_help = "Examples:\n  flow history run-01m8… --summary\n  flow history run-01m8… --kind Call --search classify\n  flow history run-01m8… --fact 5\n\nExit codes: 0 shown; 2 no such run or a bad selection; 5 a storage failure (the history does not verify)."
+    )]
+    History {
+        /// The run id.
+        run: String,
+        /// Only facts of this kind: Start, Call, Reply, Close, Checkpoint or End.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only facts whose text contains this.
+        #[arg(long)]
+        search: Option<String>,
+        /// Show one fact in full.
+        #[arg(long)]
+        fact: Option<u64>,
+        /// Only the run's state, its pending calls and the next commands.
+        #[arg(long)]
+        summary: bool,
+        /// Show a recorded source text (4096 code points from --offset).
+        #[arg(long)]
+        source: Option<String>,
+        /// Where a page of facts (or of --source text) starts.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Facts on a page, at most.
+        #[arg(long, default_value_t = 200)]
+        limit: u32,
+    },
+    /// Follow a run live: each fact as it becomes durable, whichever
+    /// process appends it, until the run ends, pauses or is halted; then
+    /// the next command.
+    #[command(
+        after_help = "Example:\n  flow watch run-01m8…\n\nExit codes: as flow run: 0 completed with exit_code success; 4 another exit_code; 1 faulted; 3 paused (the resume command is printed); 130 halted; 2 no such run; 5 a storage failure."
+    )]
+    Watch {
+        /// The run id.
+        run: String,
+        /// Print facts after this number (0: from Start).
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+    },
+    /// Discover stored runs (or, with --runs, a directory of archives).
+    #[command(
+        after_help = "Examples:\n  flow runs --state paused\n  flow runs --runs ./archives --limit 20\n\nExit codes: 0 a page was inspected (or the --runs root is missing); 2 refused (a bad cursor or state, a root that is a file or too large)."
+    )]
+    Runs {
+        /// Runs on a page, at most.
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this run id (the previous page's next cursor).
+        #[arg(long)]
+        after: Option<String>,
+        /// Only runs in this state: running, paused, completed, faulted or halted.
+        #[arg(long)]
+        state: Option<String>,
+        /// Discover the archive directories under this root instead of the store.
+        #[arg(long)]
+        runs: Option<PathBuf>,
+    },
+    /// Check a flow: diagnostics.
+    #[command(
+        after_help = "Example:\n  flow check examples/flows/triage/triage.json\n\nExit codes: 0 no error (warnings may be printed); 2 errors, each with its JSON Pointer."
+    )]
+    Check {
+        /// The FlowSpec file.
+        flow: PathBuf,
+    },
+    /// The `flow tools` document: every declaration, fingerprint and type.
+    #[command(
+        after_help = "Example:\n  flow tools examples/flows/triage/triage.json > tools.json\n\nExit codes: 0 printed; 2 the flow does not check."
+    )]
+    Tools {
+        /// The FlowSpec file.
+        flow: PathBuf,
+        /// Only the declarations reachable from this entry module.
+        #[arg(long)]
+        entry: Option<String>,
+    },
+    /// Export a run as an archive directory.
+    #[command(
+        after_help = "Example:\n  flow export run-01m8… --out ./archives/run-01m8…\n\nExit codes: 0 written; 2 no such run, or the directory cannot be written; 5 a storage failure (the history does not verify)."
+    )]
+    Export {
+        /// The run id.
+        run: String,
+        /// The archive directory to write (history.jsonl, blobs/, host.jsonl).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Import a run archive: a directory (as `flow export` writes) or a
+    /// tar file (as `GET /v1/runs/{run}/archive` sends); verified first,
+    /// idempotent.
+    #[command(
+        after_help = "Examples:\n  flow import ./archives/run-01m8…\n  flow import run-01m8….tar\n\nExit codes: 0 imported (or already present); 2 refused: it does not verify, it is not a directory or a regular file, or another history has the run id; nothing written."
+    )]
+    Import {
+        /// The archive: a directory or a tar file.
+        #[arg(value_name = "DIR|FILE.tar")]
+        dir: PathBuf,
+    },
+    /// Run every `*.test.json` fixture under DIR against its fakes and
+    /// replay every saved archive against the current program.
+    #[command(
+        after_help = "Example:\n  flow test examples/flows\n\nExit codes: 0 every fixture passed and every archive replayed matched; 1 a failure (each is printed); 2 a fixture does not read."
+    )]
+    Test {
+        /// The directory searched for fixtures and archives.
+        dir: PathBuf,
+    },
+    /// The HTTP server (docs/http.md).
+    #[command(
+        after_help = "Example:\n  flow serve --listen 127.0.0.1:8080 --tools examples/flows/triage/flow.toml\n\nThe first line printed is `flowd listening on URL`; the dashboard is at URL/ and the API docs at URL/docs/. Exit codes: 0 after Ctrl-C or SIGTERM; 2 refused (a bad flag, a non-loopback address without --tokens)."
+    )]
+    Serve(crate::http::cli::ServeArgs),
+    /// The MCP server over standard input and output (docs/mcp.md).
+    #[command(
+        after_help = "Example:\n  flow mcp --tools examples/flows/triage/flow.toml\n\nExit codes: 0 when the client closes standard input; 2 refused (a bad flag)."
+    )]
+    Mcp(crate::mcp::stdio::McpArgs),
+}
