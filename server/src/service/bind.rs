@@ -14,12 +14,18 @@
 //!   rules say).
 //!
 //! Both serve `std/memory#read|write` from the store's own database.
+//!
+//! A resume or fork binds from what was recorded at Start
+//! ([`RunService::bind_recorded`]; never an imported run's directory), and a
+//! server refuses a flow that asks for more steps than it allows.
 
-use super::store::StoreRef;
+use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
 use flow_engine::program::Program;
+use flow_store::{HostRecordKind, RunId};
 use flow_tools::manifest::{Binding, Manifest, Resolver};
+use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -314,4 +320,74 @@ fn approve(
     Err(Error::Refused(
         "this run would start Tool commands named by flow.toml; pass --allow to allow them".into(),
     ))
+}
+
+impl super::RunService {
+    /// Refuses a program any of whose modules asks for more node
+    /// executions than this service allows.
+    pub(super) fn within_step_limit(&self, program: &Program) -> Result<()> {
+        let Some(ceiling) = self.inner.max_steps else {
+            return Ok(());
+        };
+        for (path, m) in &program.modules {
+            if let Some(asked) = m
+                .report
+                .flow
+                .harness_meta
+                .as_ref()
+                .and_then(|h| h.max_steps)
+                .filter(|n| *n > ceiling)
+            {
+                return Err(Error::Refused(format!(
+                    "{path}: harness_meta.max_steps is {asked}, more than this server allows ({ceiling}; flow serve --max-steps)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds `program` for a resume or fork of `run`: from the program
+    /// directory recorded at Start — unless the run came in by archive
+    /// import, whose host records are outside the hash chain and so never
+    /// choose a directory whose commands run (issue 17, item 6); then
+    /// only this host's own configuration binds. Returns the directory
+    /// used.
+    pub(super) async fn bind_recorded(
+        &self,
+        run: &RunId,
+        program: &Arc<Program>,
+        hash: &str,
+    ) -> Result<(Bound, Option<std::path::PathBuf>)> {
+        let r = run.clone();
+        let (info, records) = blocking(&self.inner.store, move |s| {
+            Ok((s.run_info(&r)?, s.host_records(&r)?))
+        })
+        .await?;
+        let imported = info.imported_ms.is_some();
+        let dir = if imported {
+            None
+        } else {
+            records
+                .iter()
+                .find(|r| r.kind == HostRecordKind::Binding)
+                .and_then(|r| r.details.get("program_dir"))
+                .and_then(Json::as_str)
+                .map(std::path::PathBuf::from)
+        };
+        match self
+            .inner
+            .bindings
+            .bind(&self.inner.store, program, hash, dir.clone())
+            .await
+        {
+            Ok(b) => Ok((b, dir)),
+            Err(Error::Bind(mut msgs)) if imported => {
+                msgs.push(format!(
+                    "{run} was imported from an archive: its Tools bind only from this host's own configuration (flow resume --tools FLOW.toml, flow serve --tools), never from a directory the archive names"
+                ));
+                Err(Error::Bind(msgs))
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
