@@ -141,6 +141,26 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
+/// The writer's connection, configured and migrated. Switching a new
+/// database to WAL can answer "database is locked" at once, without the
+/// busy timeout, while another process does the same: that open is tried
+/// again (bounded, 5 s in all).
+fn open_writer(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
+    let mut tries = 0;
+    loop {
+        let mut conn = Connection::open(path)?;
+        match configure(&conn, opts, true).and_then(|()| migrate(&mut conn)) {
+            Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 50 =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => return r.map(|()| conn),
+        }
+    }
+}
+
 /// The schema version this build writes.
 pub fn schema_version() -> i64 {
     migrate::latest(migrate::SQLITE)
@@ -181,9 +201,7 @@ impl SqliteStore {
     /// starts the writer thread.
     pub fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = Connection::open(&path)?;
-        configure(&conn, &opts, true)?;
-        migrate(&mut conn)?;
+        let conn = open_writer(&path, &opts)?;
         let heads = Arc::new(Heads::default());
         let (tx, rx) = sync_channel(opts.queue_depth.max(1));
         let w = writer::Writer::new(conn, heads.clone());
