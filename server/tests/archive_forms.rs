@@ -62,15 +62,18 @@ fn large_run(data: &Path, facts: u64) -> String {
     let pad = "x".repeat(600);
     let mut batch = Vec::new();
     for k in 0..facts {
-        batch.push(json!({"fact": "Checkpoint", "n": k + 2, "task": "root", "node": "draft", "state": {"text": format!("{k:08}{pad}"), "i": k}}));
+        batch.push(fact(json!({"fact": "Checkpoint", "n": k + 2, "task": "root", "node": "draft", "state": {"text": format!("{k:08}{pad}"), "i": k}})));
         if batch.len() == 1000 {
-            store.append_all(&run, &batch).unwrap();
-            batch.clear();
+            store.append_all(&run, std::mem::take(&mut batch)).unwrap();
         }
     }
-    batch.push(json!({"fact": "End", "n": facts + 2, "ending": {"Completed": {"exit": "success", "output": {}}}}));
-    store.append_all(&run, &batch).unwrap();
+    batch.push(fact(json!({"fact": "End", "n": facts + 2, "ending": {"Completed": {"exit": "success", "output": {}}}})));
+    store.append_all(&run, batch).unwrap();
     run.to_string()
+}
+
+fn fact(v: serde_json::Value) -> flow_store::Fact {
+    flow_store::Fact::from_value(v).unwrap()
 }
 
 /// The bytes of one entry of a tar.

@@ -13,7 +13,7 @@
 //!   the number of subscribers that missed a fact or saw one twice.
 
 use eventsource_stream::Eventsource;
-use flow_store::{AppendFacts, SqliteOptions, SqliteStore};
+use flow_store::{AppendFacts, Fact, SqliteOptions, SqliteStore};
 use flowd::http::{AppState, ServeOptions};
 use futures_util::StreamExt;
 use serde_json::json;
@@ -168,13 +168,13 @@ async fn bench_sse_fan_out() {
                 let n = k + 2;
                 let _ = submitted[n as usize].set(Instant::now());
                 store
-                    .append(&run, &json!({"fact": "Checkpoint", "n": n, "task": "root", "node": "draft", "state": {"text": "fan-out", "i": k}}))
+                    .append(&run, Fact::from_value(json!({"fact": "Checkpoint", "n": n, "task": "root", "node": "draft", "state": {"text": "fan-out", "i": k}})).unwrap())
                     .unwrap();
             }
             let n = facts as u64 + 2;
             let _ = submitted[n as usize].set(Instant::now());
             store
-                .append(&run, &json!({"fact": "End", "n": n, "ending": {"Completed": {"exit": "success", "output": {}}}}))
+                .append(&run, Fact::from_value(json!({"fact": "End", "n": n, "ending": {"Completed": {"exit": "success", "output": {}}}})).unwrap())
                 .unwrap();
         })
     };

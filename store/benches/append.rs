@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 fn create(s: &SqliteStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({}));
-    s.create_run(&start, &sources).expect("create");
+    s.create_run(start.clone(), &sources).expect("create");
     run
 }
 
@@ -26,7 +26,7 @@ fn append_batch(s: &SqliteStore, runs: usize, per_run: u64) -> Duration {
         for run in &ids {
             scope.spawn(move || {
                 for n in 2..per_run + 2 {
-                    s.append(run, &call_fact(n, n, json!({"i": n})))
+                    s.append(run, call_fact(n, n, json!({"i": n})))
                         .expect("append");
                 }
             });
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
     .expect("open");
     let run = create(&s);
     for n in 2..=5000u64 {
-        s.append(&run, &call_fact(n, n, json!({"i": n})))
+        s.append(&run, call_fact(n, n, json!({"i": n})))
             .expect("append");
     }
     let mut g = c.benchmark_group("read");

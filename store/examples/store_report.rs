@@ -40,12 +40,12 @@ fn open(path: &Path, sync: Synchronous) -> SqliteStore {
 fn create<S: AppendFacts>(s: &S) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "hello"}));
-    s.create_run(&start, &sources).expect("create");
+    s.create_run(start.clone(), &sources).expect("create");
     run
 }
 
 /// A small fact: a Call with a tiny argument object.
-fn small(n: u64) -> serde_json::Value {
+fn small(n: u64) -> flow_store::Fact {
     call_fact(n, n, json!({"i": n}))
 }
 
@@ -67,7 +67,7 @@ fn append_concurrent<S: AppendFacts + Sync>(
                 scope.spawn(move || {
                     let mut k = 0;
                     for n in 2..per + 2 {
-                        s.append(run, &small(n)).expect("append");
+                        s.append(run, small(n)).expect("append");
                         k += 1;
                         if k % 64 == 0 && t0.elapsed() > cap {
                             break;
@@ -170,7 +170,7 @@ fn main() {
         let base = s.bytes_on_disk().expect("bytes");
         for _ in 0..1000 {
             let run = create(&s);
-            s.append(&run, &call_fact(2, 1, shared.clone()))
+            s.append(&run, call_fact(2, 1, shared.clone()))
                 .expect("append");
         }
         let used = s.bytes_on_disk().expect("bytes") - base;
@@ -202,7 +202,7 @@ fn main() {
             n += 1;
             s.append(
                 &run,
-                &checkpoint_fact(n, json!({"messages": msgs, "step": step})),
+                checkpoint_fact(n, json!({"messages": msgs, "step": step})),
             )
             .expect("append");
         }
@@ -248,7 +248,8 @@ fn main() {
                             "entry": {"module": "demo.json", "function": "main"}, "program": "sha256:00",
                             "sources": [{"module": "demo.json", "hash": hash, "length": length}], "input": {"t": t, "i": i},
                         });
-                        s.create_run(&start, sources).expect("create");
+                        let start = flow_store::Fact::from_value(start).expect("a Start");
+                        s.create_run(start, sources).expect("create");
                     }
                 });
             }

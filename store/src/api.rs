@@ -9,9 +9,10 @@
 use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{Fact, RunId};
 use serde::Serialize;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A recorded source text handed over with Start (DESIGN §3: "sources are
@@ -31,12 +32,17 @@ pub struct FactRef {
     pub hash: String,
 }
 
-/// What an accepted (durable) append returns.
+/// What an accepted (durable) append returns: the fact's number, kind and
+/// chain hash, and the canonical text stored for it (the form the chain
+/// covers, values over 1 KiB as `$blob` references, a Checkpoint perhaps a
+/// delta), which a live feed sends as is, without reading it back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Appended {
     pub run: RunId,
     pub n: u64,
+    pub kind: FactKind,
     pub hash: String,
+    pub body: Arc<str>,
 }
 
 /// One verified fact in stored form: values over 1 KiB are references
@@ -515,19 +521,25 @@ pub enum TailEvent {
     Ended,
 }
 
-/// Appends facts. Each returns only when the fact is durable.
+/// Appends facts, owned and typed (a fact read from outside, such as an
+/// archive's, goes through [`Fact::from_value`] first). Each returns only
+/// when the fact is durable.
+///
+/// The caller numbers each fact: `n` is the head it expects plus one, and
+/// the store refuses any other number inside the commit. That is the
+/// fencing rule: a writer that lost its run to another can never append.
 pub trait AppendFacts {
     /// Creates a run with its Start fact (n = 1) and source texts.
-    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended>;
+    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended>;
     /// Appends fact `n = last + 1`. Refused (changing nothing) after End,
-    /// with a wrong `n`, for an unknown run, or for a malformed fact.
-    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended>;
+    /// with a wrong `n`, for an unknown run, or for a Start.
+    fn append(&self, run: &RunId, fact: Fact) -> Result<Appended>;
     /// Appends consecutive facts of one run, in order. A backend may commit
     /// them in one transaction (one fsync for a run's step: DESIGN §6 "a
     /// sequential run pays one fsync per step"); each is durable when this
     /// returns. On an error, the facts before the failing one may be stored.
-    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
-        facts.iter().map(|f| self.append(run, f)).collect()
+    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
+        facts.into_iter().map(|f| self.append(run, f)).collect()
     }
 }
 
@@ -659,10 +671,33 @@ pub trait Leases {
     fn claim_expired(&self, holder: &str, ttl: Duration, limit: u32) -> Result<Vec<(RunId, u64)>>;
 }
 
+/// A durable head the store learned of: the run and its last fact number,
+/// with the facts up to it, in order, when this process committed them (a
+/// live feed sends their stored text without reading it back). Another
+/// writer's commit — on Postgres, another server's, by LISTEN/NOTIFY —
+/// brings the number only.
+#[derive(Clone, Debug)]
+pub struct HeadNote {
+    pub run: String,
+    pub n: u64,
+    pub facts: Vec<Appended>,
+}
+
+impl HeadNote {
+    /// The head one committed append makes.
+    pub fn of(a: &Appended) -> HeadNote {
+        HeadNote {
+            run: a.run.to_string(),
+            n: a.n,
+            facts: vec![a.clone()],
+        }
+    }
+}
+
 /// Whoever wants to hear of every new durable head the store learns of —
-/// its own commits and, on Postgres, every server's (LISTEN/NOTIFY) —
-/// without a thread per run: `(run, last fact number)`.
-pub type HeadObserver = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
+/// its own commits and, on Postgres, every server's — without a thread per
+/// run.
+pub type HeadObserver = std::sync::Arc<dyn Fn(&HeadNote) + Send + Sync>;
 
 /// Everything a full backend offers; the conformance suite takes one.
 pub trait Backend:

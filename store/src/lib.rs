@@ -40,7 +40,7 @@ pub use archive::{
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;
-pub use flow_abi::fact::RunId;
+pub use flow_abi::fact::{Fact, RunId};
 pub use id::GenerateRunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};

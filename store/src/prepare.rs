@@ -14,7 +14,7 @@ use crate::index::Head;
 use crate::merkle::NewBlob;
 use flow_abi::fact::{Ending as FactEnding, Fact, RunId};
 use flow_abi::json::canonical;
-use serde_json::Value;
+use std::sync::Arc;
 
 /// What the runs index keeps from a Start fact.
 pub(crate) struct StartMeta {
@@ -72,15 +72,14 @@ pub(crate) struct CheckedStart {
     pub run: RunId,
     pub meta: StartMeta,
     /// The Start as the fact reader wrote it back.
-    start: Value,
+    start: serde_json::Value,
     /// The source blobs.
     pub blobs: Vec<NewBlob>,
 }
 
 /// Checks a Start and its source texts. DESIGN §3: "sources are always
 /// blobs". Start lists each by hash; the text must be handed over and match.
-pub(crate) fn check_start(start: Value, sources: &[SourceText]) -> Result<CheckedStart> {
-    let typed = read_logical(start)?;
+pub(crate) fn check_start(typed: Fact, sources: &[SourceText]) -> Result<CheckedStart> {
     let Fact::Start {
         n: 1,
         run,
@@ -131,14 +130,27 @@ pub(crate) struct NewFact {
     pub n: u64,
     pub kind: FactKind,
     pub hash: [u8; 32],
-    pub body: String,
+    pub body: Arc<str>,
+}
+
+impl NewFact {
+    /// What the append answers once the fact is durable.
+    pub(crate) fn appended(&self, run: &RunId) -> Appended {
+        Appended {
+            run: run.clone(),
+            n: self.n,
+            kind: self.kind,
+            hash: hash_text(&self.hash),
+            body: self.body.clone(),
+        }
+    }
 }
 
 impl CheckedStart {
     /// The stored Start (adding its value blobs) once the run is known new.
     pub(crate) fn store(&mut self) -> Result<NewFact> {
         let stored = store_fact(&self.start, FactKind::Start, &mut self.blobs)?;
-        let body = canonical(&stored);
+        let body: Arc<str> = canonical(&stored).into();
         let hash = chain_next(&chain_start(self.run.as_str()), &body);
         Ok(NewFact {
             n: 1,
@@ -164,11 +176,10 @@ pub(crate) struct PreparedAppend {
 pub(crate) fn prepare_append(
     run: &RunId,
     head: &Head,
-    fact: Value,
+    typed: Fact,
     at_ms: i64,
     prev_ckpt: Option<&CkptCache>,
 ) -> Result<PreparedAppend> {
-    let typed = read_logical(fact)?;
     let (kind, n) = (typed.kind(), typed.n());
     if kind == FactKind::Start {
         return Err(Error::InvalidFact("Start only begins a run".into()));
@@ -197,7 +208,7 @@ pub(crate) fn prepare_append(
         FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some(None)),
         _ => (store_fact(&fact, kind, &mut blobs)?, None),
     };
-    let body = canonical(&stored);
+    let body: Arc<str> = canonical(&stored).into();
     let h = chain_next(&head.last_hash, &body);
     let state = match end {
         Some(Ending::Completed) => RunState::Completed,

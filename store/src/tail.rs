@@ -10,7 +10,7 @@
 //! (`last + 1` next), so nothing is duplicated or skipped. No async runtime
 //! is needed; a server drives a tail from `spawn_blocking`.
 
-use crate::api::{HeadObserver, ReadHistory, StoredFact, Tail, TailEvent};
+use crate::api::{HeadNote, HeadObserver, ReadHistory, StoredFact, Tail, TailEvent};
 use crate::error::Result;
 use crate::fact::FactKind;
 use flow_abi::fact::RunId;
@@ -53,14 +53,14 @@ impl Heads {
     }
 
     /// Records new durable heads, wakes waiters and tells observers.
-    pub fn bump(&self, items: &[(String, u64)]) {
+    pub fn bump(&self, items: &[HeadNote]) {
         if items.is_empty() {
             return;
         }
         if let Ok(o) = self.observers.lock() {
             for f in o.iter() {
-                for (run, n) in items {
-                    f(run, *n);
+                for note in items {
+                    f(note);
                 }
             }
         }
@@ -69,9 +69,9 @@ impl Heads {
                 m.heads.clear();
                 m.generation += 1;
             }
-            for (run, n) in items {
-                let e = m.heads.entry(run.clone()).or_insert(0);
-                *e = (*e).max(*n);
+            for note in items {
+                let e = m.heads.entry(note.run.clone()).or_insert(0);
+                *e = (*e).max(note.n);
             }
         }
         self.changed.notify_all();

@@ -19,16 +19,16 @@ fn store(dir: &Path, name: &str) -> SqliteStore {
 fn make_run(s: &SqliteStore, end: bool) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(&start, &sources).unwrap();
-    s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
+    s.create_run(start.clone(), &sources).unwrap();
+    s.append(&run, call_fact(2, 1, json!({"a": 1}))).unwrap();
     s.append(
         &run,
-        &reply_fact(3, 1, json!({"text": "TAMPER-ME".repeat(300)})),
+        reply_fact(3, 1, json!({"text": "TAMPER-ME".repeat(300)})),
     )
     .unwrap();
-    s.append(&run, &call_fact(4, 2, json!({"a": 2}))).unwrap();
+    s.append(&run, call_fact(4, 2, json!({"a": 2}))).unwrap();
     if end {
-        s.append(&run, &end_fact(5, json!({"ok": true}))).unwrap();
+        s.append(&run, end_fact(5, json!({"ok": true}))).unwrap();
     }
     run
 }

@@ -34,7 +34,7 @@ fn runs() -> [RunId; 2] {
 
 /// The fact appended as number `n` (n ≥ 2): Call, Reply, Checkpoint in turn,
 /// the checkpoint state an accumulating list.
-fn fact(n: u64) -> serde_json::Value {
+fn fact(n: u64) -> flow_store::Fact {
     let k = (n + 1) / 3;
     match n % 3 {
         2 => call_fact(n, k, json!({"k": k})),
@@ -78,14 +78,14 @@ fn child_appends<B: Backend + Sync>(store: &B) {
                     Ok(info) => info.last_fact.n,
                     Err(_) => {
                         let (start, sources) = start_fact(&run, json!({}));
-                        let a = store.create_run(&start, &sources).unwrap();
+                        let a = store.create_run(start.clone(), &sources).unwrap();
                         writeln!(stdout.lock().unwrap(), "ack {run} 1 {}", a.hash).unwrap();
                         1
                     }
                 };
                 loop {
                     n += 1;
-                    let a = store.append(&run, &fact(n)).unwrap();
+                    let a = store.append(&run, fact(n)).unwrap();
                     let mut out = stdout.lock().unwrap();
                     writeln!(out, "ack {run} {} {}", a.n, a.hash).unwrap();
                     out.flush().unwrap();

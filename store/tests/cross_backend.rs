@@ -21,15 +21,15 @@ use std::path::Path;
 fn make_run<B: Backend>(s: &B) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "x".repeat(3000)}));
-    s.create_run(&start, &sources).unwrap();
+    s.create_run(start.clone(), &sources).unwrap();
     let mut msgs = Vec::new();
     let mut n = 1;
     for k in 1..=6u64 {
-        s.append(&run, &call_fact(n + 1, k, json!({"k": k})))
+        s.append(&run, call_fact(n + 1, k, json!({"k": k})))
             .unwrap();
         s.append(
             &run,
-            &reply_fact(
+            reply_fact(
                 n + 2,
                 k,
                 json!({"text": format!("{k}{}", "r".repeat(1500))}),
@@ -39,7 +39,7 @@ fn make_run<B: Backend>(s: &B) -> RunId {
         msgs.push(json!(format!("{k}{}", "m".repeat(1200))));
         s.append(
             &run,
-            &checkpoint_fact(n + 3, json!({"messages": msgs, "k": k})),
+            checkpoint_fact(n + 3, json!({"messages": msgs, "k": k})),
         )
         .unwrap();
         n += 3;
@@ -53,7 +53,7 @@ fn make_run<B: Backend>(s: &B) -> RunId {
         },
     )
     .unwrap();
-    s.append(&run, &end_fact(n + 1, json!({"ok": true})))
+    s.append(&run, end_fact(n + 1, json!({"ok": true})))
         .unwrap();
     run
 }

@@ -35,7 +35,7 @@ fn on_both(check: impl Fn(&dyn Fn() -> Box<dyn Backend>)) {
 fn create(s: &dyn Backend) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(&start, &sources).unwrap();
+    s.create_run(start.clone(), &sources).unwrap();
     run
 }
 
@@ -52,7 +52,7 @@ fn newest_first(new: &dyn Fn() -> Box<dyn Backend>) {
     let s = new();
     let s = &*s;
     let runs: Vec<RunId> = (0..5).map(|_| create(s)).collect();
-    s.append(&runs[1], &end_fact(2, json!(1))).unwrap();
+    s.append(&runs[1], end_fact(2, json!(1))).unwrap();
     s.record_host(
         &runs[3],
         HostRecord {
@@ -187,7 +187,7 @@ fn changes_since(new: &dyn Fn() -> Box<dyn Backend>) {
     let t = since.iter().map(|i| i.updated_ms).max().unwrap() + 1;
     std::thread::sleep(std::time::Duration::from_millis(5));
     let other = new();
-    other.append(&a, &end_fact(2, json!(0))).unwrap();
+    other.append(&a, end_fact(2, json!(0))).unwrap();
     let changed = s.runs_changed_since(t, 100).unwrap();
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].run, a);

@@ -20,7 +20,7 @@ use std::time::Duration;
 fn create(s: &PostgresStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(&start, &sources).unwrap();
+    s.create_run(start.clone(), &sources).unwrap();
     run
 }
 
@@ -79,7 +79,7 @@ fn migrations_are_recorded_and_checked() {
     let run = {
         let s = PostgresStore::open(opts.clone()).unwrap();
         let run = create(&s);
-        s.append(&run, &end_fact(2, json!(1))).unwrap();
+        s.append(&run, end_fact(2, json!(1))).unwrap();
         run
     };
     let s = PostgresStore::open(opts.clone()).unwrap();
@@ -111,15 +111,15 @@ fn damaged_rows_are_storage_failures_naming_the_fact() {
     let opts = db.options();
     let s = PostgresStore::open(opts.clone()).unwrap();
     let run = create(&s);
-    s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
-    s.append(&run, &call_fact(3, 2, json!({"marker": "CORRUPT-ME"})))
+    s.append(&run, call_fact(2, 1, json!({"a": 1}))).unwrap();
+    s.append(&run, call_fact(3, 2, json!({"marker": "CORRUPT-ME"})))
         .unwrap();
     s.append(
         &run,
-        &reply_fact(4, 2, json!(format!("BLOB{}", "z".repeat(4000)))),
+        reply_fact(4, 2, json!(format!("BLOB{}", "z".repeat(4000)))),
     )
     .unwrap();
-    s.append(&run, &call_fact(5, 3, json!({"a": 3}))).unwrap();
+    s.append(&run, call_fact(5, 3, json!({"a": 3}))).unwrap();
     s.read_history(&run).unwrap();
     // A changed byte in a fact body.
     db.sql(
@@ -149,7 +149,7 @@ fn damaged_rows_are_storage_failures_naming_the_fact() {
     // A zeroed hash column, a deleted row.
     let run2 = create(&s);
     for n in 2..=4 {
-        s.append(&run2, &call_fact(n, n, json!({"n": n}))).unwrap();
+        s.append(&run2, call_fact(n, n, json!({"n": n}))).unwrap();
     }
     let key = format!("(SELECT key FROM runs WHERE id = '{run2}')");
     db.sql(
@@ -174,17 +174,15 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
     let a = PostgresStore::open(opts.clone()).unwrap();
     let b = PostgresStore::open(opts.clone()).unwrap();
     let run = create(&a);
-    a.append(&run, &call_fact(2, 1, json!({"by": "a"})))
-        .unwrap();
+    a.append(&run, call_fact(2, 1, json!({"by": "a"}))).unwrap();
     // b never saw fact 2 written; it still cannot write another fact 2.
     assert!(matches!(
-        b.append(&run, &call_fact(2, 1, json!({"by": "b"}))),
+        b.append(&run, call_fact(2, 1, json!({"by": "b"}))),
         Err(Error::WrongNumber { expected: 3, .. })
     ));
-    b.append(&run, &call_fact(3, 2, json!({"by": "b"})))
-        .unwrap();
+    b.append(&run, call_fact(3, 2, json!({"by": "b"}))).unwrap();
     assert!(matches!(
-        a.append(&run, &call_fact(3, 2, json!({"by": "a"}))),
+        a.append(&run, call_fact(3, 2, json!({"by": "a"}))),
         Err(Error::WrongNumber { expected: 4, .. })
     ));
     // Two writers racing on one run: every number is taken exactly once.
@@ -197,7 +195,7 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
                 scope.spawn(move || {
                     let mut won = Vec::new();
                     for n in 4..60u64 {
-                        if s.append(run, &call_fact(n, n, json!({"w": w}))).is_ok() {
+                        if s.append(run, call_fact(n, n, json!({"w": w}))).is_ok() {
                             won.push(n);
                         }
                     }
@@ -218,9 +216,9 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
     // A run created by both: one wins, the other is told it exists.
     let run2 = new_run_id();
     let (start, sources) = start_fact(&run2, json!({}));
-    a.create_run(&start, &sources).unwrap();
+    a.create_run(start.clone(), &sources).unwrap();
     assert!(matches!(
-        b.create_run(&start, &sources),
+        b.create_run(start.clone(), &sources),
         Err(Error::RunExists(_))
     ));
 }
@@ -240,10 +238,10 @@ fn a_tail_sees_facts_appended_through_another_store() {
             for n in 2..=10u64 {
                 std::thread::sleep(Duration::from_millis(20));
                 writer
-                    .append(&run, &call_fact(n, n, json!({"n": n})))
+                    .append(&run, call_fact(n, n, json!({"n": n})))
                     .unwrap();
             }
-            writer.append(&run, &end_fact(11, json!(null))).unwrap();
+            writer.append(&run, end_fact(11, json!(null))).unwrap();
         });
         let mut got = Vec::new();
         loop {
@@ -272,13 +270,10 @@ fn refusals_inside_a_group_commit_leave_the_rest() {
             scope.spawn(move || {
                 for n in 2..40u64 {
                     if t % 2 == 0 {
-                        assert!(s.append(run, &call_fact(n + 5, 1, json!({}))).is_err());
-                        assert!(
-                            s.append(&new_run_id(), &call_fact(n, 1, json!({})))
-                                .is_err()
-                        );
+                        assert!(s.append(run, call_fact(n + 5, 1, json!({}))).is_err());
+                        assert!(s.append(&new_run_id(), call_fact(n, 1, json!({}))).is_err());
                     }
-                    s.append(run, &call_fact(n, n, json!({"t": t, "n": n})))
+                    s.append(run, call_fact(n, n, json!({"t": t, "n": n})))
                         .unwrap();
                 }
             });
@@ -329,7 +324,7 @@ fn works_from_spawn_blocking_in_a_tokio_app() {
                         let run = create(&s);
                         let mut tail = s.subscribe(&run, 1).unwrap();
                         for n in 2..12u64 {
-                            s.append(&run, &call_fact(n, n, json!({"t": t}))).unwrap();
+                            s.append(&run, call_fact(n, n, json!({"t": t}))).unwrap();
                             assert!(matches!(
                                 tail.next_event(Duration::from_secs(30)).unwrap(),
                                 TailEvent::Fact(f) if f.n == n
@@ -400,8 +395,8 @@ fn equal_values_share_one_blob_across_runs() {
     let mut counts = Vec::new();
     for _ in 0..5 {
         let run = create(&s);
-        s.append(&run, &call_fact(2, 1, shared.clone())).unwrap();
-        s.append(&run, &reply_fact(3, 1, shared.clone())).unwrap();
+        s.append(&run, call_fact(2, 1, shared.clone())).unwrap();
+        s.append(&run, reply_fact(3, 1, shared.clone())).unwrap();
         counts.push(s.blob_count().unwrap());
     }
     for w in counts.windows(2) {
@@ -449,7 +444,7 @@ fn connections_lost_are_replaced() {
     let writer = PostgresStore::open(opts.clone()).unwrap();
     let reader = PostgresStore::open(opts.clone()).unwrap();
     let run = create(&writer);
-    writer.append(&run, &call_fact(2, 1, json!({}))).unwrap();
+    writer.append(&run, call_fact(2, 1, json!({}))).unwrap();
     reader.read_history(&run).unwrap();
     let app = format!("flow-store:{}", opts.schema);
     // Two writers and two listeners at least, then all of them killed.
@@ -463,14 +458,14 @@ fn connections_lost_are_replaced() {
     );
     // Let each connection task see its socket close.
     std::thread::sleep(Duration::from_millis(300));
-    writer.append(&run, &call_fact(3, 2, json!({}))).unwrap();
+    writer.append(&run, call_fact(3, 2, json!({}))).unwrap();
     assert_eq!(reader.read_history(&run).unwrap().facts.len(), 3);
     let mut tail = reader.subscribe(&run, 3).unwrap();
     std::thread::scope(|scope| {
         scope.spawn(|| {
             // After the listener's reconnection delay.
             std::thread::sleep(Duration::from_secs(2));
-            writer.append(&run, &call_fact(4, 3, json!({}))).unwrap();
+            writer.append(&run, call_fact(4, 3, json!({}))).unwrap();
         });
         match tail.next_event(Duration::from_secs(30)).unwrap() {
             TailEvent::Fact(f) => assert_eq!(f.n, 4),

@@ -15,7 +15,7 @@ fn open(path: &Path) -> SqliteStore {
 fn create(s: &SqliteStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(&start, &sources).unwrap();
+    s.create_run(start.clone(), &sources).unwrap();
     run
 }
 
@@ -50,13 +50,13 @@ fn flipped_byte_in_a_fact_row_names_the_fact() {
     let run = {
         let s = open(&db);
         let run = create(&s);
-        s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
+        s.append(&run, call_fact(2, 1, json!({"a": 1}))).unwrap();
         s.append(
             &run,
-            &call_fact(3, 2, json!({"marker": "CORRUPT-ME-IN-FACT-3"})),
+            call_fact(3, 2, json!({"marker": "CORRUPT-ME-IN-FACT-3"})),
         )
         .unwrap();
-        s.append(&run, &call_fact(4, 3, json!({"a": 3}))).unwrap();
+        s.append(&run, call_fact(4, 3, json!({"a": 3}))).unwrap();
         run
     }; // dropping the store folds the WAL into the file
     flip_in_file(&db, b"CORRUPT-ME-IN-FACT-3");
@@ -79,8 +79,8 @@ fn flipped_byte_in_a_blob_row_names_the_fact() {
     let run = {
         let s = open(&db);
         let run = create(&s);
-        s.append(&run, &call_fact(2, 1, json!({"a": 1}))).unwrap();
-        s.append(&run, &reply_fact(3, 1, json!(big))).unwrap();
+        s.append(&run, call_fact(2, 1, json!({"a": 1}))).unwrap();
+        s.append(&run, reply_fact(3, 1, json!(big))).unwrap();
         run
     };
     flip_in_file(&db, b"BLOB-MARKER");
@@ -99,7 +99,7 @@ fn changed_hash_and_missing_rows_are_storage_failures() {
     let s = open(&db);
     let run = create(&s);
     for n in 2..=5 {
-        s.append(&run, &call_fact(n, n, json!({"n": n}))).unwrap();
+        s.append(&run, call_fact(n, n, json!({"n": n}))).unwrap();
     }
     drop(s);
     let c = rusqlite::Connection::open(&db).unwrap();
@@ -112,8 +112,8 @@ fn changed_hash_and_missing_rows_are_storage_failures() {
     let run2 = {
         let s = open(&db);
         let run2 = create(&s);
-        s.append(&run2, &call_fact(2, 1, json!({}))).unwrap();
-        s.append(&run2, &call_fact(3, 2, json!({}))).unwrap();
+        s.append(&run2, call_fact(2, 1, json!({}))).unwrap();
+        s.append(&run2, call_fact(3, 2, json!({}))).unwrap();
         run2
     };
     let c = rusqlite::Connection::open(&db).unwrap();
@@ -136,9 +136,9 @@ fn equal_values_share_one_blob_across_runs() {
     let mut counts = Vec::new();
     for _ in 0..20 {
         let run = create(&s);
-        s.append(&run, &call_fact(2, 1, shared.clone())).unwrap();
-        s.append(&run, &reply_fact(3, 1, shared.clone())).unwrap();
-        s.append(&run, &checkpoint_fact(4, json!({"doc": shared.clone()})))
+        s.append(&run, call_fact(2, 1, shared.clone())).unwrap();
+        s.append(&run, reply_fact(3, 1, shared.clone())).unwrap();
+        s.append(&run, checkpoint_fact(4, json!({"doc": shared.clone()})))
             .unwrap();
         counts.push(s.blob_count().unwrap());
     }
@@ -164,7 +164,7 @@ fn accumulating_list_grows_linearly() {
         n += 1;
         s.append(
             &run,
-            &checkpoint_fact(n, json!({"messages": msgs, "step": step})),
+            checkpoint_fact(n, json!({"messages": msgs, "step": step})),
         )
         .unwrap();
         if step % 100 == 99 {
@@ -197,7 +197,7 @@ fn migrations_are_recorded_and_checked() {
     let run = {
         let s = open(&db);
         let run = create(&s);
-        s.append(&run, &end_fact(2, json!(1))).unwrap();
+        s.append(&run, end_fact(2, json!(1))).unwrap();
         run
     };
     // Reopening applies nothing twice and keeps the data.
@@ -249,13 +249,10 @@ fn refusals_inside_a_group_commit_leave_the_rest() {
                 for n in 2..60u64 {
                     if t % 2 == 0 {
                         // Wrong numbers and unknown runs, interleaved with good facts.
-                        assert!(s.append(run, &call_fact(n + 5, 1, json!({}))).is_err());
-                        assert!(
-                            s.append(&new_run_id(), &call_fact(n, 1, json!({})))
-                                .is_err()
-                        );
+                        assert!(s.append(run, call_fact(n + 5, 1, json!({}))).is_err());
+                        assert!(s.append(&new_run_id(), call_fact(n, 1, json!({}))).is_err());
                     }
-                    s.append(run, &call_fact(n, n, json!({"t": t, "n": n})))
+                    s.append(run, call_fact(n, n, json!({"t": t, "n": n})))
                         .unwrap();
                 }
             });

@@ -7,12 +7,13 @@
 //! on the run service's heads notifier ([`crate::service::heads`]) when this
 //! process appended, and otherwise checks the store's head itself with a
 //! back-off (a run driven by `flow run` on the same file, or by another
-//! server); only then does it read the new facts, once, off the runtime. A
+//! server). Facts this process committed come with their stored text and
+//! are sent as is; only others' are read, once, off the runtime. A
 //! follower ends when its run ends, when nobody follows it, or on shutdown.
 
 use super::AppState;
 use axum::body::Bytes;
-use flow_store::{FactKind, RunId, StoredFact};
+use flow_store::{Appended, FactKind, RunId, StoredFact};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,9 +41,18 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A fact read back from the store.
     pub fn of(f: &StoredFact) -> Arc<Frame> {
-        let data = flow_abi::json::canonical(&f.fact);
-        let mut w = format!("id: {}\nevent: {}\n", f.n, f.kind.as_str());
+        Frame::new(f.n, f.kind, &flow_abi::json::canonical(&f.fact))
+    }
+
+    /// A fact as this process committed it: its stored canonical text.
+    fn committed(a: &Appended) -> Arc<Frame> {
+        Frame::new(a.n, a.kind, &a.body)
+    }
+
+    fn new(n: u64, kind: FactKind, data: &str) -> Arc<Frame> {
+        let mut w = format!("id: {}\nevent: {}\n", n, kind.as_str());
         // Canonical JSON escapes control characters, so this is one line;
         // split anyway, as SSE requires.
         for line in data.split('\n') {
@@ -52,8 +62,8 @@ impl Frame {
         }
         w.push('\n');
         Arc::new(Frame {
-            n: f.n,
-            kind: f.kind,
+            n,
+            kind,
             wire: Bytes::from(w),
         })
     }
@@ -144,24 +154,31 @@ async fn follow(state: AppState, run: RunId, mut last: u64, tx: watch::Sender<u6
                 continue;
             }
         }
-        // Read what is new, once for every subscriber.
-        let (s, r) = (state.store().clone(), run.clone());
-        let facts = tokio::task::spawn_blocking(move || s.read_after(&r, last, READ_BATCH)).await;
-        let facts = match facts {
-            Ok(Ok(f)) => f,
-            Ok(Err(e)) => {
-                tracing::warn!(run.id = %run, error = %e, "SSE follower could not read");
-                break;
+        // What is new: as this process committed it, or else read from the
+        // store, once for every subscriber.
+        let frames: Vec<Arc<Frame>> = match state.service().heads().since(&run, last) {
+            Some(committed) => committed.iter().map(Frame::committed).collect(),
+            None => {
+                let (s, r) = (state.store().clone(), run.clone());
+                let facts =
+                    tokio::task::spawn_blocking(move || s.read_after(&r, last, READ_BATCH)).await;
+                match facts {
+                    Ok(Ok(f)) => f.iter().map(Frame::of).collect(),
+                    Ok(Err(e)) => {
+                        tracing::warn!(run.id = %run, error = %e, "SSE follower could not read");
+                        break;
+                    }
+                    Err(_) => break,
+                }
             }
-            Err(_) => break,
         };
         let mut ended = false;
         if let Ok(mut r) = ring.lock() {
-            for f in &facts {
+            for f in &frames {
                 if r.back().is_some_and(|b| b.n + 1 != f.n) {
                     r.clear();
                 }
-                r.push_back(Frame::of(f));
+                r.push_back(f.clone());
                 ended |= f.kind == FactKind::End;
             }
             while r.len() > RING {
@@ -170,7 +187,7 @@ async fn follow(state: AppState, run: RunId, mut last: u64, tx: watch::Sender<u6
         }
         // The frames go into the ring before the head moves, so a woken
         // subscriber finds them there.
-        if let Some(f) = facts.last() {
+        if let Some(f) = frames.last() {
             last = f.n;
             tx.send_replace(last);
         }

@@ -75,10 +75,10 @@ pub(super) async fn start_machine(
 pub(super) fn create(
     store: &dyn Store,
     run: &RunId,
-    start: &Fact,
+    start: Fact,
     sources: &Sources,
 ) -> Result<FactRef> {
-    let a = store.create_run(&start.to_json(), &sources.source_texts())?;
+    let a = store.create_run(start, &sources.source_texts())?;
     if let Some(dir) = &sources.dir {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         store.record_host(
@@ -323,11 +323,11 @@ impl RunService {
             return Ok(());
         }
         let mut n = last.n;
-        let batch: Vec<Json> = facts
+        let batch: Vec<Fact> = facts
             .drain(..)
             .map(|f| {
                 n += 1;
-                f.numbered(n).into_json()
+                f.numbered(n)
             })
             .collect();
         let count = batch.len() as u64;
@@ -342,7 +342,7 @@ impl RunService {
             let a = if batch.is_empty() {
                 Vec::new()
             } else {
-                store.append_all(&r, &batch)?
+                store.append_all(&r, batch)?
             };
             for d in deadlines {
                 store.record_host(
@@ -365,7 +365,6 @@ impl RunService {
                 n: a.n,
                 hash: a.hash.clone(),
             };
-            self.inner.heads.bump(run, a.n);
         }
         self.inner
             .stats
@@ -427,7 +426,7 @@ impl RunService {
                     call.to_string(),
                 );
                 tokio::task::spawn_blocking(move || -> Result<FactRef> {
-                    let head = create(&*s, &r, &start, &sources)?;
+                    let head = create(&*s, &r, start, &sources)?;
                     // Linked both ways: the nested Start names the outer run
                     // and call; the outer run's host record names the nested
                     // run that served the call (which implementation served a

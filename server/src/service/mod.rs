@@ -126,7 +126,7 @@ impl RunService {
         // Postgres, other servers' (LISTEN/NOTIFY) — wakes the followers.
         let heads = Arc::new(heads::Heads::default());
         let h = heads.clone();
-        store.observe_heads(Arc::new(move |run, n| h.bump_str(run, n)));
+        store.observe_heads(Arc::new(move |note| h.bump(note)));
         RunService {
             inner: Arc::new(Inner {
                 store,
@@ -445,7 +445,7 @@ impl RunService {
                 let committing = self.inner.commits.begin();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, &r, &start, &sources)
+                    drive::create(&*s, &r, start, &sources)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

@@ -11,7 +11,7 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
     let (run, n) = seed_run(&a, 3).map_err(e)?;
     a.append(
         &run,
-        &reply_fact(
+        reply_fact(
             n + 1,
             77,
             json!({"doc": "q".repeat(4000), "inner": {"x": "r".repeat(2000)}}),
@@ -69,8 +69,7 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
         "blobs imported"
     );
     // The same run id with another history is refused.
-    a.append(&run, &call_fact(n + 2, 78, json!({})))
-        .map_err(e)?;
+    a.append(&run, call_fact(n + 2, 78, json!({}))).map_err(e)?;
     export_run(&a, &run, &dir).map_err(e)?;
     ensure!(
         matches!(import_run(&b, &dir), Err(Error::Conflict(_))),

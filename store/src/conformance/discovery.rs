@@ -12,7 +12,7 @@ pub(super) fn discovery_cursor_and_limit<B: Backend + Sync>(
     for i in 0..7 {
         let (run, n) = seed_run(&s, 1).map_err(e)?;
         if i % 2 == 0 {
-            s.append(&run, &end_fact(n + 1, json!(i))).map_err(e)?;
+            s.append(&run, end_fact(n + 1, json!(i))).map_err(e)?;
         }
         ids.push(run.to_string());
     }
@@ -151,7 +151,7 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
         row(&s)?.host_decision.map(|d| d.kind) == Some(HostRecordKind::Pause),
         "pause is the host decision"
     );
-    s.append(&run, &call_fact(n + 1, 9, json!({}))).map_err(e)?;
+    s.append(&run, call_fact(n + 1, 9, json!({}))).map_err(e)?;
     ensure!(
         s.run_info(&run).map_err(e)?.state == RunState::Running,
         "running again"

@@ -26,7 +26,7 @@ pub fn new_run_id() -> RunId {
 }
 
 /// A Start fact with one source, and that source.
-pub fn start_fact(run: &RunId, input: Value) -> (Value, Vec<SourceText>) {
+pub fn start_fact(run: &RunId, input: Value) -> (Fact, Vec<SourceText>) {
     let text = format!("{{\"id\":\"demo\",\"nodes\":[],\"note\":\"{}\"}}", run);
     let (hash, length) = source_ref(&text);
     let start = Fact::Start {
@@ -48,7 +48,7 @@ pub fn start_fact(run: &RunId, input: Value) -> (Value, Vec<SourceText>) {
         outer: None,
     };
     (
-        start.into_json(),
+        start,
         vec![SourceText {
             module: "demo.json".into(),
             text,
@@ -62,7 +62,7 @@ pub fn root_call(k: u64) -> CallId {
     CallId::new("root", k).expect("the suite counts a task's calls from 1")
 }
 
-pub fn call_fact(n: u64, k: u64, args: Value) -> Value {
+pub fn call_fact(n: u64, k: u64, args: Value) -> Fact {
     Fact::Call {
         n,
         call: root_call(k),
@@ -72,29 +72,26 @@ pub fn call_fact(n: u64, k: u64, args: Value) -> Value {
         fingerprint: "sha256:11".into(),
         args,
     }
-    .into_json()
 }
 
-pub fn reply_fact(n: u64, k: u64, v: Value) -> Value {
+pub fn reply_fact(n: u64, k: u64, v: Value) -> Fact {
     Fact::Reply {
         n,
         call: root_call(k),
         outcome: Outcome::Ok(v),
     }
-    .into_json()
 }
 
-pub fn checkpoint_fact(n: u64, state: Value) -> Value {
+pub fn checkpoint_fact(n: u64, state: Value) -> Fact {
     Fact::Checkpoint {
         n,
         task: "root".into(),
         node: "step".into(),
         state,
     }
-    .into_json()
 }
 
-pub fn end_fact(n: u64, output: Value) -> Value {
+pub fn end_fact(n: u64, output: Value) -> Fact {
     Fact::End {
         n,
         ending: FactEnding::Completed {
@@ -102,27 +99,26 @@ pub fn end_fact(n: u64, output: Value) -> Value {
             output,
         },
     }
-    .into_json()
 }
 
 /// Creates a run and appends `steps` Call/Reply/Checkpoint rounds (no End).
 pub fn seed_run<B: Backend + ?Sized>(store: &B, steps: u64) -> Result<(RunId, u64), String> {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "hello"}));
-    store.create_run(&start, &sources).map_err(e)?;
+    store.create_run(start.clone(), &sources).map_err(e)?;
     let mut n = 1;
     for k in 1..=steps {
         store
-            .append(&run, &call_fact(n + 1, k, json!({"k": k})))
+            .append(&run, call_fact(n + 1, k, json!({"k": k})))
             .map_err(e)?;
         store
             .append(
                 &run,
-                &reply_fact(n + 2, k, json!({"text": format!("answer {k}")})),
+                reply_fact(n + 2, k, json!({"text": format!("answer {k}")})),
             )
             .map_err(e)?;
         store
-            .append(&run, &checkpoint_fact(n + 3, json!({"k": k})))
+            .append(&run, checkpoint_fact(n + 3, json!({"k": k})))
             .map_err(e)?;
         n += 3;
     }

@@ -92,7 +92,7 @@ pub(super) fn leases<B: Backend + Sync>(
         .find(|(r, _)| *r == run)
         .map(|(_, e)| *e)
         .unwrap_or(0);
-    s.append(&run, &end_fact(n + 1, json!(null))).map_err(e)?;
+    s.append(&run, end_fact(n + 1, json!(null))).map_err(e)?;
     s.release_lease(&run, "b", eb).map_err(e)?;
     ensure!(
         held(s.claim_lease(&run, "c", long).map_err(e)?)? == 1,
@@ -101,7 +101,7 @@ pub(super) fn leases<B: Backend + Sync>(
     let (ended, m) = seed_run(&s, 0).map_err(e)?;
     s.claim_lease(&ended, "a", Duration::from_millis(1))
         .map_err(e)?;
-    s.append(&ended, &end_fact(m + 1, json!(null))).map_err(e)?;
+    s.append(&ended, end_fact(m + 1, json!(null))).map_err(e)?;
     std::thread::sleep(Duration::from_millis(30));
     ensure!(
         !s.claim_expired("b", long, 10)

@@ -14,10 +14,10 @@ pub(super) fn live_tail<B: Backend + Sync>(
     let got = std::thread::scope(|scope| -> Result<Vec<u64>, String> {
         let writer = scope.spawn(|| -> Result<(), String> {
             for i in 0..30u64 {
-                s.append(&run, &call_fact(n + 1 + i, 100 + i, json!({"i": i})))
+                s.append(&run, call_fact(n + 1 + i, 100 + i, json!({"i": i})))
                     .map_err(e)?;
             }
-            s.append(&run, &end_fact(total, json!(null))).map_err(e)?;
+            s.append(&run, end_fact(total, json!(null))).map_err(e)?;
             Ok(())
         });
         let mut got = Vec::new();
@@ -63,9 +63,9 @@ pub(super) fn concurrent_runs<B: Backend + Sync>(
                 scope.spawn(move || -> Result<RunId, String> {
                     let run = new_run_id();
                     let (start, sources) = start_fact(&run, json!({"t": t}));
-                    s.create_run(&start, &sources).map_err(e)?;
+                    s.create_run(start.clone(), &sources).map_err(e)?;
                     for i in 0..per {
-                        s.append(&run, &call_fact(i + 2, i + 1, json!({"t": t, "i": i})))
+                        s.append(&run, call_fact(i + 2, i + 1, json!({"t": t, "i": i})))
                             .map_err(e)?;
                     }
                     Ok(run)

@@ -7,6 +7,7 @@
 //! re-read the database.
 
 use super::connect::describe;
+use crate::api::HeadNote;
 use crate::error::{Error, Result};
 use crate::tail::Heads;
 use std::sync::Arc;
@@ -75,7 +76,11 @@ async fn listen(
                     if let Some((run, at)) = n.payload().rsplit_once(':')
                         && let Ok(at) = at.parse::<u64>()
                     {
-                        heads.bump(&[(run.to_string(), at)]);
+                        heads.bump(&[HeadNote {
+                            run: run.to_string(),
+                            n: at,
+                            facts: Vec::new(),
+                        }]);
                     }
                 }
                 Some(Ok(_)) => {}

@@ -48,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use read::Session;
 use serde_json::Value;
@@ -262,8 +263,8 @@ impl PostgresStore {
 }
 
 impl AppendFacts for PostgresStore {
-    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended> {
-        let (start, sources) = (start.clone(), sources.to_vec());
+    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended> {
+        let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
             start,
             sources,
@@ -272,8 +273,8 @@ impl AppendFacts for PostgresStore {
         })
     }
 
-    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended> {
-        let (run, fact) = (run.clone(), fact.clone());
+    fn append(&self, run: &RunId, fact: Fact) -> Result<Appended> {
+        let run = run.clone();
         self.send(|reply| writer::Command::Append {
             run,
             fact,
@@ -284,7 +285,7 @@ impl AppendFacts for PostgresStore {
 
     /// Queues every fact before waiting for any answer, so the writer takes
     /// them into one batch: one transaction and one fsync for the lot.
-    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
+    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
         let sender = self.sender()?;
         let at_ms = now_ms();
         let mut waits = Vec::with_capacity(facts.len());
@@ -293,7 +294,7 @@ impl AppendFacts for PostgresStore {
             sender
                 .send(writer::Command::Append {
                     run: run.clone(),
-                    fact: fact.clone(),
+                    fact,
                     at_ms,
                     reply,
                 })

@@ -33,7 +33,7 @@ pub(super) struct Conn {
 pub(super) struct Rows {
     pub(super) blobs: BTreeMap<[u8; 32], Vec<u8>>,
     pub(super) runs: Vec<NewRun>,
-    pub(super) facts: Vec<(String, u64, &'static str, [u8; 32], String)>,
+    pub(super) facts: Vec<(String, u64, &'static str, [u8; 32], std::sync::Arc<str>)>,
     pub(super) host: Vec<HostRow>,
 }
 
@@ -200,7 +200,7 @@ pub(super) async fn write(
     let f_n: Vec<i64> = r.facts.iter().map(|f| f.1 as i64).collect();
     let f_kind: Vec<&str> = r.facts.iter().map(|f| f.2).collect();
     let f_hash: Vec<&[u8]> = r.facts.iter().map(|f| &f.3[..]).collect();
-    let f_body: Vec<&str> = r.facts.iter().map(|f| f.4.as_str()).collect();
+    let f_body: Vec<&str> = r.facts.iter().map(|f| &*f.4).collect();
     let h_id: Vec<&str> = r.host.iter().map(|h| h.0.as_str()).collect();
     let h_seq: Vec<i64> = r.host.iter().map(|h| h.1).collect();
     let h_kind: Vec<&str> = r.host.iter().map(|h| h.2).collect();

@@ -32,16 +32,16 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
-use crate::hash::{hash_text, parse_hash};
+use crate::hash::parse_hash;
 use crate::index::Head;
 use crate::merkle::NewBlob;
 use crate::prepare::{
     CheckedStart, check_start, host_head, host_row, import_over, plan_import, prepare_append,
 };
 use crate::tail::Heads;
+use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -54,14 +54,14 @@ const CACHE_BUDGET: u64 = 64 << 20;
 
 pub(crate) enum Command {
     Create {
-        start: Value,
+        start: Fact,
         sources: Vec<SourceText>,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
     Append {
         run: RunId,
-        fact: Value,
+        fact: Fact,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
@@ -88,9 +88,10 @@ enum Out {
 impl Command {
     fn run_id(&self) -> Option<String> {
         match self {
-            Command::Create { start, .. } => {
-                start.get("run").and_then(Value::as_str).map(str::to_string)
-            }
+            Command::Create { start, .. } => match start {
+                Fact::Start { run, .. } => Some(run.to_string()),
+                _ => None,
+            },
             Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
             Command::Import { archive, .. } => Some(archive.run.to_string()),
         }
@@ -207,12 +208,23 @@ impl Writer {
                 for (run, c) in plan.ckpt {
                     self.set_cache(run, c);
                 }
+                let notes: Vec<HeadNote> = outs
+                    .iter()
+                    .filter_map(|o| match o {
+                        Ok(Out::Appended(a)) => Some(HeadNote::of(a)),
+                        Ok(Out::Import(ImportOutcome::Imported { run, facts })) => Some(HeadNote {
+                            run: run.to_string(),
+                            n: *facts,
+                            facts: Vec::new(),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
                 for (cmd, out) in cmds.into_iter().zip(outs) {
                     cmd.answer(out);
                 }
                 // Heads move only after COMMIT: a subscriber never sees a
                 // fact that could still roll back.
-                let notes: Vec<(String, u64)> = plan.notes.into_iter().collect();
                 self.heads.bump(&notes);
             }
             Err(f) if f.unknown => {
@@ -365,6 +377,7 @@ fn decide(
                 at_ms: *at_ms,
                 imported: false,
             });
+            let appended = f.appended(&run);
             plan.rows
                 .facts
                 .push((id.clone(), 1, f.kind.as_str(), f.hash, f.body));
@@ -381,11 +394,7 @@ fn decide(
             );
             plan.host_seq.insert(id.clone(), 0);
             plan.notes.insert(id, 1);
-            Ok(Out::Appended(Appended {
-                run,
-                n: 1,
-                hash: hash_text(&f.hash),
-            }))
+            Ok(Out::Appended(appended))
         }
         Command::Append {
             run, fact, at_ms, ..
@@ -401,6 +410,7 @@ fn decide(
             };
             let p = prepare_append(run, head, fact.clone(), *at_ms, prev)?;
             add_blobs(&mut plan.rows, p.blobs);
+            let appended = p.fact.appended(run);
             plan.rows.facts.push((
                 id.clone(),
                 p.fact.n,
@@ -414,11 +424,7 @@ fn decide(
             plan.notes.insert(id.clone(), p.fact.n);
             plan.heads.insert(id.clone(), p.head.clone());
             plan.changed.insert(id, p.head);
-            Ok(Out::Appended(Appended {
-                run: run.clone(),
-                n: p.fact.n,
-                hash: hash_text(&p.fact.hash),
-            }))
+            Ok(Out::Appended(appended))
         }
         Command::Host {
             run, record, at_ms, ..
@@ -462,9 +468,13 @@ fn decide(
             let p = plan_import(a)?;
             add_blobs(&mut plan.rows, a.blobs.clone());
             for f in &a.facts {
-                plan.rows
-                    .facts
-                    .push((id.clone(), f.n, f.kind.as_str(), f.hash, f.body.clone()));
+                plan.rows.facts.push((
+                    id.clone(),
+                    f.n,
+                    f.kind.as_str(),
+                    f.hash,
+                    f.body.as_str().into(),
+                ));
             }
             for (i, r) in a.host.iter().enumerate() {
                 plan.rows.host.push((

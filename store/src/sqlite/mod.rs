@@ -22,6 +22,7 @@ use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
 use crate::tail::Heads;
+use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
@@ -295,8 +296,8 @@ impl SqliteStore {
 }
 
 impl AppendFacts for SqliteStore {
-    fn create_run(&self, start: &Value, sources: &[SourceText]) -> Result<Appended> {
-        let (start, sources) = (start.clone(), sources.to_vec());
+    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended> {
+        let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
             start,
             sources,
@@ -305,8 +306,8 @@ impl AppendFacts for SqliteStore {
         })
     }
 
-    fn append(&self, run: &RunId, fact: &Value) -> Result<Appended> {
-        let (run, fact) = (run.clone(), fact.clone());
+    fn append(&self, run: &RunId, fact: Fact) -> Result<Appended> {
+        let run = run.clone();
         self.send(|reply| writer::Command::Append {
             run,
             fact,
@@ -317,7 +318,7 @@ impl AppendFacts for SqliteStore {
 
     /// Queues every fact before waiting for any answer, so the writer takes
     /// them into one batch: one transaction and one fsync for the lot.
-    fn append_all(&self, run: &RunId, facts: &[Value]) -> Result<Vec<Appended>> {
+    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
         let sender = self
             .inner
             .tx
@@ -332,7 +333,7 @@ impl AppendFacts for SqliteStore {
             sender
                 .send(writer::Command::Append {
                     run: run.clone(),
-                    fact: fact.clone(),
+                    fact,
                     at_ms,
                     reply,
                 })

@@ -9,17 +9,17 @@ use crate::archive::VerifiedArchive;
 use crate::checkpoint::CkptCache;
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
-use crate::hash::{hash_text, parse_hash};
+use crate::hash::parse_hash;
 use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
 use crate::prepare::{
     StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
 };
 use crate::tail::Heads;
+use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -29,14 +29,14 @@ const CACHE_BUDGET: u64 = 64 << 20;
 
 pub(crate) enum Command {
     Create {
-        start: Value,
+        start: Fact,
         sources: Vec<SourceText>,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
     Append {
         run: RunId,
-        fact: Value,
+        fact: Fact,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
@@ -63,7 +63,7 @@ type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A command's result, held until the batch commits.
 struct Done {
     answer: Answer,
-    notify: Option<(String, u64)>,
+    notify: Option<HeadNote>,
 }
 
 fn answer<T: Send + 'static>(reply: SyncSender<Result<T>>, result: Result<T>) -> Answer {
@@ -225,7 +225,7 @@ impl Writer {
                     self.run_heads.clear();
                 }
                 self.run_heads.extend(batch.heads);
-                let notes: Vec<(String, u64)> =
+                let notes: Vec<HeadNote> =
                     done.iter_mut().filter_map(|d| d.notify.take()).collect();
                 for d in done {
                     (d.answer)(None);
@@ -335,7 +335,7 @@ impl Writer {
             } => {
                 let r = self.create(start, &sources, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
-                let notify = r.as_ref().ok().map(|a| (a.run.to_string(), a.n));
+                let notify = r.as_ref().ok().map(HeadNote::of);
                 (
                     Done {
                         answer: answer(reply, r),
@@ -351,7 +351,7 @@ impl Writer {
                 reply,
             } => match self.append(&run, fact, at_ms, batch) {
                 Ok((a, fx)) => {
-                    let notify = Some((a.run.to_string(), a.n));
+                    let notify = Some(HeadNote::of(&a));
                     (
                         Done {
                             answer: answer(reply, Ok(a)),
@@ -397,7 +397,11 @@ impl Writer {
                 let r = self.import(&archive, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = match &r {
-                    Ok(ImportOutcome::Imported { run, facts }) => Some((run.to_string(), *facts)),
+                    Ok(ImportOutcome::Imported { run, facts }) => Some(HeadNote {
+                        run: run.to_string(),
+                        n: *facts,
+                        facts: Vec::new(),
+                    }),
                     _ => None,
                 };
                 (
@@ -479,7 +483,7 @@ impl Writer {
 
     fn create(
         &mut self,
-        start: Value,
+        start: Fact,
         sources: &[SourceText],
         at_ms: i64,
         batch: &Batch,
@@ -501,17 +505,13 @@ impl Writer {
         self.insert_blobs(&checked.blobs)?;
         let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
-        Ok(Appended {
-            run,
-            n: 1,
-            hash: hash_text(&fact.hash),
-        })
+        Ok(fact.appended(&run))
     }
 
     fn append(
         &mut self,
         run: &RunId,
-        fact: Value,
+        fact: Fact,
         at_ms: i64,
         batch: &Batch,
     ) -> Result<(Appended, Effects)> {
@@ -525,11 +525,7 @@ impl Writer {
         self.insert_blobs(&p.blobs)?;
         self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
         Ok((
-            Appended {
-                run: run.clone(),
-                n: p.fact.n,
-                hash: hash_text(&p.fact.hash),
-            },
+            p.fact.appended(run),
             Effects {
                 ckpt: p.ckpt.map(|c| (key, c)),
                 head: Some((run.to_string(), p.head)),
