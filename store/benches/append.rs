@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 fn create(s: &SqliteStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({}));
-    s.create_run(start.clone(), &sources).expect("create");
+    s.create_run(start.clone(), &sources, Vec::new())
+        .expect("create");
     run
 }
 

@@ -40,7 +40,8 @@ fn open(path: &Path, sync: Synchronous) -> SqliteStore {
 fn create<S: AppendFacts>(s: &S) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "hello"}));
-    s.create_run(start.clone(), &sources).expect("create");
+    s.create_run(start.clone(), &sources, Vec::new())
+        .expect("create");
     run
 }
 
@@ -249,7 +250,7 @@ fn main() {
                             "sources": [{"module": "demo.json", "hash": hash, "length": length}], "input": {"t": t, "i": i},
                         });
                         let start = flow_store::Fact::from_value(start).expect("a Start");
-                        s.create_run(start, sources).expect("create");
+                        s.create_run(start, sources, Vec::new()).expect("create");
                     }
                 });
             }

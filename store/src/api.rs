@@ -529,8 +529,15 @@ pub enum TailEvent {
 /// the store refuses any other number inside the commit. That is the
 /// fencing rule: a writer that lost its run to another can never append.
 pub trait AppendFacts {
-    /// Creates a run with its Start fact (n = 1) and source texts.
-    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended>;
+    /// Creates a run with its Start fact (n = 1), source texts and the host
+    /// records made with it (such as where its program was read from), in
+    /// one commit.
+    fn create_run(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        records: Vec<HostRecord>,
+    ) -> Result<Appended>;
     /// Appends fact `n = last + 1`. Refused (changing nothing) after End,
     /// with a wrong `n`, for an unknown run, or for a Start.
     fn append(&self, run: &RunId, fact: Fact) -> Result<Appended>;

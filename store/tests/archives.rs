@@ -19,7 +19,7 @@ fn store(dir: &Path, name: &str) -> SqliteStore {
 fn make_run(s: &SqliteStore, end: bool) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(start.clone(), &sources).unwrap();
+    s.create_run(start.clone(), &sources, Vec::new()).unwrap();
     s.append(&run, call_fact(2, 1, json!({"a": 1}))).unwrap();
     s.append(
         &run,

@@ -78,7 +78,9 @@ fn child_appends<B: Backend + Sync>(store: &B) {
                     Ok(info) => info.last_fact.n,
                     Err(_) => {
                         let (start, sources) = start_fact(&run, json!({}));
-                        let a = store.create_run(start.clone(), &sources).unwrap();
+                        let a = store
+                            .create_run(start.clone(), &sources, Vec::new())
+                            .unwrap();
                         writeln!(stdout.lock().unwrap(), "ack {run} 1 {}", a.hash).unwrap();
                         1
                     }

@@ -21,7 +21,7 @@ use std::path::Path;
 fn make_run<B: Backend>(s: &B) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "x".repeat(3000)}));
-    s.create_run(start.clone(), &sources).unwrap();
+    s.create_run(start.clone(), &sources, Vec::new()).unwrap();
     let mut msgs = Vec::new();
     let mut n = 1;
     for k in 1..=6u64 {

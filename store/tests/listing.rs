@@ -35,7 +35,7 @@ fn on_both(check: impl Fn(&dyn Fn() -> Box<dyn Backend>)) {
 fn create(s: &dyn Backend) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(start.clone(), &sources).unwrap();
+    s.create_run(start.clone(), &sources, Vec::new()).unwrap();
     run
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 fn create(s: &PostgresStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(start.clone(), &sources).unwrap();
+    s.create_run(start.clone(), &sources, Vec::new()).unwrap();
     run
 }
 
@@ -216,9 +216,9 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
     // A run created by both: one wins, the other is told it exists.
     let run2 = new_run_id();
     let (start, sources) = start_fact(&run2, json!({}));
-    a.create_run(start.clone(), &sources).unwrap();
+    a.create_run(start.clone(), &sources, Vec::new()).unwrap();
     assert!(matches!(
-        b.create_run(start.clone(), &sources),
+        b.create_run(start.clone(), &sources, Vec::new()),
         Err(Error::RunExists(_))
     ));
 }

@@ -15,7 +15,7 @@ fn open(path: &Path) -> SqliteStore {
 fn create(s: &SqliteStore) -> RunId {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": 1}));
-    s.create_run(start.clone(), &sources).unwrap();
+    s.create_run(start.clone(), &sources, Vec::new()).unwrap();
     run
 }
 

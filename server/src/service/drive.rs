@@ -69,27 +69,22 @@ pub(super) async fn start_machine(
         .map_err(engine_lost)
 }
 
-/// Records a new run's Start and source texts (durable on return), and the
-/// program directory it was read from (resume and fork keep the original
-/// local source base: host-boundary.txt, "Binding").
-pub(super) fn create(
-    store: &dyn Store,
-    run: &RunId,
-    start: Fact,
-    sources: &Sources,
-) -> Result<FactRef> {
-    let a = store.create_run(start, &sources.source_texts())?;
-    if let Some(dir) = &sources.dir {
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-        store.record_host(
-            run,
-            HostRecord {
+/// Records a new run's Start and source texts with the program directory
+/// it was read from (resume and fork keep the original local source base:
+/// host-boundary.txt, "Binding"), in one commit, durable on return.
+pub(super) fn create(store: &dyn Store, start: Fact, sources: &Sources) -> Result<FactRef> {
+    let records = match &sources.dir {
+        Some(dir) => {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            vec![HostRecord {
                 kind: HostRecordKind::Binding,
                 at_ms: None,
                 details: json!({"program_dir": dir.to_string_lossy()}),
-            },
-        )?;
-    }
+            }]
+        }
+        None => Vec::new(),
+    };
+    let a = store.create_run(start, &sources.source_texts(), records)?;
     Ok(FactRef {
         n: a.n,
         hash: a.hash,
@@ -426,7 +421,7 @@ impl RunService {
                     call.to_string(),
                 );
                 tokio::task::spawn_blocking(move || -> Result<FactRef> {
-                    let head = create(&*s, &r, start, &sources)?;
+                    let head = create(&*s, start, &sources)?;
                     // Linked both ways: the nested Start names the outer run
                     // and call; the outer run's host record names the nested
                     // run that served the call (which implementation served a

@@ -445,7 +445,7 @@ impl RunService {
                 let committing = self.inner.commits.begin();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, &r, start, &sources)
+                    drive::create(&*s, start, &sources)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

@@ -114,6 +114,25 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
     _: &Path,
 ) -> Result<(), String> {
     let s = new();
+    // Records made with a Start are stored with it, at its head.
+    let fresh = new_run_id();
+    let (start, sources) = start_fact(&fresh, json!({}));
+    let record = HostRecord {
+        kind: HostRecordKind::Binding,
+        at_ms: Some(3),
+        details: json!({"program_dir": "/flows"}),
+    };
+    let a = s.create_run(start, &sources, vec![record]).map_err(e)?;
+    let rows = s.host_records(&fresh).map_err(e)?;
+    ensure!(
+        rows.len() == 1
+            && rows[0].seq == 1
+            && rows[0].at_ms == 3
+            && rows[0].head.n == 1
+            && rows[0].head.hash == a.hash
+            && rows[0].details == json!({"program_dir": "/flows"}),
+        "records made with Start {rows:?}"
+    );
     let (run, n) = seed_run(&s, 1).map_err(e)?;
     s.record_host(
         &run,

@@ -105,7 +105,9 @@ pub fn end_fact(n: u64, output: Value) -> Fact {
 pub fn seed_run<B: Backend + ?Sized>(store: &B, steps: u64) -> Result<(RunId, u64), String> {
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"q": "hello"}));
-    store.create_run(start.clone(), &sources).map_err(e)?;
+    store
+        .create_run(start.clone(), &sources, Vec::new())
+        .map_err(e)?;
     let mut n = 1;
     for k in 1..=steps {
         store

@@ -11,7 +11,9 @@ pub(super) fn round_trip<B: Backend + Sync>(
     let run = new_run_id();
     let big = "b".repeat(5000);
     let (start, sources) = start_fact(&run, json!({"q": big}));
-    let a1 = s.create_run(start.clone(), &sources).map_err(e)?;
+    let a1 = s
+        .create_run(start.clone(), &sources, Vec::new())
+        .map_err(e)?;
     ensure!(a1.n == 1, "Start is fact 1");
     let facts = [
         call_fact(2, 1, json!({"prompt": "hi"})),
@@ -111,14 +113,14 @@ pub(super) fn refusals_change_nothing<B: Backend + Sync>(
     );
     ensure!(
         matches!(
-            s.create_run(start.clone(), &sources),
+            s.create_run(start.clone(), &sources, Vec::new()),
             Err(Error::RunExists(_))
         ),
         "run exists"
     );
     ensure!(
         matches!(
-            s.create_run(start_fact(&new_run_id(), json!({})).0, &[]),
+            s.create_run(start_fact(&new_run_id(), json!({})).0, &[], Vec::new()),
             Err(Error::InvalidFact(_))
         ),
         "missing source"
@@ -159,7 +161,8 @@ pub(super) fn merkle_values_and_escaping<B: Backend + Sync>(
     for _ in 0..2 {
         let run = new_run_id();
         let (start, sources) = start_fact(&run, json!({}));
-        s.create_run(start.clone(), &sources).map_err(e)?;
+        s.create_run(start.clone(), &sources, Vec::new())
+            .map_err(e)?;
         s.append(&run, call_fact(2, 1, big.clone())).map_err(e)?;
         s.append(&run, reply_fact(3, 1, tricky.clone()))
             .map_err(e)?;
@@ -202,7 +205,8 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
     let s = new();
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({}));
-    s.create_run(start.clone(), &sources).map_err(e)?;
+    s.create_run(start.clone(), &sources, Vec::new())
+        .map_err(e)?;
     let mut expected = Vec::new();
     let mut msgs: Vec<Value> = Vec::new();
     for step in 0..60u64 {

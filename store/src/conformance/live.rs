@@ -63,7 +63,8 @@ pub(super) fn concurrent_runs<B: Backend + Sync>(
                 scope.spawn(move || -> Result<RunId, String> {
                     let run = new_run_id();
                     let (start, sources) = start_fact(&run, json!({"t": t}));
-                    s.create_run(start.clone(), &sources).map_err(e)?;
+                    s.create_run(start.clone(), &sources, Vec::new())
+                        .map_err(e)?;
                     for i in 0..per {
                         s.append(&run, call_fact(i + 2, i + 1, json!({"t": t, "i": i})))
                             .map_err(e)?;

@@ -263,11 +263,17 @@ impl PostgresStore {
 }
 
 impl AppendFacts for PostgresStore {
-    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended> {
+    fn create_run(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        records: Vec<HostRecord>,
+    ) -> Result<Appended> {
         let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
             start,
             sources,
+            records,
             at_ms: now_ms(),
             reply,
         })

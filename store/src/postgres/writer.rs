@@ -56,6 +56,7 @@ pub(crate) enum Command {
     Create {
         start: Fact,
         sources: Vec<SourceText>,
+        records: Vec<HostRecord>,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
@@ -349,6 +350,38 @@ impl Writer {
     }
 }
 
+/// Decides a host record against the batch's heads.
+fn host_decision(
+    plan: &mut Plan,
+    run: &RunId,
+    record: &HostRecord,
+    at_ms: i64,
+) -> Result<HostRecordRow> {
+    let id = run.to_string();
+    let head = plan
+        .heads
+        .get(&id)
+        .ok_or_else(|| Error::UnknownRun(id.clone()))?
+        .clone();
+    let seq = plan.host_seq.entry(id.clone()).or_insert(0);
+    *seq += 1;
+    let seq = *seq;
+    plan.rows.host.push((
+        id.clone(),
+        seq,
+        record.kind.as_str(),
+        at_ms,
+        head.last_n as i64,
+        head.last_hash,
+        canonical(&record.details),
+    ));
+    if let Some(h) = host_head(&head, record.kind, at_ms) {
+        plan.heads.insert(id.clone(), h.clone());
+        plan.changed.insert(id, h);
+    }
+    Ok(host_row(seq as u64, record.clone(), at_ms, &head))
+}
+
 /// Decides one command against the batch's heads (see [`crate::prepare`]).
 fn decide(
     plan: &mut Plan,
@@ -357,7 +390,7 @@ fn decide(
     start: Option<Result<CheckedStart>>,
 ) -> Result<Out> {
     match cmd {
-        Command::Create { at_ms, .. } => {
+        Command::Create { at_ms, records, .. } => {
             let mut checked = start.ok_or(Error::WriterGone)??;
             let run = checked.run.clone();
             if plan.heads.contains_key(run.as_str()) {
@@ -394,6 +427,9 @@ fn decide(
             );
             plan.host_seq.insert(id.clone(), 0);
             plan.notes.insert(id, 1);
+            for r in records {
+                host_decision(plan, &run, r, r.at_ms.unwrap_or(*at_ms))?;
+            }
             Ok(Out::Appended(appended))
         }
         Command::Append {
@@ -428,36 +464,7 @@ fn decide(
         }
         Command::Host {
             run, record, at_ms, ..
-        } => {
-            let id = run.to_string();
-            let head = plan
-                .heads
-                .get(&id)
-                .ok_or_else(|| Error::UnknownRun(id.clone()))?
-                .clone();
-            let seq = plan.host_seq.entry(id.clone()).or_insert(0);
-            *seq += 1;
-            let seq = *seq;
-            plan.rows.host.push((
-                id.clone(),
-                seq,
-                record.kind.as_str(),
-                *at_ms,
-                head.last_n as i64,
-                head.last_hash,
-                canonical(&record.details),
-            ));
-            if let Some(h) = host_head(&head, record.kind, *at_ms) {
-                plan.heads.insert(id.clone(), h.clone());
-                plan.changed.insert(id, h);
-            }
-            Ok(Out::Host(host_row(
-                seq as u64,
-                record.clone(),
-                *at_ms,
-                &head,
-            )))
-        }
+        } => host_decision(plan, run, record, *at_ms).map(Out::Host),
         Command::Import {
             archive: a, at_ms, ..
         } => {

@@ -296,11 +296,17 @@ impl SqliteStore {
 }
 
 impl AppendFacts for SqliteStore {
-    fn create_run(&self, start: Fact, sources: &[SourceText]) -> Result<Appended> {
+    fn create_run(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        records: Vec<HostRecord>,
+    ) -> Result<Appended> {
         let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
             start,
             sources,
+            records,
             at_ms: now_ms(),
             reply,
         })

@@ -31,6 +31,7 @@ pub(crate) enum Command {
     Create {
         start: Fact,
         sources: Vec<SourceText>,
+        records: Vec<HostRecord>,
         at_ms: i64,
         reply: SyncSender<Result<Appended>>,
     },
@@ -330,10 +331,11 @@ impl Writer {
             Command::Create {
                 start,
                 sources,
+                records,
                 at_ms,
                 reply,
             } => {
-                let r = self.create(start, &sources, at_ms, batch);
+                let r = self.create(start, &sources, records, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(HeadNote::of);
                 (
@@ -485,6 +487,7 @@ impl Writer {
         &mut self,
         start: Fact,
         sources: &[SourceText],
+        records: Vec<HostRecord>,
         at_ms: i64,
         batch: &Batch,
     ) -> Result<Appended> {
@@ -505,6 +508,11 @@ impl Writer {
         self.insert_blobs(&checked.blobs)?;
         let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
+        for r in records {
+            // A record that moves the head (a pause) has no place at Start.
+            let at = r.at_ms.unwrap_or(at_ms);
+            self.host(&run, r, at, batch)?;
+        }
         Ok(fact.appended(&run))
     }
 
