@@ -33,9 +33,12 @@ pub(super) struct Conn {
 pub(super) struct Rows {
     pub(super) blobs: BTreeMap<[u8; 32], Vec<u8>>,
     pub(super) runs: Vec<NewRun>,
-    pub(super) facts: Vec<(String, u64, &'static str, [u8; 32], std::sync::Arc<str>)>,
+    pub(super) facts: Vec<FactRow>,
     pub(super) host: Vec<HostRow>,
 }
+
+/// `(run, n, kind, hash, body)`.
+pub(super) type FactRow = (String, u64, &'static str, [u8; 32], std::sync::Arc<str>);
 
 /// `(run, seq, kind, at_ms, head_n, head_hash, details)`.
 type HostRow = (String, i64, &'static str, i64, i64, [u8; 32], String);
