@@ -441,7 +441,7 @@ impl RunService {
     ) -> Result<(Claim, Bound, FactRef)> {
         let created = match self.claim(run, false).await {
             Ok(claim) => {
-                let (s, r) = (self.inner.store.clone(), run.clone());
+                let s = self.inner.store.clone();
                 let committing = self.inner.commits.begin();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
