@@ -47,6 +47,7 @@ fn run_of(name: &str, input: Json) -> (Run, Vec<flow_engine::machine::Effect>) {
     Run::start(&p, &module, input)
 }
 
+/// FS-IN-2: `output_schema: {}` says nothing, so the input is any object.
 #[test]
 fn an_input_node_with_an_empty_output_schema_is_accepted() {
     let r = check(&doc("input-empty-schema"));
@@ -56,6 +57,7 @@ fn an_input_node_with_an_empty_output_schema_is_accepted() {
     run.assert_replays();
 }
 
+/// FS-TR-3, read with buildaharness's canvas schema and tests.
 #[test]
 fn a_transform_with_no_mapping_entries_is_accepted_with_a_warning() {
     let r = check(&doc("transform-empty-mapping"));
@@ -72,6 +74,7 @@ fn a_transform_with_no_mapping_entries_is_accepted_with_a_warning() {
     run.assert_replays();
 }
 
+/// FS-LLM-10, GAP-GRAPH-1: the drawn fail edge is not a second route.
 #[test]
 fn a_fail_branch_target_drawn_as_a_direct_edge_is_the_failure_route() {
     let r = check(&doc("fail-branch-drawn"));
@@ -99,6 +102,7 @@ fn a_fail_branch_target_drawn_as_a_direct_edge_is_the_failure_route() {
     run.assert_replays();
 }
 
+/// FS-TR-3: `to` is "a state key".
 #[test]
 fn a_mapping_target_may_be_a_plain_key_with_a_hyphen() {
     let r = check(&doc("hyphen-target"));
@@ -112,6 +116,7 @@ fn a_mapping_target_may_be_a_plain_key_with_a_hyphen() {
     run.assert_replays();
 }
 
+/// FS-TI-2, FS-MR-2, read with buildaharness's validateCrossRefs.
 #[test]
 fn tools_and_stores_of_a_flow_without_registries_are_accepted_with_a_warning() {
     let r = check(&doc("no-registry"));
@@ -151,6 +156,7 @@ fn tools_and_stores_of_a_flow_without_registries_are_accepted_with_a_warning() {
     );
 }
 
+/// FS-TR-4, GAP-FN-1: every form names an `fn/` declaration.
 #[test]
 fn fn_refs_in_npm_and_path_form_name_fn_declarations() {
     let r = check(&doc("fn-ref-forms"));
@@ -175,12 +181,14 @@ fn fn_refs_in_npm_and_path_form_name_fn_declarations() {
     );
 }
 
+/// FS-LLM-4, FS-LLM-5: one of the two prompts is needed.
 #[test]
 fn an_llm_call_without_a_prompt_is_refused() {
     let r = check(&doc("llm-without-prompt"));
     assert_eq!(found(&r, Severity::Error), [at("FS0102", "/nodes/1")]);
 }
 
+/// FS-TOOL-3, GAP-C-3.
 #[test]
 fn an_mcp_server_url_must_be_a_url_or_an_environment_reference() {
     let r = check(&doc("mcp-url"));
@@ -200,6 +208,7 @@ fn an_mcp_server_url_must_be_a_url_or_an_environment_reference() {
     );
 }
 
+/// FS-MW-4.
 #[test]
 fn an_unknown_memory_tier_is_refused() {
     let r = check(&doc("memory-tier"));
