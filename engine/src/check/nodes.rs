@@ -507,7 +507,7 @@ impl<'f> Checker<'f> {
     /// A tool reference (tool_id, an agent's tool, gather_evidence's
     /// source_tool). As for stores, buildaharness checks it "only when
     /// tools is explicitly declared"; a flow without `tools` binds it by
-    /// `<module>#<id>`, taking any arguments, with a warning.
+    /// `<module>#<id>` (no declared schema), with a warning.
     pub(super) fn tool(&self, cx: &mut Cx, id: &str, ptr: String) {
         if id.is_empty() || self.flow.tools.contains_key(id) {
             return;
@@ -522,7 +522,10 @@ impl<'f> Checker<'f> {
             cx.push(
                 Code::NoRegistry,
                 ptr,
-                format!("the flow declares no `tools`: tool `{id}` is bound by `<module>#{id}` (flow.toml) and takes any arguments"),
+                format!(
+                    "the flow declares no `tools`: tool `{id}` is the declaration `{}#{id}`, with no schema, bound in flow.toml like any tool",
+                    self.module
+                ),
             );
         }
     }
