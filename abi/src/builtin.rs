@@ -1,6 +1,7 @@
 //! The built-in Tool declarations every FlowSpec program can reach
 //! (DESIGN §2 and §4): `std/llm#chat`, `std/human#input`,
-//! `std/memory#read|write|search`, `std/clock#sleep`, and the shape of every
+//! `std/memory#read|write|search`, `std/clock#sleep`, `std/prompts#get`,
+//! `std/harness#<node type>`, and the shape of every
 //! `fn/<module>#<function>` declaration behind a FlowSpec `fn_ref`.
 //!
 //! They live here, beside the signature rules, because both sides of the
@@ -152,6 +153,54 @@ pub fn clock_sleep(types: &mut TypeSet) -> ToolDecl {
     }
 }
 
+/// `std/prompts#get`: the text of a managed prompt (an llm_call's
+/// `prompt_ref`, FS-LLM-5 and GAP-LLM-2), which the engine then renders as
+/// the call's prompt template. Recorded like any reply, so a replay needs
+/// no prompt service.
+pub fn prompts_get(types: &mut TypeSet) -> ToolDecl {
+    ToolDecl {
+        identity: "std/prompts#get".into(),
+        doc: Some("Fetch a managed prompt's template text.".into()),
+        params: vec![
+            field(
+                "label",
+                opt(Type::Text),
+                "The label to resolve (e.g. production).",
+            ),
+            field("name", Type::Text, "The prompt's name."),
+            field(
+                "version",
+                opt(Type::Int),
+                "A pinned version; the latest when absent.",
+            ),
+        ],
+        ok: Type::Text,
+        err: tool_error(types),
+    }
+}
+
+/// `std/harness#<node_type>`: one harness node (world_model,
+/// verification_gate, …) run by a harness implementation. It is sent the
+/// node's id, its `harness_config` and the run state, and answers a
+/// `json.Value` whose optional `state` member is a patch of state fields.
+pub fn harness(types: &mut TypeSet, node_type: &str) -> ToolDecl {
+    ToolDecl {
+        identity: format!("std/harness#{node_type}"),
+        doc: Some(format!("The harness's {node_type} node.")),
+        params: vec![
+            field(
+                "harness_config",
+                Type::Json,
+                "The node's harness_config ({} when absent).",
+            ),
+            field("node", Type::Text, "The node's id."),
+            field("state", Type::Json, "The run state."),
+        ],
+        ok: Type::Json,
+        err: tool_error(types),
+    }
+}
+
 /// `fn/<module>#<function>`: custom code behind a FlowSpec `fn_ref`
 /// (transform, condition, output_validator, reducers, join, speaker
 /// selection). It takes one `input` object whose members depend on the use
@@ -180,6 +229,8 @@ mod tests {
             memory_write(&mut types),
             memory_search(&mut types),
             clock_sleep(&mut types),
+            prompts_get(&mut types),
+            harness(&mut types, "world_model"),
             fn_ref(&mut types, "m", "f"),
         ];
         let fps: std::collections::BTreeSet<String> =

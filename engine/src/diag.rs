@@ -128,6 +128,10 @@ codes! {
     /// `input_map` parameter or `output_map` reply field the schema does not
     /// have, or a required parameter nothing provides.
     ToolField = ("FS0307", "tool-field", Error),
+    /// A tool (`tool_id`, agent tool, `source_tool`) or memory store named
+    /// by a flow that declares no `tools` / `memory_stores` at all: accepted
+    /// as buildaharness accepts it, the tool bound by `<module>#<id>`.
+    NoRegistry = ("FS0308", "no-registry", Warning),
 
     // --- 04xx: fields required or ignored by a mode ---
     /// A field the node's mode requires is missing.
@@ -153,10 +157,10 @@ codes! {
     SchemaNote = ("FS0602", "schema-note", Warning),
 
     // --- 07xx: unsupported constructs ---
-    /// A harness node type (world_model, …); not supported yet.
+    /// A harness node type (world_model, …) in a flow without
+    /// `harness_meta.enabled: true` (FS-HN-1).
     HarnessNode = ("FS0701", "harness-node", Error),
-    /// A construct flowd refuses until support exists (`custom` reducers,
-    /// `prompt_ref`).
+    /// A construct flowd refuses until support exists (`custom` reducers).
     Unsupported = ("FS0702", "unsupported", Error),
     /// A node `type` that is neither a base nor a harness type.
     UnknownNodeType = ("FS0703", "unknown-node-type", Error),
@@ -166,6 +170,9 @@ codes! {
     LostResult = ("FS0801", "lost-result", Warning),
     /// A literal URL where the reference asks for an environment reference.
     LiteralUrl = ("FS0802", "literal-url", Warning),
+    /// A node that does nothing when it runs (a `transform` in `mapping`
+    /// mode with no entries).
+    NoEffect = ("FS0803", "no-effect", Warning),
 }
 
 impl fmt::Display for Code {

@@ -594,7 +594,21 @@ pub struct Target {
 impl Target {
     /// Parses a mapping target: `key`, `key.sub`, `$.state.key…` or
     /// `$.output.key…`. Indexes are refused: a mapping writes members only.
+    /// A plain key of letters, digits, `_` and `-` is the state key as
+    /// written (`user-name`: buildaharness's mapping `to` is "a state
+    /// key", any string), though `-` is not a JSONPath name character.
     pub fn parse(src: &str) -> Result<Target, PathError> {
+        if !src.is_empty()
+            && src.contains('-')
+            && src
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        {
+            return Ok(Target {
+                field: src.to_string(),
+                below: Vec::new(),
+            });
+        }
         let segs = if src.starts_with('$') {
             let (mut segs, end) = parse_dollar(src, 0)?;
             if end != src.len() {
@@ -728,5 +742,11 @@ mod tests {
         assert!(Target::parse("$.state").is_err());
         assert!(Target::parse("$.state.a[0]").is_err());
         assert!(Target::parse("$.error.x").is_err());
+        // A plain key with a hyphen is that state key (issue 11, item 6).
+        let t = Target::parse("user-name").unwrap();
+        assert_eq!((t.field.as_str(), t.below.len()), ("user-name", 0));
+        assert_eq!(t.to_string(), "$.state['user-name']");
+        assert!(Target::parse("user-name.first").is_err());
+        assert!(Target::parse("$.state.user-name").is_err());
     }
 }

@@ -320,7 +320,8 @@ fn find_flow(files: &BTreeMap<String, Json>, from: &str, flow_ref: &str) -> Opti
 }
 
 /// The declarations a module's nodes can call: its tools registry entries
-/// that nodes or agents use, the built-ins its node types use, its
+/// that nodes, agents or gather_evidence nodes use (in a flow with no
+/// registry, each tool named), the built-ins its node types use, its
 /// `fn_ref`s, and the entries of the modules its subgraphs run.
 fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
     let flow = m.report.flow.clone();
@@ -346,6 +347,9 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
             }
             NodeKind::LlmCall(l) => {
                 add(builtin::llm_chat(types));
+                if l.prompt_ref.is_some() {
+                    add(builtin::prompts_get(types));
+                }
                 if let Some(v) = &l.output_validator {
                     fns.insert(v.fn_ref.clone());
                 }
@@ -402,6 +406,12 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
                     fns.insert(f.clone());
                 }
             }
+            NodeKind::Harness(h) => match &h.evidence {
+                Some(e) => {
+                    tool_ids.insert(e.source_tool.clone());
+                }
+                None => add(builtin::harness(types, &h.node_type)),
+            },
             NodeKind::Subgraph(s) => {
                 if let Some(sub) = m.subflows.get(&s.flow_ref) {
                     let err = tool_error(types);
@@ -434,6 +444,18 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
     }
     for id in tool_ids {
         let Some(def) = flow.tools.get(&id) else {
+            // A flow with no `tools` at all names its tools by id alone
+            // (FS0308): `<module>#<id>`, with no declared schema.
+            if !flow.declares_tools && !id.is_empty() {
+                let err = tool_error(types);
+                add(ToolDecl {
+                    identity: format!("{}#{id}", m.path),
+                    doc: None,
+                    params: Vec::new(),
+                    ok: Type::Json,
+                    err,
+                });
+            }
             continue;
         };
         let params = def

@@ -67,11 +67,6 @@ impl<'a> Obj<'a> {
         self.map.get(key)
     }
 
-    /// Marks keys known without reading them (annotations flowd ignores).
-    pub fn ignore(&mut self, keys: &[&'static str]) {
-        self.known.extend_from_slice(keys);
-    }
-
     /// Reports no unknown fields for this object (used for node types that
     /// are refused outright).
     pub fn ignore_all(&mut self) {

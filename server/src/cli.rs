@@ -66,7 +66,13 @@ pub fn main_with(cli: Cli) -> u8 {
         Ok(code) => code,
         Err(e) => {
             if json {
-                out!("{}", json!({"error": e.to_string(), "exit": e.exit_code()}));
+                // A refusal that has diagnostics carries them structured,
+                // beside the text (issue 11, item 6).
+                let mut v = json!({"error": e.to_string(), "exit": e.exit_code()});
+                if let Some(ds) = e.diagnostics() {
+                    v["diagnostics"] = Json::Array(ds);
+                }
+                out!("{v}");
             } else {
                 eprintln!("flow: {e}");
             }
@@ -509,22 +515,30 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
     if g.json {
         out!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {
-        let style = styled(g);
-        for d in &all {
-            out!(
-                "{}[{}] {}#{}: {}",
-                label(d["severity"].as_str().unwrap_or("error"), style),
-                d["code"].as_str().unwrap_or("-"),
-                d["module"].as_str().unwrap_or(""),
-                d["pointer"].as_str().unwrap_or(""),
-                d["message"].as_str().unwrap_or("")
-            );
-        }
+        print_diagnostics(g, &all);
         if errors == 0 {
             out!("{}: checks ({} warnings)", flow.display(), all.len());
         }
     }
     Ok(if errors == 0 { 0 } else { 2 })
+}
+
+/// Diagnostics as `severity[CODE] module#/json/pointer: message`: the
+/// location is the module and the RFC 6901 JSON Pointer into it (`#` alone
+/// is the whole document), as a URI fragment names a part of a file.
+pub(crate) fn print_diagnostics(g: &Global, ds: &[Json]) {
+    let style = styled(g);
+    for d in ds {
+        let at = &d["location"];
+        out!(
+            "{}[{}] {}#{}: {}",
+            label(d["severity"].as_str().unwrap_or("error"), style),
+            d["code"].as_str().unwrap_or("-"),
+            at["module"].as_str().or(d["module"].as_str()).unwrap_or(""),
+            at["pointer"].as_str().unwrap_or(""),
+            d["message"].as_str().unwrap_or("")
+        );
+    }
 }
 
 fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {

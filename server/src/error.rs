@@ -6,9 +6,11 @@ pub enum Error {
     /// Bad arguments or input: nothing was recorded.
     #[error("{0}")]
     Refused(String),
-    /// The program does not check.
-    #[error("the program does not check:\n  {}", .0.join("\n  "))]
-    Check(Vec<String>),
+    /// The program does not check: its error diagnostics in the wire form
+    /// (`{severity, code, name, message, location: {module, pointer}}`,
+    /// GAP-DIAG-1), so every surface can hand them on structured.
+    #[error("the program does not check:\n  {}", check_lines(.0))]
+    Check(Vec<serde_json::Value>),
     /// Declarations the run can reach have no fitting binding.
     #[error("the run is refused, nothing was recorded:\n  {}", .0.join("\n  "))]
     Bind(Vec<String>),
@@ -43,7 +45,52 @@ pub enum Error {
     Store(std::sync::Arc<flow_store::Error>),
 }
 
+/// The diagnostics one per line, as the engine prints one
+/// (`support.json: error FS0205 [unknown-node] at /edges/0/to: …`).
+fn check_lines(ds: &[serde_json::Value]) -> String {
+    ds.iter()
+        .map(|d| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            let module = text(&d["location"]["module"]);
+            let pointer = match text(&d["location"]["pointer"]) {
+                p if p.is_empty() => "/".to_string(),
+                p => p,
+            };
+            let head = if module.is_empty() {
+                String::new()
+            } else {
+                format!("{module}: ")
+            };
+            match d["code"].as_str() {
+                Some(code) => format!(
+                    "{head}{} {code} [{}] at {pointer}: {}",
+                    text(&d["severity"]),
+                    d["subcode"].as_str().unwrap_or(&text(&d["name"])),
+                    text(&d["message"])
+                ),
+                None => format!("{head}{}", text(&d["message"])),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
 impl Error {
+    /// The structured diagnostics a refusal carries (`--json`, problem+json
+    /// `diagnostics`, MCP): a check's own, or one `{severity, message}` per
+    /// unbound declaration.
+    pub fn diagnostics(&self) -> Option<Vec<serde_json::Value>> {
+        match self {
+            Error::Check(ds) => Some(ds.clone()),
+            Error::Bind(ms) => Some(
+                ms.iter()
+                    .map(|m| serde_json::json!({"severity": "error", "message": m}))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// The exit code (DESIGN §6): 2 refused, 5 cut short by a storage
     /// failure.
     pub fn exit_code(&self) -> u8 {

@@ -23,6 +23,35 @@ pub struct Sources {
     pub texts: BTreeMap<String, String>,
 }
 
+/// A diagnostic of module `m` in the wire form (GAP-DIAG-1), its module in
+/// `location.module` and, as `flow check --json` has always given it, at
+/// the top level.
+fn wire(m: &str, d: &flow_engine::Diagnostic) -> Json {
+    let mut d = d.clone();
+    d.module = Some(m.to_string());
+    let mut j = d.to_json();
+    if let Json::Object(o) = &mut j {
+        o.insert("module".into(), Json::String(m.to_string()));
+    }
+    j
+}
+
+/// A module that is not JSON, in the same form (code `FS0000`, the whole
+/// document).
+fn not_json(m: &str, why: &str) -> Json {
+    let mut location = Map::new();
+    location.insert("module".into(), Json::String(m.to_string()));
+    location.insert("pointer".into(), Json::String(String::new()));
+    let mut o = Map::new();
+    o.insert("module".into(), Json::String(m.to_string()));
+    o.insert("severity".into(), Json::String("error".into()));
+    o.insert("code".into(), Json::String("FS0000".into()));
+    o.insert("name".into(), Json::String("not-json".into()));
+    o.insert("message".into(), Json::String(format!("not JSON: {why}")));
+    o.insert("location".into(), Json::Object(location));
+    Json::Object(o)
+}
+
 /// Whether `m` may name a module: a relative path of 1 to 256 bytes with
 /// no `.`/`..`/empty segments and no backslash, and no control or
 /// bidirectional-formatting character — module names are printed (by
@@ -138,7 +167,8 @@ impl Sources {
         Program::load(&files, &self.root)
     }
 
-    /// Parses and checks every module: the program, or every diagnostic.
+    /// Parses and checks every module: the program, or every error
+    /// diagnostic (wire form, naming its module).
     pub fn program(&self) -> Result<Arc<Program>> {
         let mut files = BTreeMap::new();
         let mut problems = Vec::new();
@@ -147,7 +177,7 @@ impl Sources {
                 Ok(v) => {
                     files.insert(m.clone(), v);
                 }
-                Err(e) => problems.push(format!("{m}: not JSON: {e}")),
+                Err(e) => problems.push(not_json(m, &e.to_string())),
             }
         }
         if !problems.is_empty() {
@@ -155,14 +185,7 @@ impl Sources {
         }
         Program::load(&files, &self.root)
             .map(Arc::new)
-            .map_err(|r| {
-                Error::Check(
-                    r.diagnostics
-                        .iter()
-                        .map(|(m, d)| format!("{m}: {d}"))
-                        .collect(),
-                )
-            })
+            .map_err(|r| Error::Check(r.diagnostics.iter().map(|(m, d)| wire(m, d)).collect()))
     }
 
     /// Every module's diagnostics as JSON (each naming its module) and the
@@ -177,13 +200,7 @@ impl Sources {
                 Ok(d) => d,
                 Err(e) => {
                     errors += 1;
-                    let mut o = Map::new();
-                    o.insert("module".into(), Json::String(m.clone()));
-                    o.insert("severity".into(), Json::String("error".into()));
-                    o.insert("code".into(), Json::String("FS0000".into()));
-                    o.insert("pointer".into(), Json::String(String::new()));
-                    o.insert("message".into(), Json::String(format!("not JSON: {e}")));
-                    all.push(Json::Object(o));
+                    all.push(not_json(m, &e.to_string()));
                     continue;
                 }
             };
@@ -192,23 +209,14 @@ impl Sources {
                 if d.is_error() {
                     errors += 1;
                 }
-                let mut j = d.to_json();
-                if let Json::Object(o) = &mut j {
-                    o.insert("module".into(), Json::String(m.clone()));
-                }
-                all.push(j);
+                all.push(wire(m, d));
             }
         }
         if errors == 0
             && let Err(Error::Check(problems)) = self.program()
         {
-            for p in problems {
-                errors += 1;
-                let mut o = Map::new();
-                o.insert("severity".into(), Json::String("error".into()));
-                o.insert("message".into(), Json::String(p));
-                all.push(Json::Object(o));
-            }
+            errors += problems.len();
+            all.extend(problems);
         }
         (all, errors)
     }

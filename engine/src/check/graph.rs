@@ -152,9 +152,12 @@ impl<'f> Checker<'f> {
                 }
                 continue;
             }
-            match out_edges[i].as_slice() {
+            // A direct edge to the node's fail_branch target drawn beside
+            // its route is that failure route, not a second route.
+            let routes = model::route_edges(n, out_edges[i].iter().copied());
+            match routes.as_slice() {
                 [] => {
-                    if !matches!(n.kind, NodeKind::Harness(_) | NodeKind::Unknown(_)) {
+                    if !matches!(n.kind, NodeKind::Unknown(_)) {
                         cx.push(
                             Code::DeadEnd,
                             &n.ptr,

@@ -84,7 +84,7 @@ pub fn check_module(doc: &Value, module: &str) -> Report {
     let graph = ["nodes", "edges"]
         .iter()
         .all(|k| doc.get(k).is_some_and(Value::is_array));
-    Checker::new(&flow).run(&mut cx, graph);
+    Checker::new(&flow, module).run(&mut cx, graph);
     let mut types = TypeSet::new();
     let schema_types = read_schemas(&mut cx, &flow, &mut types, module);
     let mut diagnostics = cx.diags;
@@ -115,6 +115,9 @@ pub use flow_abi::fact::is_node_id;
 
 pub(super) struct Checker<'f> {
     flow: &'f Flow,
+    /// The module the document is (`support.json`), for messages that
+    /// name a declaration.
+    module: &'f str,
     /// Node id → index of its first occurrence.
     index: BTreeMap<&'f str, usize>,
     agents: BTreeSet<&'f str>,
@@ -125,7 +128,7 @@ pub(super) struct Checker<'f> {
 }
 
 impl<'f> Checker<'f> {
-    fn new(flow: &'f Flow) -> Checker<'f> {
+    fn new(flow: &'f Flow, module: &'f str) -> Checker<'f> {
         let mut index = BTreeMap::new();
         for (i, n) in flow.nodes.iter().enumerate() {
             index.entry(n.id.as_str()).or_insert(i);
@@ -137,6 +140,7 @@ impl<'f> Checker<'f> {
             .map(|s| s.fields.keys().map(String::as_str).collect::<BTreeSet<_>>());
         Checker {
             flow,
+            module,
             index,
             agents: flow.agents.iter().map(|a| a.id.as_str()).collect(),
             declared,

@@ -43,12 +43,21 @@ impl<'f> Checker<'f> {
             }
             NodeKind::Output(_) => {}
             NodeKind::LlmCall(l) => {
-                if l.prompt_ref.is_some() {
-                    cx.push(
-                        Code::Unsupported,
-                        at("prompt_ref"),
-                        "`prompt_ref` (a Langfuse-managed prompt) is not supported yet; write the prompt in `prompt_template`",
-                    );
+                // buildaharness's validateCrossRefs: "llm_call requires
+                // either prompt_template (inline) or prompt_ref
+                // (Langfuse-managed)", and a warning when both are set.
+                match (&l.prompt_template, &l.prompt_ref) {
+                    (None, None) => cx.push(
+                        Code::MissingField,
+                        &n.ptr,
+                        format!("llm_call `{}` needs `prompt_template` (inline) or `prompt_ref` (a managed prompt); neither is set", n.id),
+                    ),
+                    (Some(_), Some(_)) => cx.push(
+                        Code::IgnoredForMode,
+                        at("prompt_template"),
+                        "`prompt_template` is ignored: `prompt_ref` takes precedence (FS-LLM-5)",
+                    ),
+                    _ => {}
                 }
                 if let Some(t) = &l.system_prompt {
                     self.template(cx, t, at("system_prompt"));
@@ -80,13 +89,7 @@ impl<'f> Checker<'f> {
                 }
             }
             NodeKind::ToolInvoke(t) => {
-                if !t.tool_id.is_empty() && !self.flow.tools.contains_key(&t.tool_id) {
-                    cx.push(
-                        Code::UnknownTool,
-                        at("tool_id"),
-                        format!("tool `{}` is not in the flow's `tools` registry", t.tool_id),
-                    );
-                }
+                self.tool(cx, &t.tool_id, at("tool_id"));
                 for (k, p) in &t.input_map {
                     self.reads(cx, p, &push_token(&at("input_map"), k), false);
                 }
@@ -247,11 +250,13 @@ impl<'f> Checker<'f> {
             }
             NodeKind::Transform(t) => match t.mode {
                 TransformMode::Mapping => {
+                    // buildaharness's schema tests draw `mapping: []`
+                    // handlers and accept them: a no-op, worth a warning.
                     if t.assignments.is_empty() {
                         cx.push(
-                            Code::MissingForMode,
+                            Code::NoEffect,
                             &n.ptr,
-                            "a transform in `mapping` mode needs `mapping` (or `output_map`) with at least one entry",
+                            format!("transform `{}` has no `mapping` (or `output_map`) entries: it changes nothing", n.id),
                         );
                     }
                     if t.fn_ref.is_some() {
@@ -329,18 +334,21 @@ impl<'f> Checker<'f> {
                 }
             }
             NodeKind::AgentDebate(d) => self.debate(cx, n, d),
-            NodeKind::Harness(t) => {
-                let enabled = self.flow.harness_meta.as_ref().is_some_and(|h| h.enabled);
-                let why = if enabled {
-                    ""
-                } else {
-                    " (and harness_meta.enabled is not true, which buildaharness requires for them)"
-                };
-                cx.push(
-                    Code::HarnessNode,
-                    push_token(&n.ptr, "type"),
-                    format!("harness node type `{t}` is not supported by flowd yet{why}"),
-                );
+            NodeKind::Harness(h) => {
+                // FS-HN-1: "These nodes are only valid when
+                // harness_meta.enabled: true."
+                if !self.flow.harness_meta.as_ref().is_some_and(|m| m.enabled) {
+                    cx.push(
+                        Code::HarnessNode,
+                        push_token(&n.ptr, "type"),
+                        format!("harness node type `{}` is only valid in a flow with `harness_meta.enabled: true`", h.node_type),
+                    );
+                }
+                if let Some(e) = &h.evidence {
+                    let cfg = at("harness_config");
+                    self.tool(cx, &e.source_tool, push_token(&cfg, "source_tool"));
+                    self.writes(cx, crate::model::EVIDENCE_KEY, cfg);
+                }
             }
             NodeKind::Unknown(t) => {
                 if !t.is_empty() {
@@ -472,12 +480,52 @@ impl<'f> Checker<'f> {
         }
     }
 
+    /// A memory store reference. buildaharness checks it "only when
+    /// memory_stores is explicitly declared"; a flow without any passes the
+    /// id to `std/memory` as written, with a warning.
     fn store(&self, cx: &mut Cx, id: &str, ptr: String) {
-        if !id.is_empty() && !self.flow.memory_stores.contains_key(id) {
+        if id.is_empty() || self.flow.memory_stores.contains_key(id) {
+            return;
+        }
+        if self.flow.declares_memory_stores {
             cx.push(
                 Code::UnknownStore,
                 ptr,
                 format!("`{id}` is not in the flow's `memory_stores`"),
+            );
+        } else {
+            cx.push(
+                Code::NoRegistry,
+                ptr,
+                format!(
+                    "the flow declares no `memory_stores`: store `{id}` is used by id as written"
+                ),
+            );
+        }
+    }
+
+    /// A tool reference (tool_id, an agent's tool, gather_evidence's
+    /// source_tool). As for stores, buildaharness checks it "only when
+    /// tools is explicitly declared"; a flow without `tools` binds it by
+    /// `<module>#<id>` (no declared schema), with a warning.
+    pub(super) fn tool(&self, cx: &mut Cx, id: &str, ptr: String) {
+        if id.is_empty() || self.flow.tools.contains_key(id) {
+            return;
+        }
+        if self.flow.declares_tools {
+            cx.push(
+                Code::UnknownTool,
+                ptr,
+                format!("tool `{id}` is not in the flow's `tools` registry"),
+            );
+        } else {
+            cx.push(
+                Code::NoRegistry,
+                ptr,
+                format!(
+                    "the flow declares no `tools`: tool `{id}` is the declaration `{}#{id}`, with no schema, bound in flow.toml like any tool",
+                    self.module
+                ),
             );
         }
     }

@@ -134,16 +134,28 @@ impl<'f> Checker<'f> {
         let f = self.flow;
         for a in &f.agents {
             for (i, t) in a.tools.iter().enumerate() {
-                if !f.tools.contains_key(t) {
-                    cx.push(
-                        Code::UnknownTool,
-                        push_token(&push_token(&a.ptr, "tools"), &i.to_string()),
-                        format!("agent `{}` lists tool `{t}`, which is not in the flow's `tools` registry", a.id),
-                    );
-                }
+                self.tool(
+                    cx,
+                    t,
+                    push_token(&push_token(&a.ptr, "tools"), &i.to_string()),
+                );
             }
         }
         for (key, t) in &f.tools {
+            // buildaharness's schema: `mcp_server_url: z.string().url()`
+            // ("rejects a tool with an invalid mcp_server_url"), read with
+            // GAP-C-3: an environment reference is accepted too.
+            if let Some(url) = &t.mcp_server_url
+                && !is_env_ref(url)
+                && !is_url(url)
+            {
+                cx.push(
+                    Code::BadValue,
+                    push_token(&t.ptr, "mcp_server_url"),
+                    format!("`mcp_server_url` of tool `{key}` is `{url}`, neither a URL (`https://host/path`) nor an environment reference (`${{MCP_URL}}`, `env:MCP_URL`)"),
+                );
+                continue;
+            }
             match (&t.source, &t.mcp_server_url) {
                 (Some(ToolSource::Mcp), None) => cx.push(
                     Code::MissingForMode,
@@ -151,7 +163,7 @@ impl<'f> Checker<'f> {
                     format!("tool `{key}` has source `mcp` and needs `mcp_server_url`"),
                 ),
                 // FS-TOOL-3: "Must reference an environment variable — never hardcode."
-                (Some(ToolSource::Mcp), Some(url)) if url.contains("://") => cx.push(
+                (Some(ToolSource::Mcp), Some(url)) if is_url(url) && !url.contains("${") => cx.push(
                     Code::LiteralUrl,
                     push_token(&t.ptr, "mcp_server_url"),
                     format!("tool `{key}` hardcodes `{url}`; the reference asks for an environment reference such as `${{MCP_URL}}` or `env:MCP_URL`"),
@@ -196,6 +208,69 @@ impl<'f> Checker<'f> {
                     self.node_exists(cx, id, format!("/flow_config/a2a_config/{key}"), key);
                 }
             }
+        }
+    }
+}
+
+/// `${NAME}` or `env:NAME`, NAME an environment variable name.
+fn is_env_ref(s: &str) -> bool {
+    let name = s
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| s.strip_prefix("env:"));
+    name.is_some_and(|n| {
+        n.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// `scheme://rest`: a scheme (a letter, then letters, digits, `+`, `-`,
+/// `.`) and a non-empty rest with no whitespace, where environment
+/// references may stand for parts (`https://${MCP_HOST}/sse`).
+fn is_url(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return false;
+    };
+    scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !rest.is_empty()
+        && !rest.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_url_forms() {
+        for ok in ["${MCP_URL}", "env:MCP_URL", "env:_x1"] {
+            assert!(is_env_ref(ok), "{ok}");
+        }
+        for ok in [
+            "https://mcp.example.com/sse",
+            "http://localhost:8888",
+            "https://${HOST}/sse",
+        ] {
+            assert!(is_url(ok), "{ok}");
+        }
+        for bad in [
+            "not-a-url",
+            "${}",
+            "env:",
+            "env:1x",
+            "$MCP_URL",
+            "http://",
+            "://x",
+            "http://a b",
+        ] {
+            assert!(!is_env_ref(bad) && !is_url(bad), "{bad}");
         }
     }
 }

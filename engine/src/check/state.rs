@@ -42,6 +42,9 @@ impl<'f> Checker<'f> {
                 NodeKind::Transform(t) => {
                     w.extend(t.assignments.iter().map(|a| a.to.field.clone()))
                 }
+                NodeKind::Harness(h) if h.evidence.is_some() => {
+                    w.insert(crate::model::EVIDENCE_KEY.to_string());
+                }
                 _ => {}
             }
         }

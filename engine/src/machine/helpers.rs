@@ -19,6 +19,7 @@ impl Task {
             attempts: 0,
             validations: 0,
             passing_join: false,
+            prompt: None,
         }
     }
 }
@@ -40,7 +41,8 @@ pub(super) fn unreachable_module() -> &'static Module {
 /// condition node's own, else its conditional edge's) and the default
 /// target (a condition's or conditional edge's `default_target`, else the
 /// target of its direct edge). A condition node's direct edges only repeat
-/// its targets and are ignored (GAP-GRAPH-1).
+/// its targets and are ignored (GAP-GRAPH-1), and so is a direct edge that
+/// draws the node's fail_branch ([`crate::model::route_edges`]).
 pub(super) fn route_of<'m>(
     m: &'m Module,
     node: &str,
@@ -58,7 +60,7 @@ pub(super) fn route_of<'m>(
         );
     }
     let mut direct = None;
-    for e in edges {
+    for e in crate::model::route_edges(n, edges) {
         match &e.kind {
             EdgeKind::Conditional {
                 branches,

@@ -20,8 +20,9 @@
 //!
 //! This module holds the types and the host-facing API; the interpreter's
 //! parts are one file each: `run` (the loop and node entry), `replies`,
-//! `routing`, `parallel`, `agents`, `debates`, `plumbing` (tasks, state,
-//! faults) and `helpers` (free functions).
+//! `routing`, `parallel`, `agents`, `debates`, `harness` (harness nodes),
+//! `prompts` (`prompt_ref`), `plumbing` (tasks, state, faults) and
+//! `helpers` (free functions).
 
 use crate::model::{
     Agent, Condition, EdgeKind, Flow, Node, NodeKind, OnFail, OnTimeout, OutputValidator, Reducer,
@@ -39,9 +40,11 @@ use std::sync::Arc;
 
 mod agents;
 mod debates;
+mod harness;
 mod helpers;
 mod parallel;
 mod plumbing;
+mod prompts;
 mod replies;
 mod routing;
 mod run;
@@ -198,6 +201,12 @@ enum Purpose {
     DebateSpeaker,
     /// A debate termination fn_ref.
     DebateStop,
+    /// An llm_call's `prompt_ref`: the template text, before the model call.
+    Prompt,
+    /// A harness node's `std/harness#<type>` call.
+    Harness,
+    /// A gather_evidence node's call of its source tool.
+    Evidence,
 }
 
 #[derive(Debug, Clone)]
@@ -270,6 +279,8 @@ struct Task {
     validations: u64,
     /// Re-entering a join after joining its branches: pass through it.
     passing_join: bool,
+    /// The current llm_call's template, fetched for its `prompt_ref`.
+    prompt: Option<crate::template::Template>,
 }
 
 /// One run of one module.

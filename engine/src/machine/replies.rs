@@ -150,6 +150,9 @@ impl Machine {
                 self.agent_continue(&task, node)
             }
             Purpose::DebateTurn(speaker) => self.debate_reply(&task, node, call, &speaker, outcome),
+            Purpose::Prompt => self.prompt_reply(&task, node, call, outcome),
+            Purpose::Harness => self.harness_reply(&task, node, call, &p.tool, outcome),
+            Purpose::Evidence => self.evidence_reply(&task, node, call, &p.tool, outcome),
             Purpose::DebateSpeaker => match outcome {
                 Outcome::Ok(Json::String(s)) => self.debate_turn(&task, node, s.clone()),
                 Outcome::Ok(other) => Err(format!(

@@ -73,6 +73,7 @@ impl Machine {
         if let Some(t) = self.tasks.get_mut(task) {
             t.attempts = 0;
             t.validations = 0;
+            t.prompt = None;
         }
         match &node.kind {
             NodeKind::Input(_) | NodeKind::ParallelJoin(_) => {
@@ -156,9 +157,8 @@ impl Machine {
                 );
                 self.debate_next(task, node)
             }
-            NodeKind::Harness(t) | NodeKind::Unknown(t) => {
-                Err(format!("node {node_id}: node type {t} is not supported"))
-            }
+            NodeKind::Harness(h) => self.harness_call(task, node, h),
+            NodeKind::Unknown(t) => Err(format!("node {node_id}: node type {t} is not supported")),
             _ => self.node_call(task, node),
         }
     }
@@ -172,6 +172,9 @@ impl Machine {
     /// The node's own call (tool_invoke, llm_call, hitl, memory, subgraph,
     /// transform fn_ref).
     pub(super) fn node_call(&mut self, task: &str, node: &Node) -> Step {
+        if self.needs_prompt(task, node) {
+            return self.fetch_prompt(task, node);
+        }
         let (tool, args, purpose) = self.node_args(task, node)?;
         if let Some(t) = self.tasks.get_mut(task) {
             t.attempts += 1;
@@ -191,25 +194,7 @@ impl Machine {
             NodeKind::ToolInvoke(t) => {
                 let tool = format!("{}#{}", module.path, t.tool_id);
                 if t.input_map.is_empty() {
-                    // GAP-TOOL-3: without input_map each parameter takes
-                    // state[param]; a missing required one faults.
-                    let state = self.task_state(task);
-                    if let Some(d) = module.decls.get(&tool) {
-                        for p in &d.params {
-                            match state.get(&p.name) {
-                                Some(v) => {
-                                    args.insert(p.name.clone(), v.clone());
-                                }
-                                None if matches!(p.ty, Type::Option(_)) => {}
-                                None => {
-                                    return Err(format!(
-                                        "node {}: tool {} needs parameter {:?}, which the state does not hold (no input_map)",
-                                        node.id, t.tool_id, p.name
-                                    ));
-                                }
-                            }
-                        }
-                    }
+                    args = self.args_from_state(task, &node.id, &t.tool_id)?;
                 } else {
                     for (param, path) in &t.input_map {
                         args.insert(param.clone(), self.resolve(task, path)?);
@@ -233,9 +218,19 @@ impl Machine {
                 if let Some(s) = &l.system_prompt {
                     args.insert("system".into(), Json::String(render(s)?));
                 }
-                let prompt = match &l.prompt_template {
-                    Some(t) => render(t)?,
-                    None => String::new(),
+                // FS-LLM-5: a fetched `prompt_ref` "takes precedence over
+                // prompt_template".
+                let fetched = self.tasks.get(task).and_then(|t| t.prompt.as_ref());
+                let prompt = match (&l.prompt_ref, fetched, &l.prompt_template) {
+                    (Some(_), Some(t), _) => render(t)?,
+                    (Some(r), None, _) => {
+                        return Err(format!(
+                            "node {}: prompt {:?} was not fetched",
+                            node.id, r.name
+                        ));
+                    }
+                    (None, _, Some(t)) => render(t)?,
+                    (None, _, None) => String::new(),
                 };
                 args.insert("prompt".into(), Json::String(prompt));
                 let params = l
@@ -335,6 +330,37 @@ impl Machine {
             }
         };
         Ok((tool, Json::Object(args), Purpose::Node))
+    }
+
+    /// GAP-TOOL-3: without input_map each parameter of tool `tool_id`
+    /// takes state[param]; a missing required one faults.
+    pub(super) fn args_from_state(
+        &self,
+        task: &str,
+        node: &str,
+        tool_id: &str,
+    ) -> Result<Map<String, Json>, String> {
+        let module = self.module_ref();
+        let mut args = Map::new();
+        let state = self.task_state(task);
+        let Some(d) = module.decls.get(&format!("{}#{tool_id}", module.path)) else {
+            return Ok(args);
+        };
+        for p in &d.params {
+            match state.get(&p.name) {
+                Some(v) => {
+                    args.insert(p.name.clone(), v.clone());
+                }
+                None if matches!(p.ty, Type::Option(_)) => {}
+                None => {
+                    return Err(format!(
+                        "node {node}: tool {tool_id} needs parameter {:?}, which the state does not hold (no input_map)",
+                        p.name
+                    ));
+                }
+            }
+        }
+        Ok(args)
     }
 
     /// The generated schema of an embedded schema (what a Tool is sent).

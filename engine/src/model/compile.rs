@@ -104,7 +104,7 @@ pub(super) fn fn_ref(cx: &mut Cx, src: &str, ptr: String) -> FnRef {
         cx.push(
             Code::BadFnRef,
             ptr,
-            format!("fn_ref `{src}` must be `module:function`; flowd binds it as the declaration `fn/<module>#<function>`"),
+            format!("fn_ref `{src}` must be `module:function`, an npm ref `@scope/pkg/fn` or a local path `./path/to/fn.ts`; flowd binds it as the declaration `fn/<module>#<function>`"),
         );
         FnRef {
             module: String::new(),

@@ -28,6 +28,13 @@ pub struct Flow {
     pub edges: Vec<Edge>,
     pub tools: BTreeMap<String, ToolDef>,
     pub memory_stores: BTreeMap<String, MemoryStore>,
+    /// Whether the document has a `tools` member at all (even `{}`):
+    /// buildaharness checks tool references only then (its
+    /// `validateCrossRefs`), so a flow without one binds each tool it names
+    /// by `<module>#<tool_id>` (docs/engine.md, "buildaharness parity").
+    pub declares_tools: bool,
+    /// The same for `memory_stores`.
+    pub declares_memory_stores: bool,
     pub model_defaults: Option<ModelDefaults>,
     pub flow_config: Option<FlowConfig>,
     pub harness_meta: Option<HarnessMeta>,

@@ -15,7 +15,8 @@
 //! are no errors.
 //!
 //! Layout: `flow`, `node` and `edge` hold the model's types; `read_flow`,
-//! `read_node` and `read_edge` read them, and `compile` compiles the
+//! `read_node`, `read_harness` (harness configs) and `read_edge` read
+//! them, and `compile` compiles the
 //! templates, paths and references written inside string fields.
 
 mod compile;
@@ -24,6 +25,7 @@ mod flow;
 mod node;
 mod read_edge;
 mod read_flow;
+mod read_harness;
 mod read_node;
 
 pub use edge::*;

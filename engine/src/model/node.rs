@@ -39,8 +39,9 @@ pub enum NodeKind {
     Subgraph(Subgraph),
     AgentRole(AgentRole),
     AgentDebate(AgentDebate),
-    /// One of buildaharness's harness node types (refused, FS0701).
-    Harness(String),
+    /// One of buildaharness's harness node types, run as a Call (valid
+    /// only with `harness_meta.enabled: true`, FS0701 otherwise).
+    Harness(Harness),
     /// A type that is neither (refused, FS0703).
     Unknown(String),
 }
@@ -81,9 +82,40 @@ impl NodeKind {
             NodeKind::Subgraph(_) => "subgraph",
             NodeKind::AgentRole(_) => "agent_role",
             NodeKind::AgentDebate(_) => "agent_debate",
-            NodeKind::Harness(t) | NodeKind::Unknown(t) => t,
+            NodeKind::Harness(h) => &h.node_type,
+            NodeKind::Unknown(t) => t,
         }
     }
+}
+
+/// A harness node (FS-HN): its behaviour belongs to a harness, so it is
+/// one Call to `std/harness#<type>` with `{harness_config, node, state}`,
+/// or, for `gather_evidence` with a `source_tool`, a Call of that tool
+/// whose reply is recorded as evidence (docs/engine.md, "Harness nodes").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Harness {
+    /// The node `type`, one of [`HARNESS_TYPES`].
+    pub node_type: String,
+    /// `harness_config` as written (`{}` when absent): what the harness is
+    /// sent. Its fields were checked as buildaharness's schema checks them.
+    pub config: serde_json::Value,
+    /// `gather_evidence`'s source, when its config names one.
+    pub evidence: Option<EvidenceSource>,
+}
+
+/// The state field a `gather_evidence` node appends its evidence entries to.
+pub const EVIDENCE_KEY: &str = "evidence";
+
+/// Where a `gather_evidence` node collects from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvidenceSource {
+    /// A tool of the flow's registry (or, in a flow without one, bound by
+    /// `<module>#<source_tool>`).
+    pub source_tool: String,
+    /// `OBSERVATION`, `INFERENCE` or `SYSTEM_ERROR`.
+    pub evidence_type: String,
+    /// `HIGH`, `MEDIUM` or `LOW`; `None` when absent or null.
+    pub reliability_override: Option<String>,
 }
 
 /// `input`: "Entry point of the flow."
@@ -123,8 +155,16 @@ pub struct PromptRef {
     pub label: Option<String>,
 }
 
-/// A `module:function` reference, bound as the declaration
-/// `fn/<module>#<function>` (DESIGN §4).
+/// A function reference, bound as the declaration
+/// `fn/<module>#<function>` (DESIGN §4). Three spellings are read
+/// (buildaharness's `NpmOrLocalRef`: "npm package ref '@scope/pkg/fn' or
+/// local path './path/to/fn.ts'", and the reference's `module:function`):
+///
+/// | written | module | function |
+/// |---|---|---|
+/// | `rag_utils:format_chunks` | `rag_utils` | `format_chunks` |
+/// | `@acme/checks/quality` | `@acme/checks` | `quality` |
+/// | `./validators/quality.ts` | `validators/quality.ts` | `default` |
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FnRef {
     pub module: String,
@@ -132,14 +172,29 @@ pub struct FnRef {
 }
 
 impl FnRef {
-    /// Splits `module:function` at the last `:`.
+    /// Reads one of the three spellings; `None` for anything else (an npm
+    /// ref needs a scope, a package and a function; a path starts with
+    /// `./` and never climbs out with `..`).
     pub fn parse(s: &str) -> Option<FnRef> {
-        let (m, f) = s.rsplit_once(':')?;
-        let ok = |p: &str| !p.is_empty() && !p.chars().any(char::is_whitespace);
-        (ok(m) && ok(f)).then(|| FnRef {
+        let word = |p: &str| !p.is_empty() && !p.chars().any(|c| c.is_whitespace() || c == '#');
+        let make = |m: &str, f: &str| FnRef {
             module: m.to_string(),
             function: f.to_string(),
-        })
+        };
+        if let Some((m, f)) = s.rsplit_once(':') {
+            return (word(m) && word(f)).then(|| make(m, f));
+        }
+        if s.starts_with('@') {
+            let (m, f) = s.rsplit_once('/')?;
+            let segments_ok =
+                m.split('/').count() >= 2 && s.split('/').all(|seg| word(seg) && seg != "@");
+            return segments_ok.then(|| make(m, f));
+        }
+        let path = s.strip_prefix("./")?;
+        let segments_ok = path
+            .split('/')
+            .all(|seg| word(seg) && seg != "." && seg != "..");
+        segments_ok.then(|| make(path, "default"))
     }
 
     /// The declaration identity, `fn/<module>#<function>`.
@@ -395,11 +450,37 @@ mod tests {
 
     #[test]
     fn fn_refs() {
+        let id = |s: &str| FnRef::parse(s).map(|f| f.identity());
         assert_eq!(
-            FnRef::parse("rag_utils:format_chunks").unwrap().identity(),
-            "fn/rag_utils#format_chunks"
+            id("rag_utils:format_chunks").as_deref(),
+            Some("fn/rag_utils#format_chunks")
         );
-        assert!(FnRef::parse("nocolon").is_none());
-        assert!(FnRef::parse(":f").is_none());
+        assert_eq!(id("@scope/pkg/fn").as_deref(), Some("fn/@scope/pkg#fn"));
+        assert_eq!(
+            id("@acme/tools/checks/quality").as_deref(),
+            Some("fn/@acme/tools/checks#quality")
+        );
+        assert_eq!(
+            id("./validators/quality.ts").as_deref(),
+            Some("fn/validators/quality.ts#default")
+        );
+        assert_eq!(id("./v.ts").as_deref(), Some("fn/v.ts#default"));
+        for bad in [
+            "nocolon",
+            ":f",
+            "m:",
+            "@scope/fn",
+            "@/pkg/fn",
+            "@scope//fn",
+            "./",
+            "./../up.ts",
+            "./a/./b.ts",
+            "validators/quality.ts",
+            "../up.ts",
+            "a b:c",
+            "m:f#g",
+        ] {
+            assert!(FnRef::parse(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -34,6 +34,8 @@ fn empty_flow() -> Flow {
         edges: Vec::new(),
         tools: BTreeMap::new(),
         memory_stores: BTreeMap::new(),
+        declares_tools: false,
+        declares_memory_stores: false,
         model_defaults: None,
         flow_config: None,
         harness_meta: None,
@@ -73,9 +75,11 @@ fn read_flow(cx: &mut Cx, doc: &Value) -> Flow {
         flow.edges = read_array(cx, v, "/edges", "`edges`", read_edge);
     }
     if let Some(v) = o.get("tools") {
+        flow.declares_tools = true;
         flow.tools = read_named(cx, v, "/tools", "`tools`", read_tool);
     }
     if let Some(v) = o.get("memory_stores") {
+        flow.declares_memory_stores = true;
         flow.memory_stores = read_named(cx, v, "/memory_stores", "`memory_stores`", read_store);
     }
     if let Some(v) = o.get("model_defaults") {

@@ -5,6 +5,7 @@ use super::compile::{
     target, target_map, template_field,
 };
 use super::read_flow::{read_model_params, read_schema, req_id};
+use super::read_harness::read_harness;
 use super::{
     AgentDebate, AgentRole, Assignment, Backoff, Branch, Condition, ConditionNode, FailBranch,
     FnRef, HARNESS_TYPES, Hitl, Input, JoinReducer, LlmCall, MemoryAccess, MemoryRead, MemoryWrite,
@@ -53,9 +54,16 @@ pub(super) fn read_node(cx: &mut Cx, v: &Value, ptr: String) -> Option<Node> {
     }
     let kind = match ty.as_str() {
         "input" => NodeKind::Input(Input {
-            output_schema: o.get("output_schema").and_then(|s| {
-                read_schema(cx, s, push_token(&ptr, "output_schema"), "`output_schema`")
-            }),
+            // `{}` is the canvas default for a new input node (and what
+            // buildaharness's adapter tests write): it says nothing, so it
+            // reads as no output_schema (the input is typed by state_schema,
+            // else any object).
+            output_schema: o
+                .get("output_schema")
+                .filter(|s| s.as_object().is_none_or(|m| !m.is_empty()))
+                .and_then(|s| {
+                    read_schema(cx, s, push_token(&ptr, "output_schema"), "`output_schema`")
+                }),
         }),
         "output" => NodeKind::Output(Output {
             exit_code: o.str(cx, "exit_code").unwrap_or_else(|| "success".into()),
@@ -86,11 +94,13 @@ pub(super) fn read_node(cx: &mut Cx, v: &Value, ptr: String) -> Option<Node> {
                 Some("overwrite") => WriteMode::Overwrite,
                 _ => WriteMode::Upsert,
             },
+            // buildaharness's schema test "rejects memory_write with
+            // invalid tier value": an unknown tier refuses the flow.
             tier: o.choice(
                 cx,
                 "tier",
                 &["short", "long", "entity", "user"],
-                Code::IgnoredValue,
+                Code::BadValue,
             ),
         }),
         "transform" => NodeKind::Transform(read_transform(cx, &mut o)),
@@ -102,14 +112,11 @@ pub(super) fn read_node(cx: &mut Cx, v: &Value, ptr: String) -> Option<Node> {
         "agent_role" => NodeKind::AgentRole(read_agent_role(cx, &mut o)),
         "agent_debate" => NodeKind::AgentDebate(read_agent_debate(cx, &mut o)),
         "" => NodeKind::Unknown(String::new()),
-        t if HARNESS_TYPES.contains(&t) => {
-            o.ignore(&["harness_config"]);
-            NodeKind::Harness(t.to_string())
-        }
+        t if HARNESS_TYPES.contains(&t) => NodeKind::Harness(read_harness(cx, &mut o, t)),
         t => NodeKind::Unknown(t.to_string()),
     };
     // Unknown fields are only worth reporting on a type we understand.
-    if matches!(kind, NodeKind::Harness(_) | NodeKind::Unknown(_)) {
+    if matches!(kind, NodeKind::Unknown(_)) {
         o.ignore_all();
     }
     o.finish(cx);

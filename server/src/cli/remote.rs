@@ -66,10 +66,22 @@ impl Client {
             .and_then(Json::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| format!("HTTP {status}"));
-        Err(match status.as_u16() {
-            404 => Error::NotFound(detail),
-            409 => Error::Conflict(detail),
-            503 => Error::Store(std::sync::Arc::new(flow_store::Error::CommitFailed(detail))),
+        // A check or binding refusal keeps its diagnostics, so `--json`
+        // prints them structured as the embedded store's refusal does.
+        let diagnostics = v["diagnostics"].as_array().cloned().unwrap_or_default();
+        Err(match (status.as_u16(), v["type"].as_str()) {
+            (404, _) => Error::NotFound(detail),
+            (409, _) => Error::Conflict(detail),
+            (503, _) => Error::Store(std::sync::Arc::new(flow_store::Error::CommitFailed(detail))),
+            (422, Some("urn:flowd:problem:check")) if !diagnostics.is_empty() => {
+                Error::Check(diagnostics)
+            }
+            (422, Some("urn:flowd:problem:unbound")) if !diagnostics.is_empty() => Error::Bind(
+                diagnostics
+                    .iter()
+                    .map(|d| d["message"].as_str().unwrap_or_default().to_string())
+                    .collect(),
+            ),
             _ => Error::Refused(detail),
         })
     }
@@ -231,9 +243,8 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             if g.json {
                 out!("{v}");
             } else {
-                for d in v["diagnostics"].as_array().into_iter().flatten() {
-                    out!("{}", flow_abi::json::canonical(d));
-                }
+                let ds = v["diagnostics"].as_array().cloned().unwrap_or_default();
+                super::print_diagnostics(g, &ds);
             }
             Ok(if v["ok"] == true { 0 } else { 2 })
         }

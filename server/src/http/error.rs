@@ -115,20 +115,18 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         match e {
             Error::Refused(d) => ApiError::unprocessable(d),
-            Error::Check(ds) => {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "check",
-                    "the program does not check; see diagnostics",
-                )
-                .with_diagnostics(ds.into_iter().map(|m| json!({"severity": "error", "message": m})).collect())
-            }
-            Error::Bind(ds) => ApiError::new(
+            e @ Error::Check(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "check",
+                "the program does not check; see diagnostics",
+            )
+            .with_diagnostics(e.diagnostics().unwrap_or_default()),
+            e @ Error::Bind(_) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unbound",
                 "the run is refused, nothing was recorded: declarations it can reach have no binding in the server's --tools configuration",
             )
-            .with_diagnostics(ds.into_iter().map(|m| json!({"severity": "error", "message": m})).collect()),
+            .with_diagnostics(e.diagnostics().unwrap_or_default()),
             Error::NotFound(d) => ApiError::not_found(d),
             Error::Conflict(d) => ApiError::conflict(d),
             ref e @ Error::Leased {

@@ -348,22 +348,18 @@ impl Service {
         if self.server.is_some() {
             return ApiError::from(e).into();
         }
-        let ds = |v: Vec<String>| -> Vec<Json> {
-            v.into_iter()
-                .map(|m| json!({"severity": "error", "message": m}))
-                .collect()
-        };
+        let diagnostics = e.diagnostics().unwrap_or_default();
         match e {
             Error::Refused(m) => Refusal::refused(m),
-            Error::Check(v) => Refusal {
+            Error::Check(_) => Refusal {
                 kind: "check",
                 message: "the program does not check; see diagnostics".into(),
-                diagnostics: ds(v),
+                diagnostics,
             },
-            Error::Bind(v) => Refusal {
+            Error::Bind(_) => Refusal {
                 kind: "unbound",
                 message: "the run is refused, nothing was recorded: declarations it can reach have no binding; see diagnostics".into(),
-                diagnostics: ds(v),
+                diagnostics,
             },
             Error::NotFound(m) => Refusal::new("not-found", m),
             Error::Conflict(m) => Refusal::new("conflict", m),

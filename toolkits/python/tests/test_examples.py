@@ -106,6 +106,9 @@ def test_committed_documents_are_what_flow_tools_prints(flow):
     would describe other fingerprints and refuse every run."""
     for flow_file, doc in [
         ("examples/flows/triage/triage.json", "examples/flows/triage/tools.json"),
+        ("examples/tools/harness/tour.json", "examples/tools/harness/tools.json"),
+        ("examples/flows/harness/harness.json", "examples/flows/harness/tools.json"),
+        ("examples/flows/prompts/summary.json", "examples/flows/prompts/tools.json"),
         (os.path.join(FIXTURES, "kit.json"), os.path.join(FIXTURES, "tools.json")),
     ]:
         printed = flow("tools", flow_file)
