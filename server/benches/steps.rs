@@ -11,14 +11,21 @@
 //! - every fact durable before its consequence, SQLite at
 //!   `synchronous=FULL` (WAL): per step a Checkpoint, a Call, then the Reply,
 //!   with the Reply, the next Checkpoint and the next Call in one commit;
-//! - 50 runs of 100 such steps at once against the Python tool, sharing one
+//! - the same with 10,000 steps (µs/step should stay flat), whose ~30,000
+//!   facts are then replayed through the run service (reading, chain and
+//!   blob verification, the engine's re-derivation): facts/s end to end;
+//! - 50 runs of 100 such steps at once against each Tool, sharing one
 //!   store (group commit) and one Tool process;
+//! - the server's CPU per step (user + system time of this process, which
+//!   holds the run service, the engine and the store's writer; the Tool
+//!   processes are apart), beside the wall time;
 //! - an fsync probe in the same run: median of 200 × (write 4 KiB, fsync) in
 //!   the data directory, so µs per step is reported as a ratio to it.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench steps`.
-//! Targets: sequential ≤ 1.5 × fsync per step; 50 concurrent runs ≥ 10,000
-//! steps/s.
+//! Targets (issue 16): sequential ≤ 400 µs/step (≤ 1.4 × fsync), CPU
+//! ≤ 150 µs per step; 50 concurrent runs ≥ 10,000 steps/s; replay ≥ 500,000
+//! facts/s.
 
 use flowd::service::bind::Bindings;
 use flowd::service::{RunResult, RunService, ServiceOptions};
@@ -130,9 +137,20 @@ fn disk(dir: &Path) -> u64 {
         .sum()
 }
 
-async fn sequential(kind: &str, fsync_us: f64) {
+/// CPU time (user + system) of this process so far, in µs.
+fn cpu_us() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are
+    // the 12th and 13th, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map(|r| r.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) * 10_000.0
+}
+
+async fn sequential(kind: &str, steps: usize, fsync_us: f64) {
     let tmp = tempfile::tempdir().expect("tmp");
-    let flow = write_flow(tmp.path(), kind, 1000);
+    let flow = write_flow(tmp.path(), kind, steps);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
     let store =
@@ -140,36 +158,52 @@ async fn sequential(kind: &str, fsync_us: f64) {
     let sources = Sources::read(&flow).expect("sources");
     let service = service(store, &flow);
     let before = disk(&data);
-    let t = Instant::now();
-    let r = match service.start(sources, r#"{"x": 1, "k": "key"}"#).await {
-        Ok(a) => a.finished().await.expect("run"),
+    let (t, cpu) = (Instant::now(), cpu_us());
+    let accepted = match service.start(sources, r#"{"x": 1, "k": "key"}"#).await {
+        Ok(a) => a,
         Err(e) => {
             println!("{kind}: cannot start ({e}); build with `cargo build --release --workspace`");
             return;
         }
     };
-    let secs = t.elapsed().as_secs_f64();
+    let run = accepted.run.clone();
+    let r = accepted.finished().await.expect("run");
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu);
     assert!(matches!(r, RunResult::Completed { .. }), "{r:?}");
-    let per_step = secs * 1e6 / 1000.0;
+    let n = steps as f64;
+    let per_step = secs * 1e6 / n;
     println!(
-        "sequential, {kind} tool: 1000 steps in {secs:.3} s: {:.0} steps/s, {per_step:.0} µs/step = {:.2}× fsync, {} bytes on disk/step",
-        1000.0 / secs,
+        "sequential, {kind} tool: {steps} steps in {secs:.3} s: {:.0} steps/s, {per_step:.0} µs/step = {:.2}× fsync, server CPU {:.0} µs/step, {} bytes on disk/step",
+        n / secs,
         per_step / fsync_us,
-        (disk(&data) - before) / 1000
+        cpu / n,
+        (disk(&data) - before) / steps as u64
     );
+    if steps >= 10_000 {
+        let (t, cpu) = (Instant::now(), cpu_us());
+        let verdict = service.replay(&run).await.expect("replay");
+        let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu);
+        let facts = (3 * steps + 3) as f64;
+        println!(
+            "replay of that run ({facts} facts): {verdict} in {:.1} ms: {:.0} facts/s, CPU {:.2} µs/fact",
+            secs * 1e3,
+            facts / secs,
+            cpu / facts
+        );
+    }
     service.shutdown(std::time::Duration::from_secs(5)).await;
 }
 
-async fn concurrent(fsync_us: f64) {
+async fn concurrent(kind: &str, fsync_us: f64) {
     let tmp = tempfile::tempdir().expect("tmp");
-    let flow = write_flow(tmp.path(), "python", 100);
+    let flow = write_flow(tmp.path(), kind, 100);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
     let store =
         Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
     let sources = Sources::read(&flow).expect("sources");
     let service = service(store, &flow);
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_us());
     let runs = (0..50).map(|_| {
         let (service, sources) = (service.clone(), sources.clone());
         async move {
@@ -181,15 +215,16 @@ async fn concurrent(fsync_us: f64) {
         }
     });
     let results = futures_util::future::join_all(runs).await;
-    let secs = t.elapsed().as_secs_f64();
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), cpu_us() - cpu);
     let ok = results
         .iter()
         .filter(|r| matches!(r, Ok(RunResult::Completed { .. })))
         .count();
     println!(
-        "concurrent: 50 runs × 100 steps ({ok} completed) in {secs:.3} s: {:.0} steps/s ({:.0} µs/step, fsync {fsync_us:.0} µs)",
+        "concurrent, {kind} tool: 50 runs × 100 steps ({ok} completed) in {secs:.3} s: {:.0} steps/s ({:.0} µs/step, fsync {fsync_us:.0} µs), server CPU {:.0} µs/step",
         5000.0 / secs,
-        secs * 1e6 / 5000.0
+        secs * 1e6 / 5000.0,
+        cpu / 5000.0
     );
     service.shutdown(std::time::Duration::from_secs(5)).await;
 }
@@ -220,8 +255,10 @@ fn main() {
     let fsync_us = fsync_probe(tmp.path());
     println!("fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync)");
     rt.block_on(async {
-        sequential("rust", fsync_us).await;
-        sequential("python", fsync_us).await;
-        concurrent(fsync_us).await;
+        sequential("rust", 1000, fsync_us).await;
+        sequential("rust", 10_000, fsync_us).await;
+        sequential("python", 1000, fsync_us).await;
+        concurrent("rust", fsync_us).await;
+        concurrent("python", fsync_us).await;
     });
 }

@@ -555,6 +555,10 @@ pub trait ReadHistory {
     fn run_info(&self, run: &RunId) -> Result<RunInfo>;
     /// The whole history, chain and every blob verified.
     fn read_history(&self, run: &RunId) -> Result<History>;
+    /// The whole history as logical facts (what replay and resume walk):
+    /// verified as [`ReadHistory::read_history`] verifies it, every value
+    /// loaded, every Checkpoint with its whole state, in one read.
+    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>>;
     /// Facts after `after`, at most `limit`, each checked against its
     /// predecessor's recorded hash (the live tail's catch-up read).
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;

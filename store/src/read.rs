@@ -16,9 +16,10 @@ use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, pa
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
 use crate::merkle::{self, BlobVerifier};
 use crate::verify::check_stored_fact;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{Fact, RunId};
 use flow_abi::json::canonical;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// One facts row: `(n, kind, hash, body)`.
 pub(crate) type FactRow = (i64, String, Vec<u8>, String);
@@ -265,6 +266,63 @@ fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
 pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
     db.prefetch(&[stored])?;
     merkle::expand(stored, &mut |h| stored_value(db, h))
+}
+
+/// The verified history as logical facts, in one walk: each distinct blob
+/// is loaded and checked once, and a Checkpoint stored as a delta against
+/// the Checkpoint before it (as writers store them) is rebuilt from that
+/// one's state, already in hand; any other base is read as
+/// [`checkpoint_state`] reads it.
+pub(crate) fn logical_history(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Fact>> {
+    let history = read_history(db, run)?;
+    let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
+    let mut last: Option<(u64, Value)> = None;
+    let mut facts = Vec::with_capacity(history.facts.len());
+    for f in history.facts {
+        let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
+        let mut load = |v: &Value, db: &mut dyn ReadDb| {
+            merkle::expand(v, &mut |h| {
+                if let Some(v) = loaded.get(h) {
+                    return Ok(v.clone());
+                }
+                let v = stored_value(db, h)?;
+                loaded.insert(*h, v.clone());
+                Ok(v)
+            })
+        };
+        let logical = if f.kind == FactKind::Checkpoint {
+            let base = delta_of(&f.fact)
+                .transpose()
+                .map_err(|e| corrupt(&e))?
+                .map(|(b, _)| b);
+            let Value::Object(mut m) = f.fact else {
+                return Err(corrupt(&"a fact is a JSON object"));
+            };
+            let state = match (base, m.remove("delta")) {
+                (Some(base), Some(Value::Object(d))) => {
+                    match last.take() {
+                        Some((b, mut state)) if b == base => {
+                            apply_delta(&mut state, &d, &mut |v| load(v, db))
+                                .map_err(|e| corrupt(&e))?;
+                            state
+                        }
+                        _ => checkpoint_state(db, run, f.n)?,
+                    }
+                }
+                _ => {
+                    let stored = m.remove("state").unwrap_or(Value::Null);
+                    load(&stored, db).map_err(|e| corrupt(&e))?
+                }
+            };
+            last = Some((f.n, state.clone()));
+            m.insert("state".into(), state);
+            Value::Object(m)
+        } else {
+            load(&f.fact, db)?
+        };
+        facts.push(Fact::from_value(logical).map_err(|e| corrupt(&e))?);
+    }
+    Ok(facts)
 }
 
 pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {

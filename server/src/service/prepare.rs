@@ -430,23 +430,7 @@ fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()
 /// A run's verified history as logical facts: every value loaded, every
 /// Checkpoint with its whole state (not the stored delta).
 pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Fact>> {
-    let history = store.read_history(run)?;
-    let mut facts = Vec::with_capacity(history.facts.len());
-    for f in &history.facts {
-        let mut v = store.expand(&f.fact)?;
-        if f.kind == FactKind::Checkpoint {
-            let state = store.checkpoint_state(run, f.n)?;
-            if let Json::Object(m) = &mut v {
-                m.remove("delta");
-                m.insert("state".into(), state);
-            }
-        }
-        facts.push(
-            Fact::from_value(v)
-                .map_err(|e| Error::Unreadable(format!("{run} fact {}: {e}", f.n)))?,
-        );
-    }
-    Ok(facts)
+    Ok(store.logical_history(run)?)
 }
 
 /// Decodes a resume reply's value against the call's declared type: the

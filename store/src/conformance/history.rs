@@ -237,6 +237,17 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
         "Start is not a checkpoint"
     );
     s.read_history(&run).map_err(e)?;
+    // The logical history, in one read, holds the same facts: every value
+    // loaded, every Checkpoint whole.
+    let logical = s.logical_history(&run).map_err(e)?;
+    ensure!(logical.len() == 61, "{} logical facts", logical.len());
+    ensure!(logical[0] == start, "Start differs");
+    for (f, (n, state)) in logical[1..].iter().zip(&expected) {
+        ensure!(
+            *f == checkpoint_fact(*n, state.clone()),
+            "logical checkpoint {n} differs"
+        );
+    }
     Ok(())
 }
 

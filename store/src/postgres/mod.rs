@@ -353,6 +353,11 @@ impl ReadHistory for PostgresStore {
         self.read(move |s| crate::read::read_history(s, &run))
     }
 
+    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
+        let run = run.clone();
+        self.read(move |s| crate::read::logical_history(s, &run))
+    }
+
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
         let run = run.clone();
         self.read(move |s| crate::read::read_after(s, &run, after, limit))

@@ -389,6 +389,10 @@ impl ReadHistory for SqliteStore {
         self.with_reader(|c| read::snapshot(c, |db| crate::read::read_history(db, run)))
     }
 
+    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::logical_history(db, run)))
+    }
+
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
         self.with_reader(|c| read::snapshot(c, |db| crate::read::read_after(db, run, after, limit)))
     }
