@@ -235,6 +235,14 @@ impl Program {
         self.modules.get(path)
     }
 
+    /// The module a call to `tool` runs as a nested run (`inner.json` for
+    /// `inner.json#main`), when `tool` is a module's entry.
+    pub fn nested_module<'t>(&self, tool: &'t str) -> Option<&'t str> {
+        tool.strip_suffix(ENTRY)
+            .and_then(|m| m.strip_suffix('#'))
+            .filter(|m| self.modules.contains_key(*m))
+    }
+
     pub fn root_module(&self) -> Option<&Module> {
         self.modules.get(&self.root)
     }
@@ -337,6 +345,14 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
         }
     };
     for node in &flow.nodes {
+        if node
+            .kind
+            .fail_branch()
+            .and_then(|f| f.retry.as_ref())
+            .is_some()
+        {
+            add(builtin::clock_sleep(types));
+        }
         match &node.kind {
             NodeKind::ToolInvoke(t) => {
                 tool_ids.insert(t.tool_id.clone());
@@ -348,13 +364,6 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
                 add(builtin::llm_chat(types));
                 if let Some(v) = &l.output_validator {
                     fns.insert(v.fn_ref.clone());
-                }
-                if l.fail_branch
-                    .as_ref()
-                    .and_then(|f| f.retry.as_ref())
-                    .is_some()
-                {
-                    add(builtin::clock_sleep(types));
                 }
             }
             NodeKind::Hitl(_) => add(builtin::human_input(types)),

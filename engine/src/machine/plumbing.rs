@@ -80,11 +80,7 @@ impl Machine {
         if t.stage == Stage::Enter {
             t.stage = Stage::Waiting;
         }
-        let nested = tool
-            .strip_suffix(crate::program::ENTRY)
-            .and_then(|m| m.strip_suffix('#'))
-            .filter(|m| self.program.module(m).is_some())
-            .map(str::to_string);
+        let nested = self.program.nested_module(tool).map(str::to_string);
         self.out.push(Effect::Call {
             call: call.clone(),
             task: task.to_string(),

@@ -286,10 +286,7 @@ impl Machine {
         call: &str,
         outcome: &Outcome,
     ) -> Step {
-        let fb = match &node.kind {
-            NodeKind::LlmCall(l) => l.fail_branch.clone(),
-            _ => None,
-        };
+        let fb = node.kind.fail_branch().cloned();
         let Some(fb) = fb else {
             let tool = self.calls_tool(node);
             return Err(failed_msg(&node.id, call, &tool, outcome));
