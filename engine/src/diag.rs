@@ -166,6 +166,13 @@ codes! {
     LostResult = ("FS0801", "lost-result", Warning),
     /// A literal URL where the reference asks for an environment reference.
     LiteralUrl = ("FS0802", "literal-url", Warning),
+
+    // --- 09xx: types of state writes ---
+    /// A value whose type is known before the run (an llm_call's text or
+    /// structured answer, a tool's declared output, a hitl reply, a
+    /// declared state field) is written to a state field whose declared
+    /// type it can never fit.
+    StateType = ("FS0901", "state-type", Error),
 }
 
 impl fmt::Display for Code {

@@ -45,6 +45,9 @@ pub struct Module {
     pub edges_to: BTreeMap<String, Vec<usize>>,
     /// Declaration identity → its fingerprint, computed once at load.
     pub fingerprints: BTreeMap<String, String>,
+    /// The type of each field `state_schema` declares (an optional field's
+    /// is an `Option`): every write to one is decoded against it.
+    pub state_fields: BTreeMap<String, Type>,
 }
 
 impl Module {
@@ -69,6 +72,18 @@ impl Module {
             .iter()
             .map(|n| edges_from.get(&n.id).cloned().unwrap_or_default())
             .collect();
+        let state_fields = report
+            .flow
+            .state_schema
+            .as_ref()
+            .and_then(|ss| report.schema_types.get(&ss.schema.ptr))
+            .map(|t| {
+                record_fields(t, &report.types)
+                    .into_iter()
+                    .map(|f| (f.name, f.ty))
+                    .collect()
+            })
+            .unwrap_or_default();
         Module {
             path,
             report,
@@ -79,6 +94,7 @@ impl Module {
             out_by_node,
             edges_to,
             fingerprints: BTreeMap::new(),
+            state_fields,
         }
     }
 

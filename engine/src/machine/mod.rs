@@ -21,7 +21,8 @@
 //! This module holds the types and the host-facing API; the interpreter's
 //! parts are one file each: `run` (the loop and node entry), `replies`,
 //! `routing`, `parallel`, `agents`, `debates`, `plumbing` (tasks, state,
-//! faults) and `helpers` (free functions).
+//! faults), `typed` (state writes checked against `state_schema`) and
+//! `helpers` (free functions).
 
 use crate::model::{
     Agent, Condition, EdgeKind, Flow, Node, NodeKind, OnFail, OnTimeout, OutputValidator, Reducer,
@@ -45,6 +46,7 @@ mod plumbing;
 mod replies;
 mod routing;
 mod run;
+mod typed;
 
 use helpers::*;
 
