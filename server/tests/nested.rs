@@ -302,6 +302,37 @@ async fn over_http_the_nested_call_is_listed_and_answered_across_a_restart() {
         "{v}"
     );
 
+    // Two levels deep: the innermost run's call, answered by its id.
+    let (status, v) = post(
+        &c,
+        format!("{}/v1/runs", s.base),
+        json!({"flow": doc("deep.json"),
+               "modules": {"middle.json": doc("middle.json"), "approve.json": doc("approve.json")},
+               "input": {"text": "deep"}, "wait": 10}),
+    )
+    .await;
+    assert_eq!((status, v["state"].as_str()), (201, Some("paused")), "{v}");
+    let deep = v["run"].as_str().unwrap().to_string();
+    let innermost = v["pending"][0]["run"].as_str().unwrap().to_string();
+    let view = get_json(&c, format!("{}/v1/runs/{deep}", s.base)).await;
+    assert_eq!(view["pending"][0]["run"], innermost.as_str(), "{view}");
+    let (status, v) = post(
+        &c,
+        format!("{}/v1/runs/{innermost}/resume", s.base),
+        json!({"call": "c1:root#1", "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(
+        (status, v["run"].as_str()),
+        (202, Some(deep.as_str())),
+        "{v}"
+    );
+    assert_eq!(
+        v["output"]["verdict"],
+        json!({"decision": "approved"}),
+        "{v}"
+    );
+
     let (run2, inner2) = start_outer(&c, &s).await;
     drop(s); // SIGKILL while both runs are paused
     let s = serve(dir.path(), &[]);

@@ -578,10 +578,12 @@ pub async fn resume_run(
     // answer goes out once the Reply and its step are durable.
     let mut accepted = state.service().resume(&run, reply).await?;
     state.metrics().resumes.inc();
+    // A nested run is resumed through its outermost run: that run answers.
+    let driven = accepted.run.clone();
     let body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(a)) => a,
         Some(Err(e)) => return Err(e),
-        None => RunAnswer::running(run.as_str()),
+        None => RunAnswer::running(driven.as_str()),
     };
     answer(StatusCode::ACCEPTED, &body)
 }
