@@ -173,6 +173,13 @@ codes! {
     /// A node that does nothing when it runs (a `transform` in `mapping`
     /// mode with no entries).
     NoEffect = ("FS0803", "no-effect", Warning),
+
+    // --- 09xx: types of state writes ---
+    /// A value whose type is known before the run (an llm_call's text or
+    /// structured answer, a tool's declared output, a hitl reply, a
+    /// declared state field) is written to a state field whose declared
+    /// type it can never fit.
+    StateType = ("FS0901", "state-type", Error),
 }
 
 impl fmt::Display for Code {

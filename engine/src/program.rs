@@ -45,6 +45,9 @@ pub struct Module {
     pub edges_to: BTreeMap<String, Vec<usize>>,
     /// Declaration identity → its fingerprint, computed once at load.
     pub fingerprints: BTreeMap<String, String>,
+    /// The type of each field `state_schema` declares (an optional field's
+    /// is an `Option`): every write to one is decoded against it.
+    pub state_fields: BTreeMap<String, Type>,
 }
 
 impl Module {
@@ -69,6 +72,18 @@ impl Module {
             .iter()
             .map(|n| edges_from.get(&n.id).cloned().unwrap_or_default())
             .collect();
+        let state_fields = report
+            .flow
+            .state_schema
+            .as_ref()
+            .and_then(|ss| report.schema_types.get(&ss.schema.ptr))
+            .map(|t| {
+                record_fields(t, &report.types)
+                    .into_iter()
+                    .map(|f| (f.name, f.ty))
+                    .collect()
+            })
+            .unwrap_or_default();
         Module {
             path,
             report,
@@ -79,6 +94,7 @@ impl Module {
             out_by_node,
             edges_to,
             fingerprints: BTreeMap::new(),
+            state_fields,
         }
     }
 
@@ -235,6 +251,14 @@ impl Program {
         self.modules.get(path)
     }
 
+    /// The module a call to `tool` runs as a nested run (`inner.json` for
+    /// `inner.json#main`), when `tool` is a module's entry.
+    pub fn nested_module<'t>(&self, tool: &'t str) -> Option<&'t str> {
+        tool.strip_suffix(ENTRY)
+            .and_then(|m| m.strip_suffix('#'))
+            .filter(|m| self.modules.contains_key(*m))
+    }
+
     pub fn root_module(&self) -> Option<&Module> {
         self.modules.get(&self.root)
     }
@@ -338,6 +362,14 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
         }
     };
     for node in &flow.nodes {
+        if node
+            .kind
+            .fail_branch()
+            .and_then(|f| f.retry.as_ref())
+            .is_some()
+        {
+            add(builtin::clock_sleep(types));
+        }
         match &node.kind {
             NodeKind::ToolInvoke(t) => {
                 tool_ids.insert(t.tool_id.clone());
@@ -352,13 +384,6 @@ fn declarations(m: &mut Module) -> BTreeMap<String, ToolDecl> {
                 }
                 if let Some(v) = &l.output_validator {
                     fns.insert(v.fn_ref.clone());
-                }
-                if l.fail_branch
-                    .as_ref()
-                    .and_then(|f| f.retry.as_ref())
-                    .is_some()
-                {
-                    add(builtin::clock_sleep(types));
                 }
             }
             NodeKind::Hitl(_) => add(builtin::human_input(types)),

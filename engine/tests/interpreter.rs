@@ -304,22 +304,29 @@ fn shared_corpus_flows_run_pause_resume_and_replay_matched() {
     let Some(dir) = fixtures::shared("flowspec-corpus") else {
         return;
     };
-    // Two real files fault after their first resume, for reasons of their
-    // own, with a message saying why; every other file completes.
+    // Three real files fault, for reasons of their own, with a message
+    // saying why; every other file completes.
     //  - flow-llm-planner-meta quotes `{{$.state.field}}` literally in a
     //    prompt, and a template path that is not set faults (GAP-EXPR-2; the
     //    checker warns, FS0304);
     //  - flow-research-write writes its structured answer
-    //    `{"queries": [...]}` to `research_queries`, then indexes it as a
-    //    list (`research_queries[0]`).
+    //    `{"queries": [...]}` to `research_queries`, declared an array, and
+    //    flow-plan-execute its `{"has_human_steps": …}` to
+    //    `pending_human_steps`, declared an array: a write that does not
+    //    fit state_schema is a failure of the reply, never written
+    //    (issue 11, item 2; it faulted later, or not at all, before).
     let faults = [
         (
             "flow-llm-planner-meta.json",
             "template-unbound: `$.state.field`",
         ),
         (
+            "flow-plan-execute.json",
+            "state field `pending_human_steps` is declared List<json.Value>",
+        ),
+        (
             "flow-research-write.json",
-            "research_queries` is an object, which has no index [0]",
+            "state field `research_queries` is declared List<json.Value>",
         ),
     ];
     let summary = run_corpus(&fixtures::flowspec_files(&dir), &faults);

@@ -599,10 +599,16 @@ fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> 
         RunResult::Faulted { run, why } => eprintln!("{run} faulted: {why}"),
         RunResult::Paused { run, open } => {
             out!("{run} paused; pending calls:");
-            for c in open {
-                out!("  {}  {}  at node {}", c.call, c.tool, c.node);
+            for p in open {
+                let c = &p.open;
+                let inner = if p.run == *run {
+                    String::new()
+                } else {
+                    format!("  in nested run {}", p.run)
+                };
+                out!("  {}  {}  at node {}{inner}", c.call, c.tool, c.node);
                 if c.tool == crate::host::HUMAN {
-                    print_resume(g, service, run, c, allow);
+                    print_resume(g, service, &p.run, c, allow);
                 }
             }
         }

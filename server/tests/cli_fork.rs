@@ -149,7 +149,11 @@ fn fork_onto_a_program_that_does_not_fit_is_refused() {
     no_node["edges"][0]["to"] = json!("draft2");
     no_node["edges"][1]["from"] = json!("draft2");
     let mut retyped = fixed();
-    retyped["state_schema"]["properties"]["text"] = json!({"type": "integer"});
+    // Retyped throughout (the fields `text` is copied to as well, so the
+    // program still checks: FS0901), the checkpoint's state does not fit.
+    for field in ["text", "draft", "title"] {
+        retyped["state_schema"]["properties"][field] = json!({"type": "integer"});
+    }
     retyped["nodes"][0]["output_schema"]["text"] = json!({"type": "integer"});
     let mut required = fixed();
     required["state_schema"]["required"] = json!(["text", "tag"]);

@@ -299,16 +299,14 @@ pub(crate) fn logical_history(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Fa
                 return Err(corrupt(&"a fact is a JSON object"));
             };
             let state = match (base, m.remove("delta")) {
-                (Some(base), Some(Value::Object(d))) => {
-                    match last.take() {
-                        Some((b, mut state)) if b == base => {
-                            apply_delta(&mut state, &d, &mut |v| load(v, db))
-                                .map_err(|e| corrupt(&e))?;
-                            state
-                        }
-                        _ => checkpoint_state(db, run, f.n)?,
+                (Some(base), Some(Value::Object(d))) => match last.take() {
+                    Some((b, mut state)) if b == base => {
+                        apply_delta(&mut state, &d, &mut |v| load(v, db))
+                            .map_err(|e| corrupt(&e))?;
+                        state
                     }
-                }
+                    _ => checkpoint_state(db, run, f.n)?,
+                },
                 _ => {
                     let stored = m.remove("state").unwrap_or(Value::Null);
                     load(&stored, db).map_err(|e| corrupt(&e))?

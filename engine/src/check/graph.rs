@@ -193,8 +193,7 @@ impl<'f> Checker<'f> {
                     };
                 }
             }
-            if let NodeKind::LlmCall(l) = &n.kind
-                && let Some(fb) = &l.fail_branch
+            if let Some(fb) = n.kind.fail_branch()
                 && let Some(t) = idx(&fb.target)
             {
                 succ[i].push(t);

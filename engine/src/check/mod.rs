@@ -22,6 +22,7 @@ mod nodes;
 mod registry;
 mod schemas;
 mod state;
+mod writes;
 
 use crate::diag::{self, Code, Diagnostic};
 use crate::model::{self, Flow};
@@ -87,6 +88,7 @@ pub fn check_module(doc: &Value, module: &str) -> Report {
     Checker::new(&flow, module).run(&mut cx, graph);
     let mut types = TypeSet::new();
     let schema_types = read_schemas(&mut cx, &flow, &mut types, module);
+    writes::check_writes(&mut cx, &flow, &types, &schema_types);
     let mut diagnostics = cx.diags;
     diag::sort(&mut diagnostics);
     diagnostics.dedup();

@@ -14,6 +14,14 @@ use std::collections::BTreeSet;
 impl<'f> Checker<'f> {
     pub(super) fn node(&self, cx: &mut Cx, n: &model::Node) {
         let at = |k: &str| push_token(&n.ptr, k);
+        if let Some(fb) = n.kind.fail_branch() {
+            self.node_exists(
+                cx,
+                &fb.target,
+                push_token(&at("fail_branch"), "target"),
+                "fail_branch target",
+            );
+        }
         match &n.kind {
             NodeKind::Input(i) => {
                 // FS-IN-2: the input schema is "Validated against state_schema":
@@ -78,14 +86,6 @@ impl<'f> Checker<'f> {
                         &n.ptr,
                         format!("llm_call `{}` has structured_output but no output_key: its result is not written to state", n.id),
                     ),
-                }
-                if let Some(fb) = &l.fail_branch {
-                    self.node_exists(
-                        cx,
-                        &fb.target,
-                        push_token(&at("fail_branch"), "target"),
-                        "fail_branch target",
-                    );
                 }
             }
             NodeKind::ToolInvoke(t) => {

@@ -58,8 +58,12 @@ impl Machine {
                 .collect();
             args.insert("tools".into(), Json::Array(tools));
         }
-        if let Some(s) = &role.structured_output {
-            args.insert("schema".into(), self.schema_of(&s.ptr));
+        if let Some(t) = self.agent_answer_type(&role) {
+            let m = self.module_ref();
+            args.insert(
+                "schema".into(),
+                flow_abi::schema::generate(&t, &m.report.types, true),
+            );
         }
         if let Some(c) = self.context_for(task, &node.id) {
             args.insert("context".into(), c);
@@ -71,6 +75,22 @@ impl Machine {
             Json::Object(args),
             Purpose::AgentChat,
         )
+    }
+
+    /// The type an agent's answer is asked for and decoded against: its
+    /// `structured_output`, else the declared type of its `output_field`
+    /// when that is neither Text nor json.Value (the answer is written
+    /// there, and must fit: issue 11, item 2); `None` for a plain answer.
+    fn agent_answer_type(&self, role: &crate::model::AgentRole) -> Option<Type> {
+        let m = self.module_ref();
+        match &role.structured_output {
+            Some(s) => m.report.schema_types.get(&s.ptr).cloned(),
+            None => role
+                .output_field
+                .as_deref()
+                .and_then(|f| self.answer_type(f))
+                .cloned(),
+        }
     }
 
     pub(super) fn agent_reply(
@@ -109,20 +129,16 @@ impl Machine {
             // `{"text": …}` (or the structured value itself) is read the
             // same way an llm_call's answer is.
             let answer = v.get("final");
-            let result = match &role.structured_output {
-                Some(s) => {
-                    let m = self.module_ref();
-                    match m.report.schema_types.get(&s.ptr) {
-                        Some(t) => decode_json(answer.unwrap_or(v), t, &m.report.types)
-                            .map(|x| x.to_json())
-                            .map_err(|e| {
-                                format!(
-                                    "node {}: answer does not fit structured_output: {e}",
-                                    node.id
-                                )
-                            })?,
-                        None => v.clone(),
-                    }
+            let result = match self.agent_answer_type(&role) {
+                Some(t) => {
+                    let what = if role.structured_output.is_some() {
+                        "structured_output".to_string()
+                    } else {
+                        format!("the type of its output_field {:?}", role.output_field)
+                    };
+                    decode_json(answer.unwrap_or(v), &t, &self.module_ref().report.types)
+                        .map(|x| x.to_json())
+                        .map_err(|e| format!("node {}: answer does not fit {what}: {e}", node.id))?
                 }
                 None => answer.or_else(|| v.get("text")).cloned().ok_or_else(|| {
                     format!(
@@ -133,7 +149,8 @@ impl Machine {
             };
             if let Some(f) = &role.output_field {
                 let f = f.clone();
-                self.write_key(task, &f, result);
+                self.write_key(task, &f, result)
+                    .map_err(|e| format!("node {}: {e}", node.id))?;
             }
             self.route(task);
             return Ok(());

@@ -188,7 +188,9 @@ impl Machine {
     }
 
     /// The debate is over: `output_field` gets `{transcript, last_message}`
-    /// (GAP-AGENT-3).
+    /// (GAP-AGENT-3) — or, when `state_schema` declares the field a string
+    /// (or a list of strings it appends to), the last message: the
+    /// reference's "the conversation transcript or last message" (FS-AD-7).
     pub(super) fn debate_end(&mut self, task: &str, node: &Node) -> Step {
         let d = self.debate_cfg(node)?;
         let (transcript, last) = match self.tasks.get(task).map(|t| &t.stage) {
@@ -203,10 +205,16 @@ impl Machine {
         };
         if let Some(f) = &d.output_field {
             let f = f.clone();
-            let mut out = Map::new();
-            out.insert("last_message".into(), last);
-            out.insert("transcript".into(), Json::Array(transcript));
-            self.write_key(task, &f, Json::Object(out));
+            let value = if self.value_type(&f).is_some_and(|t| *t.base() == Type::Text) {
+                last
+            } else {
+                let mut out = Map::new();
+                out.insert("last_message".into(), last);
+                out.insert("transcript".into(), Json::Array(transcript));
+                Json::Object(out)
+            };
+            self.write_key(task, &f, value)
+                .map_err(|e| format!("node {}: {e}", node.id))?;
         }
         self.route(task);
         Ok(())

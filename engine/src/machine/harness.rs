@@ -65,7 +65,7 @@ impl Machine {
             }
         };
         for (k, v) in patch.into_iter().flatten() {
-            self.write_key(task, k, v.clone());
+            self.write_key(task, k, v.clone())?;
         }
         self.route(task);
         Ok(())
@@ -122,7 +122,7 @@ impl Machine {
             list.push(entry);
             Json::Array(list)
         };
-        self.write_key(task, EVIDENCE_KEY, value);
+        self.write_key(task, EVIDENCE_KEY, value)?;
         self.route(task);
         Ok(())
     }

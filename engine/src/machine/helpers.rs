@@ -283,6 +283,14 @@ pub(super) fn merge_into(slot: &mut Json, value: Json) {
     }
 }
 
+/// The target of a whole state field.
+pub(super) fn key_target(key: &str) -> Target {
+    Target {
+        field: key.to_string(),
+        below: Vec::new(),
+    }
+}
+
 pub(super) fn set_member(state: &mut Json, key: &str, v: Json) {
     if let Json::Object(m) = state {
         m.insert(key.to_string(), v);

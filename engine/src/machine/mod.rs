@@ -21,7 +21,8 @@
 //! This module holds the types and the host-facing API; the interpreter's
 //! parts are one file each: `run` (the loop and node entry), `replies`,
 //! `routing`, `parallel`, `agents`, `debates`, `harness` (harness nodes),
-//! `prompts` (`prompt_ref`), `plumbing` (tasks, state, faults) and
+//! `prompts` (`prompt_ref`), `plumbing` (tasks, state, faults), `typed`
+//! (state writes checked against `state_schema`) and
 //! `helpers` (free functions).
 
 use crate::model::{
@@ -48,6 +49,7 @@ mod prompts;
 mod replies;
 mod routing;
 mod run;
+mod typed;
 
 use helpers::*;
 

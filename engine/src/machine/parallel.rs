@@ -70,8 +70,7 @@ impl Machine {
                 Purpose::Join,
             );
         }
-        self.finish_join(&parent, &join_node, None);
-        Ok(())
+        self.finish_join(&parent, &join_node, None)
     }
 
     /// The branches that reached the join and count, in target order.
@@ -102,7 +101,7 @@ impl Machine {
         Json::Object(m)
     }
 
-    pub(super) fn finish_join(&mut self, parent: &str, join: &Node, reduced: Option<Json>) {
+    pub(super) fn finish_join(&mut self, parent: &str, join: &Node, reduced: Option<Json>) -> Step {
         let winners = self.winners(parent);
         let results: Vec<Json> = winners.iter().map(|b| self.branch_result(b)).collect();
         let writes: Vec<(Target, Json)> = winners
@@ -113,8 +112,9 @@ impl Machine {
         for b in &winners {
             self.tasks.remove(b);
         }
+        let at = |e: String| format!("node {}: {e}", join.id);
         for (target, v) in writes {
-            self.write(parent, &target, v);
+            self.write(parent, &target, v).map_err(at)?;
         }
         if let NodeKind::ParallelJoin(j) = &join.kind
             && let Some(key) = &j.output_key
@@ -129,7 +129,7 @@ impl Machine {
                     acc
                 }
             });
-            self.write_key(parent, key, value);
+            self.write_key(parent, key, value).map_err(at)?;
         }
         // The parent continues at the join node, which checkpoints there
         // and passes through it.
@@ -138,6 +138,7 @@ impl Machine {
             t.stage = Stage::Enter;
             t.passing_join = true;
         }
+        Ok(())
     }
 
     /// Removes a task and its descendants, closing their open calls.

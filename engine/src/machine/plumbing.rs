@@ -80,11 +80,7 @@ impl Machine {
         if t.stage == Stage::Enter {
             t.stage = Stage::Waiting;
         }
-        let nested = tool
-            .strip_suffix(crate::program::ENTRY)
-            .and_then(|m| m.strip_suffix('#'))
-            .filter(|m| self.program.module(m).is_some())
-            .map(str::to_string);
+        let nested = self.program.nested_module(tool).map(str::to_string);
         self.out.push(Effect::Call {
             call: call.clone(),
             task: task.to_string(),
@@ -118,14 +114,18 @@ impl Machine {
     }
 
     /// Writes `value` at `target` in `task`'s state through the field's
-    /// reducer.
-    pub(super) fn write(&mut self, task: &str, target: &Target, value: Json) {
-        let reducer = self
-            .flow()
-            .state_schema
-            .as_ref()
-            .and_then(|s| s.fields.get(&target.field))
-            .map_or(Reducer::Replace, |f| f.reducer);
+    /// reducer, once it fits the field's declared type (`typed.rs`); a
+    /// value that does not is not written, and the error names the path
+    /// and the type.
+    pub(super) fn write(&mut self, task: &str, target: &Target, value: Json) -> Step {
+        let reducer = self.reducer_of(&target.field);
+        self.check_write(task, target, &value, reducer)?;
+        self.put(task, target, value, reducer);
+        Ok(())
+    }
+
+    /// Writes `value` at `target` through `reducer`, checked already.
+    pub(super) fn put(&mut self, task: &str, target: &Target, value: Json, reducer: Reducer) {
         let is_branch = self.tasks.get(task).is_some_and(|t| t.local.is_some());
         if is_branch {
             if let Some(t) = self.tasks.get_mut(task) {
@@ -139,14 +139,15 @@ impl Machine {
         }
     }
 
-    pub(super) fn write_key(&mut self, task: &str, key: &str, value: Json) {
-        self.write(
-            task,
-            &Target {
-                field: key.to_string(),
-                below: Vec::new(),
-            },
-            value,
-        );
+    pub(super) fn reducer_of(&self, field: &str) -> Reducer {
+        self.flow()
+            .state_schema
+            .as_ref()
+            .and_then(|s| s.fields.get(field))
+            .map_or(Reducer::Replace, |f| f.reducer)
+    }
+
+    pub(super) fn write_key(&mut self, task: &str, key: &str, value: Json) -> Step {
+        self.write(task, &key_target(key), value)
     }
 }

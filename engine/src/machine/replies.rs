@@ -46,11 +46,7 @@ impl Machine {
                 };
                 let v = validator(node).cloned();
                 match (valid, v) {
-                    (true, _) | (false, None) => {
-                        self.store_result(&task, node, value)?;
-                        self.route(&task);
-                        Ok(())
-                    }
+                    (true, _) | (false, None) => self.finish_node(&task, node, call, value),
                     (false, Some(v)) => match v.on_fail {
                         OnFail::Raise => Err(format!(
                             "node {}: output failed validation{}",
@@ -83,7 +79,9 @@ impl Machine {
             Purpose::Transform => match outcome {
                 Outcome::Ok(Json::Object(m)) => {
                     for (k, v) in m {
-                        self.write_key(&task, k, v.clone());
+                        self.write_key(&task, k, v.clone()).map_err(|e| {
+                            format!("node {}: call {call} to {}: {e}", node.id, p.tool)
+                        })?;
                     }
                     self.route(&task);
                     Ok(())
@@ -113,10 +111,7 @@ impl Machine {
                 failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
             },
             Purpose::Join => match outcome {
-                Outcome::Ok(v) => {
-                    self.finish_join(&task, node, Some(v.clone()));
-                    Ok(())
-                }
+                Outcome::Ok(v) => self.finish_join(&task, node, Some(v.clone())),
                 failed => Err(failed_msg(&node.id, call, &p.tool, failed)),
             },
             Purpose::AgentChat => self.agent_reply(&task, node, call, outcome),
@@ -227,55 +222,27 @@ impl Machine {
                 Purpose::Validate(value),
             );
         }
-        self.store_result(task, node, value)?;
-        self.route(task);
-        Ok(())
+        self.finish_node(task, node, call, value)
     }
 
-    pub(super) fn store_result(&mut self, task: &str, node: &Node, value: Json) -> Step {
-        match &node.kind {
-            // GAP-TOOL-3: without output_map, an object reply is written
-            // key by key into the same-named state keys.
-            NodeKind::ToolInvoke(t) if t.output_map.is_empty() => {
-                if let Json::Object(m) = value {
-                    for (k, v) in m {
-                        self.write_key(task, &k, v);
-                    }
-                }
-            }
-            NodeKind::ToolInvoke(t) => {
-                for (field, target) in &t.output_map {
-                    let v = value.get(field).cloned().ok_or_else(|| {
-                        format!(
-                            "node {}: tool {} replied without field {field:?} that output_map reads",
-                            node.id, t.tool_id
-                        )
-                    })?;
-                    self.write(task, target, v);
-                }
-            }
-            NodeKind::Subgraph(s) => {
-                for (field, target) in &s.output_map {
-                    let v = value.get(field).cloned().unwrap_or(Json::Null);
-                    self.write(task, target, v);
-                }
-            }
-            // GAP-LLM-4: a structured answer without output_key writes each
-            // top-level key to the same-named state key, through its reducer.
-            NodeKind::LlmCall(l) if l.output_key.is_none() && l.structured_output.is_some() => {
-                if let Json::Object(m) = value {
-                    for (k, v) in m {
-                        self.write_key(task, &k, v);
-                    }
-                }
-            }
-            other => {
-                if let Some(k) = output_key_of(other) {
-                    let k = k.to_string();
-                    self.write_key(task, &k, value);
-                }
+    /// Writes a node's result into the state and routes on. Every write is
+    /// checked against `state_schema` first: one that does not fit makes
+    /// the reply a `BadReply` naming the path and the type, handled like any
+    /// failed reply (retry, `fail_branch`, else a fault), with nothing
+    /// written.
+    pub(super) fn finish_node(&mut self, task: &str, node: &Node, call: &str, value: Json) -> Step {
+        let writes = result_writes(node, value)?;
+        for (target, v) in &writes {
+            let reducer = self.reducer_of(&target.field);
+            if let Err(why) = self.check_write(task, target, v, reducer) {
+                return self.node_failed(task, node, call, &Outcome::BadReply(why));
             }
         }
+        for (target, v) in writes {
+            let reducer = self.reducer_of(&target.field);
+            self.put(task, &target, v, reducer);
+        }
+        self.route(task);
         Ok(())
     }
 
@@ -289,10 +256,7 @@ impl Machine {
         call: &str,
         outcome: &Outcome,
     ) -> Step {
-        let fb = match &node.kind {
-            NodeKind::LlmCall(l) => l.fail_branch.clone(),
-            _ => None,
-        };
+        let fb = node.kind.fail_branch().cloned();
         let Some(fb) = fb else {
             let tool = self.calls_tool(node);
             return Err(failed_msg(&node.id, call, &tool, outcome));
@@ -337,4 +301,47 @@ impl Machine {
             other => other.type_name().to_string(),
         }
     }
+}
+
+/// The writes a node's result makes, in order (GAP-TOOL-3, GAP-LLM-4).
+fn result_writes(node: &Node, value: Json) -> Result<Vec<(Target, Json)>, String> {
+    let mut out = Vec::new();
+    let each_key = |value: Json, out: &mut Vec<(Target, Json)>| {
+        if let Json::Object(m) = value {
+            out.extend(m.into_iter().map(|(k, v)| (key_target(&k), v)));
+        }
+    };
+    match &node.kind {
+        // Without output_map, an object reply is written key by key into
+        // the same-named state keys.
+        NodeKind::ToolInvoke(t) if t.output_map.is_empty() => each_key(value, &mut out),
+        NodeKind::ToolInvoke(t) => {
+            for (field, target) in &t.output_map {
+                let v = value.get(field).cloned().ok_or_else(|| {
+                    format!(
+                        "node {}: tool {} replied without field {field:?} that output_map reads",
+                        node.id, t.tool_id
+                    )
+                })?;
+                out.push((target.clone(), v));
+            }
+        }
+        NodeKind::Subgraph(s) => {
+            for (field, target) in &s.output_map {
+                let v = value.get(field).cloned().unwrap_or(Json::Null);
+                out.push((target.clone(), v));
+            }
+        }
+        // A structured answer without output_key writes each top-level key
+        // to the same-named state key, through its reducer.
+        NodeKind::LlmCall(l) if l.output_key.is_none() && l.structured_output.is_some() => {
+            each_key(value, &mut out)
+        }
+        other => {
+            if let Some(k) = output_key_of(other) {
+                out.push((key_target(k), value));
+            }
+        }
+    }
+    Ok(out)
 }

@@ -130,7 +130,8 @@ impl Machine {
             NodeKind::Transform(t) if t.mode == TransformMode::Mapping => {
                 for a in &t.assignments {
                     let v = self.resolve(task, &a.from)?;
-                    self.write(task, &a.to, v);
+                    self.write(task, &a.to, v)
+                        .map_err(|e| format!("node {node_id}: {e}"))?;
                 }
                 self.route(task);
                 Ok(())

@@ -86,6 +86,16 @@ impl NodeKind {
             NodeKind::Unknown(t) => t,
         }
     }
+
+    /// The node's `fail_branch`: an llm_call's, or a subgraph's (a nested
+    /// run that faults or is refused is its call's failure).
+    pub fn fail_branch(&self) -> Option<&FailBranch> {
+        match self {
+            NodeKind::LlmCall(l) => l.fail_branch.as_ref(),
+            NodeKind::Subgraph(s) => s.fail_branch.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// A harness node (FS-HN): its behaviour belongs to a harness, so it is
@@ -395,6 +405,9 @@ pub struct Subgraph {
     pub input_map: BTreeMap<String, Path>,
     /// Sub-flow output field → parent state target.
     pub output_map: BTreeMap<String, Target>,
+    /// Where a nested run that faults (or is refused) routes, as an
+    /// llm_call's failure does.
+    pub fail_branch: Option<FailBranch>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -108,6 +108,7 @@ pub(super) fn read_node(cx: &mut Cx, v: &Value, ptr: String) -> Option<Node> {
             flow_ref: o.req_str(cx, "flow_ref").unwrap_or_default(),
             input_map: source_map(cx, &mut o, "input_map"),
             output_map: target_map(cx, &mut o, "output_map"),
+            fail_branch: read_fail_branch(cx, &mut o),
         }),
         "agent_role" => NodeKind::AgentRole(read_agent_role(cx, &mut o)),
         "agent_debate" => NodeKind::AgentDebate(read_agent_debate(cx, &mut o)),
@@ -183,7 +184,23 @@ fn read_llm_call(cx: &mut Cx, o: &mut Obj<'_>) -> LlmCall {
         .get("model_params")
         .and_then(|v| read_model_params(cx, v, &o.at("model_params")));
     let structured_output = read_structured_output(cx, o);
-    let fail_branch = o.get("fail_branch").and_then(|v| {
+    let fail_branch = read_fail_branch(cx, o);
+    LlmCall {
+        model: o.str(cx, "model"),
+        system_prompt: template_field(cx, o, "system_prompt"),
+        prompt_template: template_field(cx, o, "prompt_template"),
+        prompt_ref,
+        model_params,
+        structured_output,
+        output_key: o.str(cx, "output_key"),
+        output_validator: read_validator(cx, o),
+        fail_branch,
+    }
+}
+
+/// `fail_branch`: `{target, retry?: {max_attempts, backoff, delay_ms}}`.
+fn read_fail_branch(cx: &mut Cx, o: &mut Obj<'_>) -> Option<FailBranch> {
+    o.get("fail_branch").and_then(|v| {
         let ptr = o.at("fail_branch");
         let mut k = Obj::new(cx, v, &ptr, "`fail_branch`")?;
         let target = k.req_str(cx, "target").unwrap_or_default();
@@ -208,18 +225,7 @@ fn read_llm_call(cx: &mut Cx, o: &mut Obj<'_>) -> LlmCall {
         });
         k.finish(cx);
         Some(FailBranch { target, retry })
-    });
-    LlmCall {
-        model: o.str(cx, "model"),
-        system_prompt: template_field(cx, o, "system_prompt"),
-        prompt_template: template_field(cx, o, "prompt_template"),
-        prompt_ref,
-        model_params,
-        structured_output,
-        output_key: o.str(cx, "output_key"),
-        output_validator: read_validator(cx, o),
-        fail_branch,
-    }
+    })
 }
 
 fn read_structured_output(cx: &mut Cx, o: &mut Obj<'_>) -> Option<Schema> {

@@ -89,7 +89,8 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     v["entry"] = json!({"module": info.entry.module, "function": info.entry.function});
 
     // The re-run: the recorded program over the recorded facts.
-    let (_, program, facts) = service(g, store, false).program_of(&run)?;
+    let svc = service(g, store, false);
+    let (_, program, facts) = svc.program_of(&run)?;
     let replayed = flow_engine::replay::replay(program.clone(), &facts);
     v["verdict"] = match &replayed.verdict {
         Verdict::Diverged { fact, reason } => {
@@ -99,10 +100,14 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     };
     v["pending"] = match (&replayed.machine, info.ending.is_some()) {
         (_, true) => json!([]),
+        // A call that drives a nested run stands for that run's calls.
         (Some(m), false) => Json::Array(
-            m.open_calls()
+            svc.pending_of(&run, m.open_calls())?
                 .iter()
-                .map(|c| json!({"call": c.call, "task": c.task, "node": c.node, "tool": c.tool}))
+                .map(|p| {
+                    let c = &p.open;
+                    json!({"run": p.run.as_str(), "call": c.call, "task": c.task, "node": c.node, "tool": c.tool})
+                })
                 .collect(),
         ),
         (None, false) => json!("unknown"),
@@ -158,12 +163,16 @@ fn render(run: &str, state: &str, v: &Json, ask: &Ask) {
     if !pending.is_empty() {
         out!("pending calls:");
         for c in &pending {
+            let inner = c["run"].as_str().filter(|r| *r != run);
             out!(
-                "  {}  {}  at node {} (task {})",
+                "  {}  {}  at node {} (task {}){}",
                 c["call"].as_str().unwrap_or(""),
                 c["tool"].as_str().unwrap_or(""),
                 c["node"].as_str().unwrap_or(""),
-                c["task"].as_str().unwrap_or("")
+                c["task"].as_str().unwrap_or(""),
+                inner
+                    .map(|r| format!("  in nested run {r}"))
+                    .unwrap_or_default()
             );
         }
     }

@@ -58,11 +58,16 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                 match info.state {
                     RunState::Paused => {
                         let service = service(g, store.clone(), false);
-                        let open = service.open_calls(&run)?;
+                        // A call that drives a nested run stands for that
+                        // run's calls (each answered by its run id).
+                        let open = service.pending_of(&run, service.open_calls(&run)?)?;
                         if g.json {
                             let calls: Vec<Json> = open
                                 .iter()
-                                .map(|c| json!({"call": c.call, "tool": c.tool, "node": c.node}))
+                                .map(|p| {
+                                    let c = &p.open;
+                                    json!({"run": p.run.as_str(), "call": c.call, "tool": c.tool, "node": c.node})
+                                })
                                 .collect();
                             out!(
                                 "{}",
@@ -70,8 +75,8 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                             );
                         } else {
                             out!("{run} paused; answer with:");
-                            for c in &open {
-                                print_resume(g, &service, &run, c, false);
+                            for p in &open {
+                                print_resume(g, &service, &p.run, &p.open, false);
                             }
                         }
                         return Ok(3);

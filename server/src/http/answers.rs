@@ -122,7 +122,9 @@ pub struct RunView {
     /// A faulted run's fault.
     #[schema(value_type = Option<Value>)]
     pub fault: Json,
-    /// Calls with no Reply or Close yet.
+    /// The calls to answer to continue the run: its calls with no Reply or
+    /// Close yet, one that drives a nested run replaced by that run's
+    /// (each names its `run`).
     #[schema(value_type = Vec<Object>)]
     pub pending: Vec<Json>,
     pub last_fact: FactRefView,
@@ -166,9 +168,12 @@ pub struct RunAnswer {
     pub parent: Option<ParentRef>,
 }
 
-/// An open call of a paused run.
+/// A call to answer to continue a paused run.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PendingCall {
+    /// The run whose call it is: the paused run, or a nested run it drives
+    /// (answer it by either run id).
+    pub run: String,
     /// The call id to resume, e.g. `c1:root#1`.
     pub call: String,
     pub task: String,
@@ -214,12 +219,13 @@ impl RunAnswer {
             RunResult::Paused { run, open } => RunAnswer {
                 pending: Some(
                     open.iter()
-                        .map(|c| PendingCall {
-                            call: c.call.clone(),
-                            task: c.task.clone(),
-                            node: c.node.clone(),
-                            tool: c.tool.clone(),
-                            args: c.args.clone(),
+                        .map(|p| PendingCall {
+                            run: p.run.to_string(),
+                            call: p.open.call.clone(),
+                            task: p.open.task.clone(),
+                            node: p.open.node.clone(),
+                            tool: p.open.tool.clone(),
+                            args: p.open.args.clone(),
                         })
                         .collect(),
                 ),

@@ -409,6 +409,9 @@ pub struct CallsQuery {
 #[serde(rename_all = "camelCase")]
 pub struct CallView {
     pub run: String,
+    /// The outer run when `run` is a nested run (its Start names it): the
+    /// call can be answered by either run id.
+    pub outer: Option<String>,
     /// The call id to resume, e.g. `c1:root#3`.
     pub call: String,
     pub node: Option<String>,
@@ -489,7 +492,9 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
             let Ok(id) = RunId::parse(&r.run) else {
                 continue;
             };
-            let since = state.store().run_info(&id).map(|i| i.updated_ms).ok();
+            let info = state.store().run_info(&id).ok();
+            let since = info.as_ref().map(|i| i.updated_ms);
+            let outer = info.and_then(|i| i.outer).map(|(o, _)| o);
             let open = match super::routes::open_calls(state, &id) {
                 Ok((open, _)) => open,
                 Err(e) => {
@@ -507,7 +512,17 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                 }
             };
             let due = deadlines(&**state.store(), &id);
+            // A call that drives a nested run is answered by that run's
+            // calls, listed under the nested run (itself paused).
+            let links = crate::service::nested_runs(&**state.store(), &id).unwrap_or_default();
             for c in open {
+                let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
+                if links
+                    .get(call)
+                    .is_some_and(|n| state.store().run_info(n).is_ok_and(|i| i.ending.is_none()))
+                {
+                    continue;
+                }
                 if calls.len() >= limit {
                     return Ok(Inbox {
                         calls,
@@ -519,6 +534,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                 let s = |k: &str| c.get(k).and_then(Json::as_str).map(str::to_string);
                 calls.push(CallView {
                     run: r.run.clone(),
+                    outer: outer.clone(),
                     call: call.to_string(),
                     node: s("node"),
                     tool: s("tool"),

@@ -367,6 +367,40 @@ pub(super) fn open_calls(
     Ok((open, end))
 }
 
+/// The calls to answer to continue `run`: its open calls, each one that
+/// drives a nested run not ended replaced by that run's pending calls (in
+/// turn); each names its `run`.
+pub(super) fn pending_calls(
+    state: &AppState,
+    run: &RunId,
+) -> flow_store::Result<(Vec<Json>, Option<Json>)> {
+    let (open, end) = open_calls(state, run)?;
+    Ok((expand(state, run, open, 0)?, end))
+}
+
+fn expand(
+    state: &AppState,
+    run: &RunId,
+    open: Vec<Json>,
+    depth: usize,
+) -> flow_store::Result<Vec<Json>> {
+    let mut out = Vec::new();
+    for mut c in open {
+        let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
+        match crate::service::live_nested_run(&**state.store(), run, call)? {
+            Some(n) if depth < 32 => {
+                let (inner, _) = open_calls(state, &n)?;
+                out.extend(expand(state, &n, inner, depth + 1)?);
+            }
+            _ => {
+                c["run"] = json!(run.as_str());
+                out.push(c);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
@@ -423,7 +457,7 @@ fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<ChildRe
 
 fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
     let info: RunInfo = state.store().run_info(run)?;
-    let (pending, end) = open_calls(state, run)?;
+    let (pending, end) = pending_calls(state, run)?;
     let (children, children_truncated) = children(state, run, 2000)?;
     let mut v = RunView {
         run: run.to_string(),
@@ -544,10 +578,12 @@ pub async fn resume_run(
     // answer goes out once the Reply and its step are durable.
     let mut accepted = state.service().resume(&run, reply).await?;
     state.metrics().resumes.inc();
+    // A nested run is resumed through its outermost run: that run answers.
+    let driven = accepted.run.clone();
     let body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(a)) => a,
         Some(Err(e)) => return Err(e),
-        None => RunAnswer::running(run.as_str()),
+        None => RunAnswer::running(driven.as_str()),
     };
     answer(StatusCode::ACCEPTED, &body)
 }

@@ -66,7 +66,7 @@ impl FlowMcp {
 
     #[tool(
         name = "run",
-        description = "Run a FlowSpec program with an input, as `flow run` does, until it ends or pauses: the ending ({run, state: completed, exit, output} or {run, state: faulted, fault}), or when paused the run id and its pending calls ({run, state: paused, pending: [{call, task, node, tool, args}]}) to answer with `resume`. Tools are bound only as the server's configuration approves; nothing is asked. With a progress token, one progress notification reports Start (its run, fact number and hash) once it is recorded. Cancelling the request halts the run (no End; `resume` with the run id alone continues it).",
+        description = "Run a FlowSpec program with an input, as `flow run` does, until it ends or pauses: the ending ({run, state: completed, exit, output} or {run, state: faulted, fault}), or when paused the run id and its pending calls ({run, state: paused, pending: [{run, call, task, node, tool, args}]}, `run` naming a nested run for a sub-flow's call) to answer with `resume`. Tools are bound only as the server's configuration approves; nothing is asked. With a progress token, one progress notification reports Start (its run, fact number and hash) once it is recorded. Cancelling the request halts the run (no End; `resume` with the run id alone continues it).",
         annotations(
             read_only_hint = false,
             destructive_hint = false,

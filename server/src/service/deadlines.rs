@@ -169,7 +169,15 @@ pub(super) async fn service(service: RunService) {
 /// (here or by another server) will pause again and re-arm its deadline.
 async fn fire(service: &RunService, run: &str) {
     let Ok(run) = RunId::parse(run) else { return };
-    let claim = match service.claim(&run, false).await {
+    // A nested run's deadline is applied by the outermost run whose drive
+    // carries it: continuing that run continues the nested one.
+    let r = run.clone();
+    let root = super::store::blocking(service.store(), move |s| {
+        Ok(super::nested::live_root(s, &r)?.0)
+    })
+    .await
+    .unwrap_or_else(|_| run.clone());
+    let claim = match service.claim(&root, false).await {
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(run.id = %run, error = %e, "deadline: the run is driven now");

@@ -7,17 +7,17 @@
 //! between them are appended together (one commit, one fsync per step),
 //! and nothing acts on a fact before its append returned.
 
+use super::nested::{Answer, NestedCall};
 use super::store::Store;
 use super::{RunResult, RunService, new_run_id};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host};
 use crate::source::Sources;
-use flow_abi::fact::{CallId, Fact};
+use flow_abi::fact::Fact;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{FactRef, HostRecord, HostRecordKind, RunId};
-use flow_tools::CallOutcome;
 use flow_tools::outcome::CallRequest;
 use futures_util::StreamExt;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
@@ -39,12 +39,17 @@ pub(super) fn steps(effects: Vec<Effect>) -> Vec<Step> {
     effects.into_iter().map(Step::Effect).collect()
 }
 
-/// A call to send once its fact is durable: call id, tool, args, nested
-/// module.
-pub(super) type ToDispatch = (String, String, Map<String, Json>, Option<String>);
+/// A call to send once its fact is durable; `nested` when it is carried
+/// out as a nested run.
+pub(super) struct ToDispatch {
+    pub call: String,
+    pub tool: String,
+    pub args: Map<String, Json>,
+    pub nested: Option<NestedCall>,
+}
 
 type Pending<'a> =
-    Pin<Box<dyn Future<Output = std::result::Result<(String, CallOutcome), Aborted>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = std::result::Result<(String, Answer), Aborted>> + Send + 'a>>;
 
 /// Held by each commit of a drive (and of its nested runs).
 pub(super) type Writes = Arc<tokio::sync::Mutex<()>>;
@@ -108,6 +113,15 @@ impl RunService {
         writes: &'h Writes,
     ) -> Result<RunResult> {
         let module = machine.module().to_string();
+        let mut resend = resend;
+        // A reply carried down to a nested run is acknowledged there, once
+        // it is durable in that run's history.
+        if let Some(n) = resend
+            .iter_mut()
+            .find_map(|d| d.nested.as_mut().filter(|n| n.reply.is_some()))
+        {
+            n.ack = ack.take();
+        }
         let mut resend = Some(resend);
         let mut last = FactRef {
             n: head,
@@ -117,15 +131,19 @@ impl RunService {
         // Abort handles of dispatched calls: a Close drops the call's future,
         // which cancels it at its implementation.
         let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
+        // The nested run serving each nested call out now.
+        let mut serving: BTreeMap<String, RunId> = BTreeMap::new();
         let mut facts: Vec<Fact> = Vec::new();
         // Replies that came while the machine computed a slice.
-        let mut arrived: VecDeque<(String, CallOutcome)> = VecDeque::new();
+        let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
         loop {
             // Calls open at a crash whose binding says `resend = true` go out
             // again with the same (run, call) pair (DESIGN §5).
             let mut dispatch: Vec<ToDispatch> = resend.take().unwrap_or_default();
             let mut ended = None;
             let mut deadlines = Vec::new();
+            // Nested runs whose outer call was closed: halted (NEST-18).
+            let mut stopped = Vec::new();
             for step in effects.drain(..) {
                 let e = match step {
                     Step::Fact(f) => {
@@ -152,12 +170,18 @@ impl RunService {
                             Json::Object(m) => m,
                             _ => Map::new(),
                         };
-                        dispatch.push((call.to_string(), tool, args, nested));
+                        dispatch.push(ToDispatch {
+                            call: call.to_string(),
+                            tool,
+                            args,
+                            nested: nested.map(NestedCall::start),
+                        });
                     }
                     Effect::Close { call, .. } => {
                         if let Some(a) = aborts.remove(call.as_str()) {
                             a.abort();
                         }
+                        stopped.extend(serving.remove(call.as_str()));
                     }
                     Effect::Deadline { call, seconds } => {
                         let due = super::deadlines::now_ms().saturating_add(
@@ -176,15 +200,45 @@ impl RunService {
                 let _ = a.send(appended.clone().map(|()| last.clone()));
             }
             appended?;
+            if !stopped.is_empty() {
+                // After the Close is durable, and after any commit the
+                // dropped nested drive handed to the store.
+                let _done = writes.lock().await;
+                for n in stopped {
+                    self.halt_closed(&n).await;
+                }
+            }
             if let Some(ending) = ended {
                 return Ok(RunResult::ended(run, ending));
             }
-            for (call, tool, args, nested) in dispatch {
-                if let Some(sub) = nested {
-                    let outcome = self
-                        .nested(run, &call, program.clone(), sub, args, host, writes)
-                        .await;
-                    inflight.push(Box::pin(std::future::ready(Ok((call, outcome)))));
+            for d in dispatch {
+                let ToDispatch {
+                    call,
+                    tool,
+                    args,
+                    nested,
+                } = d;
+                let (handle, registration) = AbortHandle::new_pair();
+                aborts.insert(call.clone(), handle);
+                if let Some(mut n) = nested {
+                    let (id, fresh) = match n.run.take() {
+                        Some(id) => (id, false),
+                        None => (new_run_id(), true),
+                    };
+                    serving.insert(call.clone(), id.clone());
+                    let fut = self.nested(
+                        run.clone(),
+                        call.clone(),
+                        program.clone(),
+                        id,
+                        fresh,
+                        n,
+                        args,
+                        host,
+                        writes,
+                    );
+                    let fut = async move { (call, fut.await) };
+                    inflight.push(Box::pin(Abortable::new(fut, registration)));
                     continue;
                 }
                 let req = CallRequest {
@@ -194,11 +248,9 @@ impl RunService {
                     args,
                 };
                 let module = module.clone();
-                let (handle, registration) = AbortHandle::new_pair();
-                aborts.insert(call.clone(), handle);
                 let fut = async move {
                     let out = host.call(&module, req).await;
-                    (call, out)
+                    (call, Answer::Reply(out))
                 };
                 inflight.push(Box::pin(Abortable::new(fut, registration)));
             }
@@ -239,10 +291,17 @@ impl RunService {
                     }
                 },
             };
-            let Some((call, outcome)) = next else {
+            let Some((call, answer)) = next else {
                 return self.paused(run, last, program, machine).await;
             };
             aborts.remove(&call);
+            let outcome = match answer {
+                Answer::Reply(o) => o,
+                // A nested run paused: its outer call stays open, and this
+                // run pauses once nothing else is out.
+                Answer::Paused => continue,
+            };
+            serving.remove(&call);
             let outcome_json = outcome.to_json();
             // A reply for a call closed meanwhile is dropped.
             if !machine.is_open(&call) {
@@ -275,8 +334,8 @@ impl RunService {
         program: Arc<Program>,
         machine: Machine,
     ) -> Result<RunResult> {
-        let open = machine.open_calls();
-        let details = json!({"open": open.iter().map(|c| c.call.as_str()).collect::<Vec<_>>()});
+        let own = machine.open_calls();
+        let details = json!({"open": own.iter().map(|c| c.call.as_str()).collect::<Vec<_>>()});
         let r = run.clone();
         let row = super::store::blocking(&self.inner.store, move |s| {
             Ok(s.record_host(
@@ -289,6 +348,12 @@ impl RunService {
             )?)
         })
         .await?;
+        // The calls to answer: a nested run's pending calls stand for the
+        // call that drives it.
+        let (this, r) = (self.clone(), run.clone());
+        let open = tokio::task::spawn_blocking(move || this.pending_of(&r, own))
+            .await
+            .map_err(engine_lost)??;
         // The pause record's head is the run's head: the machine is valid
         // exactly while it stays so.
         debug_assert!(last.hash.is_empty() || last == row.head);
@@ -366,114 +431,5 @@ impl RunService {
             .facts
             .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
         Ok(())
-    }
-
-    /// A subgraph's nested run: its own run id and history, Start naming the
-    /// outer run and call (DESIGN §4). Its ending becomes the outer call's
-    /// outcome; a nested pause leaves the outer call open.
-    #[allow(clippy::too_many_arguments)]
-    fn nested<'a>(
-        &'a self,
-        outer: &'a RunId,
-        call: &'a str,
-        program: Arc<Program>,
-        module: String,
-        args: Map<String, Json>,
-        host: &'a Host,
-        writes: &'a Writes,
-    ) -> Pin<Box<dyn Future<Output = CallOutcome> + Send + 'a>> {
-        Box::pin(async move {
-            let input = args
-                .get("input")
-                .cloned()
-                .unwrap_or(Json::Object(Map::new()));
-            let (machine, effects) =
-                match start_machine(program.clone(), module.clone(), input.clone()).await {
-                    Ok(Ok(x)) => x,
-                    Ok(Err(e)) => return CallOutcome::NotRun(format!("nested run refused: {e}")),
-                    Err(e) => return CallOutcome::Unknown(e.to_string()),
-                };
-            let run = new_run_id();
-            let o = outer.clone();
-            let sources = super::store::blocking(&self.inner.store, move |s| {
-                super::prepare::start_sources(s, &o)
-            })
-            .await;
-            let Ok(sources) = sources else {
-                return CallOutcome::NotRun("the outer run's sources cannot be read".into());
-            };
-            let Ok(outer_call) = CallId::parse(call) else {
-                return CallOutcome::NotRun(format!("{call} is not a call id"));
-            };
-            let start = super::prepare::start_fact(
-                &run,
-                &module,
-                &sources,
-                input,
-                None,
-                Some((outer, &outer_call)),
-            );
-            let created = {
-                let (s, r, o, c) = (
-                    self.inner.store.clone(),
-                    run.clone(),
-                    outer.clone(),
-                    call.to_string(),
-                );
-                tokio::task::spawn_blocking(move || -> Result<FactRef> {
-                    let head = create(&*s, start, &sources)?;
-                    // Linked both ways: the nested Start names the outer run
-                    // and call; the outer run's host record names the nested
-                    // run that served the call (which implementation served a
-                    // call is the host's record, host-boundary.txt "Binding").
-                    s.record_host(
-                        &o,
-                        HostRecord {
-                            kind: HostRecordKind::Binding,
-                            at_ms: None,
-                            details: json!({"call": c, "nested_run": r.as_str()}),
-                        },
-                    )?;
-                    Ok(head)
-                })
-                .await
-            };
-            let head = match created {
-                Ok(Ok(h)) => h,
-                Ok(Err(e)) => return CallOutcome::Unknown(format!("nested run not recorded: {e}")),
-                Err(e) => return CallOutcome::Unknown(format!("nested run not recorded: {e}")),
-            };
-            match Box::pin(self.drive(
-                &run,
-                program,
-                machine,
-                steps(effects),
-                host,
-                Vec::new(),
-                head.n,
-                None,
-                writes,
-            ))
-            .await
-            {
-                Ok(RunResult::Completed { output, .. }) => match flow_abi::decode_json(
-                    &output,
-                    &flow_abi::Type::Json,
-                    &flow_abi::TypeSet::new(),
-                ) {
-                    Ok(v) => CallOutcome::Ok(v),
-                    Err(e) => CallOutcome::BadReply(e.to_string()),
-                },
-                Ok(RunResult::Faulted { why, .. }) => {
-                    let mut m = std::collections::BTreeMap::new();
-                    m.insert("message".to_string(), flow_abi::Value::Text(why));
-                    CallOutcome::Failed(flow_abi::Value::Record(m))
-                }
-                Ok(RunResult::Paused { run, .. }) => {
-                    CallOutcome::Unknown(format!("nested run {run} paused"))
-                }
-                Err(e) => CallOutcome::Unknown(format!("nested run cut short: {e}")),
-            }
-        })
     }
 }

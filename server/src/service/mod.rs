@@ -29,6 +29,7 @@ mod deadlines;
 mod drive;
 pub mod heads;
 mod lease;
+mod nested;
 mod outcome;
 mod prepare;
 pub mod store;
@@ -55,9 +56,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use deadlines::Deadlines;
 pub use lease::LeaseOptions;
+pub use nested::{live_nested_run, nested_runs};
 pub use outcome::{
-    Accepted, Acknowledging, Gate, Outcome, Progress, RunEvent, RunResult, Stats, new_run_id,
-    record_start,
+    Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
+    new_run_id, record_start,
 };
 pub use prepare::logical_facts;
 
@@ -203,9 +205,11 @@ impl RunService {
         self.inner.active.lock().map(|a| a.len()).unwrap_or(0)
     }
 
-    /// The checked program of `sources`, from the cache by program hash.
+    /// The checked program of `sources`, from the cache by program hash
+    /// and root (a nested run's sources are its outer run's, rooted at its
+    /// own module).
     fn program(&self, sources: &Sources) -> Result<Arc<Program>> {
-        let hash = sources.program_hash();
+        let hash = format!("{} {}", sources.program_hash(), sources.root);
         if let Some(p) = self
             .inner
             .programs
@@ -316,10 +320,16 @@ impl RunService {
     /// call, or with none continues a crashed or halted run (settling the
     /// calls a crash left open), and drives on. Returns once the Reply and
     /// the facts of the first step are durable; every refusal comes first.
+    ///
+    /// A nested run is resumed through the outermost run whose drive
+    /// carries it, and a reply sent to an outer run for a call of a nested
+    /// run goes down to that run (`nested.rs`): the [`Accepted`] run is
+    /// then that outermost run.
     pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
         self.refuse_if_stopping()?;
-        let claim = self.claim(run, true).await?;
-        self.resume_claimed(claim, reply).await
+        let route = self.route(run, reply).await?;
+        let claim = self.claim(&route.root, true).await?;
+        self.resume_routed(claim, route.reply, route.deep).await
     }
 
     /// [`RunService::resume`] of a run claimed already: its head is read
@@ -328,6 +338,15 @@ impl RunService {
         &self,
         claim: Claim,
         reply: Option<(String, String)>,
+    ) -> Result<Accepted> {
+        self.resume_routed(claim, reply, None).await
+    }
+
+    async fn resume_routed(
+        &self,
+        claim: Claim,
+        reply: Option<(String, String)>,
+        deep: Option<nested::DeepReply>,
     ) -> Result<Accepted> {
         let run = &claim.run.clone();
         let info = {
@@ -348,7 +367,7 @@ impl RunService {
             resumed_call,
             bound,
         } = self
-            .prepare_resume(run, &info.last_fact, &info.program, reply)
+            .prepare_resume(run, &info.last_fact, &info.program, reply, deep)
             .await?;
         self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
@@ -464,12 +483,24 @@ impl RunService {
     }
 
     /// Halts a run: stops its drive (bounded wait), then records the halt
-    /// (a host record, no End), so no fact follows the halt's head.
+    /// (a host record, no End), so no fact follows the halt's head; every
+    /// nested run it drives records its own halt (NEST-19). A nested run is
+    /// halted with the outermost run whose drive carries it; the row
+    /// returned is the one of `run`.
     pub async fn halt(&self, run: &RunId, details: Json) -> Result<HostRecordRow> {
-        let info = {
-            let r = run.clone();
-            blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await?
-        };
+        let asked = run.clone();
+        let r = run.clone();
+        let (info, root) = blocking(&self.inner.store, move |s| {
+            if s.run_info(&r)?.ending.is_some() {
+                return Err(Error::Conflict(format!(
+                    "{r} has ended; there is nothing to halt"
+                )));
+            }
+            let (root, _) = nested::live_root(s, &r)?;
+            Ok((s.run_info(&root)?, root))
+        })
+        .await?;
+        let run = &root;
         if info.ending.is_some() {
             return Err(Error::Conflict(format!(
                 "{run} has ended; there is nothing to halt"
@@ -484,21 +515,29 @@ impl RunService {
         // server's takeover) continues the run meanwhile.
         let claim = self.claim(run, true).await?;
         self.take_paused(run);
-        let r = run.clone();
+        let (r, d) = (run.clone(), details.clone());
         let row = blocking(&self.inner.store, move |s| {
             Ok(s.record_host(
                 &r,
                 HostRecord {
                     kind: HostRecordKind::Halt,
                     at_ms: None,
-                    details,
+                    details: d,
                 },
             )?)
         })
         .await?;
+        let below = self.halt_below(run, &details).await;
         claim.finish(true).await;
         self.publish(run.as_str(), "halted", json!({}));
-        Ok(row)
+        if asked == root {
+            return Ok(row);
+        }
+        below?
+            .into_iter()
+            .find(|(n, _)| *n == asked)
+            .map(|(_, row)| row)
+            .ok_or_else(|| Error::Conflict(format!("{asked} was not halted with {root}")))
     }
 
     /// Stops the drive of `run`, if one is going, and waits (bounded) until
@@ -576,13 +615,32 @@ impl RunService {
                 None => break,
             }
         }
-        let mut resumed = 0;
+        // A nested run left running is continued by the outermost run
+        // whose drive carries it (which may itself be paused: a reply
+        // carried down to the nested run was durable before the crash).
+        let mut roots = Vec::new();
         for run in found {
             let r = run.clone();
-            match blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await {
-                Ok(i) if i.outer.is_none() && i.state == RunState::Running => {}
-                _ => continue,
+            let root = blocking(&self.inner.store, move |s| {
+                let i = s.run_info(&r)?;
+                if i.state != RunState::Running {
+                    return Ok(None);
+                }
+                let (root, _) = nested::live_root(s, &r)?;
+                let live = root == r || s.run_info(&root)?.ending.is_none();
+                Ok((i.outer.is_none() || root != r)
+                    .then_some(root)
+                    .filter(|_| live))
+            })
+            .await;
+            if let Ok(Some(root)) = root
+                && !roots.contains(&root)
+            {
+                roots.push(root);
             }
+        }
+        let mut resumed = 0;
+        for run in roots {
             // A recovery that fails keeps the lease until it expires.
             let claim = match self.claim(&run, false).await {
                 Ok(c) => c.keep_lease(),

@@ -25,10 +25,31 @@ pub enum RunResult {
         why: String,
     },
     /// Every live task waits on a call no live implementation will answer.
+    /// `open` lists the calls to answer: the run's own, and for a call
+    /// that drives a paused nested run, that run's (in turn).
     Paused {
         run: RunId,
-        open: Vec<OpenCall>,
+        open: Vec<PendingCall>,
     },
+}
+
+/// A call a client answers to continue a paused run: `run` is the run
+/// whose call it is — the paused run itself, or a nested run it drives
+/// (`flow resume` and `POST /v1/runs/{run}/resume` take either run id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub run: RunId,
+    pub open: OpenCall,
+}
+
+impl PendingCall {
+    pub fn to_json(&self) -> Json {
+        let c = &self.open;
+        json!({
+            "run": self.run.as_str(), "call": c.call, "task": c.task, "node": c.node,
+            "tool": c.tool, "args": c.args,
+        })
+    }
 }
 
 impl RunResult {
@@ -82,9 +103,7 @@ impl RunResult {
                 "run": run.as_str(), "state": "faulted", "fault": why}),
             RunResult::Paused { run, open } => json!({
                 "run": run.as_str(), "state": "paused",
-                "pending": open.iter().map(|c| json!({
-                    "call": c.call, "task": c.task, "node": c.node, "tool": c.tool, "args": c.args,
-                })).collect::<Vec<_>>()}),
+                "pending": open.iter().map(PendingCall::to_json).collect::<Vec<_>>()}),
         }
     }
 }

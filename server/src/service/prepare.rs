@@ -5,10 +5,11 @@
 //! nothing (issue 17, item 2).
 
 use super::drive::{Step, ToDispatch, steps};
+use super::nested::{DeepReply, NestedCall};
 use super::store::Store;
 use super::{RunService, new_run_id};
 use crate::error::{Error, Result};
-use crate::host::HUMAN;
+use crate::host::{HUMAN, Host};
 use crate::source::Sources;
 use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
 use flow_abi::protocol::Outcome;
@@ -87,6 +88,16 @@ pub(super) struct Resumed {
     pub bound: super::bind::Bound,
 }
 
+/// A resume's machine before binding: see [`RunService::ready`].
+pub(super) struct Ready {
+    pub program: Arc<Program>,
+    pub machine: Machine,
+    pub first: Vec<Step>,
+    pub resend: Vec<ToDispatch>,
+    /// Tool calls a crash left open, to settle with the run's Tools.
+    pub crashed: Vec<OpenCall>,
+}
+
 /// What a fork starts with.
 pub(super) struct Fork {
     pub run: RunId,
@@ -122,7 +133,7 @@ impl RunService {
     /// and Closes still to record (effects derived past the record's end)
     /// come first in `first`; `recorded` says which open calls have a
     /// durable Call.
-    async fn machine_at(
+    pub(super) async fn machine_at(
         &self,
         run: &RunId,
         head: &FactRef,
@@ -160,14 +171,64 @@ impl RunService {
     /// Resume steps 4–6 of the seed ("Pause and resume"): the machine at
     /// the record's end, durable hitl deadlines that passed applied, the
     /// supplied reply admitted (decoded against the call's declared type),
-    /// or else the calls a crash left open settled.
+    /// or else the calls a crash left open settled. `deep` carries a reply
+    /// down to a nested run (see `nested.rs`).
     pub(super) async fn prepare_resume(
         &self,
         run: &RunId,
         head: &FactRef,
         hash: &str,
         reply: Option<(String, String)>,
+        deep: Option<DeepReply>,
     ) -> Result<Resumed> {
+        let resumed_call = reply
+            .as_ref()
+            .map(|(c, _)| c.clone())
+            .or_else(|| deep.as_ref().map(|d| d.call.clone()));
+        let Ready {
+            program,
+            mut machine,
+            mut first,
+            mut resend,
+            crashed,
+        } = self.ready(run, head, reply, deep).await?;
+        // Bound after every refusal: a refused resume starts no Tool.
+        let (bound, _) = self.bind_recorded(run, &program, hash).await?;
+        if !crashed.is_empty() {
+            match self
+                .settle(run, &bound.host, &mut machine, crashed, &mut first)
+                .await
+            {
+                Ok(r) => resend.extend(r),
+                Err(e) => {
+                    bound.release().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Resumed {
+            program,
+            machine,
+            first,
+            resend,
+            resumed_call,
+            bound,
+        })
+    }
+
+    /// The part of a resume that binds nothing (a nested run's resume uses
+    /// the outer run's Tools): the machine at `head`, passed deadlines
+    /// applied, and then one of three: `reply` admitted; `deep` carried to
+    /// the nested run it goes to; or, with neither, every nested run the
+    /// run drives continued and the other calls a crash left open handed
+    /// back to be settled.
+    pub(super) async fn ready(
+        &self,
+        run: &RunId,
+        head: &FactRef,
+        reply: Option<(String, String)>,
+        deep: Option<DeepReply>,
+    ) -> Result<Ready> {
         let (program, mut machine, mut first, recorded) = self.machine_at(run, head).await?;
         if machine.ending().is_some() {
             return Err(Error::Conflict(format!(
@@ -178,8 +239,10 @@ impl RunService {
         // close the call (`timeout`) as the engine says (DESIGN §4).
         let now = super::deadlines::now_ms();
         let r = run.clone();
-        let records =
-            super::store::blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
+        let (records, links) = super::store::blocking(&self.inner.store, move |s| {
+            Ok((s.host_records(&r)?, super::nested::nested_runs(s, &r)?))
+        })
+        .await?;
         for r in records.iter().filter(|r| r.kind == HostRecordKind::Timeout) {
             let (Some(call), Some(due)) = (
                 r.details.get("call").and_then(Json::as_str),
@@ -196,64 +259,79 @@ impl RunService {
         }
         let open = machine.open_calls();
         let mut resend = Vec::new();
-        let resumed_call = reply.as_ref().map(|(c, _)| c.clone());
+        let mut crashed = Vec::new();
         if let Some((call, text)) = &reply {
-            let Some(c) = open.iter().find(|c| &c.call == call) else {
-                return Err(Error::Conflict(format!("call {call} of {run} is not open")));
-            };
-            let outcome_json = flow_abi::json::parse(text)
-                .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
-            let outcome = Outcome::from_wire(&outcome_json)
-                .map_err(|e| Error::Refused(format!("reply: {e}")))?;
-            let outcome = check_reply(&program, &machine, c, outcome)?;
+            let outcome = admit(run, &program, &machine, call, text)?;
             first.push(Step::Fact(reply_fact(call, outcome.clone())?));
             let more = machine
                 .feed(call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
             first.extend(steps(more));
-        }
-        // Bound after every refusal: a refused resume starts no Tool.
-        let (bound, _) = self.bind_recorded(run, &program, hash).await?;
-        if reply.is_none() {
-            // Settle calls a crash left open (not the human ones, which stay
-            // open until answered): sent again when the binding says
-            // `resend = true`, else Unknown (DESIGN §5). A cached machine
-            // was left at a pause: every call it has open is recorded.
-            let crashed: Vec<OpenCall> = open
+        } else if let Some(d) = deep {
+            let (next, below) = d
+                .below
+                .split_first()
+                .ok_or_else(|| Error::Conflict(format!("no nested run of {run} to answer")))?;
+            let c = open
+                .iter()
+                .find(|c| links.get(&c.call) == Some(next))
+                .ok_or_else(|| {
+                    Error::Conflict(format!("{run} has no open call driving nested run {next}"))
+                })?;
+            let carried = DeepReply {
+                below: below.to_vec(),
+                call: d.call,
+                text: d.text,
+            };
+            resend.extend(super::nested::continue_call(
+                &program,
+                c,
+                next.clone(),
+                Some(carried),
+            ));
+        } else {
+            // Calls a crash left open (not the human ones, which stay open
+            // until answered). A cached machine was left at a pause: every
+            // call it has open is recorded. A nested run's call continues
+            // that run (one never created starts now).
+            for c in open
                 .into_iter()
                 .filter(|c| c.tool != HUMAN)
                 .filter(|c| recorded.as_ref().is_none_or(|r| r.contains(&c.call)))
-                .collect();
-            if !crashed.is_empty() {
-                match self
-                    .settle(run, &bound, &mut machine, crashed, &mut first)
-                    .await
-                {
-                    Ok(r) => resend = r,
-                    Err(e) => {
-                        bound.release().await;
-                        return Err(e);
+            {
+                match (program.nested_module(&c.tool), links.get(&c.call)) {
+                    (Some(_), Some(n)) => {
+                        resend.extend(super::nested::continue_call(&program, &c, n.clone(), None))
                     }
+                    (Some(m), None) => resend.push(ToDispatch {
+                        call: c.call.clone(),
+                        tool: c.tool.clone(),
+                        args: match &c.args {
+                            Json::Object(m) => m.clone(),
+                            _ => Map::new(),
+                        },
+                        nested: Some(NestedCall::start(m.to_string())),
+                    }),
+                    (None, _) => crashed.push(c),
                 }
             }
         }
-        Ok(Resumed {
+        Ok(Ready {
             program,
             machine,
             first,
             resend,
-            resumed_call,
-            bound,
+            crashed,
         })
     }
 
     /// Decides each call a crash left open, with an open-call-decision host
     /// record: resent when its binding says `resend = true`, else
     /// `Unknown("host restarted")`.
-    async fn settle(
+    pub(super) async fn settle(
         &self,
         run: &RunId,
-        bound: &super::bind::Bound,
+        host: &Host,
         machine: &mut Machine,
         crashed: Vec<OpenCall>,
         first: &mut Vec<Step>,
@@ -262,7 +340,7 @@ impl RunService {
         let mut resend = Vec::new();
         let mut records = Vec::new();
         for c in crashed {
-            let resending = bound.host.resends(&module, &c.tool);
+            let resending = host.resends(&module, &c.tool);
             let decision = if resending { "resend" } else { "unknown" };
             records.push(json!({"call": c.call, "decision": decision, "reason": "host restarted"}));
             if resending {
@@ -270,7 +348,12 @@ impl RunService {
                     Json::Object(m) => m.clone(),
                     _ => Map::new(),
                 };
-                resend.push((c.call.clone(), c.tool.clone(), args, None));
+                resend.push(ToDispatch {
+                    call: c.call.clone(),
+                    tool: c.tool.clone(),
+                    args,
+                    nested: None,
+                });
                 continue;
             }
             let outcome = Outcome::Unknown("host restarted".into());
@@ -279,6 +362,9 @@ impl RunService {
                 .feed(&c.call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
             first.extend(steps(machine.settle(more)));
+        }
+        if records.is_empty() {
+            return Ok(resend);
         }
         let r = run.clone();
         super::store::blocking(&self.inner.store, move |s| {
@@ -431,6 +517,26 @@ fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()
 /// Checkpoint with its whole state (not the stored delta).
 pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Fact>> {
     Ok(store.logical_history(run)?)
+}
+
+/// The outcome a resume admits for `call` of `run`: the call is open,
+/// `text` is an outcome, and its value fits the call's declared type.
+pub(super) fn admit(
+    run: &RunId,
+    program: &Program,
+    machine: &Machine,
+    call: &str,
+    text: &str,
+) -> Result<Outcome> {
+    let open = machine.open_calls();
+    let Some(c) = open.iter().find(|c| c.call == call) else {
+        return Err(Error::Conflict(format!("call {call} of {run} is not open")));
+    };
+    let outcome_json = flow_abi::json::parse(text)
+        .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
+    let outcome =
+        Outcome::from_wire(&outcome_json).map_err(|e| Error::Refused(format!("reply: {e}")))?;
+    check_reply(program, machine, c, outcome)
 }
 
 /// Decodes a resume reply's value against the call's declared type: the
