@@ -548,7 +548,19 @@ pub trait AppendFacts {
     fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
         facts.into_iter().map(|f| self.append(run, f)).collect()
     }
+    /// [`AppendFacts::append_all`] without waiting: queues the facts (one
+    /// commit takes them all) and returns (at once unless the writer's queue
+    /// of thousands of commands is full); `done` gets what `append_all`
+    /// would return once each is durable. It is called on the store's
+    /// writer thread, so it must only hand the result on (a channel send),
+    /// and an async caller needs no thread of its own to wait.
+    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
+        done(self.append_all(run, facts))
+    }
 }
+
+/// What a queued append is answered with (see [`AppendFacts::append_all_then`]).
+pub type AppendDone = Box<dyn FnOnce(Result<Vec<Appended>>) + Send>;
 
 /// Verified reads.
 pub trait ReadHistory {

@@ -16,6 +16,57 @@ use flow_abi::fact::{Ending as FactEnding, Fact, RunId};
 use flow_abi::json::canonical;
 use std::sync::Arc;
 
+/// Where a writer hands one append's result: a waiting caller's channel,
+/// or its share of a whole [`AppendDone`].
+pub(crate) type Reply<T> = Box<dyn FnOnce(Result<T>) + Send>;
+
+/// A reply that a caller waits for on `tx`.
+pub(crate) fn sync_reply<T: Send + 'static>(
+    tx: std::sync::mpsc::SyncSender<Result<T>>,
+) -> Reply<T> {
+    Box::new(move |r| {
+        // A caller that stopped waiting is not an error of the store.
+        let _ = tx.send(r);
+    })
+}
+
+/// One reply per fact of a queued append: once all are in, `done` gets
+/// every `Appended`, in order, or the first refusal.
+pub(crate) fn gathered(count: usize, done: AppendDone) -> Vec<Reply<Appended>> {
+    struct Gather {
+        got: Vec<Option<Result<Appended>>>,
+        left: usize,
+        done: Option<AppendDone>,
+    }
+    let g = Arc::new(std::sync::Mutex::new(Gather {
+        got: (0..count).map(|_| None).collect(),
+        left: count,
+        done: Some(done),
+    }));
+    if count == 0
+        && let Ok(mut g) = g.lock()
+        && let Some(done) = g.done.take()
+    {
+        done(Ok(Vec::new()));
+    }
+    (0..count)
+        .map(|i| {
+            let g = g.clone();
+            Box::new(move |r: Result<Appended>| {
+                let Ok(mut g) = g.lock() else { return };
+                g.got[i] = Some(r);
+                g.left -= 1;
+                if g.left == 0
+                    && let Some(done) = g.done.take()
+                {
+                    let all = g.got.drain(..).map(|r| r.unwrap_or(Err(Error::WriterGone)));
+                    done(all.collect());
+                }
+            }) as Reply<Appended>
+        })
+        .collect()
+}
+
 /// What the runs index keeps from a Start fact.
 pub(crate) struct StartMeta {
     pub run: String,

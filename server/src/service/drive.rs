@@ -392,34 +392,50 @@ impl RunService {
             .collect();
         let count = batch.len() as u64;
         let (store, r) = (self.inner.store.clone(), run.clone());
-        // The guard goes into the blocking task: a drive stopped while this
-        // commit is under way lets go of its run only once it is done, so a
-        // halt record never precedes a fact of the drive it halted.
+        // The guard goes with the commit: a drive stopped while this commit
+        // is under way lets go of its run only once it is done, so a halt
+        // record never precedes a fact of the drive it halted.
         let guard = writes.clone().lock_owned().await;
         let committing = self.inner.commits.begin();
-        let appended = tokio::task::spawn_blocking(move || -> Result<_> {
-            let _writing = (guard, committing);
-            let a = if batch.is_empty() {
-                Vec::new()
-            } else {
-                store.append_all(&r, batch)?
-            };
-            for d in deadlines {
-                store.record_host(
-                    &r,
-                    HostRecord {
-                        kind: HostRecordKind::Timeout,
-                        at_ms: None,
-                        details: d,
-                    },
-                )?;
-            }
-            Ok(a)
-        })
-        .await
-        .map_err(|e| {
+        let lost = |e: &dyn std::fmt::Display| {
             Error::Unreadable(format!("the store's writer could not be reached: {e}"))
-        })??;
+        };
+        let appended = if deadlines.is_empty() {
+            // The common step: the writer answers this task itself, so no
+            // thread waits for the commit.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            store.append_all_then(
+                &r,
+                batch,
+                Box::new(move |res| {
+                    let _writing = (guard, committing);
+                    let _ = tx.send(res);
+                }),
+            );
+            rx.await.map_err(|e| lost(&e))??
+        } else {
+            tokio::task::spawn_blocking(move || -> Result<_> {
+                let _writing = (guard, committing);
+                let a = if batch.is_empty() {
+                    Vec::new()
+                } else {
+                    store.append_all(&r, batch)?
+                };
+                for d in deadlines {
+                    store.record_host(
+                        &r,
+                        HostRecord {
+                            kind: HostRecordKind::Timeout,
+                            at_ms: None,
+                            details: d,
+                        },
+                    )?;
+                }
+                Ok(a)
+            })
+            .await
+            .map_err(|e| lost(&e))??
+        };
         if let Some(a) = appended.last() {
             *last = FactRef {
                 n: a.n,

@@ -50,6 +50,35 @@ pub(super) fn round_trip<B: Backend + Sync>(
         s.checkpoint_state(&run, 4).map_err(e)? == json!({"messages": [big]}),
         "checkpoint state"
     );
+    // Queued without waiting: answered once durable, in order, and a
+    // refusal answers too.
+    let (queued, _) = seed_run(&s, 0).map_err(e)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = tx.clone();
+    s.append_all_then(
+        &queued,
+        vec![call_fact(2, 1, json!({})), reply_fact(3, 1, json!(1))],
+        Box::new(move |r| {
+            let _ = t.send(r);
+        }),
+    );
+    let got = rx.recv().map_err(e)?.map_err(e)?;
+    ensure!(
+        got.iter().map(|a| a.n).collect::<Vec<_>>() == [2, 3]
+            && s.run_info(&queued).map_err(e)?.last_fact.n == 3,
+        "queued appends {got:?}"
+    );
+    s.append_all_then(
+        &queued,
+        vec![call_fact(9, 2, json!({}))],
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    ensure!(
+        matches!(rx.recv().map_err(e)?, Err(Error::WrongNumber { .. })),
+        "a queued refusal"
+    );
     let info = s.run_info(&run).map_err(e)?;
     ensure!(
         info.state == RunState::Completed && info.ending == Some(Ending::Completed),

@@ -45,6 +45,7 @@ pub use connect::schema_version;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
+use crate::prepare::gathered;
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -285,32 +286,46 @@ impl AppendFacts for PostgresStore {
             run,
             fact,
             at_ms: now_ms(),
-            reply,
+            reply: crate::prepare::sync_reply(reply),
         })
     }
 
-    /// Queues every fact before waiting for any answer, so the writer takes
-    /// them into one batch: one transaction and one fsync for the lot.
     fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
-        let sender = self.sender()?;
+        let (tx, rx) = sync_channel(1);
+        self.append_all_then(
+            run,
+            facts,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// One command holding every fact, so the writer takes them into one
+    /// batch: one transaction and one fsync for the lot.
+    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
         let at_ms = now_ms();
-        let mut waits = Vec::with_capacity(facts.len());
-        for fact in facts {
-            let (reply, rx) = sync_channel(1);
-            sender
-                .send(writer::Command::Append {
-                    run: run.clone(),
-                    fact,
-                    at_ms,
-                    reply,
-                })
-                .map_err(|_| Error::WriterGone)?;
-            waits.push(rx);
-        }
-        waits
+        let replies = gathered(facts.len(), done);
+        let cmds = facts
             .into_iter()
-            .map(|rx| rx.recv().map_err(|_| Error::WriterGone)?)
-            .collect()
+            .zip(replies)
+            .map(|(fact, reply)| writer::Command::Append {
+                run: run.clone(),
+                fact,
+                at_ms,
+                reply,
+            })
+            .collect();
+        let cmd = writer::Command::Many(cmds);
+        match self.sender() {
+            Ok(s) => {
+                if let Err(std::sync::mpsc::SendError(cmd)) = s.send(cmd) {
+                    cmd.answer(Err(Error::WriterGone));
+                }
+            }
+            Err(e) => cmd.answer(Err(e)),
+        }
     }
 }
 

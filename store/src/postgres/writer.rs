@@ -36,7 +36,7 @@ use crate::hash::parse_hash;
 use crate::index::Head;
 use crate::merkle::NewBlob;
 use crate::prepare::{
-    CheckedStart, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+    CheckedStart, Reply, check_start, host_head, host_row, import_over, plan_import, prepare_append,
 };
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
@@ -64,8 +64,10 @@ pub(crate) enum Command {
         run: RunId,
         fact: Fact,
         at_ms: i64,
-        reply: SyncSender<Result<Appended>>,
+        reply: Reply<Appended>,
     },
+    /// Commands to take into one batch (a run's step).
+    Many(Vec<Command>),
     Host {
         run: RunId,
         record: HostRecord,
@@ -80,7 +82,7 @@ pub(crate) enum Command {
 }
 
 /// A command's answer, held until its batch commits.
-enum Out {
+pub(crate) enum Out {
     Appended(Appended),
     Host(HostRecordRow),
     Import(ImportOutcome),
@@ -95,17 +97,36 @@ impl Command {
             },
             Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
             Command::Import { archive, .. } => Some(archive.run.to_string()),
+            Command::Many(_) => None,
         }
     }
 
-    fn answer(self, out: Result<Out>) {
+    /// Adds this command to a batch, a [`Command::Many`] as its parts.
+    fn flatten_into(self, batch: &mut Vec<Command>) {
+        match self {
+            Command::Many(cmds) => cmds.into_iter().for_each(|c| c.flatten_into(batch)),
+            c => batch.push(c),
+        }
+    }
+
+    pub(crate) fn answer(self, out: Result<Out>) {
         // A caller that stopped waiting is not an error of the store.
         match self {
-            Command::Create { reply, .. } | Command::Append { reply, .. } => {
+            Command::Create { reply, .. } => {
                 let _ = reply.send(out.and_then(|o| match o {
                     Out::Appended(a) => Ok(a),
                     _ => Err(Error::WriterGone),
                 }));
+            }
+            Command::Append { reply, .. } => reply(out.and_then(|o| match o {
+                Out::Appended(a) => Ok(a),
+                _ => Err(Error::WriterGone),
+            })),
+            // Taken apart when received; never answered as one.
+            Command::Many(cmds) => {
+                for c in cmds {
+                    c.answer(Err(Error::WriterGone));
+                }
             }
             Command::Host { reply, .. } => {
                 let _ = reply.send(out.and_then(|o| match o {
@@ -181,10 +202,11 @@ impl Writer {
     /// together. Ends when every handle is dropped.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
         while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
+            let mut batch = Vec::new();
+            first.flatten_into(&mut batch);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(c) => batch.push(c),
+                    Ok(c) => c.flatten_into(&mut batch),
                     Err(_) => break,
                 }
             }
@@ -465,6 +487,8 @@ fn decide(
         Command::Host {
             run, record, at_ms, ..
         } => host_decision(plan, run, record, *at_ms).map(Out::Host),
+        // Taken apart when received; never decided as one.
+        Command::Many(_) => Err(Error::WriterGone),
         Command::Import {
             archive: a, at_ms, ..
         } => {

@@ -21,6 +21,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
+use crate::prepare::{gathered, sync_reply};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -318,38 +319,47 @@ impl AppendFacts for SqliteStore {
             run,
             fact,
             at_ms: now_ms(),
-            reply,
+            reply: sync_reply(reply),
         })
     }
 
-    /// Queues every fact before waiting for any answer, so the writer takes
-    /// them into one batch: one transaction and one fsync for the lot.
     fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
-        let sender = self
-            .inner
-            .tx
-            .lock()
-            .map_err(|_| Error::WriterGone)?
-            .clone()
-            .ok_or(Error::WriterGone)?;
+        let (tx, rx) = sync_channel(1);
+        self.append_all_then(
+            run,
+            facts,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// One command holding every fact, so the writer takes them into one
+    /// batch: one transaction and one fsync for the lot.
+    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
         let at_ms = now_ms();
-        let mut waits = Vec::with_capacity(facts.len());
-        for fact in facts {
-            let (reply, rx) = sync_channel(1);
-            sender
-                .send(writer::Command::Append {
-                    run: run.clone(),
-                    fact,
-                    at_ms,
-                    reply,
-                })
-                .map_err(|_| Error::WriterGone)?;
-            waits.push(rx);
-        }
-        waits
+        let replies = gathered(facts.len(), done);
+        let cmds = facts
             .into_iter()
-            .map(|rx| rx.recv().map_err(|_| Error::WriterGone)?)
-            .collect()
+            .zip(replies)
+            .map(|(fact, reply)| writer::Command::Append {
+                run: run.clone(),
+                fact,
+                at_ms,
+                reply,
+            })
+            .collect();
+        let cmd = writer::Command::Many(cmds);
+        let sender = self.inner.tx.lock().ok().and_then(|t| t.clone());
+        match sender {
+            Some(s) => {
+                if let Err(std::sync::mpsc::SendError(cmd)) = s.send(cmd) {
+                    writer::refuse(cmd, &|| Error::WriterGone);
+                }
+            }
+            None => writer::refuse(cmd, &|| Error::WriterGone),
+        }
     }
 }
 

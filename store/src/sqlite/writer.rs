@@ -13,7 +13,8 @@ use crate::hash::parse_hash;
 use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
 use crate::prepare::{
-    StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+    Reply, StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+    sync_reply,
 };
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
@@ -39,8 +40,10 @@ pub(crate) enum Command {
         run: RunId,
         fact: Fact,
         at_ms: i64,
-        reply: SyncSender<Result<Appended>>,
+        reply: Reply<Appended>,
     },
+    /// Commands to take into one batch (a run's step).
+    Many(Vec<Command>),
     Host {
         run: RunId,
         record: HostRecord,
@@ -67,14 +70,13 @@ struct Done {
     notify: Option<HeadNote>,
 }
 
-fn answer<T: Send + 'static>(reply: SyncSender<Result<T>>, result: Result<T>) -> Answer {
+fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T>) -> Answer {
     Box::new(move |commit_error: Option<&str>| {
         let out = match (commit_error, result) {
             (Some(msg), Ok(_)) => Err(Error::CommitFailed(msg.to_string())),
             (_, r) => r,
         };
-        // A caller that stopped waiting is not an error of the store.
-        let _ = reply.send(out);
+        reply(out);
     })
 }
 
@@ -126,10 +128,11 @@ impl Writer {
     /// together. Ends when every handle is dropped.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
         while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
+            let mut batch = Vec::new();
+            first.flatten_into(&mut batch);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(c) => batch.push(c),
+                    Ok(c) => c.flatten_into(&mut batch),
                     Err(_) => break,
                 }
             }
@@ -340,7 +343,7 @@ impl Writer {
                 let notify = r.as_ref().ok().map(HeadNote::of);
                 (
                     Done {
-                        answer: answer(reply, r),
+                        answer: answer(sync_reply(reply), r),
                         notify,
                     },
                     fx,
@@ -378,14 +381,14 @@ impl Writer {
             } => match self.host(&run, record, at_ms, batch) {
                 Ok((row, fx)) => (
                     Done {
-                        answer: answer(reply, Ok(row)),
+                        answer: answer(sync_reply(reply), Ok(row)),
                         notify: None,
                     },
                     Some(fx),
                 ),
                 Err(e) => (
                     Done {
-                        answer: answer::<HostRecordRow>(reply, Err(e)),
+                        answer: answer::<HostRecordRow>(sync_reply(reply), Err(e)),
                         notify: None,
                     },
                     None,
@@ -408,17 +411,30 @@ impl Writer {
                 };
                 (
                     Done {
-                        answer: answer(reply, r),
+                        answer: answer(sync_reply(reply), r),
                         notify,
                     },
                     fx,
+                )
+            }
+            Command::Many(cmds) => {
+                // Taken apart when received; never run as one.
+                for c in cmds {
+                    fail(c, "a nested batch");
+                }
+                (
+                    Done {
+                        answer: Box::new(|_| {}),
+                        notify: None,
+                    },
+                    None,
                 )
             }
             Command::Checkpoint(reply) => {
                 let r: Result<()> = Ok(());
                 (
                     Done {
-                        answer: answer(reply, r),
+                        answer: answer(sync_reply(reply), r),
                         notify: None,
                     },
                     Some(Effects::default()),
@@ -607,12 +623,28 @@ impl Writer {
     }
 }
 
+impl Command {
+    /// Adds this command to a batch, a [`Command::Many`] as its parts.
+    fn flatten_into(self, batch: &mut Vec<Command>) {
+        match self {
+            Command::Many(cmds) => cmds.into_iter().for_each(|c| c.flatten_into(batch)),
+            c => batch.push(c),
+        }
+    }
+}
+
 fn fail(cmd: Command, msg: &str) {
-    let err = || Error::CommitFailed(msg.to_string());
+    refuse(cmd, &|| Error::CommitFailed(msg.to_string()));
+}
+
+/// Answers every reply of `cmd` with `err()`.
+pub(crate) fn refuse(cmd: Command, err: &dyn Fn() -> Error) {
     match cmd {
-        Command::Create { reply, .. } | Command::Append { reply, .. } => {
+        Command::Create { reply, .. } => {
             let _ = reply.send(Err(err()));
         }
+        Command::Append { reply, .. } => reply(Err(err())),
+        Command::Many(cmds) => cmds.into_iter().for_each(|c| refuse(c, err)),
         Command::Host { reply, .. } => {
             let _ = reply.send(Err(err()));
         }
