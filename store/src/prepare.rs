@@ -30,6 +30,15 @@ pub(crate) fn sync_reply<T: Send + 'static>(
     })
 }
 
+/// Waits for what a queued append (`queue`, given its `done`) answers.
+pub(crate) fn wait_for(queue: impl FnOnce(AppendDone)) -> Result<Vec<Appended>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    queue(Box::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    rx.recv().map_err(|_| Error::WriterGone)?
+}
+
 /// One reply per fact of a queued append: once all are in, `done` gets
 /// every `Appended`, in order, or the first refusal.
 pub(crate) fn gathered(count: usize, done: AppendDone) -> Vec<Reply<Appended>> {

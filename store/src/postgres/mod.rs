@@ -45,7 +45,7 @@ pub use connect::schema_version;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::gathered;
+use crate::prepare::{gathered, wait_for};
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -291,15 +291,7 @@ impl AppendFacts for PostgresStore {
     }
 
     fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
-        let (tx, rx) = sync_channel(1);
-        self.append_all_then(
-            run,
-            facts,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx.recv().map_err(|_| Error::WriterGone)?
+        wait_for(|done| self.append_all_then(run, facts, done))
     }
 
     /// One command holding every fact, so the writer takes them into one

@@ -21,7 +21,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
-use crate::prepare::{gathered, sync_reply};
+use crate::prepare::{gathered, sync_reply, wait_for};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -324,15 +324,7 @@ impl AppendFacts for SqliteStore {
     }
 
     fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
-        let (tx, rx) = sync_channel(1);
-        self.append_all_then(
-            run,
-            facts,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx.recv().map_err(|_| Error::WriterGone)?
+        wait_for(|done| self.append_all_then(run, facts, done))
     }
 
     /// One command holding every fact, so the writer takes them into one
