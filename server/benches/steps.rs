@@ -22,12 +22,19 @@
 //! - an fsync probe in the same run: median of 200 × (write 4 KiB, fsync) in
 //!   the data directory, so µs per step is reported as a ratio to it.
 //!
+//! With `FLOW_BENCH_POSTGRES=URL` (e.g.
+//! `postgres://postgres@127.0.0.1:5432/test`) the sequential Rust-Tool run
+//! and both concurrent ones are measured again on a Postgres store (a fresh
+//! schema, dropped after; `synchronous_commit = on`), beside SQLite (issue
+//! 12 §5).
+//!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench steps`.
 //! Targets (issue 16): sequential ≤ 400 µs/step (≤ 1.4 × fsync), CPU
 //! ≤ 150 µs per step; 50 concurrent runs ≥ 10,000 steps/s; replay ≥ 500,000
 //! facts/s.
 
 use flowd::service::bind::Bindings;
+use flowd::service::store::StoreRef;
 use flowd::service::{RunResult, RunService, ServiceOptions};
 use flowd::source::Sources;
 use serde_json::json;
@@ -148,13 +155,82 @@ fn cpu_us() -> f64 {
     (ticks(11) + ticks(12)) * 10_000.0
 }
 
-async fn sequential(kind: &str, steps: usize, fsync_us: f64) {
+/// Where a bench's store lives.
+#[derive(Clone)]
+enum Backend {
+    Sqlite,
+    Postgres(String),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SQLite",
+            Backend::Postgres(_) => "Postgres",
+        }
+    }
+
+    /// A new store: a file in `data`, or a fresh schema (dropped with the
+    /// returned guard).
+    fn open(&self, data: &Path) -> (StoreRef, Option<Schema>) {
+        match self {
+            Backend::Sqlite => (
+                Arc::new(
+                    flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"),
+                ),
+                None,
+            ),
+            Backend::Postgres(url) => {
+                let schema = format!("bench_steps_{}_{}", std::process::id(), unique());
+                let store = flow_store::PostgresStore::open(flow_store::PostgresOptions {
+                    url: url.clone(),
+                    schema: schema.clone(),
+                })
+                .expect("postgres store");
+                (
+                    Arc::new(store),
+                    Some(Schema {
+                        url: url.clone(),
+                        name: schema,
+                    }),
+                )
+            }
+        }
+    }
+}
+
+fn unique() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A bench's Postgres schema, dropped at the end.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    async fn drop_now(self) {
+        match tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await {
+            Ok((client, conn)) => {
+                tokio::spawn(conn);
+                let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+                if let Err(e) = client.batch_execute(&sql).await {
+                    eprintln!("could not drop schema {}: {e}", self.name);
+                }
+            }
+            Err(e) => eprintln!("could not drop schema {}: {e}", self.name),
+        }
+    }
+}
+
+async fn sequential(kind: &str, steps: usize, fsync_us: f64, backend: &Backend) {
     let tmp = tempfile::tempdir().expect("tmp");
     let flow = write_flow(tmp.path(), kind, steps);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    let store =
-        Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
+    let (store, schema) = backend.open(&data);
     let sources = Sources::read(&flow).expect("sources");
     let service = service(store, &flow);
     let before = disk(&data);
@@ -173,7 +249,8 @@ async fn sequential(kind: &str, steps: usize, fsync_us: f64) {
     let n = steps as f64;
     let per_step = secs * 1e6 / n;
     println!(
-        "sequential, {kind} tool: {steps} steps in {secs:.3} s: {:.0} steps/s, {per_step:.0} µs/step = {:.2}× fsync, server CPU {:.0} µs/step, {} bytes on disk/step",
+        "{}: sequential, {kind} tool: {steps} steps in {secs:.3} s: {:.0} steps/s, {per_step:.0} µs/step = {:.2}× fsync, server CPU {:.0} µs/step, {} bytes on disk/step",
+        backend.name(),
         n / secs,
         per_step / fsync_us,
         cpu / n,
@@ -192,15 +269,17 @@ async fn sequential(kind: &str, steps: usize, fsync_us: f64) {
         );
     }
     service.shutdown(std::time::Duration::from_secs(5)).await;
+    if let Some(s) = schema {
+        s.drop_now().await;
+    }
 }
 
-async fn concurrent(kind: &str, fsync_us: f64) {
+async fn concurrent(kind: &str, fsync_us: f64, backend: &Backend) {
     let tmp = tempfile::tempdir().expect("tmp");
     let flow = write_flow(tmp.path(), kind, 100);
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
-    let store =
-        Arc::new(flow_store::SqliteStore::open(data.join("flow.db"), options()).expect("store"));
+    let (store, schema) = backend.open(&data);
     let sources = Sources::read(&flow).expect("sources");
     let service = service(store, &flow);
     let (t, cpu) = (Instant::now(), cpu_us());
@@ -221,17 +300,21 @@ async fn concurrent(kind: &str, fsync_us: f64) {
         .filter(|r| matches!(r, Ok(RunResult::Completed { .. })))
         .count();
     println!(
-        "concurrent, {kind} tool: 50 runs × 100 steps ({ok} completed) in {secs:.3} s: {:.0} steps/s ({:.0} µs/step, fsync {fsync_us:.0} µs), server CPU {:.0} µs/step",
+        "{}: concurrent, {kind} tool: 50 runs × 100 steps ({ok} completed) in {secs:.3} s: {:.0} steps/s ({:.0} µs/step, fsync {fsync_us:.0} µs), server CPU {:.0} µs/step",
+        backend.name(),
         5000.0 / secs,
         secs * 1e6 / 5000.0,
         cpu / 5000.0
     );
     service.shutdown(std::time::Duration::from_secs(5)).await;
+    if let Some(s) = schema {
+        s.drop_now().await;
+    }
 }
 
 /// The run service as `flow serve` sets it up: the flow's flow.toml as the
 /// server's `--tools`, its Tool processes pooled across runs.
-fn service(store: Arc<flow_store::SqliteStore>, flow: &Path) -> RunService {
+fn service(store: StoreRef, flow: &Path) -> RunService {
     let toml = flow.parent().expect("flow dir").join("flow.toml");
     let manifest = flow_tools::manifest::Manifest::read(&toml).expect("flow.toml");
     RunService::new(
@@ -255,10 +338,17 @@ fn main() {
     let fsync_us = fsync_probe(tmp.path());
     println!("fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync)");
     rt.block_on(async {
-        sequential("rust", 1000, fsync_us).await;
-        sequential("rust", 10_000, fsync_us).await;
-        sequential("python", 1000, fsync_us).await;
-        concurrent("rust", fsync_us).await;
-        concurrent("python", fsync_us).await;
+        let sqlite = Backend::Sqlite;
+        sequential("rust", 1000, fsync_us, &sqlite).await;
+        sequential("rust", 10_000, fsync_us, &sqlite).await;
+        sequential("python", 1000, fsync_us, &sqlite).await;
+        concurrent("rust", fsync_us, &sqlite).await;
+        concurrent("python", fsync_us, &sqlite).await;
+        if let Ok(url) = std::env::var("FLOW_BENCH_POSTGRES") {
+            let pg = Backend::Postgres(url);
+            sequential("rust", 1000, fsync_us, &pg).await;
+            concurrent("rust", fsync_us, &pg).await;
+            concurrent("python", fsync_us, &pg).await;
+        }
     });
 }
