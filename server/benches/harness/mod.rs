@@ -209,13 +209,19 @@ impl Server {
     /// Starts `flow --data DATA serve --listen 127.0.0.1:0 --tools …` and
     /// waits for its `flowd listening on http://ADDR` line.
     pub fn start(data: &Path, tools: &[PathBuf]) -> Server {
+        Server::start_with(data, tools, &[])
+    }
+
+    /// [`Server::start`] with more `flow serve` arguments (`--postgres …`).
+    pub fn start_with(data: &Path, tools: &[PathBuf], extra: &[&str]) -> Server {
         let flow = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
         std::fs::create_dir_all(data).expect("data dir");
         let log = std::fs::File::create(data.join("serve.log")).expect("serve.log");
         let mut cmd = Command::new(&flow);
         cmd.arg("--data")
             .arg(data)
-            .args(["serve", "--listen", "127.0.0.1:0", "--no-recover"]);
+            .args(["serve", "--listen", "127.0.0.1:0", "--no-recover"])
+            .args(extra);
         for t in tools {
             cmd.arg("--tools").arg(t);
         }
