@@ -63,7 +63,7 @@ fn main() {
                 .map(|i| {
                     Server::start_with(
                         &root.join(format!("pg{servers}-{i}")),
-                        &[tools.clone()],
+                        std::slice::from_ref(&tools),
                         &pg,
                     )
                 })
