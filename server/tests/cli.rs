@@ -736,6 +736,13 @@ fn the_cli_talks_to_a_server_with_the_same_commands() {
     let v: Json = serde_json::from_str(text.trim()).unwrap();
     let run = v["run"].as_str().unwrap().to_string();
     assert_eq!(v["pending"][0]["call"], "c1:root#1");
+    // `watch` follows the feed: the facts so far, then the pause (exit 3).
+    let (code, text) = remote(&["watch", &run]);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("Start") && text.contains("std/human#input") && text.contains("paused"),
+        "{text}"
+    );
     let (code, text) = remote(&["--json", "runs", "--state", "paused"]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(&run), "{text}");
@@ -774,9 +781,40 @@ fn the_cli_talks_to_a_server_with_the_same_commands() {
     .unwrap();
     let (code, _) = remote(&["check", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
-    let (code, text) = remote(&["export", &run, "--out", tmp.path().to_str().unwrap()]);
-    assert_eq!(code, 2);
-    assert!(text.contains("without --server"), "{text}");
+    // An ended run's feed: every fact to End, and the run's exit code.
+    let (code, text) = remote(&["watch", &run]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("End"), "{text}");
+    // Export over HTTP, import into another server over HTTP, replay there.
+    let archive = tmp.path().join("archive");
+    let (code, text) = remote(&["export", &run, "--out", archive.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("exported"), "{text}");
+    assert!(archive.join("history.jsonl").is_file());
+    let other = tempfile::tempdir().unwrap();
+    let (mut second, base2) = common::serve_with(other.path(), None, &[]);
+    let at_second = |args: &[&str]| {
+        let out = flow()
+            .arg("--data")
+            .arg(f.data.path())
+            .args(["--server", &base2])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = at_second(&["import", archive.to_str().unwrap()]);
+    assert_eq!((code, text.trim()), (0, format!("imported {run}").as_str()));
+    let (code, text) = at_second(&["import", archive.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("already stored"), "{text}");
+    let (code, text) = at_second(&["replay", &run]);
+    assert_eq!((code, text.trim()), (0, "matched"));
+    second.kill().unwrap();
+    second.wait().unwrap();
     // Nothing went into the local store.
     let (_, v) = f.json(&["runs"]);
     assert_eq!(v["runs"], json!([]), "{v}");

@@ -38,29 +38,41 @@ impl Client {
         })
     }
 
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+    /// A request to `path`, with the token.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
         }
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json> {
+        let mut req = self.request(method, path);
         if let Some(b) = body {
             req = req
                 .header("content-type", "application/json")
                 .body(b.to_string());
         }
+        self.answer(req).await
+    }
+
+    /// The answer to `req` when it succeeded, else the error its
+    /// problem+json says.
+    async fn response(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let r = req
             .send()
             .await
             .map_err(|e| Error::Refused(format!("cannot reach {}: {e}", self.base)))?;
         let status = r.status();
+        if status.is_success() {
+            return Ok(r);
+        }
         let text = r
             .text()
             .await
             .map_err(|e| Error::Refused(format!("{}: {e}", self.base)))?;
         let v: Json = serde_json::from_str(&text).unwrap_or(Json::String(text));
-        if status.is_success() {
-            return Ok(v);
-        }
         let detail = v
             .get("detail")
             .and_then(Json::as_str)
@@ -86,12 +98,44 @@ impl Client {
         })
     }
 
+    /// The JSON answer to `req`.
+    async fn answer(&self, req: reqwest::RequestBuilder) -> Result<Json> {
+        let text = self
+            .response(req)
+            .await?
+            .text()
+            .await
+            .map_err(|e| Error::Refused(format!("{}: {e}", self.base)))?;
+        Ok(serde_json::from_str(&text).unwrap_or(Json::String(text)))
+    }
+
     async fn get(&self, path: &str) -> Result<Json> {
         self.send(reqwest::Method::GET, path, None).await
     }
 
     async fn post(&self, path: &str, body: Json) -> Result<Json> {
         self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// `POST path` with a tar body.
+    async fn post_tar(&self, path: &str, tar: Vec<u8>) -> Result<Json> {
+        let req = self
+            .request(reqwest::Method::POST, path)
+            .header("content-type", "application/x-tar")
+            .body(tar);
+        self.answer(req).await
+    }
+
+    /// `GET path`'s body as bytes (an archive).
+    async fn bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let r = self
+            .response(self.request(reqwest::Method::GET, path))
+            .await?;
+        let b = r
+            .bytes()
+            .await
+            .map_err(|e| Error::Refused(format!("{}: {e}", self.base)))?;
+        Ok(b.to_vec())
     }
 
     /// Follows a run's view until it is no longer running.
@@ -106,7 +150,7 @@ impl Client {
 }
 
 /// Whether `command` runs against `--server`; the others (serve, mcp,
-/// tools, test, export, import) run locally or are refused.
+/// tools, test, `runs --runs`) run locally or are refused.
 pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> {
     let c = Client::new(base, g.token.clone())?;
     match command {
@@ -248,6 +292,46 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             }
             Ok(if v["ok"] == true { 0 } else { 2 })
         }
+        Command::Watch { run, after } => watch(g, &c, &run, after).await,
+        Command::Export { run, out } => {
+            let tar = c.bytes(&format!("/v1/runs/{run}/archive")).await?;
+            std::fs::create_dir_all(&out)
+                .map_err(|e| Error::Refused(format!("{}: {e}", out.display())))?;
+            crate::tarball::unpack(&tar[..], &out)
+                .map_err(|e| Error::Refused(format!("the server's archive: {e}")))?;
+            let facts = std::fs::read_to_string(out.join("history.jsonl"))
+                .map(|t| t.lines().count())
+                .unwrap_or(0);
+            let blobs = std::fs::read_dir(out.join("blobs")).map_or(0, |d| d.count());
+            let v = json!({"run": run, "out": out.display().to_string(), "facts": facts, "blobs": blobs});
+            if g.json {
+                out!("{v}");
+            } else {
+                out!(
+                    "exported {run} to {} ({facts} facts, {blobs} blobs)",
+                    out.display()
+                );
+            }
+            Ok(0)
+        }
+        Command::Import { dir } => {
+            let body = if dir.is_dir() {
+                crate::tarball::pack(&dir)
+            } else {
+                std::fs::read(&dir)
+            }
+            .map_err(|e| Error::Refused(format!("{}: {e}", dir.display())))?;
+            let v = c.post_tar("/v1/archives", body).await?;
+            let run = v["run"].as_str().unwrap_or_default();
+            if g.json {
+                out!("{}", json!({"run": run, "imported": v["imported"]}));
+            } else if v["imported"] == true {
+                out!("imported {run}");
+            } else {
+                out!("{run} is already stored; nothing changed");
+            }
+            Ok(0)
+        }
         other => Err(Error::Refused(format!(
             "{} has no HTTP equivalent here; run it without --server",
             name(&other)
@@ -255,17 +339,58 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
     }
 }
 
+/// `flow --server URL watch RUN`: the run's SSE feed (with its state
+/// changes), each fact printed as `flow watch` prints it, until the run
+/// ends, pauses or is halted; then the run as `flow run` shows it, with
+/// its exit code.
+async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let view = c.get(&format!("/v1/runs/{run}")).await?;
+    let req = c
+        .request(
+            reqwest::Method::GET,
+            &format!("/v1/runs/{run}/events?states=true&after={after}"),
+        )
+        // A feed lasts as long as the run: no overall deadline.
+        .timeout(Duration::from_secs(365 * 24 * 3600));
+    let stream = c.response(req).await?;
+    let mut events = stream.bytes_stream().eventsource();
+    while let Some(e) = events.next().await {
+        let e = e.map_err(|e| Error::Refused(format!("{}: the feed broke: {e}", c.base)))?;
+        let data: Json = serde_json::from_str(&e.data).unwrap_or(Json::Null);
+        match (e.event.as_str(), flow_store::FactKind::parse(&e.event)) {
+            ("state", _) if matches!(data["state"].as_str(), Some("paused" | "halted")) => break,
+            ("error", _) => return Err(Error::Unreadable(e.data)),
+            (_, Some(kind)) => {
+                let n = e.id.parse::<u64>().unwrap_or(0);
+                if g.json {
+                    out!("{}", flow_abi::json::canonical(&data));
+                } else {
+                    out!("{}", super::watch::line(n, kind, &data));
+                }
+                if kind == flow_store::FactKind::End {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let run = view["run"].as_str().unwrap_or(run).to_string();
+    show(
+        g,
+        &c.settle(c.get(&format!("/v1/runs/{run}")).await?).await?,
+    )
+}
+
 /// The command's name, for the refusal.
 fn name(c: &Command) -> &'static str {
     match c {
         Command::Runs { .. } => "flow runs --runs",
         Command::Tools { .. } => "flow tools",
-        Command::Export { .. } => "flow export",
-        Command::Import { .. } => "flow import",
         Command::Test { .. } => "flow test",
         Command::Serve(_) => "flow serve",
         Command::Mcp(_) => "flow mcp",
-        Command::Watch { .. } => "flow watch",
         _ => "this command",
     }
 }

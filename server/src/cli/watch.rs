@@ -97,7 +97,7 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
 }
 
 /// One fact as a line: number, kind and what identifies it.
-fn line(n: u64, kind: FactKind, f: &Json) -> String {
+pub(super) fn line(n: u64, kind: FactKind, f: &Json) -> String {
     let s = |k: &str| f.get(k).and_then(Json::as_str).unwrap_or("");
     let what = match kind {
         FactKind::Call => format!("{}  {}  at {}", s("call"), s("tool"), s("node")),
