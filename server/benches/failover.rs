@@ -17,7 +17,7 @@
 //! release build). `FLOW_BENCH_LEASE_SECONDS` (default 10, the server's
 //! default) and `FLOW_BENCH_KILLS` (default 10).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use serde_json::{Value, json};

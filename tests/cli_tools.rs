@@ -3,7 +3,7 @@
 //! host's limits: each is BadReply for its call, recorded, and handled by
 //! the flow (PRO-13); `flow run` never hangs on one.
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::{Value as Json, json};

@@ -5,17 +5,17 @@
 //! recorded; without `--flow` the recorded program re-runs, whatever the
 //! file on disk says now.
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 mod common;
 
-use common::Flow;
+use common::TestApp;
 
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 
-impl Flow {
+impl TestApp {
     /// The fact number of the run's root Checkpoint at `node`.
     fn checkpoint(&self, run: &str, node: &str) -> u64 {
         let (code, v) = self.json(&["history", run, "--kind", "Checkpoint"]);
@@ -76,7 +76,7 @@ fn write(dir: &Path, name: &str, doc: &Json) -> PathBuf {
 /// is decoded against the program forked onto.
 #[test]
 fn fork_onto_a_fixed_program() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "review.json", &review());
     let file = file.to_str().unwrap();
@@ -130,7 +130,7 @@ fn fork_onto_a_fixed_program() {
 /// recorded for any of them.
 #[test]
 fn fork_onto_a_program_that_does_not_fit_is_refused() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "review.json", &review());
     let (code, v) = f.json(&[
@@ -196,7 +196,7 @@ fn fork_onto_a_program_that_does_not_fit_is_refused() {
 
 #[test]
 fn fork_help_says_checkpoint_is_a_fact_number() {
-    let out = Flow::new().cmd(&["fork", "--help"]);
+    let out = TestApp::new().cmd(&["fork", "--help"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("fact number"), "{text}");

@@ -6,7 +6,7 @@
 //! upstream files of the shared corpus are an extra conformance pass
 //! (`shared_*`, run by `.ci/run` when `../shared` exists).
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use flow_abi::example::example;

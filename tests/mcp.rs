@@ -27,7 +27,7 @@ fn flow_bin() -> PathBuf {
 }
 
 fn scripts() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp")
 }
 
 /// Waits for `child` at most `limit`; kills it (by its PID) after that.

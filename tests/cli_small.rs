@@ -3,7 +3,7 @@
 //! runnable as printed, and one state vocabulary between `flow runs` and
 //! `flow history`.
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::{Value as Json, json};

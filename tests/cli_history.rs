@@ -3,26 +3,20 @@
 //! `--summary` (HIST-5), the pending-call view (HIST-9) and the Tool list
 //! (CLI-20), the same data in `--json` (CLI-26).
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::Value as Json;
-use std::process::{Command, Output};
+use std::process::Output;
 
-struct Flow {
-    data: tempfile::TempDir,
-}
+mod common;
 
-impl Flow {
-    fn cmd(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_flow"))
-            .env_remove("FLOW_DATA")
-            .env("NO_COLOR", "1")
-            .arg("--data")
-            .arg(self.data.path())
-            .args(args)
-            .output()
-            .unwrap();
+use common::TestApp;
+
+impl TestApp {
+    /// `flow ARGS`, which must exit 0 or 3 (paused).
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args);
         assert!(
             matches!(out.status.code(), Some(0 | 3)),
             "{args:?}: {}",
@@ -32,29 +26,28 @@ impl Flow {
     }
 
     fn text(&self, args: &[&str]) -> String {
-        String::from_utf8_lossy(&self.cmd(args).stdout).to_string()
+        String::from_utf8_lossy(&self.ok(args).stdout).to_string()
     }
 
-    fn json(&self, args: &[&str]) -> Json {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        serde_json::from_slice(&self.cmd(&a).stdout).unwrap()
+    /// `flow --json ARGS`, which must exit 0 or 3.
+    fn ok_json(&self, args: &[&str]) -> Json {
+        let (code, v) = self.json(args);
+        assert!(matches!(code, 0 | 3), "{args:?}: {v}");
+        v
     }
 }
 
 #[test]
 fn history_shows_pending_calls_rounds_tools_and_what_it_hides() {
-    let f = Flow {
-        data: tempfile::tempdir().unwrap(),
-    };
+    let f = TestApp::new();
     let review = fixtures::repo()
         .join("examples/flows/review/review.json")
         .display()
         .to_string();
-    let v = f.json(&["run", &review, "--input", r#"{"text":"one"}"#]);
+    let v = f.ok_json(&["run", &review, "--input", r#"{"text":"one"}"#]);
     let run = v["run"].as_str().unwrap().to_string();
 
-    let v = f.json(&["history", &run]);
+    let v = f.ok_json(&["history", &run]);
     // HIST-1: re-run as replay does.
     assert_eq!(v["verdict"]["verdict"], "incomplete", "{v}");
     // HIST-9: the pending calls from the re-run's state.
@@ -109,7 +102,7 @@ fn history_shows_pending_calls_rounds_tools_and_what_it_hides() {
     assert!(text.contains(&format!("flow resume {run}")), "{text}");
 
     // Ended: nothing pending, the re-run matches.
-    f.cmd(&[
+    f.ok(&[
         "resume",
         &run,
         "--call",
@@ -117,7 +110,7 @@ fn history_shows_pending_calls_rounds_tools_and_what_it_hides() {
         "--reply",
         r#"{"Ok":{"decision":"approved"}}"#,
     ]);
-    let v = f.json(&["history", &run]);
+    let v = f.ok_json(&["history", &run]);
     assert_eq!(v["verdict"]["verdict"], "matched", "{v}");
     assert_eq!(v["pending"], serde_json::json!([]), "{v}");
     let text = f.text(&["history", &run, "--summary"]);

@@ -1,4 +1,6 @@
-//! Shared by the tests that start the real `flow serve` process.
+//! The one harness of the end-to-end tests: the real `flow` binary on a
+//! store of its own ([`TestApp`], which verifies every history it holds
+//! when it drops) and the real `flow serve` process ([`serve`]).
 
 #![allow(dead_code)]
 
@@ -94,16 +96,68 @@ pub fn flow() -> Command {
     c
 }
 
-/// `flow` on a store of its own (a temporary `--data`).
-pub struct Flow {
+/// `flow` on a store of its own (a temporary `--data`). When it drops (a
+/// test that passed), every run its store holds is read back verified —
+/// numbered from 1 with no gap, each fact chained to the one before, every
+/// blob matching its hash, the runs index agreeing — so no test leaves a
+/// history that does not verify. A test that damages a history on purpose
+/// says so with [`TestApp::damaged`].
+pub struct TestApp {
     pub data: tempfile::TempDir,
+    damaged: std::cell::Cell<bool>,
 }
 
-impl Flow {
-    pub fn new() -> Flow {
-        Flow {
-            data: tempfile::tempdir().unwrap(),
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if std::thread::panicking() || self.damaged.get() {
+            return;
         }
+        let db = self.data.path().join("flow.db");
+        if db.exists() {
+            verify_store(&db);
+        }
+    }
+}
+
+/// Reads every run of the SQLite store at `db` back verified; panics
+/// naming the first that does not verify.
+pub fn verify_store(db: &Path) {
+    use flow_store::{Discover, DiscoveryQuery, ReadHistory};
+    let store = flow_store::SqliteStore::open(db, flow_store::SqliteOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", db.display()));
+    let mut after = None;
+    loop {
+        let page = store
+            .discover(&DiscoveryQuery {
+                limit: Some(DiscoveryQuery::MAX_LIMIT),
+                after: after.clone(),
+                state: None,
+            })
+            .unwrap_or_else(|e| panic!("{}: discovery: {e}", db.display()));
+        for r in &page.runs {
+            let run = flow_store::RunId::parse(&r.run).unwrap();
+            if let Err(e) = store.read_history(&run) {
+                panic!("{}: run {run} does not verify: {e}", db.display());
+            }
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+}
+
+impl TestApp {
+    pub fn new() -> TestApp {
+        TestApp {
+            data: tempfile::tempdir().unwrap(),
+            damaged: std::cell::Cell::new(false),
+        }
+    }
+
+    /// This test damages a history on purpose: no check when it drops.
+    pub fn damaged(&self) {
+        self.damaged.set(true);
     }
 
     pub fn cmd(&self, args: &[&str]) -> std::process::Output {

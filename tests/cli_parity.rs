@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{Flow, flow};
+use common::{TestApp, flow};
 
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::{Value as Json, json};
@@ -58,7 +58,7 @@ fn check_prints_locations_and_json_refusals_carry_diagnostics() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = bad_flow(tmp.path());
     let bad = bad.to_str().unwrap();
-    let f = Flow::new();
+    let f = TestApp::new();
     // Human output: `severity[CODE] module#pointer: message`.
     let out = f.cmd(&["check", bad]);
     assert_eq!(out.status.code(), Some(2));
@@ -124,7 +124,7 @@ fn check_prints_locations_and_json_refusals_carry_diagnostics() {
 /// `flow tools` prints today (a stale one would refuse every run).
 #[test]
 fn reference_tool_documents_are_current() {
-    let f = Flow::new();
+    let f = TestApp::new();
     for (flow_file, doc) in [
         (
             "examples/tools/harness/tour.json",
@@ -153,7 +153,7 @@ fn reference_tool_documents_are_current() {
 }
 
 /// `flow run … --allow` of `file` with `input`; the run id and its output.
-fn run_allowed(f: &Flow, file: &Path, input: &str) -> (String, Json) {
+fn run_allowed(f: &TestApp, file: &Path, input: &str) -> (String, Json) {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_flow")).parent().unwrap();
     let out = flow()
         .env(
@@ -184,7 +184,7 @@ fn run_allowed(f: &Flow, file: &Path, input: &str) -> (String, Json) {
 }
 
 /// The Calls of a run, as (node, tool).
-fn calls(f: &Flow, run: &str) -> Vec<(String, String)> {
+fn calls(f: &TestApp, run: &str) -> Vec<(String, String)> {
     let (code, v) = f.json(&["history", run, "--kind", "Call"]);
     assert_eq!(code, 0, "{v}");
     v["facts"]
@@ -205,7 +205,7 @@ fn calls(f: &Flow, run: &str) -> Vec<(String, String)> {
 /// calls its source tool and the reply becomes evidence in state.
 #[test]
 fn harness_flows_run_end_to_end_with_the_reference_harness() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (run, out) = run_allowed(
         &f,
         &fixtures::repo().join("examples/flows/harness/harness.json"),
@@ -256,7 +256,7 @@ fn harness_flows_run_end_to_end_with_the_reference_harness() {
 /// its prompt) gets it rendered; replay reads the recorded reply.
 #[test]
 fn a_prompt_ref_flow_runs_end_to_end_and_replays() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (run, out) = run_allowed(
         &f,
         &fixtures::repo().join("examples/flows/prompts/summary.json"),

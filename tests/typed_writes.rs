@@ -9,10 +9,10 @@
 //! against the declared types is BadReply).
 
 mod common;
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
-use common::Flow;
+use common::TestApp;
 use serde_json::json;
 
 fn fixture(name: &str) -> String {
@@ -25,7 +25,7 @@ fn fixture(name: &str) -> String {
 
 #[test]
 fn a_text_answer_into_an_integer_field_is_refused_at_check_with_its_pointer() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["check", &fixture("text-into-int.json")]);
     assert_eq!(code, 2, "{v}");
     let d = v["diagnostics"]
@@ -53,7 +53,7 @@ fn a_text_answer_into_an_integer_field_is_refused_at_check_with_its_pointer() {
 
 #[test]
 fn a_structured_answer_that_does_not_fit_its_field_goes_to_fail_branch() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&[
         "run",
         &fixture("guess.json"),
@@ -75,7 +75,7 @@ fn a_structured_answer_that_does_not_fit_its_field_goes_to_fail_branch() {
 
 #[test]
 fn a_reply_object_into_a_string_field_faults_naming_field_and_type() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&[
         "run",
         &fixture("note.json"),

@@ -2,7 +2,7 @@
 plain JSON-RPC lines to `flow mcp` (the 2025-11-25 handshake, a string
 request id), no SDK in between to drop a late answer. Also checks that
 ng.flowla/request keeps a string id a string (MCPS-7). Run by
-server/tests/mcp.rs as `wire.py FLOW DATA`."""
+tests/mcp.rs as `wire.py FLOW DATA`."""
 import json
 import os
 import select

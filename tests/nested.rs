@@ -9,10 +9,10 @@
 //! run, which records its own halt, and a resume continues both (NEST-19).
 
 mod common;
-#[path = "../../tests/fixtures/fixtures.rs"]
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
-use common::{Flow, Server, get_json, serve};
+use common::{Server, TestApp, get_json, serve};
 use serde_json::{Value as Json, json};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ fn doc(name: &str) -> Json {
 }
 
 /// The runs of `f`'s store: `(run, state)` in creation order.
-fn states(f: &Flow) -> Vec<(String, String)> {
+fn states(f: &TestApp) -> Vec<(String, String)> {
     let (_, v) = f.json(&["runs"]);
     v["runs"]
         .as_array()
@@ -56,7 +56,7 @@ fn states(f: &Flow) -> Vec<(String, String)> {
 /// the nested run, continues both runs, and both replay `matched`.
 #[test]
 fn a_sub_flow_that_asks_pauses_its_parent_and_its_answer_continues_both() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &fixture("outer.json"), "--input", r#"{"text":"hi"}"#]);
     assert_eq!((code, v["state"].as_str()), (3, Some("paused")), "{v}");
     let outer = v["run"].as_str().unwrap().to_string();
@@ -121,7 +121,7 @@ fn a_sub_flow_that_asks_pauses_its_parent_and_its_answer_continues_both() {
 /// pending call names the innermost run; the answer continues all three.
 #[test]
 fn the_outermost_run_id_answers_a_call_two_levels_down() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &fixture("deep.json"), "--input", r#"{"text":"hi"}"#]);
     assert_eq!(code, 3, "{v}");
     let deep = v["run"].as_str().unwrap().to_string();
@@ -148,7 +148,7 @@ fn the_outermost_run_id_answers_a_call_two_levels_down() {
 /// run completes once both are answered.
 #[test]
 fn parallel_sub_flows_pause_together_and_are_answered_one_by_one() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &fixture("pair.json"), "--input", r#"{"text":"x"}"#]);
     assert_eq!(code, 3, "{v}");
     let outer = v["run"].as_str().unwrap().to_string();
@@ -202,7 +202,7 @@ fn parallel_sub_flows_pause_together_and_are_answered_one_by_one() {
 /// a fault that follows a person's `Failed` answer in a paused sub-flow.
 #[test]
 fn fail_branch_routes_a_sub_flow_that_faults() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &fixture("retry.json"), "--input", r#"{"text":"x"}"#]);
     assert_eq!((code, v["exit"].as_str()), (4, Some("gave_up")), "{v}");
     let error = &v["output"]["error"];
@@ -216,7 +216,7 @@ fn fail_branch_routes_a_sub_flow_that_faults() {
         f.assert_matched(r);
     }
 
-    let g = Flow::new();
+    let g = TestApp::new();
     let (code, v) = g.json(&["run", &fixture("outer.json"), "--input", r#"{"text":"hi"}"#]);
     assert_eq!(code, 3, "{v}");
     let inner = v["pending"][0]["run"].as_str().unwrap().to_string();

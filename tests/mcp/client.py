@@ -1,6 +1,6 @@
 """The MCP tests' client side, on the official Python `mcp` SDK (pinned in
 .ci/run): connects to `flow mcp` over stdio or to `/mcp` on `flow serve`,
-and checks what the tools answer. Run by server/tests/mcp.rs; a failed
+and checks what the tools answer. Run by tests/mcp.rs; a failed
 check raises, so the script exits non-zero naming it."""
 import argparse
 import asyncio
@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 REVIEW = os.path.join(REPO, "examples", "flows", "review", "review.json")
 SLOW = os.path.join(HERE, "slow", "slow.json")
 META_KEYS = {"ng.flowla/request", "ng.flowla/run", "ng.flowla/fact", "ng.flowla/hash"}

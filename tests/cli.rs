@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{Flow, flow};
-#[path = "../../tests/fixtures/fixtures.rs"]
+use common::{TestApp, flow};
+#[path = "fixtures/fixtures.rs"]
 mod fixtures;
 
 use serde_json::{Value as Json, json};
@@ -22,7 +22,7 @@ fn review_flow() -> String {
 /// 2 refused; a refused resume records nothing (DESIGN §4).
 #[test]
 fn run_pause_resume_replay() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"hello"}"#]);
     assert_eq!(code, 3, "{v}");
     assert_eq!(v["state"], "paused");
@@ -97,7 +97,7 @@ fn run_pause_resume_replay() {
 
 #[test]
 fn rejected_review_completes_with_its_exit_code() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"x"}"#]);
     let run = v["run"].as_str().unwrap().to_string();
     let (code, v) = f.json(&[
@@ -114,7 +114,7 @@ fn rejected_review_completes_with_its_exit_code() {
 
 #[test]
 fn refusals_record_nothing() {
-    let f = Flow::new();
+    let f = TestApp::new();
     for input in [r#"{"text":1}"#, r#"{"text":"x","extra":1}"#, "{", "[]"] {
         let (code, v) = f.json(&["run", &review_flow(), "--input", input]);
         assert_eq!(code, 2, "{input}: {v}");
@@ -131,7 +131,7 @@ fn refusals_record_nothing() {
 
 #[test]
 fn fork_from_a_checkpoint_with_a_field_replaced() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"one"}"#]);
     let run = v["run"].as_str().unwrap().to_string();
     // Fact 3 is the Checkpoint at node draft.
@@ -165,14 +165,14 @@ fn fork_from_a_checkpoint_with_a_field_replaced() {
 
 #[test]
 fn export_import_round_trip() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (_, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"x"}"#]);
     let run = v["run"].as_str().unwrap().to_string();
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join(&run);
     let (code, v) = f.json(&["export", &run, "--out", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{v}");
-    let other = Flow::new();
+    let other = TestApp::new();
     let (code, v) = other.json(&["import", dir.to_str().unwrap()]);
     assert_eq!((code, v["imported"].as_bool()), (0, Some(true)), "{v}");
     let (code, v) = other.json(&["import", dir.to_str().unwrap()]);
@@ -201,7 +201,7 @@ fn export_import_round_trip() {
         .unwrap()
         .replace("\"x\"", "\"y\"");
     std::fs::write(&hist, text).unwrap();
-    let third = Flow::new();
+    let third = TestApp::new();
     let (code, _) = third.json(&["import", dir.to_str().unwrap()]);
     assert_eq!(code, 2);
 }
@@ -209,7 +209,7 @@ fn export_import_round_trip() {
 /// `flow check` and `flow tools` on every FlowSpec file of `dir`: no error,
 /// and a tools document whose every fingerprint is a SHA-256. Returns how
 /// many files there were.
-fn check_and_tools(f: &Flow, dir: &std::path::Path) -> usize {
+fn check_and_tools(f: &TestApp, dir: &std::path::Path) -> usize {
     let mut n = 0;
     for name in fixtures::flowspec_files(dir).keys() {
         let p = dir.join(name);
@@ -234,12 +234,12 @@ fn shared_corpus_check_and_tools() {
     let Some(dir) = fixtures::shared("flowspec-corpus") else {
         return;
     };
-    assert_eq!(check_and_tools(&Flow::new(), &dir), 12);
+    assert_eq!(check_and_tools(&TestApp::new(), &dir), 12);
 }
 
 #[test]
 fn check_and_tools_on_the_corpus() {
-    let f = Flow::new();
+    let f = TestApp::new();
     assert!(check_and_tools(&f, &fixtures::flowspec_corpus()) >= 10);
     // A broken flow: exit 2 with a located diagnostic.
     let tmp = tempfile::tempdir().unwrap();
@@ -261,7 +261,7 @@ fn check_and_tools_on_the_corpus() {
 /// current program; exit 0 / 1 / 2 as running-a-program.txt "Testing" says.
 #[test]
 fn flow_test_fixtures_and_histories() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let examples = fixtures::repo().join("examples/flows");
     let (code, v) = f.json(&["test", examples.to_str().unwrap()]);
     assert_eq!(code, 0, "{v}");
@@ -356,7 +356,7 @@ fn timed_flow(dir: &std::path::Path, seconds: u64) -> std::path::PathBuf {
 /// and goes on as `on_timeout` says (DESIGN §4).
 #[test]
 fn hitl_deadline_survives_the_process() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let tmp = tempfile::tempdir().unwrap();
     let flow_file = timed_flow(tmp.path(), 0);
     let (code, v) = f.json(&[
@@ -381,7 +381,7 @@ fn hitl_deadline_survives_the_process() {
 /// timing the call out at once.
 #[test]
 fn a_huge_hitl_timeout_is_never_a_deadline_in_the_past() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let tmp = tempfile::tempdir().unwrap();
     let flow_file = timed_flow(tmp.path(), 10_000_000_000_000_000);
     let (code, v) = f.json(&[
@@ -403,7 +403,7 @@ fn a_huge_hitl_timeout_is_never_a_deadline_in_the_past() {
 /// global store outlives the run, a thread-scoped one is per run.
 #[test]
 fn memory_nodes_use_the_store() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let notes = fixtures::repo().join("examples/flows/notes/notes.json");
     let notes = notes.to_str().unwrap();
     let (code, v) = f.json(&["run", notes, "--input", r#"{"key":"k","note":"first"}"#]);
@@ -427,7 +427,7 @@ fn memory_nodes_use_the_store() {
 /// the nested run (DESIGN §4).
 #[test]
 fn subgraph_runs_as_a_linked_nested_run() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let outer = fixtures::repo().join("examples/flows/subgraph/outer.json");
     let (code, v) = f.json(&[
         "run",
@@ -514,7 +514,7 @@ fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
         )));
         (out.status.code().unwrap_or(-1), v)
     };
-    let first = Flow::new();
+    let first = TestApp::new();
     let (code, v) = run_in(
         first.data.path(),
         &[
@@ -541,7 +541,7 @@ fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
     )
     .unwrap();
 
-    let other = Flow::new();
+    let other = TestApp::new();
     let (code, v) = other.json(&["import", archive.to_str().unwrap()]);
     assert_eq!(code, 0, "host records are outside the chain: {v}");
     let before = other.facts(&run);
@@ -578,7 +578,7 @@ fn an_imported_run_never_binds_from_a_directory_its_archive_names() {
 /// printing the next command; exit codes as `flow run`.
 #[test]
 fn watch_follows_a_run_until_it_pauses_or_ends() {
-    let f = Flow::new();
+    let f = TestApp::new();
     let (code, v) = f.json(&["run", &review_flow(), "--input", r#"{"text":"w"}"#]);
     assert_eq!(code, 3, "{v}");
     let run = v["run"].as_str().unwrap().to_string();
@@ -615,7 +615,7 @@ fn watch_follows_a_run_until_it_pauses_or_ends() {
     // Live: a watcher started while another process drives the run sees
     // the facts that process appends, and ends at the pause.
     let triage = fixtures::repo().join("examples/flows/triage/triage.json");
-    let g = Flow::new();
+    let g = TestApp::new();
     let mut runner = with_tools(flow())
         .env("TRIAGE_DELAY_MS", "1500")
         .arg("--data")
@@ -707,7 +707,7 @@ fn with_tools(mut cmd: Command) -> Command {
 fn the_cli_talks_to_a_server_with_the_same_commands() {
     let served = tempfile::tempdir().unwrap();
     let (mut server, base) = common::serve_with(served.path(), None, &[]);
-    let f = Flow::new();
+    let f = TestApp::new();
     let remote = |args: &[&str]| -> (i32, String) {
         let out = flow()
             .arg("--data")
@@ -840,7 +840,7 @@ fn module_names_with_control_characters_are_refused_at_check() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(src.join("outer.json"), dir.path().join("outer.json")).unwrap();
         std::fs::copy(src.join("inner.json"), dir.path().join(bad)).unwrap();
-        let f = Flow::new();
+        let f = TestApp::new();
         let outer = dir.path().join("outer.json");
         let out = f.cmd(&["check", outer.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
