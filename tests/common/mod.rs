@@ -55,18 +55,24 @@ pub fn serve_args(
     (child, base)
 }
 
-/// A `flow serve` process, killed on drop.
+/// A `flow serve` process, killed on drop; then, as [`TestApp`] does,
+/// every history in its store is read back verified.
 pub struct Server {
     pub child: Child,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     pub port: u16,
+    data: std::path::PathBuf,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let db = self.data.join("flow.db");
+        if !std::thread::panicking() && db.exists() {
+            verify_store(&db);
+        }
     }
 }
 
@@ -74,7 +80,12 @@ impl Drop for Server {
 pub fn serve(data: &Path, args: &[&str]) -> Server {
     let (child, base) = serve_args(data, None, &[], args);
     let port = base.rsplit(':').next().unwrap().parse().unwrap();
-    Server { child, base, port }
+    Server {
+        child,
+        base,
+        port,
+        data: data.to_path_buf(),
+    }
 }
 
 /// [`serve_args`] with no extra flags.
