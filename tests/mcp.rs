@@ -9,7 +9,9 @@
 //! makes it when it is missing. `FLOW_MCP_PYTHON` names another Python
 //! that has the SDK.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -162,52 +164,20 @@ fn stdio(scenario: &str, mcp_args: &[&str]) {
     script(&py, &refs);
 }
 
-/// A real `flow serve`, killed by its PID when dropped.
+/// A real `flow serve` on a store of its own (the harness's server: killed
+/// by its PID when dropped, its store then read back verified).
 struct Serve {
-    child: Child,
+    _server: common::Server,
     url: String,
     _data: tempfile::TempDir,
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(extra: &[&str]) -> Serve {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(flow_bin())
-        .arg("--data")
-        .arg(data.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .current_dir(repo())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(i) = line.find("http://") {
-                let _ = tx.send(line[i..].trim().to_string());
-            }
-        }
-    });
-    let base = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(b) => b,
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("flow serve printed no address");
-        }
-    };
+    let server = common::serve(data.path(), extra);
     Serve {
-        child,
-        url: format!("{base}/mcp"),
+        url: format!("{}/mcp", server.base),
+        _server: server,
         _data: data,
     }
 }
