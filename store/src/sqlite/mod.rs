@@ -15,6 +15,7 @@
 
 mod leases;
 mod read;
+mod workers;
 mod writer;
 
 use crate::api::*;
@@ -172,6 +173,9 @@ pub(crate) struct Inner {
     tx: Mutex<Option<SyncSender<writer::Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
+    /// The worker queue's own write connection (`workers`), opened on
+    /// first use.
+    queue: Mutex<Option<Connection>>,
     pub(crate) heads: Arc<Heads>,
 }
 
@@ -216,6 +220,7 @@ impl SqliteStore {
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                queue: Mutex::new(None),
                 heads,
             }),
         })
