@@ -119,14 +119,15 @@ pub trait WorkerQueue {
         call: &str,
         within: Duration,
     ) -> Result<Option<RemoteCallState>>;
-    /// The host decides a call sent to `worker` that has no outcome: stores
-    /// `outcome`, or with `None` queues the call again. False when another
-    /// outcome came first or the call is no longer `worker`'s.
+    /// The host decides a call that has no outcome and is where it saw it:
+    /// sent to `worker`, or never sent (`None`). Stores `outcome`, or with
+    /// `None` queues a sent call again. False when another outcome came
+    /// first or the call moved meanwhile (claimed, or queued again).
     fn settle_call(
         &self,
         run: &RunId,
         call: &str,
-        worker: &str,
+        worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool>;
     /// Asks for a call to stop: a queued one is withdrawn (never handed

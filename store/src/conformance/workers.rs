@@ -144,7 +144,8 @@ pub(super) fn workers<B: Backend + Sync>(
         "the first reply stays"
     );
     ensure!(
-        !s.settle_call(&run, &parked.call, "w1", None).map_err(e)?,
+        !s.settle_call(&run, &parked.call, Some("w1"), None)
+            .map_err(e)?,
         "an answered call was queued again"
     );
 
@@ -170,13 +171,17 @@ pub(super) fn workers<B: Backend + Sync>(
         "a lost worker came back to life"
     );
     ensure!(
-        s.settle_call(&run, &c2.call, "w1", None).map_err(e)?,
+        s.settle_call(&run, &c2.call, Some("w1"), None).map_err(e)?,
         "queued again"
     );
     ensure!(
         matches!(state(&s, &c2, live)?, RemoteCallState::Queued { .. }),
         "queued again: {:?}",
         state(&s, &c2, live)?
+    );
+    ensure!(
+        !s.settle_call(&run, &c2.call, Some("w1"), None).map_err(e)?,
+        "queued again twice"
     );
     s.register_worker("w2", "two", &[served("t.json#a", fp, false)])
         .map_err(e)?;
@@ -186,7 +191,7 @@ pub(super) fn workers<B: Backend + Sync>(
     );
     let unknown = json!({"Unknown": "the worker was lost"});
     ensure!(
-        s.settle_call(&run, &c2.call, "w2", Some(&unknown))
+        s.settle_call(&run, &c2.call, Some("w2"), Some(&unknown))
             .map_err(e)?,
         "settled"
     );
@@ -198,6 +203,34 @@ pub(super) fn workers<B: Backend + Sync>(
         state(&s, &c2, live)? == RemoteCallState::Done { outcome: unknown },
         "the host's decision stays"
     );
+
+    // A call never sent is settled as never sent, not once it is claimed.
+    let c4 = remote(&run, 4, "t.json#a", fp);
+    s.queue_call(&c4).map_err(e)?;
+    let not_run = json!({"NotRun": "no worker"});
+    ensure!(
+        !s.settle_call(&run, &c4.call, Some("w2"), Some(&not_run))
+            .map_err(e)?,
+        "a call never sent was settled as another worker's"
+    );
+    ensure!(
+        s.settle_call(&run, &c4.call, None, Some(&not_run))
+            .map_err(e)?,
+        "a call never sent is settled"
+    );
+    ensure!(
+        s.claim_calls("w2", 5).map_err(e)?.calls.is_empty(),
+        "a settled call was handed out"
+    );
+    let c5 = remote(&run, 5, "t.json#a", fp);
+    s.queue_call(&c5).map_err(e)?;
+    s.claim_calls("w2", 5).map_err(e)?;
+    ensure!(
+        !s.settle_call(&run, &c5.call, None, Some(&not_run))
+            .map_err(e)?,
+        "a claimed call was settled as never sent"
+    );
+    s.reply_call("w2", &run, &c5.call, &ok).map_err(e)?;
 
     // Cancels: a queued call is never handed out (until queued again); a
     // sent one is told to its worker once.

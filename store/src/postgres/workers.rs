@@ -274,25 +274,28 @@ impl WorkerQueue for PostgresStore {
         &self,
         run: &RunId,
         call: &str,
-        worker: &str,
+        worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool> {
-        let (run, call, worker) = (run.to_string(), call.to_string(), worker.to_string());
+        let (run, call) = (run.to_string(), call.to_string());
+        let worker = worker.map(str::to_string);
         let outcome = outcome.map(flow_abi::json::canonical);
         self.on_pool(move |conn| async move {
-            let rows = match outcome {
-                Some(o) => quick!(
+            let rows = match (outcome, &worker) {
+                (Some(o), _) => quick!(
                     conn,
                     "UPDATE worker_calls SET outcome = $4
-                     WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run",
+                     WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
+                     RETURNING run",
                     &[&run, &call, &worker, &o]
                 ),
-                None => quick!(
+                (None, Some(_)) => quick!(
                     conn,
                     "UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
                      WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run",
                     &[&run, &call, &worker]
                 ),
+                (None, None) => Vec::new(),
             };
             Ok(rows.len() == 1)
         })

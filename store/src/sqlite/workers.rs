@@ -293,7 +293,7 @@ impl WorkerQueue for SqliteStore {
         &self,
         run: &RunId,
         call: &str,
-        worker: &str,
+        worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool> {
         self.queue_write(|tx| {
@@ -301,14 +301,15 @@ impl WorkerQueue for SqliteStore {
             let n = match outcome {
                 Some(o) => tx.execute(
                     "UPDATE worker_calls SET outcome = ?4
-                     WHERE run = ?1 AND call = ?2 AND worker = ?3 AND outcome IS NULL",
+                     WHERE run = ?1 AND call = ?2 AND worker IS ?3 AND outcome IS NULL",
                     params![key.0, key.1, key.2, flow_abi::json::canonical(o)],
                 )?,
-                None => tx.execute(
+                None if worker.is_some() => tx.execute(
                     "UPDATE worker_calls SET worker = NULL, resend = 0, cancel = 0
                      WHERE run = ?1 AND call = ?2 AND worker = ?3 AND outcome IS NULL",
                     params![key.0, key.1, key.2],
                 )?,
+                None => 0,
             };
             Ok(n == 1)
         })
