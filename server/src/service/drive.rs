@@ -43,8 +43,11 @@ pub(super) fn steps(effects: Vec<Effect>) -> Vec<Step> {
 /// module.
 pub(super) type ToDispatch = (String, String, Map<String, Json>, Option<String>);
 
-type Pending<'a> =
-    Pin<Box<dyn Future<Output = std::result::Result<(String, CallOutcome), Aborted>> + Send + 'a>>;
+/// A call's outcome once it comes; `None` for a call parked for a remote
+/// worker that is absent (it stays open, the run may pause).
+type Pending<'a> = Pin<
+    Box<dyn Future<Output = std::result::Result<(String, Option<CallOutcome>), Aborted>> + Send + 'a>,
+>;
 
 /// Held by each commit of a drive (and of its nested runs).
 pub(super) type Writes = Arc<tokio::sync::Mutex<()>>;
@@ -189,7 +192,7 @@ impl RunService {
                     let outcome = self
                         .nested(run, &call, program.clone(), sub, args, host, writes)
                         .await;
-                    inflight.push(Box::pin(std::future::ready(Ok((call, outcome)))));
+                    inflight.push(Box::pin(std::future::ready(Ok((call, Some(outcome))))));
                     continue;
                 }
                 let req = CallRequest {
@@ -202,7 +205,7 @@ impl RunService {
                 let (handle, registration) = AbortHandle::new_pair();
                 aborts.insert(call.clone(), handle);
                 let fut = async move {
-                    let out = host.call(&module, req).await;
+                    let out = host.dispatch(&module, req).await;
                     (call, out)
                 };
                 inflight.push(Box::pin(Abortable::new(fut, registration)));
@@ -223,8 +226,8 @@ impl RunService {
                     tokio::select! {
                         r = &mut job => break r.map_err(engine_lost)?,
                         Some(x) = inflight.next() => {
-                            if let Ok(x) = x {
-                                arrived.push_back(x);
+                            if let Ok((call, Some(o))) = x {
+                                arrived.push_back((call, o));
                             }
                         }
                     }
@@ -239,7 +242,9 @@ impl RunService {
                     match inflight.next().await {
                         // A call closed meanwhile: its future was dropped.
                         Some(Err(Aborted)) => continue,
-                        Some(Ok(x)) => break Some(x),
+                        // Parked: the call stays open, waiting for a worker.
+                        Some(Ok((_, None))) => continue,
+                        Some(Ok((call, Some(o)))) => break Some((call, o)),
                         None => break None,
                     }
                 },

@@ -31,6 +31,7 @@ pub mod heads;
 mod lease;
 mod outcome;
 mod prepare;
+pub mod remote;
 pub mod store;
 
 use crate::error::{Error, Result};

@@ -214,6 +214,17 @@ impl RunService {
         }
         // Bound after every refusal: a refused resume starts no Tool.
         let (bound, _) = self.bind_recorded(run, &program, hash).await?;
+        if let Some((answered, _)) = &reply {
+            // Calls parked for (or out at) remote workers stay theirs: the
+            // drive attaches to them again.
+            let module = machine.module().to_string();
+            for c in open.iter().filter(|c| &c.call != answered) {
+                if bound.host.is_remote(&module, &c.tool) && self.worker_queued(&bound, run, c).await
+                {
+                    resend.push((c.call.clone(), c.tool.clone(), args_of(c), None));
+                }
+            }
+        }
         if reply.is_none() {
             // Settle calls a crash left open (not the human ones, which stay
             // open until answered): sent again when the binding says
@@ -262,15 +273,19 @@ impl RunService {
         let mut resend = Vec::new();
         let mut records = Vec::new();
         for c in crashed {
+            // A call in the worker queue is not lost with the host: the
+            // drive attaches to it (waits for its worker, sends it if it
+            // never went, admits the reply that came meanwhile).
+            if bound.host.is_remote(&module, &c.tool) && self.worker_queued(bound, run, &c).await {
+                records.push(json!({"call": c.call, "decision": "worker", "reason": "host restarted"}));
+                resend.push((c.call.clone(), c.tool.clone(), args_of(&c), None));
+                continue;
+            }
             let resending = bound.host.resends(&module, &c.tool);
             let decision = if resending { "resend" } else { "unknown" };
             records.push(json!({"call": c.call, "decision": decision, "reason": "host restarted"}));
             if resending {
-                let args = match &c.args {
-                    Json::Object(m) => m.clone(),
-                    _ => Map::new(),
-                };
-                resend.push((c.call.clone(), c.tool.clone(), args, None));
+                resend.push((c.call.clone(), c.tool.clone(), args_of(&c), None));
                 continue;
             }
             let outcome = Outcome::Unknown("host restarted".into());
@@ -296,6 +311,23 @@ impl RunService {
         })
         .await?;
         Ok(resend)
+    }
+
+    /// Whether an open call of a worker-served declaration has its place
+    /// in the worker queue (one without was lost with a crash before it
+    /// was queued, or with the database's: it is settled as a crash
+    /// settles an open call).
+    async fn worker_queued(&self, bound: &super::bind::Bound, run: &RunId, c: &OpenCall) -> bool {
+        let Some(w) = bound.host.workers() else {
+            return false;
+        };
+        match w.queued(run, &c.call).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(run.id = %run, call.id = %c.call, error = %e, "cannot read the worker queue; the call is settled as after a crash");
+                false
+            }
+        }
     }
 
     /// A fork's Start and machine, from the parent's Start and the one
@@ -425,6 +457,14 @@ fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()
         })?;
     }
     Ok(())
+}
+
+/// An open call's args object.
+fn args_of(c: &OpenCall) -> Map<String, Json> {
+    match &c.args {
+        Json::Object(m) => m.clone(),
+        _ => Map::new(),
+    }
 }
 
 /// A run's verified history as logical facts: every value loaded, every

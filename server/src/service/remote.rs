@@ -1,0 +1,505 @@
+//! Tool calls served by remote workers (`flow worker`, docs/deploy.md
+//! "Workers"): the host override `flow serve --workers KEY` routes the
+//! declarations it names to the store's worker queue
+//! ([`flow_store::WorkerQueue`]) instead of a child process, and workers
+//! connected to any server of the store take the calls from there.
+//!
+//! * **Bind before start.** A run that can reach a worker-served
+//!   declaration is refused unless a live worker serves it with the same
+//!   fingerprint ([`Workers::check`]) — or, with `--worker-wait`, accepted,
+//!   its calls then parked until a worker comes.
+//! * **A call** ([`Workers::call`]) is queued once its Call fact is durable,
+//!   then waited for: woken at once by a reply admitted on this server,
+//!   and reading the store on a backing-off tick for a reply admitted on
+//!   another (and to notice a lost worker). A call that no live worker
+//!   serves is parked: `None` goes back to the drive, which pauses the run
+//!   once nothing else is under way (DESIGN §4). The queue's scan
+//!   ([`RunService::serve_workers`]) resumes a paused run as soon as a
+//!   worker serves its parked call.
+//! * **A lost worker** (not heard from within `--worker-timeout`): each
+//!   call out at it is settled `Unknown` (it reached the worker, which may
+//!   have acted) or, when the worker's binding says `resend = true`, queued
+//!   again for the next worker. The store takes the first outcome only, so
+//!   a late reply from a worker judged lost is dropped, never admitted
+//!   twice.
+//! * **Cancels.** A call whose future is dropped (a Close, a halt) is
+//!   withdrawn from the queue or, if sent, cancelled at its worker. At
+//!   shutdown nothing is cancelled: the calls stay with their workers, and
+//!   whoever drives the run next attaches to them.
+
+use super::store::{StoreRef, blocking};
+use super::RunService;
+use crate::error::{Error, Result};
+use flow_abi::protocol::Outcome;
+use flow_store::{Claimed, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
+use flow_tools::outcome::{CallOutcome, CallRequest, Declarations};
+use serde_json::{Value as Json, json};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The default `--worker-timeout`.
+pub const TIMEOUT_SECONDS: u64 = 5;
+/// Parked runs resumed per scan.
+const RESUME_PER_SCAN: u32 = 32;
+/// The longest poll hold: well inside the server's request timeout.
+const MAX_HOLD: Duration = Duration::from_secs(25);
+/// Scans between sweeps of ended runs' calls and long-lost workers.
+const SCANS_PER_SWEEP: u32 = 30;
+
+/// How this server routes Tool calls to workers.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// `--workers`: the declarations served by workers, keyed as flow.toml
+    /// keys them (`triage.json` for a module, `triage.json#classify` for
+    /// one Tool, `std/llm` for a built-in module).
+    pub keys: Vec<String>,
+    /// `--worker-wait`: park a call no live worker serves (the run pauses)
+    /// instead of refusing the run at start, or answering NotRun later.
+    pub wait: bool,
+    /// `--worker-timeout`: a worker not heard from within it is lost.
+    pub timeout: Duration,
+    /// Other servers share the store: their calls and replies are looked
+    /// for often (there is no cross-server wake-up).
+    pub cluster: bool,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> WorkerOptions {
+        WorkerOptions {
+            keys: Vec::new(),
+            wait: false,
+            timeout: Duration::from_secs(TIMEOUT_SECONDS),
+            cluster: false,
+        }
+    }
+}
+
+/// The worker queue's handle on this server. Cheap to clone.
+#[derive(Clone)]
+pub struct Workers {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: StoreRef,
+    options: WorkerOptions,
+    /// Wakes this server's long polls when a call is queued or cancelled
+    /// here.
+    queued: Notify,
+    /// The drives waiting here for a call's reply, by `(run, call)`.
+    waiting: Mutex<HashMap<(String, String), Arc<Notify>>>,
+    /// Wakes the scan when a worker registers here.
+    arrived: Notify,
+    shutdown: CancellationToken,
+}
+
+/// One reply a worker sends.
+#[derive(Debug, Clone)]
+pub struct WorkerReply {
+    pub run: String,
+    pub call: String,
+    pub outcome: Json,
+}
+
+impl Workers {
+    pub fn new(store: StoreRef, options: WorkerOptions, shutdown: CancellationToken) -> Workers {
+        Workers {
+            inner: Arc::new(Inner {
+                store,
+                options,
+                queued: Notify::new(),
+                waiting: Mutex::new(HashMap::new()),
+                arrived: Notify::new(),
+                shutdown,
+            }),
+        }
+    }
+
+    pub fn options(&self) -> &WorkerOptions {
+        &self.inner.options
+    }
+
+    /// How long a poll waits for a call before it answers with none: half
+    /// the timeout (at most 25 s), so a worker always polls again before
+    /// it is lost.
+    pub fn hold(&self) -> Duration {
+        (self.inner.options.timeout / 2).clamp(Duration::from_millis(250), MAX_HOLD)
+    }
+
+    /// The longest wait between two looks at the store for what another
+    /// server wrote.
+    fn tick(&self) -> Duration {
+        if self.inner.options.cluster {
+            Duration::from_millis(100)
+        } else {
+            (self.inner.options.timeout / 4).max(Duration::from_millis(50))
+        }
+    }
+
+    /// Whether `--workers` routes declaration `identity` to workers: its
+    /// own key or its module's.
+    pub fn serves(&self, identity: &str) -> bool {
+        let module = identity.rsplit_once('#').map_or(identity, |(m, _)| m);
+        self.inner
+            .options
+            .keys
+            .iter()
+            .any(|k| k == identity || k == module)
+    }
+
+    /// Bind before start: every worker-served declaration `(identity,
+    /// fingerprint)` a run can reach has a live worker serving it with
+    /// that fingerprint, or the run is refused naming each one (with
+    /// `--worker-wait`, nothing is refused).
+    pub async fn check(&self, needed: &BTreeSet<(String, String)>) -> Result<()> {
+        if needed.is_empty() || self.inner.options.wait {
+            return Ok(());
+        }
+        let timeout = self.inner.options.timeout;
+        let live = blocking(&self.inner.store, move |s| Ok(s.live_workers(timeout)?)).await?;
+        let mut refusals = Vec::new();
+        for (tool, fp) in needed {
+            let fits = |w: &WorkerInfo| {
+                w.tools
+                    .iter()
+                    .any(|t| &t.tool == tool && &t.fingerprint == fp)
+            };
+            if live.iter().any(fits) {
+                continue;
+            }
+            let other: BTreeSet<&str> = live
+                .iter()
+                .flat_map(|w| w.tools.iter())
+                .filter(|t| &t.tool == tool)
+                .map(|t| t.fingerprint.as_str())
+                .collect();
+            refusals.push(if other.is_empty() {
+                format!(
+                    "{tool} is served by remote workers (flow serve --workers) and no live worker serves it: start `flow worker` with a flow.toml that binds it, or start the server with --worker-wait to park its calls until one connects"
+                )
+            } else {
+                format!(
+                    "{tool}: the live workers serve fingerprint {}, the run declares {fp}",
+                    other.into_iter().collect::<Vec<_>>().join(", ")
+                )
+            });
+        }
+        if refusals.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Bind(refusals))
+        }
+    }
+
+    /// Sends one call through the queue and waits for its outcome, decoded
+    /// against `decls`; `None` when the call is parked (no live worker
+    /// serves it, and the server waits for workers). A call queued before
+    /// (sent again, or taken over from another server) is attached to as
+    /// it stands.
+    pub async fn call(
+        &self,
+        req: CallRequest,
+        fingerprint: &str,
+        decls: &Declarations,
+    ) -> Option<CallOutcome> {
+        let Ok(run) = RunId::parse(&req.run) else {
+            return Some(CallOutcome::NotRun(format!("{} is not a run id", req.run)));
+        };
+        let notify = Arc::new(Notify::new());
+        let mut guard = Waiting {
+            workers: self.clone(),
+            run: run.clone(),
+            call: req.call.clone(),
+            cancel: true,
+        };
+        if let Ok(mut w) = self.inner.waiting.lock() {
+            w.insert((req.run.clone(), req.call.clone()), notify.clone());
+        }
+        let row = RemoteCall {
+            run: run.clone(),
+            call: req.call.clone(),
+            tool: req.tool.clone(),
+            fingerprint: fingerprint.to_string(),
+            args: Json::Object(req.args.clone()),
+        };
+        if let Err(e) = blocking(&self.inner.store, move |s| Ok(s.queue_call(&row)?)).await {
+            guard.cancel = false;
+            return Some(CallOutcome::Unknown(format!(
+                "the worker queue could not take the call: {e}"
+            )));
+        }
+        self.inner.queued.notify_waiters();
+        let timeout = self.inner.options.timeout;
+        let mut tick = Duration::from_millis(2);
+        loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (r, c) = (run.clone(), req.call.clone());
+            let state = blocking(&self.inner.store, move |s| {
+                Ok(s.call_state(&r, &c, timeout)?)
+            })
+            .await;
+            match state {
+                Ok(Some(RemoteCallState::Done { outcome })) => {
+                    guard.cancel = false;
+                    return Some(admit(decls, &req.tool, &outcome));
+                }
+                Ok(Some(RemoteCallState::Queued { served: false, .. })) => {
+                    if self.inner.options.wait {
+                        tracing::info!(run.id = %run, call.id = %req.call, tool.id = %req.tool, "no live worker serves the call: parked");
+                        guard.cancel = false;
+                        return None;
+                    }
+                    let why = json!({"NotRun": format!("no live worker serves {} (flow serve --workers)", req.tool)});
+                    // Only while it is still unsent: a claim may have won.
+                    self.settle(&run, &req.call, None, Some(why)).await;
+                    continue;
+                }
+                Ok(Some(RemoteCallState::Sent {
+                    worker,
+                    live: false,
+                    resend,
+                    ..
+                })) => {
+                    let decision = (!resend).then(|| {
+                        json!({"Unknown": format!("worker {worker} was lost with the call out (not heard from within {} s)", timeout.as_secs())})
+                    });
+                    tracing::warn!(run.id = %run, call.id = %req.call, worker = %worker, resend, "a worker was lost with a call out");
+                    self.settle(&run, &req.call, Some(worker), decision).await;
+                    continue;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    guard.cancel = false;
+                    return Some(CallOutcome::Unknown(
+                        "the call's place in the worker queue is gone".into(),
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "the worker queue cannot be read; trying again");
+                }
+            }
+            tokio::select! {
+                _ = &mut notified => tick = Duration::from_millis(2),
+                _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
+            }
+        }
+    }
+
+    async fn settle(&self, run: &RunId, call: &str, worker: Option<String>, outcome: Option<Json>) {
+        let (r, c) = (run.clone(), call.to_string());
+        let done = blocking(&self.inner.store, move |s| {
+            Ok(s.settle_call(&r, &c, worker.as_deref(), outcome.as_ref())?)
+        })
+        .await;
+        if let Err(e) = done {
+            tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot settle a worker call; trying again");
+            tokio::time::sleep(self.tick()).await;
+        }
+        // A call queued again may go to a worker polling here.
+        self.inner.queued.notify_waiters();
+    }
+
+    /// Whether `(run, call)` has a place in the queue (a takeover attaches
+    /// to it; a call without one was never queued, or lost with a crash of
+    /// the database, and is settled as a crash settles an open call).
+    pub async fn queued(&self, run: &RunId, call: &str) -> Result<bool> {
+        let (r, c, t) = (run.clone(), call.to_string(), self.inner.options.timeout);
+        blocking(&self.inner.store, move |s| {
+            Ok(s.call_state(&r, &c, t)?.is_some())
+        })
+        .await
+    }
+
+    /// Records a worker and what it serves; returns its id.
+    pub async fn register(&self, name: &str, tools: Vec<ServedTool>) -> Result<String> {
+        let id = super::new_run_id();
+        let id = format!("worker-{}", id.as_str().trim_start_matches("run-"));
+        let (i, n) = (id.clone(), name.to_string());
+        blocking(&self.inner.store, move |s| Ok(s.register_worker(&i, &n, &tools)?)).await?;
+        tracing::info!(worker = %id, worker.name = %name, "worker registered");
+        self.inner.arrived.notify_one();
+        Ok(id)
+    }
+
+    /// A worker's long poll: at most `max` calls (and cancels) for it, as
+    /// soon as there are some, or none after `wait` (at most
+    /// [`Workers::hold`]). `None` when the worker is unknown or was judged
+    /// lost: it registers again.
+    pub async fn poll(&self, worker: &str, max: u32, wait: Duration) -> Result<Option<Claimed>> {
+        let (w, t) = (worker.to_string(), self.inner.options.timeout);
+        if !blocking(&self.inner.store, move |s| Ok(s.touch_worker(&w, t)?)).await? {
+            return Ok(None);
+        }
+        let until = tokio::time::Instant::now() + wait.min(self.hold());
+        loop {
+            let notified = self.inner.queued.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let w = worker.to_string();
+            let claimed = blocking(&self.inner.store, move |s| Ok(s.claim_calls(&w, max)?)).await?;
+            if !claimed.calls.is_empty() || !claimed.cancels.is_empty() {
+                return Ok(Some(claimed));
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(self.tick()) => {}
+                _ = tokio::time::sleep_until(until) => return Ok(Some(Claimed::default())),
+                _ = self.inner.shutdown.cancelled() => return Ok(Some(Claimed::default())),
+            }
+        }
+    }
+
+    /// Admits a worker's replies: each stored once if the call went to
+    /// that worker and has no outcome yet (else dropped); returns which
+    /// were admitted. Also counts as hearing from the worker.
+    pub async fn reply(&self, worker: &str, replies: Vec<WorkerReply>) -> Result<Vec<bool>> {
+        let (w, t) = (worker.to_string(), self.inner.options.timeout);
+        let keys: Vec<(String, String)> =
+            replies.iter().map(|r| (r.run.clone(), r.call.clone())).collect();
+        let admitted = blocking(&self.inner.store, move |s| {
+            let mut out = Vec::with_capacity(replies.len());
+            for r in &replies {
+                let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
+                out.push(s.reply_call(&w, &run, &r.call, &r.outcome)?);
+            }
+            s.touch_worker(&w, t)?;
+            Ok(out)
+        })
+        .await?;
+        if let Ok(waiting) = self.inner.waiting.lock() {
+            for (key, ok) in keys.iter().zip(&admitted) {
+                if let (true, Some(n)) = (ok, waiting.get(key)) {
+                    n.notify_one();
+                }
+            }
+        }
+        Ok(admitted)
+    }
+
+    /// A worker leaving: lost at once, so its calls are settled now.
+    pub async fn leave(&self, worker: &str) -> Result<()> {
+        let w = worker.to_string();
+        blocking(&self.inner.store, move |s| Ok(s.remove_worker(&w)?)).await?;
+        tracing::info!(worker = %worker, "worker left");
+        Ok(())
+    }
+
+    /// The live workers.
+    pub async fn list(&self) -> Result<Vec<WorkerInfo>> {
+        let t = self.inner.options.timeout;
+        blocking(&self.inner.store, move |s| Ok(s.live_workers(t)?)).await
+    }
+}
+
+/// A stored outcome decoded against the declaration, as a process reply
+/// is (host-boundary.txt, "Decoding").
+fn admit(decls: &Declarations, tool: &str, outcome: &Json) -> CallOutcome {
+    match Outcome::from_record(outcome) {
+        Ok(o) => decls.admit(tool, o),
+        Err(e) => CallOutcome::BadReply(format!("the worker's outcome is malformed: {e}")),
+    }
+}
+
+/// A drive waiting for a call's reply. Dropped before the call is over (a
+/// Close, a halt), it withdraws or cancels the call — but not at shutdown,
+/// when the call stays with its worker for the next driver.
+struct Waiting {
+    workers: Workers,
+    run: RunId,
+    call: String,
+    cancel: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let inner = &self.workers.inner;
+        if let Ok(mut w) = inner.waiting.lock() {
+            w.remove(&(self.run.to_string(), self.call.clone()));
+        }
+        if !self.cancel || inner.shutdown.is_cancelled() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (workers, run, call) = (self.workers.clone(), self.run.clone(), self.call.clone());
+        rt.spawn(async move {
+            let (r, c) = (run.clone(), call.clone());
+            match blocking(&workers.inner.store, move |s| Ok(s.cancel_call(&r, &c)?)).await {
+                Ok(()) => workers.inner.queued.notify_waiters(),
+                Err(e) => {
+                    tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot cancel a worker call")
+                }
+            }
+        });
+    }
+}
+
+impl RunService {
+    /// The worker queue, on a server.
+    pub fn workers(&self) -> Option<&Workers> {
+        self.inner.bindings.workers()
+    }
+
+    /// Resumes paused runs as soon as a worker serves their parked calls,
+    /// and now and then forgets ended runs' calls and long-lost workers (a
+    /// task in the service's JoinSet; ends on shutdown).
+    pub fn serve_workers(&self) {
+        let Some(workers) = self.workers().cloned() else {
+            return;
+        };
+        if let Ok(mut set) = self.inner.tasks.lock() {
+            set.spawn(scan(self.clone(), workers));
+        }
+    }
+}
+
+async fn scan(service: RunService, workers: Workers) {
+    let timeout = workers.inner.options.timeout;
+    let forget = (timeout * 10).max(Duration::from_secs(60));
+    let mut scans = 0u32;
+    loop {
+        tokio::select! {
+            _ = workers.inner.arrived.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = workers.inner.shutdown.cancelled() => return,
+        }
+        scans += 1;
+        if scans % SCANS_PER_SWEEP == 0
+            && let Err(e) =
+                blocking(&workers.inner.store, move |s| Ok(s.sweep_workers(forget)?)).await
+        {
+            tracing::warn!(error = %e, "cannot sweep the worker queue");
+        }
+        let parked = match blocking(&workers.inner.store, move |s| {
+            Ok(s.parked_runs(timeout, RESUME_PER_SCAN)?)
+        })
+        .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the worker queue");
+                continue;
+            }
+        };
+        for run in parked {
+            if service.is_active(&run) {
+                continue;
+            }
+            tracing::info!(run.id = %run, "a worker serves a parked call: resuming the run");
+            match service.resume(&run, None).await {
+                // The drive goes on in its task; the scan goes on.
+                Ok(_) => {}
+                Err(e @ (Error::Leased { .. } | Error::Conflict(_))) => {
+                    tracing::debug!(run.id = %run, "not resumed here: {e}");
+                }
+                Err(e) => tracing::warn!(run.id = %run, error = %e, "cannot resume a parked run"),
+            }
+        }
+    }
+}
