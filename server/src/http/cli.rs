@@ -208,7 +208,8 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     Ok(0)
 }
 
-async fn wait_for_signal() {
+/// Resolves at Ctrl-C or SIGTERM.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
