@@ -91,7 +91,12 @@ impl Host {
                             .values()
                             .any(|s| d.identity == flow_engine::program::subflow_entry(s))
                 })
-                .partition(|d| options.workers.as_ref().is_some_and(|w| w.serves(&d.identity)));
+                .partition(|d| {
+                    options
+                        .workers
+                        .as_ref()
+                        .is_some_and(|w| w.serves(&d.identity))
+                });
             if !to_workers.is_empty() {
                 let types = Arc::new(m.report.types.clone());
                 remote.insert(

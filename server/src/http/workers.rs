@@ -343,9 +343,8 @@ pub async fn reply_worker(
     for r in req.replies {
         flow_store::RunId::parse(&r.run)
             .map_err(|e| ApiError::unprocessable(format!("replies: {e}")))?;
-        Outcome::from_record(&r.outcome).map_err(|e| {
-            ApiError::unprocessable(format!("replies: {} {}: {e}", r.run, r.call))
-        })?;
+        Outcome::from_record(&r.outcome)
+            .map_err(|e| ApiError::unprocessable(format!("replies: {} {}: {e}", r.run, r.call)))?;
         replies.push(WorkerReply {
             run: r.run,
             call: r.call,

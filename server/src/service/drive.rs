@@ -46,7 +46,11 @@ pub(super) type ToDispatch = (String, String, Map<String, Json>, Option<String>)
 /// A call's outcome once it comes; `None` for a call parked for a remote
 /// worker that is absent (it stays open, the run may pause).
 type Pending<'a> = Pin<
-    Box<dyn Future<Output = std::result::Result<(String, Option<CallOutcome>), Aborted>> + Send + 'a>,
+    Box<
+        dyn Future<Output = std::result::Result<(String, Option<CallOutcome>), Aborted>>
+            + Send
+            + 'a,
+    >,
 >;
 
 /// Held by each commit of a drive (and of its nested runs).

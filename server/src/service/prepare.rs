@@ -219,7 +219,8 @@ impl RunService {
             // drive attaches to them again.
             let module = machine.module().to_string();
             for c in open.iter().filter(|c| &c.call != answered) {
-                if bound.host.is_remote(&module, &c.tool) && self.worker_queued(&bound, run, c).await
+                if bound.host.is_remote(&module, &c.tool)
+                    && self.worker_queued(&bound, run, c).await
                 {
                     resend.push((c.call.clone(), c.tool.clone(), args_of(c), None));
                 }
@@ -277,7 +278,9 @@ impl RunService {
             // drive attaches to it (waits for its worker, sends it if it
             // never went, admits the reply that came meanwhile).
             if bound.host.is_remote(&module, &c.tool) && self.worker_queued(bound, run, &c).await {
-                records.push(json!({"call": c.call, "decision": "worker", "reason": "host restarted"}));
+                records.push(
+                    json!({"call": c.call, "decision": "worker", "reason": "host restarted"}),
+                );
                 resend.push((c.call.clone(), c.tool.clone(), args_of(&c), None));
                 continue;
             }

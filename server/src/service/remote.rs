@@ -27,8 +27,8 @@
 //!   shutdown nothing is cancelled: the calls stay with their workers, and
 //!   whoever drives the run next attaches to them.
 
-use super::store::{StoreRef, blocking};
 use super::RunService;
+use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
 use flow_abi::protocol::Outcome;
 use flow_store::{Claimed, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
@@ -320,7 +320,10 @@ impl Workers {
         let id = super::new_run_id();
         let id = format!("worker-{}", id.as_str().trim_start_matches("run-"));
         let (i, n) = (id.clone(), name.to_string());
-        blocking(&self.inner.store, move |s| Ok(s.register_worker(&i, &n, &tools)?)).await?;
+        blocking(&self.inner.store, move |s| {
+            Ok(s.register_worker(&i, &n, &tools)?)
+        })
+        .await?;
         tracing::info!(worker = %id, worker.name = %name, "worker registered");
         self.inner.arrived.notify_one();
         Ok(id)
@@ -359,8 +362,10 @@ impl Workers {
     /// were admitted. Also counts as hearing from the worker.
     pub async fn reply(&self, worker: &str, replies: Vec<WorkerReply>) -> Result<Vec<bool>> {
         let (w, t) = (worker.to_string(), self.inner.options.timeout);
-        let keys: Vec<(String, String)> =
-            replies.iter().map(|r| (r.run.clone(), r.call.clone())).collect();
+        let keys: Vec<(String, String)> = replies
+            .iter()
+            .map(|r| (r.run.clone(), r.call.clone()))
+            .collect();
         let admitted = blocking(&self.inner.store, move |s| {
             let mut out = Vec::with_capacity(replies.len());
             for r in &replies {

@@ -85,10 +85,9 @@ impl Client {
                 .header("content-type", "application/json")
                 .body(b.to_string());
         }
-        let r = req
-            .send()
-            .await
-            .map_err(|e| Failure::Transient(format!("cannot reach {}: {}", self.base, causes(&e))))?;
+        let r = req.send().await.map_err(|e| {
+            Failure::Transient(format!("cannot reach {}: {}", self.base, causes(&e)))
+        })?;
         let status = r.status();
         let text = r
             .text()
@@ -98,8 +97,9 @@ impl Client {
             if text.is_empty() {
                 return Ok(Json::Null);
             }
-            return serde_json::from_str(&text)
-                .map_err(|e| Failure::Transient(format!("{}: an answer that is not JSON: {e}", self.base)));
+            return serde_json::from_str(&text).map_err(|e| {
+                Failure::Transient(format!("{}: an answer that is not JSON: {e}", self.base))
+            });
         }
         let detail = serde_json::from_str::<Json>(&text)
             .ok()
@@ -107,7 +107,9 @@ impl Client {
             .unwrap_or_else(|| format!("HTTP {status}"));
         Err(match status.as_u16() {
             404 => Failure::Gone,
-            408 | 429 | 500..=599 => Failure::Transient(format!("{}: {status}: {detail}", self.base)),
+            408 | 429 | 500..=599 => {
+                Failure::Transient(format!("{}: {status}: {detail}", self.base))
+            }
             _ => Failure::Refused(format!("{}: {status}: {detail}", self.base)),
         })
     }
@@ -141,7 +143,9 @@ impl Client {
         let worker = v
             .get("worker")
             .and_then(Json::as_str)
-            .ok_or_else(|| Failure::Transient(format!("{}: a registration without a worker id", self.base)))?
+            .ok_or_else(|| {
+                Failure::Transient(format!("{}: a registration without a worker id", self.base))
+            })?
             .to_string();
         let ms = |k: &str, d: u64| v.get(k).and_then(Json::as_u64).unwrap_or(d);
         Ok(Session {
@@ -163,7 +167,11 @@ impl Client {
     }
 
     /// `POST /v1/workers/{worker}/replies`: which were admitted.
-    pub async fn reply(&self, worker: &str, replies: Vec<Json>) -> std::result::Result<Json, Failure> {
+    pub async fn reply(
+        &self,
+        worker: &str,
+        replies: Vec<Json>,
+    ) -> std::result::Result<Json, Failure> {
         self.send(
             reqwest::Method::POST,
             &format!("/v1/workers/{worker}/replies"),

@@ -225,7 +225,8 @@ impl Worker {
                     // Out here already (sent again): its reply will come.
                     continue;
                 }
-                let (served, tx, worker) = (self.served.clone(), tx.clone(), session.worker.clone());
+                let (served, tx, worker) =
+                    (self.served.clone(), tx.clone(), session.worker.clone());
                 let k = key.clone();
                 let h = calls.spawn(async move {
                     if let Some(o) = served.call(req).await {
@@ -243,13 +244,15 @@ impl Worker {
         }
         // Stopping: calls out get the grace period; the rest are cancelled
         // without a reply (the server decides them).
-        let _ = tokio::time::timeout(GRACE, async { while calls.join_next().await.is_some() {} })
-            .await;
+        let _ =
+            tokio::time::timeout(GRACE, async { while calls.join_next().await.is_some() {} }).await;
         calls.abort_all();
         drop(tx);
         let _ = tokio::time::timeout(GRACE, sender).await;
         if let Err(e) = self.client.leave(&session.worker).await {
-            tracing::warn!("could not tell the server this worker leaves ({e}); it will judge it lost in its time");
+            tracing::warn!(
+                "could not tell the server this worker leaves ({e}); it will judge it lost in its time"
+            );
         }
         self.served.shutdown().await;
         match failure {
