@@ -126,7 +126,7 @@ impl From<Error> for ApiError {
             Error::Bind(ds) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unbound",
-                "the run is refused, nothing was recorded: declarations it can reach have no binding in the server's --tools configuration",
+                "the run is refused, nothing was recorded: declarations it can reach have no fitting binding (the server's --tools configuration, or a live worker for those its --workers names)",
             )
             .with_diagnostics(ds.into_iter().map(|m| json!({"severity": "error", "message": m})).collect()),
             Error::NotFound(d) => ApiError::not_found(d),

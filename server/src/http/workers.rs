@@ -217,6 +217,8 @@ fn fingerprint_ok(fp: &str) -> bool {
 
 #[utoipa::path(post, path = "/v1/workers", operation_id = "register_worker", request_body = RegisterRequest,
     responses(
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 201, description = "Registered", body = RegisterAnswer),
         (status = 403, description = "The token's scope is not worker (or admin)", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A declaration that is not `<module>#<tool>` with a sha256 fingerprint; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -275,6 +277,7 @@ pub async fn register_worker(
 #[utoipa::path(post, path = "/v1/workers/{worker}/poll", operation_id = "poll_worker", request_body = PollRequest,
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 200, description = "Calls for the worker (none after the hold)", body = PollAnswer),
         (status = 404, description = "Unknown or lost worker: register again", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "max out of 1..256", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -323,6 +326,8 @@ pub async fn poll_worker(
 #[utoipa::path(post, path = "/v1/workers/{worker}/replies", operation_id = "reply_worker", request_body = RepliesRequest,
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 200, description = "Each reply admitted once, or dropped (`admitted: false`)", body = RepliesAnswer),
         (status = 404, description = "No such worker id", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A reply that is not an outcome, or a run id that is not one; nothing was admitted", body = super::openapi::Problem, content_type = "application/problem+json")))]

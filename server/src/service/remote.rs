@@ -475,7 +475,7 @@ async fn scan(service: RunService, workers: Workers) {
             _ = workers.inner.shutdown.cancelled() => return,
         }
         scans += 1;
-        if scans % SCANS_PER_SWEEP == 0
+        if scans.is_multiple_of(SCANS_PER_SWEEP)
             && let Err(e) =
                 blocking(&workers.inner.store, move |s| Ok(s.sweep_workers(forget)?)).await
         {
