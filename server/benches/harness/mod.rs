@@ -209,6 +209,11 @@ impl Server {
     /// Starts `flow --data DATA serve --listen 127.0.0.1:0 --tools …` and
     /// waits for its `flowd listening on http://ADDR` line.
     pub fn start(data: &Path, tools: &[PathBuf]) -> Server {
+        Server::start_with(data, tools, &[])
+    }
+
+    /// [`Server::start`] with more `flow serve` flags.
+    pub fn start_with(data: &Path, tools: &[PathBuf], args: &[&str]) -> Server {
         let flow = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
         std::fs::create_dir_all(data).expect("data dir");
         let log = std::fs::File::create(data.join("serve.log")).expect("serve.log");
@@ -219,6 +224,7 @@ impl Server {
         for t in tools {
             cmd.arg("--tools").arg(t);
         }
+        cmd.args(args);
         let mut child = cmd
             .env(
                 "FLOW_LOG",

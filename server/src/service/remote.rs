@@ -93,6 +93,8 @@ struct Inner {
     waiting: Mutex<HashMap<(String, String), Arc<Notify>>>,
     /// Wakes the scan when a worker registers here.
     arrived: Notify,
+    /// When this server last marked each worker heard from in the store.
+    touched: Mutex<HashMap<String, std::time::Instant>>,
     shutdown: CancellationToken,
 }
 
@@ -113,6 +115,7 @@ impl Workers {
                 queued: Notify::new(),
                 waiting: Mutex::new(HashMap::new()),
                 arrived: Notify::new(),
+                touched: Mutex::new(HashMap::new()),
                 shutdown,
             }),
         }
@@ -329,13 +332,43 @@ impl Workers {
         Ok(id)
     }
 
+    /// Marks `worker` heard from; false when it is unknown or was judged
+    /// lost. A worker this server marked within a tenth of the timeout is
+    /// live for certain, and is not written again: a busy worker polls and
+    /// replies far more often than its liveness needs.
+    async fn heard(&self, worker: &str) -> Result<bool> {
+        let timeout = self.inner.options.timeout;
+        let fresh = self
+            .inner
+            .touched
+            .lock()
+            .ok()
+            .and_then(|t| t.get(worker).copied())
+            .is_some_and(|at| at.elapsed() < timeout / 10);
+        if fresh {
+            return Ok(true);
+        }
+        let w = worker.to_string();
+        let live = blocking(&self.inner.store, move |s| Ok(s.touch_worker(&w, timeout)?)).await?;
+        if let Ok(mut t) = self.inner.touched.lock() {
+            if live {
+                if t.len() >= 4096 {
+                    t.clear();
+                }
+                t.insert(worker.to_string(), std::time::Instant::now());
+            } else {
+                t.remove(worker);
+            }
+        }
+        Ok(live)
+    }
+
     /// A worker's long poll: at most `max` calls (and cancels) for it, as
     /// soon as there are some, or none after `wait` (at most
     /// [`Workers::hold`]). `None` when the worker is unknown or was judged
     /// lost: it registers again.
     pub async fn poll(&self, worker: &str, max: u32, wait: Duration) -> Result<Option<Claimed>> {
-        let (w, t) = (worker.to_string(), self.inner.options.timeout);
-        if !blocking(&self.inner.store, move |s| Ok(s.touch_worker(&w, t)?)).await? {
+        if !self.heard(worker).await? {
             return Ok(None);
         }
         let until = tokio::time::Instant::now() + wait.min(self.hold());
@@ -361,7 +394,7 @@ impl Workers {
     /// that worker and has no outcome yet (else dropped); returns which
     /// were admitted. Also counts as hearing from the worker.
     pub async fn reply(&self, worker: &str, replies: Vec<WorkerReply>) -> Result<Vec<bool>> {
-        let (w, t) = (worker.to_string(), self.inner.options.timeout);
+        let w = worker.to_string();
         let keys: Vec<(String, String)> = replies
             .iter()
             .map(|r| (r.run.clone(), r.call.clone()))
@@ -372,10 +405,12 @@ impl Workers {
                 let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
                 out.push(s.reply_call(&w, &run, &r.call, &r.outcome)?);
             }
-            s.touch_worker(&w, t)?;
             Ok(out)
         })
         .await?;
+        // A worker judged lost may still have a reply admitted (its call
+        // was not settled yet); that does not bring it back.
+        self.heard(worker).await?;
         if let Ok(waiting) = self.inner.waiting.lock() {
             for (key, ok) in keys.iter().zip(&admitted) {
                 if let (true, Some(n)) = (ok, waiting.get(key)) {
@@ -388,6 +423,9 @@ impl Workers {
 
     /// A worker leaving: lost at once, so its calls are settled now.
     pub async fn leave(&self, worker: &str) -> Result<()> {
+        if let Ok(mut t) = self.inner.touched.lock() {
+            t.remove(worker);
+        }
         let w = worker.to_string();
         blocking(&self.inner.store, move |s| Ok(s.remove_worker(&w)?)).await?;
         tracing::info!(worker = %worker, "worker left");

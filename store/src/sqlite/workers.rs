@@ -30,7 +30,11 @@ impl SqliteStore {
             })?;
         if slot.is_none() {
             let conn = Connection::open(&self.inner.path)?;
-            conn.busy_timeout(Duration::from_secs(5))?;
+            // The history writer holds the write lock for one commit at a
+            // time (a few hundred µs); SQLite's own busy timeout sleeps
+            // whole milliseconds between tries, which a call through a
+            // worker would pay three times.
+            conn.busy_handler(Some(retry_soon))?;
             conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
             *slot = Some(conn);
         }
@@ -46,6 +50,13 @@ impl SqliteStore {
     fn queue_read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.with_reader(|c| f(c))
     }
+}
+
+/// The queue connection's busy handler: tries again every 50 µs, for 5 s
+/// in all.
+fn retry_soon(tries: i32) -> bool {
+    std::thread::sleep(Duration::from_micros(50));
+    tries < 100_000
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {
