@@ -19,7 +19,8 @@ CREATE TABLE worker_tools (
 );
 CREATE INDEX worker_tools_by_decl ON worker_tools (tool, fingerprint);
 -- One row per call sent through the queue, kept until its run ends.
--- worker NULL: queued (parked while no live worker serves it); worker set:
+-- worker NULL: queued; parked: its drive gave up waiting for a worker and
+-- the run paused (handed out again once the run is resumed); worker set:
 -- sent to it; outcome set: the reply admitted (or the host's decision for
 -- a lost worker), once. cancel: 0 none, 1 asked, 2 the worker was told.
 -- Claims take rows FOR UPDATE SKIP LOCKED.
@@ -33,6 +34,7 @@ CREATE TABLE worker_calls (
     worker TEXT COLLATE "C",
     resend BOOLEAN NOT NULL DEFAULT FALSE,
     cancel SMALLINT NOT NULL DEFAULT 0,
+    parked BOOLEAN NOT NULL DEFAULT FALSE,
     outcome TEXT,                      -- canonical JSON outcome
     PRIMARY KEY (run, call)
 );

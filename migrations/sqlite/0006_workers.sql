@@ -18,7 +18,8 @@ CREATE TABLE worker_tools (
 );
 CREATE INDEX worker_tools_by_decl ON worker_tools (tool, fingerprint);
 -- One row per call sent through the queue, kept until its run ends.
--- worker NULL: queued (parked while no live worker serves it); worker set:
+-- worker NULL: queued; parked 1: its drive gave up waiting for a worker and
+-- the run paused (handed out again once the run is resumed); worker set:
 -- sent to it; outcome set: the reply admitted (or the host's decision for
 -- a lost worker), once. cancel: 0 none, 1 asked, 2 the worker was told.
 CREATE TABLE worker_calls (
@@ -31,6 +32,7 @@ CREATE TABLE worker_calls (
     worker TEXT,
     resend INTEGER NOT NULL DEFAULT 0,
     cancel INTEGER NOT NULL DEFAULT 0,
+    parked INTEGER NOT NULL DEFAULT 0,
     outcome TEXT,                  -- canonical JSON outcome
     PRIMARY KEY (run, call)
 );

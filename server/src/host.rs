@@ -181,6 +181,17 @@ impl Host {
         self.workers.as_ref().filter(|_| !self.remote.is_empty())
     }
 
+    /// The program closed `call` of `run`: if remote workers serve some of
+    /// `module`, it is cancelled at the queue (a no-op for a call that is
+    /// not there); a local call is cancelled by dropping its future.
+    pub fn closed(&self, module: &str, run: &str, call: &str) {
+        if let Some(w) = &self.workers
+            && self.remote.contains_key(module)
+        {
+            w.cancel(run, call);
+        }
+    }
+
     /// Sends a call to whatever serves it and waits for its outcome;
     /// `None` when the call is parked for a remote worker that is absent
     /// (it stays open: DESIGN §4).

@@ -608,6 +608,24 @@ async fn worker_tokens_serve_and_do_nothing_else() {
         format!("{read} read\n{run_t} run\n{admin} admin\n{worker_t} worker\n"),
     )
     .unwrap();
+    let mixed = dir.path().join("mixed");
+    std::fs::write(&mixed, format!("{worker_t} worker,read\n")).unwrap();
+    let out = common::flow()
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["serve", "--tokens", mixed.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a worker token with another scope"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stands alone"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = Serve::start(
         &server_tools(dir.path()),
         &[

@@ -15,7 +15,9 @@
 //!
 //! * A call is queued once per `(run, call)`: queuing it again keeps the
 //!   row's state (a resend or a takeover attaches to it), only withdrawing
-//!   an earlier cancel of a call never sent.
+//!   an earlier cancel or park of a call never sent.
+//! * No call of an ended run is handed out, and a parked call only once
+//!   queued again (its run resumed).
 //! * A claim hands a queued call to one worker only (`FOR UPDATE SKIP
 //!   LOCKED` on Postgres, the write lock on SQLite), and only to a worker
 //!   that registered the call's declaration with the call's fingerprint.
@@ -105,8 +107,9 @@ pub trait WorkerQueue {
     /// whether it was new.
     fn queue_call(&self, call: &RemoteCall) -> Result<bool>;
     /// Hands `worker` at most `limit` queued calls of the declarations it
-    /// registered (the same fingerprint), oldest first, and the cancels of
-    /// calls sent to it it has not been told of.
+    /// registered (the same fingerprint), oldest first — none parked, none
+    /// of an ended run — and the cancels of calls sent to it it has not
+    /// been told of.
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed>;
     /// Stores `outcome` for a call sent to `worker` that has none; false
     /// (the reply is dropped) otherwise.
@@ -133,8 +136,13 @@ pub trait WorkerQueue {
     /// Asks for a call to stop: a queued one is withdrawn (never handed
     /// out), a sent one marked so its worker hears of it at its next claim.
     fn cancel_call(&self, run: &RunId, call: &str) -> Result<()>;
-    /// Paused runs with a queued call that a live worker serves now (a
-    /// worker arrived for a parked call), at most `limit`.
+    /// Parks `call` of `run` (every call of `run` with `None`) if never
+    /// sent: its drive stops waiting (the run pauses, or was halted) and it
+    /// is handed out no more until queued again. Returns how many were
+    /// parked (0 for a call claimed or settled meanwhile).
+    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64>;
+    /// Paused runs with a parked call that a live worker serves now (a
+    /// worker arrived for it), at most `limit`.
     fn parked_runs(&self, within: Duration, limit: u32) -> Result<Vec<RunId>>;
     /// Forgets the calls of ended runs and the workers not heard from
     /// within `forget`; returns the rows removed.

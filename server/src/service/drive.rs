@@ -169,6 +169,7 @@ impl RunService {
                     Effect::Close { call, .. } => {
                         if let Some(a) = aborts.remove(call.as_str()) {
                             a.abort();
+                            host.closed(&module, run.as_str(), call.as_str());
                         }
                     }
                     Effect::Deadline { call, seconds } => {

@@ -485,6 +485,9 @@ impl RunService {
         // server's takeover) continues the run meanwhile.
         let claim = self.claim(run, true).await?;
         self.take_paused(run);
+        if let Some(w) = self.workers() {
+            w.halted(run).await?;
+        }
         let r = run.clone();
         let row = blocking(&self.inner.store, move |s| {
             Ok(s.record_host(

@@ -22,10 +22,11 @@
 //!   again for the next worker. The store takes the first outcome only, so
 //!   a late reply from a worker judged lost is dropped, never admitted
 //!   twice.
-//! * **Cancels.** A call whose future is dropped (a Close, a halt) is
-//!   withdrawn from the queue or, if sent, cancelled at its worker. At
-//!   shutdown nothing is cancelled: the calls stay with their workers, and
-//!   whoever drives the run next attaches to them.
+//! * **Cancels.** A call the program closes (a `wait_for: any` join) is
+//!   withdrawn from the queue or, if sent, cancelled at its worker. A drive
+//!   that stops (shutdown, halt, fence) cancels nothing: the calls out stay
+//!   with their workers, and whoever drives the run next attaches to them;
+//!   a halt parks the calls not yet handed out ([`Workers::halted`]).
 
 use super::RunService;
 use super::store::{StoreRef, blocking};
@@ -212,11 +213,10 @@ impl Workers {
             return Some(CallOutcome::NotRun(format!("{} is not a run id", req.run)));
         };
         let notify = Arc::new(Notify::new());
-        let mut guard = Waiting {
+        let _guard = Waiting {
             workers: self.clone(),
             run: run.clone(),
             call: req.call.clone(),
-            cancel: true,
         };
         if let Ok(mut w) = self.inner.waiting.lock() {
             w.insert((req.run.clone(), req.call.clone()), notify.clone());
@@ -229,7 +229,6 @@ impl Workers {
             args: Json::Object(req.args.clone()),
         };
         if let Err(e) = blocking(&self.inner.store, move |s| Ok(s.queue_call(&row)?)).await {
-            guard.cancel = false;
             return Some(CallOutcome::Unknown(format!(
                 "the worker queue could not take the call: {e}"
             )));
@@ -248,18 +247,42 @@ impl Workers {
             .await;
             match state {
                 Ok(Some(RemoteCallState::Done { outcome })) => {
-                    guard.cancel = false;
                     return Some(admit(decls, &req.tool, &outcome));
                 }
                 Ok(Some(RemoteCallState::Queued { served: false, .. })) => {
                     if self.inner.options.wait {
-                        tracing::info!(run.id = %run, call.id = %req.call, tool.id = %req.tool, "no live worker serves the call: parked");
-                        guard.cancel = false;
-                        return None;
+                        let (r, c) = (run.clone(), req.call.clone());
+                        match blocking(&self.inner.store, move |s| Ok(s.park_calls(&r, Some(&c))?))
+                            .await
+                        {
+                            Ok(1) => {
+                                tracing::info!(run.id = %run, call.id = %req.call, tool.id = %req.tool, "no live worker serves the call: parked");
+                                return None;
+                            }
+                            // Claimed meanwhile: wait for it.
+                            Ok(_) => continue,
+                            Err(e) => {
+                                tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "cannot park a worker call; trying again");
+                            }
+                        }
+                        tokio::time::sleep(self.tick()).await;
+                        continue;
                     }
                     let why = json!({"NotRun": format!("no live worker serves {} (flow serve --workers)", req.tool)});
                     // Only while it is still unsent: a claim may have won.
                     self.settle(&run, &req.call, None, Some(why)).await;
+                    continue;
+                }
+                Ok(Some(RemoteCallState::Sent {
+                    worker,
+                    cancelled: true,
+                    ..
+                })) => {
+                    // Cancelled at its worker (a Close not yet recorded
+                    // when its server stopped): no reply is coming.
+                    let why =
+                        json!({"Unknown": format!("the call was cancelled at worker {worker}")});
+                    self.settle(&run, &req.call, Some(worker), Some(why)).await;
                     continue;
                 }
                 Ok(Some(RemoteCallState::Sent {
@@ -277,7 +300,6 @@ impl Workers {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
-                    guard.cancel = false;
                     return Some(CallOutcome::Unknown(
                         "the call's place in the worker queue is gone".into(),
                     ));
@@ -291,6 +313,33 @@ impl Workers {
                 _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
             }
         }
+    }
+
+    /// Asks for a call the program closed to stop: withdrawn if still
+    /// queued, else its worker is told at its next poll (in the
+    /// background: a Close does not wait for it).
+    pub fn cancel(&self, run: &str, call: &str) {
+        let (Ok(run), Ok(rt)) = (RunId::parse(run), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let (workers, call) = (self.clone(), call.to_string());
+        rt.spawn(async move {
+            let (r, c) = (run.clone(), call.clone());
+            match blocking(&workers.inner.store, move |s| Ok(s.cancel_call(&r, &c)?)).await {
+                Ok(()) => workers.inner.queued.notify_waiters(),
+                Err(e) => {
+                    tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot cancel a worker call")
+                }
+            }
+        });
+    }
+
+    /// A halted run's calls not yet handed out are parked: no worker runs
+    /// them until the run is resumed.
+    pub async fn halted(&self, run: &RunId) -> Result<()> {
+        let r = run.clone();
+        blocking(&self.inner.store, move |s| Ok(s.park_calls(&r, None)?)).await?;
+        Ok(())
     }
 
     async fn settle(&self, run: &RunId, call: &str, worker: Option<String>, outcome: Option<Json>) {
@@ -448,38 +497,21 @@ fn admit(decls: &Declarations, tool: &str, outcome: &Json) -> CallOutcome {
     }
 }
 
-/// A drive waiting for a call's reply. Dropped before the call is over (a
-/// Close, a halt), it withdraws or cancels the call — but not at shutdown,
-/// when the call stays with its worker for the next driver.
+/// A drive waiting for a call's reply; dropped, it stops listening. It
+/// cancels nothing: a drive dropped at shutdown, by a halt or by a fence
+/// leaves the call with its worker for whoever drives the run next (a
+/// Close cancels explicitly: [`Workers::cancel`]).
 struct Waiting {
     workers: Workers,
     run: RunId,
     call: String,
-    cancel: bool,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let inner = &self.workers.inner;
-        if let Ok(mut w) = inner.waiting.lock() {
+        if let Ok(mut w) = self.workers.inner.waiting.lock() {
             w.remove(&(self.run.to_string(), self.call.clone()));
         }
-        if !self.cancel || inner.shutdown.is_cancelled() {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (workers, run, call) = (self.workers.clone(), self.run.clone(), self.call.clone());
-        rt.spawn(async move {
-            let (r, c) = (run.clone(), call.clone());
-            match blocking(&workers.inner.store, move |s| Ok(s.cancel_call(&r, &c)?)).await {
-                Ok(()) => workers.inner.queued.notify_waiters(),
-                Err(e) => {
-                    tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot cancel a worker call")
-                }
-            }
-        });
     }
 }
 

@@ -78,7 +78,12 @@ pub(super) fn workers<B: Backend + Sync>(
         "a running run is not parked"
     );
 
-    // The run pauses; a fitting worker arrives: the run is found.
+    // Its drive parks it; the run pauses; a fitting worker arrives: the
+    // run is found, and the call is handed out once queued again.
+    ensure!(
+        s.park_calls(&run, Some(&parked.call)).map_err(e)? == 1,
+        "parked"
+    );
     s.record_host(
         &run,
         HostRecord {
@@ -92,7 +97,16 @@ pub(super) fn workers<B: Backend + Sync>(
         .map_err(e)?;
     ensure!(
         s.parked_runs(live, 10).map_err(e)? == vec![run.clone()],
-        "a paused run with a call a live worker serves is parked"
+        "a paused run with a parked call a live worker serves is found"
+    );
+    ensure!(
+        s.claim_calls("w1", 10).map_err(e)?.calls.is_empty(),
+        "a parked call was handed out"
+    );
+    ensure!(!s.queue_call(&parked).map_err(e)?, "queued again (resumed)");
+    ensure!(
+        s.parked_runs(live, 10).map_err(e)?.is_empty(),
+        "a resumed run is parked no more"
     );
     let workers = s.live_workers(live).map_err(e)?;
     ensure!(
@@ -267,6 +281,41 @@ pub(super) fn workers<B: Backend + Sync>(
         "a cancelled sent call stays until its outcome"
     );
 
+    // A halted run's calls are parked (not found as parked: the run is
+    // not paused) until it is resumed.
+    let (halted, _) = seed_run(&s, 0).map_err(e)?;
+    let (h1, h2) = (
+        remote(&halted, 1, "t.json#a", fp),
+        remote(&halted, 2, "t.json#a", fp),
+    );
+    s.queue_call(&h1).map_err(e)?;
+    s.queue_call(&h2).map_err(e)?;
+    ensure!(
+        s.park_calls(&halted, None).map_err(e)? == 2,
+        "every queued call of the run is parked"
+    );
+    s.record_host(
+        &halted,
+        HostRecord {
+            kind: HostRecordKind::Halt,
+            at_ms: None,
+            details: json!({}),
+        },
+    )
+    .map_err(e)?;
+    ensure!(
+        s.claim_calls("w1", 5).map_err(e)?.calls.is_empty(),
+        "a halted run's call was handed out"
+    );
+    ensure!(
+        !s.parked_runs(live, 10).map_err(e)?.contains(&halted),
+        "a halted run is resumed by no worker"
+    );
+
+    // An ended run's queued call is handed out no more.
+    let c6 = remote(&run, 6, "t.json#a", fp);
+    s.queue_call(&c6).map_err(e)?;
+
     // A worker that leaves is lost at once; swept after the run ends.
     s.remove_worker("w2").map_err(e)?;
     ensure!(
@@ -277,6 +326,10 @@ pub(super) fn workers<B: Backend + Sync>(
         "a worker that left is live"
     );
     s.append(&run, &end_fact(n + 1, json!(null))).map_err(e)?;
+    ensure!(
+        s.claim_calls("w1", 5).map_err(e)?.calls.is_empty(),
+        "an ended run's call was handed out"
+    );
     ensure!(s.sweep_workers(live).map_err(e)? >= 3, "nothing swept");
     ensure!(
         s.call_state(&run, &parked.call, live).map_err(e)?.is_none(),

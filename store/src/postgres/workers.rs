@@ -141,14 +141,14 @@ impl WorkerQueue for PostgresStore {
         let args = flow_abi::json::canonical(&call.args);
         self.on_pool(move |conn| async move {
             let run = c.run.to_string();
-            // One statement: a new row, or a cancel of a call never sent
-            // withdrawn; `xmax = 0` tells an insert from an update.
+            // One statement: a new row, or a cancel or park of a call never
+            // sent withdrawn; `xmax = 0` tells an insert from an update.
             let rows = quick!(
                 conn,
                 &format!(
                     "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
                      VALUES ($1, $2, $3, $4, $5, {NOW_MS})
-                     ON CONFLICT (run, call) DO UPDATE SET cancel = 0
+                     ON CONFLICT (run, call) DO UPDATE SET cancel = 0, parked = FALSE
                         WHERE worker_calls.worker IS NULL AND worker_calls.outcome IS NULL
                      RETURNING (xmax = 0)"
                 ),
@@ -173,7 +173,8 @@ impl WorkerQueue for PostgresStore {
                     "WITH picked AS (
                         SELECT c.run, c.call, t.resend FROM worker_calls c JOIN worker_tools t
                            ON t.worker = $1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
-                        WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0
+                        JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                        WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND NOT c.parked
                         ORDER BY c.queued_ms, c.run, c.call LIMIT $2
                         FOR UPDATE OF c SKIP LOCKED)
                      UPDATE worker_calls w SET worker = $1, resend = picked.resend FROM picked
@@ -314,6 +315,20 @@ impl WorkerQueue for PostgresStore {
         })
     }
 
+    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
+        let (run, call) = (run.to_string(), call.map(str::to_string));
+        self.on_pool(move |conn| async move {
+            let rows = quick!(
+                conn,
+                "UPDATE worker_calls SET parked = TRUE
+                 WHERE run = $1 AND ($2::text IS NULL OR call = $2) AND worker IS NULL AND outcome IS NULL
+                 RETURNING run",
+                &[&run, &call]
+            );
+            Ok(rows.len() as u64)
+        })
+    }
+
     fn parked_runs(&self, within: Duration, limit: u32) -> Result<Vec<RunId>> {
         let (within, limit) = (millis(within), i64::from(limit));
         let rows = self.on_pool(move |conn| async move {
@@ -321,7 +336,7 @@ impl WorkerQueue for PostgresStore {
                 .query(
                     &format!(
                         "SELECT DISTINCT c.run FROM worker_calls c JOIN runs r ON r.id = c.run
-                         WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
+                         WHERE c.parked AND c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
                            AND EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
                               WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $1)
                          ORDER BY c.run LIMIT $2"

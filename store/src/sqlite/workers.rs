@@ -175,9 +175,10 @@ impl WorkerQueue for SqliteStore {
                 ],
             )?;
             if n == 0 {
-                // Queued again: a cancel of a call never sent is withdrawn.
+                // Queued again: a cancel or park of a call never sent is
+                // withdrawn.
                 tx.execute(
-                    "UPDATE worker_calls SET cancel = 0
+                    "UPDATE worker_calls SET cancel = 0, parked = 0
                      WHERE run = ?1 AND call = ?2 AND worker IS NULL AND outcome IS NULL",
                     params![call.run.as_str(), call.call],
                 )?;
@@ -192,7 +193,8 @@ impl WorkerQueue for SqliteStore {
             Ok(c.prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM worker_calls c JOIN worker_tools t
                     ON t.worker = ?1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
-                    WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0)
+                    JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                    WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND c.parked = 0)
                  OR EXISTS (SELECT 1 FROM worker_calls WHERE worker = ?1 AND cancel = 1)",
             )?
             .query_row(params![worker], |r| r.get(0))?)
@@ -208,7 +210,8 @@ impl WorkerQueue for SqliteStore {
                         resend = (SELECT t.resend FROM worker_tools t WHERE t.worker = ?1 AND t.tool = worker_calls.tool)
                      WHERE rowid IN (SELECT c.rowid FROM worker_calls c JOIN worker_tools t
                         ON t.worker = ?1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
-                        WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0
+                        JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                        WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND c.parked = 0
                         ORDER BY c.queued_ms, c.run, c.call LIMIT ?2)
                      RETURNING run, call, tool, fingerprint, args",
                 )?;
@@ -337,11 +340,22 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
+    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
+        self.queue_write(|tx| {
+            let n = tx.execute(
+                "UPDATE worker_calls SET parked = 1
+                 WHERE run = ?1 AND (?2 IS NULL OR call = ?2) AND worker IS NULL AND outcome IS NULL",
+                params![run.as_str(), call],
+            )?;
+            Ok(n as u64)
+        })
+    }
+
     fn parked_runs(&self, within: Duration, limit: u32) -> Result<Vec<RunId>> {
         self.queue_read(|c| {
             let mut st = c.prepare_cached(
                 "SELECT DISTINCT c.run FROM worker_calls c JOIN runs r ON r.id = c.run
-                 WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
+                 WHERE c.parked = 1 AND c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
                    AND EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
                       WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?1)
                  ORDER BY c.run LIMIT ?2",
