@@ -104,8 +104,9 @@ pub trait WorkerQueue {
     /// The workers heard from within `within`, by id.
     fn live_workers(&self, within: Duration) -> Result<Vec<WorkerInfo>>;
     /// Queues a call unless its `(run, call)` is queued already; returns
-    /// whether it was new.
-    fn queue_call(&self, call: &RemoteCall) -> Result<bool>;
+    /// where it is then (live workers being those heard from within
+    /// `within`), so the driver need not read it back.
+    fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState>;
     /// Hands `worker` at most `limit` queued calls of the declarations it
     /// registered (the same fingerprint), oldest first — none parked, none
     /// of an ended run — and the cancels of calls sent to it it has not

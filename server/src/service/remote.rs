@@ -91,12 +91,20 @@ struct Inner {
     /// here.
     queued: Notify,
     /// The drives waiting here for a call's reply, by `(run, call)`.
-    waiting: Mutex<HashMap<(String, String), Arc<Notify>>>,
+    waiting: Mutex<HashMap<(String, String), Arc<Waiter>>>,
     /// Wakes the scan when a worker registers here.
     arrived: Notify,
     /// When this server last marked each worker heard from in the store.
     touched: Mutex<HashMap<String, std::time::Instant>>,
     shutdown: CancellationToken,
+}
+
+/// A drive waiting for a call: woken by a reply admitted here, which it is
+/// handed (stored already: the store took it first).
+#[derive(Default)]
+struct Waiter {
+    notify: Notify,
+    outcome: Mutex<Option<Json>>,
 }
 
 /// One reply a worker sends.
@@ -212,14 +220,14 @@ impl Workers {
         let Ok(run) = RunId::parse(&req.run) else {
             return Some(CallOutcome::NotRun(format!("{} is not a run id", req.run)));
         };
-        let notify = Arc::new(Notify::new());
+        let waiter = Arc::new(Waiter::default());
         let _guard = Waiting {
             workers: self.clone(),
             run: run.clone(),
             call: req.call.clone(),
         };
         if let Ok(mut w) = self.inner.waiting.lock() {
-            w.insert((req.run.clone(), req.call.clone()), notify.clone());
+            w.insert((req.run.clone(), req.call.clone()), waiter.clone());
         }
         let row = RemoteCall {
             run: run.clone(),
@@ -228,50 +236,62 @@ impl Workers {
             fingerprint: fingerprint.to_string(),
             args: Json::Object(req.args.clone()),
         };
-        if let Err(e) = blocking(&self.inner.store, move |s| Ok(s.queue_call(&row)?)).await {
-            return Some(CallOutcome::Unknown(format!(
-                "the worker queue could not take the call: {e}"
-            )));
-        }
-        self.inner.queued.notify_waiters();
         let timeout = self.inner.options.timeout;
-        let mut tick = Duration::from_millis(2);
+        let mut state =
+            match blocking(&self.inner.store, move |s| Ok(s.queue_call(&row, timeout)?)).await {
+                Ok(st) => Ok(Some(st)),
+                Err(e) => {
+                    return Some(CallOutcome::Unknown(format!(
+                        "the worker queue could not take the call: {e}"
+                    )));
+                }
+            };
+        self.inner.queued.notify_waiters();
+        // Alone on the store, every reply comes through this server and
+        // wakes the drive: the tick only watches the worker's liveness.
+        let first = if self.inner.options.cluster {
+            Duration::from_millis(2)
+        } else {
+            self.tick()
+        };
+        let mut tick = first;
         loop {
-            let notified = notify.notified();
+            let notified = waiter.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (r, c) = (run.clone(), req.call.clone());
-            let state = blocking(&self.inner.store, move |s| {
-                Ok(s.call_state(&r, &c, timeout)?)
-            })
-            .await;
-            match state {
+            let handed = waiter.outcome.lock().ok().and_then(|mut o| o.take());
+            if let Some(outcome) = handed {
+                return Some(admit(decls, &req.tool, &outcome));
+            }
+            // Whether to wait before looking again (else at once: the
+            // host just decided something).
+            let wait = match std::mem::replace(&mut state, Ok(None)) {
                 Ok(Some(RemoteCallState::Done { outcome })) => {
                     return Some(admit(decls, &req.tool, &outcome));
                 }
-                Ok(Some(RemoteCallState::Queued { served: false, .. })) => {
-                    if self.inner.options.wait {
-                        let (r, c) = (run.clone(), req.call.clone());
-                        match blocking(&self.inner.store, move |s| Ok(s.park_calls(&r, Some(&c))?))
-                            .await
-                        {
-                            Ok(1) => {
-                                tracing::info!(run.id = %run, call.id = %req.call, tool.id = %req.tool, "no live worker serves the call: parked");
-                                return None;
-                            }
-                            // Claimed meanwhile: wait for it.
-                            Ok(_) => continue,
-                            Err(e) => {
-                                tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "cannot park a worker call; trying again");
-                            }
+                Ok(Some(RemoteCallState::Queued { served: false, .. }))
+                    if self.inner.options.wait =>
+                {
+                    let (r, c) = (run.clone(), req.call.clone());
+                    match blocking(&self.inner.store, move |s| Ok(s.park_calls(&r, Some(&c))?))
+                        .await
+                    {
+                        Ok(1) => {
+                            tracing::info!(run.id = %run, call.id = %req.call, tool.id = %req.tool, "no live worker serves the call: parked");
+                            return None;
                         }
-                        tokio::time::sleep(self.tick()).await;
-                        continue;
+                        // Claimed meanwhile: look again.
+                        Ok(_) => false,
+                        Err(e) => {
+                            tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "cannot park a worker call; trying again");
+                            true
+                        }
                     }
+                }
+                Ok(Some(RemoteCallState::Queued { served: false, .. })) => {
                     let why = json!({"NotRun": format!("no live worker serves {} (flow serve --workers)", req.tool)});
                     // Only while it is still unsent: a claim may have won.
-                    self.settle(&run, &req.call, None, Some(why)).await;
-                    continue;
+                    !self.settle(&run, &req.call, None, Some(why)).await
                 }
                 Ok(Some(RemoteCallState::Sent {
                     worker,
@@ -282,8 +302,7 @@ impl Workers {
                     // when its server stopped): no reply is coming.
                     let why =
                         json!({"Unknown": format!("the call was cancelled at worker {worker}")});
-                    self.settle(&run, &req.call, Some(worker), Some(why)).await;
-                    continue;
+                    !self.settle(&run, &req.call, Some(worker), Some(why)).await
                 }
                 Ok(Some(RemoteCallState::Sent {
                     worker,
@@ -295,10 +314,9 @@ impl Workers {
                         json!({"Unknown": format!("worker {worker} was lost with the call out (not heard from within {} s)", timeout.as_secs())})
                     });
                     tracing::warn!(run.id = %run, call.id = %req.call, worker = %worker, resend, "a worker was lost with a call out");
-                    self.settle(&run, &req.call, Some(worker), decision).await;
-                    continue;
+                    !self.settle(&run, &req.call, Some(worker), decision).await
                 }
-                Ok(Some(_)) => {}
+                Ok(Some(_)) => true,
                 Ok(None) => {
                     return Some(CallOutcome::Unknown(
                         "the call's place in the worker queue is gone".into(),
@@ -306,13 +324,25 @@ impl Workers {
                 }
                 Err(e) => {
                     tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "the worker queue cannot be read; trying again");
+                    true
+                }
+            };
+            if wait {
+                tokio::select! {
+                    _ = &mut notified => tick = first,
+                    _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
+                }
+                if waiter.outcome.lock().is_ok_and(|o| o.is_some()) {
+                    continue;
                 }
             }
-            tokio::select! {
-                _ = &mut notified => tick = Duration::from_millis(2),
-                _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
-            }
+            state = self.state(&run, &req.call).await;
         }
+    }
+
+    async fn state(&self, run: &RunId, call: &str) -> Result<Option<RemoteCallState>> {
+        let (r, c, t) = (run.clone(), call.to_string(), self.inner.options.timeout);
+        blocking(&self.inner.store, move |s| Ok(s.call_state(&r, &c, t)?)).await
     }
 
     /// Asks for a call the program closed to stop: withdrawn if still
@@ -342,18 +372,31 @@ impl Workers {
         Ok(())
     }
 
-    async fn settle(&self, run: &RunId, call: &str, worker: Option<String>, outcome: Option<Json>) {
+    /// The host's decision on a call (see `settle_call`); false when the
+    /// store could not be reached (the caller waits a tick before trying
+    /// again), true otherwise — taken or overtaken, the call is to be
+    /// looked at again.
+    async fn settle(
+        &self,
+        run: &RunId,
+        call: &str,
+        worker: Option<String>,
+        outcome: Option<Json>,
+    ) -> bool {
         let (r, c) = (run.clone(), call.to_string());
         let done = blocking(&self.inner.store, move |s| {
             Ok(s.settle_call(&r, &c, worker.as_deref(), outcome.as_ref())?)
         })
         .await;
-        if let Err(e) = done {
-            tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot settle a worker call; trying again");
-            tokio::time::sleep(self.tick()).await;
-        }
         // A call queued again may go to a worker polling here.
         self.inner.queued.notify_waiters();
+        match done {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(run.id = %run, call.id = %call, error = %e, "cannot settle a worker call; trying again");
+                false
+            }
+        }
     }
 
     /// Whether `(run, call)` has a place in the queue (a takeover attaches
@@ -444,9 +487,9 @@ impl Workers {
     /// were admitted. Also counts as hearing from the worker.
     pub async fn reply(&self, worker: &str, replies: Vec<WorkerReply>) -> Result<Vec<bool>> {
         let w = worker.to_string();
-        let keys: Vec<(String, String)> = replies
+        let keys: Vec<((String, String), Json)> = replies
             .iter()
-            .map(|r| (r.run.clone(), r.call.clone()))
+            .map(|r| ((r.run.clone(), r.call.clone()), r.outcome.clone()))
             .collect();
         let admitted = blocking(&self.inner.store, move |s| {
             let mut out = Vec::with_capacity(replies.len());
@@ -461,9 +504,12 @@ impl Workers {
         // was not settled yet); that does not bring it back.
         self.heard(worker).await?;
         if let Ok(waiting) = self.inner.waiting.lock() {
-            for (key, ok) in keys.iter().zip(&admitted) {
-                if let (true, Some(n)) = (ok, waiting.get(key)) {
-                    n.notify_one();
+            for ((key, outcome), ok) in keys.into_iter().zip(&admitted) {
+                if let (true, Some(w)) = (ok, waiting.get(&key)) {
+                    if let Ok(mut o) = w.outcome.lock() {
+                        *o = Some(outcome);
+                    }
+                    w.notify.notify_one();
                 }
             }
         }

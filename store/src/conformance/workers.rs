@@ -47,10 +47,13 @@ pub(super) fn workers<B: Backend + Sync>(
         "a new store has no workers"
     );
     let parked = remote(&run, 1, "t.json#a", fp);
-    ensure!(s.queue_call(&parked).map_err(e)?, "a new call is queued");
     ensure!(
-        !s.queue_call(&parked).map_err(e)?,
-        "queued twice: the second keeps the first's row"
+        s.queue_call(&parked, live).map_err(e)?
+            == RemoteCallState::Queued {
+                served: false,
+                cancelled: false
+            },
+        "a new call is queued"
     );
     ensure!(
         state(&s, &parked, live)?
@@ -103,7 +106,14 @@ pub(super) fn workers<B: Backend + Sync>(
         s.claim_calls("w1", 10).map_err(e)?.calls.is_empty(),
         "a parked call was handed out"
     );
-    ensure!(!s.queue_call(&parked).map_err(e)?, "queued again (resumed)");
+    ensure!(
+        s.queue_call(&parked, live).map_err(e)?
+            == RemoteCallState::Queued {
+                served: true,
+                cancelled: false
+            },
+        "queued again (resumed), a live worker serving it"
+    );
     ensure!(
         s.parked_runs(live, 10).map_err(e)?.is_empty(),
         "a resumed run is parked no more"
@@ -166,10 +176,14 @@ pub(super) fn workers<B: Backend + Sync>(
     // A lost worker: queued again (resend), then settled; a late reply is
     // dropped.
     let c2 = remote(&run, 2, "t.json#a", fp);
-    s.queue_call(&c2).map_err(e)?;
+    s.queue_call(&c2, live).map_err(e)?;
     ensure!(
         s.claim_calls("w1", 1).map_err(e)?.calls.len() == 1,
         "the second call is claimed"
+    );
+    ensure!(
+        matches!(s.queue_call(&c2, live).map_err(e)?, RemoteCallState::Sent { ref worker, .. } if worker == "w1"),
+        "queued again, a sent call stays sent"
     );
     let short = Duration::from_millis(1);
     std::thread::sleep(Duration::from_millis(20));
@@ -220,7 +234,7 @@ pub(super) fn workers<B: Backend + Sync>(
 
     // A call never sent is settled as never sent, not once it is claimed.
     let c4 = remote(&run, 4, "t.json#a", fp);
-    s.queue_call(&c4).map_err(e)?;
+    s.queue_call(&c4, live).map_err(e)?;
     let not_run = json!({"NotRun": "no worker"});
     ensure!(
         !s.settle_call(&run, &c4.call, Some("w2"), Some(&not_run))
@@ -237,7 +251,7 @@ pub(super) fn workers<B: Backend + Sync>(
         "a settled call was handed out"
     );
     let c5 = remote(&run, 5, "t.json#a", fp);
-    s.queue_call(&c5).map_err(e)?;
+    s.queue_call(&c5, live).map_err(e)?;
     s.claim_calls("w2", 5).map_err(e)?;
     ensure!(
         !s.settle_call(&run, &c5.call, None, Some(&not_run))
@@ -249,13 +263,13 @@ pub(super) fn workers<B: Backend + Sync>(
     // Cancels: a queued call is never handed out (until queued again); a
     // sent one is told to its worker once.
     let c3 = remote(&run, 3, "t.json#a", fp);
-    s.queue_call(&c3).map_err(e)?;
+    s.queue_call(&c3, live).map_err(e)?;
     s.cancel_call(&run, &c3.call).map_err(e)?;
     ensure!(
         s.claim_calls("w2", 5).map_err(e)? == Claimed::default(),
         "a withdrawn call was handed out"
     );
-    s.queue_call(&c3).map_err(e)?;
+    s.queue_call(&c3, live).map_err(e)?;
     ensure!(
         s.claim_calls("w2", 5).map_err(e)?.calls == vec![c3.clone()],
         "queued again after a cancel, it is handed out"
@@ -288,8 +302,8 @@ pub(super) fn workers<B: Backend + Sync>(
         remote(&halted, 1, "t.json#a", fp),
         remote(&halted, 2, "t.json#a", fp),
     );
-    s.queue_call(&h1).map_err(e)?;
-    s.queue_call(&h2).map_err(e)?;
+    s.queue_call(&h1, live).map_err(e)?;
+    s.queue_call(&h2, live).map_err(e)?;
     ensure!(
         s.park_calls(&halted, None).map_err(e)? == 2,
         "every queued call of the run is parked"
@@ -314,7 +328,7 @@ pub(super) fn workers<B: Backend + Sync>(
 
     // An ended run's queued call is handed out no more.
     let c6 = remote(&run, 6, "t.json#a", fp);
-    s.queue_call(&c6).map_err(e)?;
+    s.queue_call(&c6, live).map_err(e)?;
 
     // A worker that leaves is lost at once; swept after the run ends.
     s.remove_worker("w2").map_err(e)?;

@@ -44,6 +44,38 @@ macro_rules! quick {
     }};
 }
 
+/// Where `($1, $2)` is, with workers live when heard from within `$3` ms.
+fn state_sql() -> String {
+    format!(
+        "SELECT c.worker, c.resend, c.cancel, c.outcome,
+            EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > {NOW_MS} - $3),
+            EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $3)
+         FROM worker_calls c WHERE c.run = $1 AND c.call = $2"
+    )
+}
+
+fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
+    let worker: Option<String> = r.try_get(0)?;
+    let cancel: i16 = r.try_get(2)?;
+    let outcome: Option<String> = r.try_get(3)?;
+    Ok(match (outcome, worker) {
+        (Some(o), _) => RemoteCallState::Done {
+            outcome: parse_json(&o, "outcome")?,
+        },
+        (None, Some(worker)) => RemoteCallState::Sent {
+            worker,
+            live: r.try_get(4)?,
+            resend: r.try_get(1)?,
+            cancelled: cancel != 0,
+        },
+        (None, None) => RemoteCallState::Queued {
+            served: r.try_get(5)?,
+            cancelled: cancel != 0,
+        },
+    })
+}
+
 impl WorkerQueue for PostgresStore {
     fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
         let (id, name) = (id.to_string(), name.to_string());
@@ -136,30 +168,40 @@ impl WorkerQueue for PostgresStore {
         Ok(out)
     }
 
-    fn queue_call(&self, call: &RemoteCall) -> Result<bool> {
+    fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState> {
         let c = call.clone();
         let args = flow_abi::json::canonical(&call.args);
-        self.on_pool(move |conn| async move {
+        let within_ms = millis(within);
+        let row = self.on_pool(move |conn| async move {
             let run = c.run.to_string();
-            // One statement: a new row, or a cancel or park of a call never
-            // sent withdrawn; `xmax = 0` tells an insert from an update.
-            let rows = quick!(
-                conn,
+            // A new row, or a cancel or park of a call never sent
+            // withdrawn; then where the call is, in the same transaction.
+            let mut conn = conn;
+            let tx = conn.transaction().await?;
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+            tx.execute(
                 &format!(
                     "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
                      VALUES ($1, $2, $3, $4, $5, {NOW_MS})
                      ON CONFLICT (run, call) DO UPDATE SET cancel = 0, parked = FALSE
-                        WHERE worker_calls.worker IS NULL AND worker_calls.outcome IS NULL
-                     RETURNING (xmax = 0)"
+                        WHERE worker_calls.worker IS NULL AND worker_calls.outcome IS NULL"
                 ),
-                &[&run, &c.call, &c.tool, &c.fingerprint, &args]
-            );
-            Ok(rows
-                .first()
-                .map(|r| r.try_get::<_, bool>(0))
-                .transpose()?
-                .unwrap_or(false))
-        })
+                &[&run, &c.call, &c.tool, &c.fingerprint, &args],
+            )
+            .await?;
+            let row = tx
+                .query_opt(&state_sql(), &[&run, &c.call, &within_ms])
+                .await?;
+            tx.commit().await?;
+            Ok(row)
+        })?;
+        match row {
+            Some(r) => state_row(&r),
+            None => Err(crate::error::Error::Schema(
+                "worker queue: a call queued is not there".into(),
+            )),
+        }
     }
 
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed> {
@@ -236,39 +278,10 @@ impl WorkerQueue for PostgresStore {
         let (run, call, within) = (run.to_string(), call.to_string(), millis(within));
         let row = self.on_pool(move |conn| async move {
             Ok(conn
-                .query_opt(
-                    &format!(
-                        "SELECT c.worker, c.resend, c.cancel, c.outcome,
-                            EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > {NOW_MS} - $3),
-                            EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
-                                WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $3)
-                         FROM worker_calls c WHERE c.run = $1 AND c.call = $2"
-                    ),
-                    &[&run, &call, &within],
-                )
+                .query_opt(&state_sql(), &[&run, &call, &within])
                 .await?)
         })?;
-        let Some(r) = row else {
-            return Ok(None);
-        };
-        let worker: Option<String> = r.try_get(0)?;
-        let cancel: i16 = r.try_get(2)?;
-        let outcome: Option<String> = r.try_get(3)?;
-        Ok(Some(match (outcome, worker) {
-            (Some(o), _) => RemoteCallState::Done {
-                outcome: parse_json(&o, "outcome")?,
-            },
-            (None, Some(worker)) => RemoteCallState::Sent {
-                worker,
-                live: r.try_get(4)?,
-                resend: r.try_get(1)?,
-                cancelled: cancel != 0,
-            },
-            (None, None) => RemoteCallState::Queued {
-                served: r.try_get(5)?,
-                cancelled: cancel != 0,
-            },
-        }))
+        row.as_ref().map(state_row).transpose()
     }
 
     fn settle_call(

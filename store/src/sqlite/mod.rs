@@ -14,6 +14,7 @@
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
 mod leases;
+mod queue;
 mod read;
 mod workers;
 mod writer;
@@ -173,9 +174,8 @@ pub(crate) struct Inner {
     tx: Mutex<Option<SyncSender<writer::Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
-    /// The worker queue's own write connection (`workers`), opened on
-    /// first use.
-    queue: Mutex<Option<Connection>>,
+    /// The worker queue's own writer (`queue`), started on first use.
+    queue: queue::QueueWriter,
     pub(crate) heads: Arc<Heads>,
 }
 
@@ -220,7 +220,7 @@ impl SqliteStore {
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
-                queue: Mutex::new(None),
+                queue: queue::QueueWriter::default(),
                 heads,
             }),
         })

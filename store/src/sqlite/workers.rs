@@ -1,9 +1,9 @@
 //! The remote-worker queue on SQLite (tables `workers`, `worker_tools`,
 //! `worker_calls`, migration 0006; rules in [`crate::workers`]).
 //!
-//! Writes go through one connection of the queue's own, kept open (a call
-//! through a worker makes three of them: queued, claimed, answered), each
-//! an IMMEDIATE transaction, so SQLite's write lock is the claim's lock.
+//! Writes go through the queue's own writer (`queue`: one thread, one
+//! connection, group commit; a call through a worker makes three of them:
+//! queued, claimed, answered), so SQLite's write lock is the claim's lock.
 //! That connection runs at `synchronous = NORMAL`: its commits survive a
 //! crash of the process (WAL), and become durable on disk with the next
 //! commit of the history writer, which syncs the WAL they are in — and a
@@ -17,46 +17,23 @@ use super::{SqliteStore, now_ms};
 use crate::error::{Error, Result};
 use crate::workers::*;
 use flow_abi::fact::RunId;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::time::Duration;
 
 impl SqliteStore {
-    /// Runs `f` in an IMMEDIATE transaction on the queue's connection.
-    fn queue_write<T>(&self, f: impl FnOnce(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
-        let mut slot =
-            self.inner.queue.lock().map_err(|_| {
-                Error::Unavailable("the worker queue's connection was poisoned".into())
-            })?;
-        if slot.is_none() {
-            let conn = Connection::open(&self.inner.path)?;
-            // The history writer holds the write lock for one commit at a
-            // time (a few hundred µs); SQLite's own busy timeout sleeps
-            // whole milliseconds between tries, which a call through a
-            // worker would pay three times.
-            conn.busy_handler(Some(retry_soon))?;
-            conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-            *slot = Some(conn);
-        }
-        let Some(conn) = slot.as_mut() else {
-            return Err(Error::WriterGone);
-        };
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+    /// Runs `f` in the queue writer's next batch (see `queue`); `now` is
+    /// this host's clock.
+    fn queue_write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection, i64) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.inner.queue.write(&self.inner.path, f)
     }
 
     fn queue_read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.with_reader(|c| f(c))
     }
-}
-
-/// The queue connection's busy handler: tries again every 50 µs, for 5 s
-/// in all.
-fn retry_soon(tries: i32) -> bool {
-    std::thread::sleep(Duration::from_micros(50));
-    tries < 100_000
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {
@@ -80,20 +57,68 @@ fn remote_call(
     })
 }
 
+/// Where `(run, call)` is, with workers live when heard from after
+/// `since` (ms).
+fn state_of(
+    c: &Connection,
+    run: &RunId,
+    call: &str,
+    since: i64,
+) -> Result<Option<RemoteCallState>> {
+    let row = c
+        .prepare_cached(
+            "SELECT c.worker, c.resend, c.cancel, c.outcome,
+                EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > ?3),
+                EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                    WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?3)
+             FROM worker_calls c WHERE c.run = ?1 AND c.call = ?2",
+        )?
+        .query_row(params![run.as_str(), call, since], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, bool>(4)?,
+                r.get::<_, bool>(5)?,
+            ))
+        })
+        .optional()?;
+    let Some((worker, resend, cancel, outcome, live, served)) = row else {
+        return Ok(None);
+    };
+    Ok(Some(match (outcome, worker) {
+        (Some(o), _) => RemoteCallState::Done {
+            outcome: parse_json(&o, "outcome")?,
+        },
+        (None, Some(worker)) => RemoteCallState::Sent {
+            worker,
+            live,
+            resend,
+            cancelled: cancel != 0,
+        },
+        (None, None) => RemoteCallState::Queued {
+            served,
+            cancelled: cancel != 0,
+        },
+    }))
+}
+
 impl WorkerQueue for SqliteStore {
     fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
-        self.queue_write(|tx| {
+        let (id, name, tools) = (id.to_string(), name.to_string(), tools.to_vec());
+        self.queue_write(move |tx, now| {
             tx.execute(
                 "INSERT INTO workers (id, name, seen_ms) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms",
-                params![id, name, now_ms()],
+                params![id, name, now],
             )?;
             tx.execute("DELETE FROM worker_tools WHERE worker = ?1", params![id])?;
             let mut st = tx.prepare_cached(
                 "INSERT INTO worker_tools (worker, tool, fingerprint, resend) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (worker, tool) DO UPDATE SET fingerprint = excluded.fingerprint, resend = excluded.resend",
             )?;
-            for t in tools {
+            for t in &tools {
                 st.execute(params![id, t.tool, t.fingerprint, t.resend])?;
             }
             Ok(())
@@ -101,8 +126,8 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn touch_worker(&self, id: &str, within: Duration) -> Result<bool> {
-        self.queue_write(|tx| {
-            let now = now_ms();
+        let id = id.to_string();
+        self.queue_write(move |tx, now| {
             let n = tx.execute(
                 "UPDATE workers SET seen_ms = ?1 WHERE id = ?2 AND seen_ms > ?3",
                 params![now, id, now - millis(within)],
@@ -112,7 +137,8 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn remove_worker(&self, id: &str) -> Result<()> {
-        self.queue_write(|tx| {
+        let id = id.to_string();
+        self.queue_write(move |tx, _| {
             tx.execute("UPDATE workers SET seen_ms = 0 WHERE id = ?1", params![id])?;
             Ok(())
         })
@@ -159,9 +185,10 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
-    fn queue_call(&self, call: &RemoteCall) -> Result<bool> {
+    fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState> {
         let args = flow_abi::json::canonical(&call.args);
-        self.queue_write(|tx| {
+        let call = call.clone();
+        self.queue_write(move |tx, now| {
             let n = tx.execute(
                 "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run, call) DO NOTHING",
@@ -171,7 +198,7 @@ impl WorkerQueue for SqliteStore {
                     call.tool,
                     call.fingerprint,
                     args,
-                    now_ms()
+                    now
                 ],
             )?;
             if n == 0 {
@@ -183,7 +210,8 @@ impl WorkerQueue for SqliteStore {
                     params![call.run.as_str(), call.call],
                 )?;
             }
-            Ok(n == 1)
+            state_of(tx, &call.run, &call.call, now - millis(within))?
+                .ok_or_else(|| Error::Schema("worker queue: a call queued is not there".into()))
         })
     }
 
@@ -202,7 +230,8 @@ impl WorkerQueue for SqliteStore {
         if !any {
             return Ok(Claimed::default());
         }
-        self.queue_write(|tx| {
+        let worker = worker.to_string();
+        self.queue_write(move |tx, _| {
             let mut out = Claimed::default();
             {
                 let mut st = tx.prepare_cached(
@@ -245,7 +274,8 @@ impl WorkerQueue for SqliteStore {
 
     fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
         let text = flow_abi::json::canonical(outcome);
-        self.queue_write(|tx| {
+        let (worker, run, call) = (worker.to_string(), run.clone(), call.to_string());
+        self.queue_write(move |tx, _| {
             let n = tx.execute(
                 "UPDATE worker_calls SET outcome = ?1
                  WHERE run = ?2 AND call = ?3 AND worker = ?4 AND outcome IS NULL",
@@ -261,46 +291,7 @@ impl WorkerQueue for SqliteStore {
         call: &str,
         within: Duration,
     ) -> Result<Option<RemoteCallState>> {
-        self.queue_read(|c| {
-            let since = now_ms() - millis(within);
-            let row = c
-                .prepare_cached(
-                    "SELECT c.worker, c.resend, c.cancel, c.outcome,
-                        EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > ?3),
-                        EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
-                            WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?3)
-                     FROM worker_calls c WHERE c.run = ?1 AND c.call = ?2",
-                )?
-                .query_row(params![run.as_str(), call, since], |r| {
-                    Ok((
-                        r.get::<_, Option<String>>(0)?,
-                        r.get::<_, bool>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, bool>(4)?,
-                        r.get::<_, bool>(5)?,
-                    ))
-                })
-                .optional()?;
-            let Some((worker, resend, cancel, outcome, live, served)) = row else {
-                return Ok(None);
-            };
-            Ok(Some(match (outcome, worker) {
-                (Some(o), _) => RemoteCallState::Done {
-                    outcome: parse_json(&o, "outcome")?,
-                },
-                (None, Some(worker)) => RemoteCallState::Sent {
-                    worker,
-                    live,
-                    resend,
-                    cancelled: cancel != 0,
-                },
-                (None, None) => RemoteCallState::Queued {
-                    served,
-                    cancelled: cancel != 0,
-                },
-            }))
-        })
+        self.queue_read(|c| state_of(c, run, call, now_ms() - millis(within)))
     }
 
     fn settle_call(
@@ -310,13 +301,15 @@ impl WorkerQueue for SqliteStore {
         worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool> {
-        self.queue_write(|tx| {
-            let key = (run.as_str(), call, worker);
-            let n = match outcome {
+        let (run, call, worker) = (run.clone(), call.to_string(), worker.map(str::to_string));
+        let outcome = outcome.map(flow_abi::json::canonical);
+        self.queue_write(move |tx, _| {
+            let key = (run.as_str(), call.as_str(), worker.as_deref());
+            let n = match &outcome {
                 Some(o) => tx.execute(
                     "UPDATE worker_calls SET outcome = ?4
                      WHERE run = ?1 AND call = ?2 AND worker IS ?3 AND outcome IS NULL",
-                    params![key.0, key.1, key.2, flow_abi::json::canonical(o)],
+                    params![key.0, key.1, key.2, o],
                 )?,
                 None if worker.is_some() => tx.execute(
                     "UPDATE worker_calls SET worker = NULL, resend = 0, cancel = 0
@@ -330,7 +323,8 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
-        self.queue_write(|tx| {
+        let (run, call) = (run.clone(), call.to_string());
+        self.queue_write(move |tx, _| {
             tx.execute(
                 "UPDATE worker_calls SET cancel = 1
                  WHERE run = ?1 AND call = ?2 AND cancel = 0 AND outcome IS NULL",
@@ -341,7 +335,8 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
-        self.queue_write(|tx| {
+        let (run, call) = (run.clone(), call.map(str::to_string));
+        self.queue_write(move |tx, _| {
             let n = tx.execute(
                 "UPDATE worker_calls SET parked = 1
                  WHERE run = ?1 AND (?2 IS NULL OR call = ?2) AND worker IS NULL AND outcome IS NULL",
@@ -372,13 +367,13 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn sweep_workers(&self, forget: Duration) -> Result<u64> {
-        self.queue_write(|tx| {
+        self.queue_write(move |tx, now| {
             let calls = tx.execute(
                 "DELETE FROM worker_calls WHERE run IN
                     (SELECT c.run FROM worker_calls c JOIN runs r ON r.id = c.run WHERE r.ending IS NOT NULL)",
                 [],
             )?;
-            let before = now_ms() - millis(forget);
+            let before = now - millis(forget);
             let tools = tx.execute(
                 "DELETE FROM worker_tools WHERE worker IN (SELECT id FROM workers WHERE seen_ms <= ?1)",
                 params![before],
