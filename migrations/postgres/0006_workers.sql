@@ -39,4 +39,4 @@ CREATE TABLE worker_calls (
     PRIMARY KEY (run, call)
 );
 CREATE INDEX worker_calls_queued ON worker_calls (tool, fingerprint, queued_ms) WHERE worker IS NULL;
-CREATE INDEX worker_calls_by_worker ON worker_calls (worker) WHERE worker IS NOT NULL;
+CREATE INDEX worker_calls_cancels ON worker_calls (worker) WHERE cancel = 1;

@@ -35,6 +35,9 @@ CREATE TABLE worker_calls (
     parked INTEGER NOT NULL DEFAULT 0,
     outcome TEXT,                  -- canonical JSON outcome
     PRIMARY KEY (run, call)
-);
+) WITHOUT ROWID;
+-- Small on purpose: a call queued, claimed and answered touches as few
+-- pages as it can (the queued index only while it waits, the cancels
+-- index only when it is cancelled).
 CREATE INDEX worker_calls_queued ON worker_calls (tool, fingerprint, queued_ms) WHERE worker IS NULL;
-CREATE INDEX worker_calls_by_worker ON worker_calls (worker) WHERE worker IS NOT NULL;
+CREATE INDEX worker_calls_cancels ON worker_calls (worker) WHERE cancel = 1;

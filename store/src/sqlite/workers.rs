@@ -237,7 +237,7 @@ impl WorkerQueue for SqliteStore {
                 let mut st = tx.prepare_cached(
                     "UPDATE worker_calls SET worker = ?1,
                         resend = (SELECT t.resend FROM worker_tools t WHERE t.worker = ?1 AND t.tool = worker_calls.tool)
-                     WHERE rowid IN (SELECT c.rowid FROM worker_calls c JOIN worker_tools t
+                     WHERE (run, call) IN (SELECT c.run, c.call FROM worker_calls c JOIN worker_tools t
                         ON t.worker = ?1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
                         JOIN runs r ON r.id = c.run AND r.ending IS NULL
                         WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND c.parked = 0
