@@ -149,14 +149,19 @@ async fn rows(s: &Server, how: &str, n: usize, m: usize, table: &mut Table) -> (
         "",
     );
     let flow = calc_flow(m);
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), s.cpu_ms());
     let runs = (0..OUTSTANDING).map(|_| one_run(s, &flow));
     futures_util::future::join_all(runs).await;
     let secs = t.elapsed().as_secs_f64();
-    let rate = (OUTSTANDING * m) as f64 / secs;
+    let calls = (OUTSTANDING * m) as f64;
+    let rate = calls / secs;
     table.row(
         format!("{how}: {OUTSTANDING} runs × {m} calls at once ({OUTSTANDING} outstanding)"),
-        format!("{rate:.0} calls/s ({:.0} µs per call)", 1e6 / rate),
+        format!(
+            "{rate:.0} calls/s ({:.0} µs per call; the server's CPU {:.0} µs per call)",
+            1e6 / rate,
+            (s.cpu_ms() - cpu) * 1e3 / calls
+        ),
         "",
     );
     (per_call, rate)

@@ -18,7 +18,7 @@
 use super::now_ms;
 use crate::error::{Error, Result};
 use rusqlite::Connection;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
@@ -100,7 +100,7 @@ impl QueueWriter {
         let handle = std::thread::Builder::new()
             .name("flow-store-queue".into())
             .spawn(move || run(conn, recv))
-            .map_err(|e| Error::io(&PathBuf::from(path), e))?;
+            .map_err(|e| Error::io(path, e))?;
         if let Ok(mut t) = self.thread.lock() {
             *t = Some(handle);
         }
