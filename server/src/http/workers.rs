@@ -15,7 +15,7 @@
 //!    lost). Always 200, so a worker that sends a batch again after a lost
 //!    answer needs no special case (docs/http.md).
 //! 4. `DELETE /v1/workers/{worker}` leaves: calls still out at it are
-//!    settled as a lost worker's at once.
+//!    settled as a lost worker's (it is lost at once).
 //!
 //! A 404 on poll or replies means the server no longer knows the worker
 //! (judged lost): it registers again. Tokens: scope `worker` (or `admin`)

@@ -9,13 +9,14 @@
 //!   fingerprint ([`Workers::check`]) — or, with `--worker-wait`, accepted,
 //!   its calls then parked until a worker comes.
 //! * **A call** ([`Workers::call`]) is queued once its Call fact is durable,
-//!   then waited for: woken at once by a reply admitted on this server,
-//!   and reading the store on a backing-off tick for a reply admitted on
-//!   another (and to notice a lost worker). A call that no live worker
-//!   serves is parked: `None` goes back to the drive, which pauses the run
-//!   once nothing else is under way (DESIGN §4). The queue's scan
-//!   ([`RunService::serve_workers`]) resumes a paused run as soon as a
-//!   worker serves its parked call.
+//!   then waited for: woken at once, and handed the outcome, by a reply
+//!   admitted on this server; with other servers on the store, reading it
+//!   on a backing-off tick (2 ms to 100 ms) for a reply admitted on
+//!   another. The tick also notices a lost worker. A call that no live
+//!   worker serves is parked (marked so in the queue): `None` goes back to
+//!   the drive, which pauses the run once nothing else is under way
+//!   (DESIGN §4). The queue's scan ([`RunService::serve_workers`]) resumes
+//!   a paused run as soon as a worker serves its parked call.
 //! * **A lost worker** (not heard from within `--worker-timeout`): each
 //!   call out at it is settled `Unknown` (it reached the worker, which may
 //!   have acted) or, when the worker's binding says `resend = true`, queued
@@ -516,7 +517,8 @@ impl Workers {
         Ok(admitted)
     }
 
-    /// A worker leaving: lost at once, so its calls are settled now.
+    /// A worker leaving: lost at once, so its calls are settled at their
+    /// drivers' next look.
     pub async fn leave(&self, worker: &str) -> Result<()> {
         if let Ok(mut t) = self.inner.touched.lock() {
             t.remove(worker);
