@@ -502,8 +502,11 @@ impl Workers {
         })
         .await?;
         // A worker judged lost may still have a reply admitted (its call
-        // was not settled yet); that does not bring it back.
-        self.heard(worker).await?;
+        // was not settled yet); that does not bring it back. The replies
+        // are admitted whatever this says.
+        if let Err(e) = self.heard(worker).await {
+            tracing::warn!(worker = %worker, error = %e, "cannot mark a worker heard from");
+        }
         if let Ok(waiting) = self.inner.waiting.lock() {
             for ((key, outcome), ok) in keys.into_iter().zip(&admitted) {
                 if let (true, Some(w)) = (ok, waiting.get(&key)) {
