@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::Schema;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -18,97 +19,6 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 const LEASE_SECONDS: u64 = 2;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("FLOW_TEST_POSTGRES") {
-        Ok(v) if v == "skip" => None,
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => Some("postgres://postgres@127.0.0.1:5432/test".into()),
-    }
-}
-
-/// Runs SQL on a connection of its own, on a thread of its own (the tests
-/// are async; the guard drops inside them).
-fn sql(url: &str, text: &str) -> Result<Vec<Vec<Option<String>>>, String> {
-    let (url, text) = (url.to_string(), text.to_string());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        rt.block_on(async {
-            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .map_err(|e| format!("{e}"))?;
-            let driver = tokio::spawn(conn);
-            let rows = client
-                .simple_query(&text)
-                .await
-                .map_err(|e| format!("{e}"))?;
-            drop(client);
-            let _ = driver.await;
-            Ok(rows
-                .into_iter()
-                .filter_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(r) => {
-                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                    }
-                    _ => None,
-                })
-                .collect())
-        })
-    })
-    .join()
-    .map_err(|_| "the SQL thread panicked".to_string())?
-}
-
-/// A fresh schema, dropped with the guard (also when the test fails).
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Option<Schema> {
-        let Some(url) = pg_url() else {
-            eprintln!("FLOW_TEST_POSTGRES=skip: cluster test skipped");
-            return None;
-        };
-        if let Err(e) = sql(&url, "SELECT 1") {
-            panic!(
-                "Postgres is not reachable at {url}: {e}\nStart it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
-            );
-        }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        Some(Schema {
-            url,
-            name: format!("flow_cluster_{}_{nanos}", std::process::id()),
-        })
-    }
-
-    /// Rows of a query inside the schema.
-    fn query(&self, text: &str) -> Vec<Vec<Option<String>>> {
-        sql(
-            &self.url,
-            &format!("SET search_path = {}; {text}", self.name),
-        )
-        .expect("SQL")
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        if let Err(e) = sql(
-            &self.url,
-            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
-        ) {
-            eprintln!("could not drop schema {}: {e}", self.name);
-        }
-    }
-}
 
 /// A `flow serve --postgres` process, killed with the guard.
 struct Server {

@@ -244,13 +244,15 @@ fn read_arg(v: &str) -> Result<String> {
 async fn dispatch(cli: Cli) -> Result<u8> {
     let g = cli.global.clone();
     // With --server, what has an HTTP equivalent goes there; what needs no
-    // store (tools, test, serve, mcp, a --runs directory) runs here.
+    // store (tools, test, serve, mcp, a --runs directory) runs here, and a
+    // worker serves the server it names.
     let local = matches!(
         cli.command,
         Command::Tools { .. }
             | Command::Test { .. }
             | Command::Serve(_)
             | Command::Mcp(_)
+            | Command::Worker(_)
             | Command::Runs { runs: Some(_), .. }
     );
     if let (Some(server), false) = (g.server.clone(), local) {
@@ -419,6 +421,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             crate::http::cli::serve(store, args).await
         }
         Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
+        Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => {
             let results = crate::testing::run_dir(&dir)?;
             let failed = results.iter().filter(|r| r.failure.is_some()).count();

@@ -6,12 +6,13 @@
 //! fingerprint does not match, refuses the run before anything is recorded."
 
 use crate::error::{Error, Result};
+use crate::service::remote::Workers;
 use flow_engine::program::Program;
 use flow_tools::CallOutcome;
 use flow_tools::dispatch::{BindOptions, Dispatcher, ToBind, bind};
 use flow_tools::manifest::{Resolver, Source};
-use flow_tools::outcome::CallRequest;
-use std::collections::BTreeMap;
+use flow_tools::outcome::{CallRequest, Declarations};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,9 @@ pub struct HostOptions {
     /// Serves `std/memory#read|write` in the host; without it they must be
     /// bound like any Tool.
     pub memory: Option<MemoryBackend>,
+    /// A server's worker queue: the declarations its `--workers` names are
+    /// served by remote workers, overriding any other binding.
+    pub workers: Option<Workers>,
 }
 
 /// The bound Tools of one run.
@@ -52,7 +56,10 @@ pub struct Host {
     memory: Option<MemoryBackend>,
     /// `(module, memory store id)` of the thread-scoped stores: their keys
     /// live per run.
-    thread_scoped: std::collections::BTreeSet<(String, String)>,
+    thread_scoped: BTreeSet<(String, String)>,
+    /// Per module, the declarations remote workers serve, and the queue.
+    remote: BTreeMap<String, Arc<Declarations>>,
+    workers: Option<Workers>,
 }
 
 impl Host {
@@ -68,9 +75,10 @@ impl Host {
             None => Source::Submitted,
         };
         let mut dispatchers = BTreeMap::new();
+        let mut remote = BTreeMap::new();
         let mut refusals = Vec::new();
         for (path, m) in &program.modules {
-            let decls: Vec<ToBind> = m
+            let (to_workers, local): (Vec<_>, Vec<_>) = m
                 .decls
                 .values()
                 .filter(|d| {
@@ -83,6 +91,21 @@ impl Host {
                             .values()
                             .any(|s| d.identity == flow_engine::program::subflow_entry(s))
                 })
+                .partition(|d| {
+                    options
+                        .workers
+                        .as_ref()
+                        .is_some_and(|w| w.serves(&d.identity))
+                });
+            if !to_workers.is_empty() {
+                let types = Arc::new(m.report.types.clone());
+                remote.insert(
+                    path.clone(),
+                    Arc::new(Declarations::new(types, to_workers.into_iter().cloned())),
+                );
+            }
+            let decls: Vec<ToBind> = local
+                .into_iter()
                 .map(|d| ToBind {
                     decl: d.clone(),
                     source: source.clone(),
@@ -126,12 +149,65 @@ impl Host {
             shutdown,
             memory: options.memory.clone(),
             thread_scoped,
+            remote,
+            workers: options.workers.clone(),
         })
+    }
+
+    /// Bind before start for the declarations remote workers serve: a
+    /// live worker serves each with its fingerprint (checked at every
+    /// start and resume: workers come and go, the bound host is pooled).
+    pub async fn check_workers(&self) -> Result<()> {
+        let Some(w) = &self.workers else {
+            return Ok(());
+        };
+        let needed: BTreeSet<(String, String)> = self
+            .remote
+            .values()
+            .flat_map(|d| d.decls.iter().map(|(id, (_, fp))| (id.clone(), fp.clone())))
+            .collect();
+        w.check(&needed).await
+    }
+
+    /// Whether remote workers serve `tool` as `module` calls it.
+    pub fn is_remote(&self, module: &str, tool: &str) -> bool {
+        self.remote
+            .get(module)
+            .is_some_and(|d| d.get(tool).is_some())
+    }
+
+    /// The worker queue, when remote workers serve some of the program.
+    pub fn workers(&self) -> Option<&Workers> {
+        self.workers.as_ref().filter(|_| !self.remote.is_empty())
+    }
+
+    /// The program closed `call` of `run`: if remote workers serve some of
+    /// `module`, it is cancelled at the queue (a no-op for a call that is
+    /// not there); a local call is cancelled by dropping its future.
+    pub fn closed(&self, module: &str, run: &str, call: &str) {
+        if let Some(w) = &self.workers
+            && self.remote.contains_key(module)
+        {
+            w.cancel(run, call);
+        }
+    }
+
+    /// Sends a call to whatever serves it and waits for its outcome;
+    /// `None` when the call is parked for a remote worker that is absent
+    /// (it stays open: DESIGN §4).
+    pub async fn dispatch(&self, module: &str, req: CallRequest) -> Option<CallOutcome> {
+        if let (Some(w), Some(d)) = (&self.workers, self.remote.get(module))
+            && let Some((_, fp)) = d.get(&req.tool)
+        {
+            let fp = fp.clone();
+            return w.call(req, &fp, d).await;
+        }
+        Some(self.call(module, req).await)
     }
 
     /// Sends a call and waits for its admitted outcome. `std/clock#sleep`
     /// is served here.
-    pub async fn call(&self, module: &str, req: CallRequest) -> CallOutcome {
+    async fn call(&self, module: &str, req: CallRequest) -> CallOutcome {
         if req.tool == SLEEP {
             let ms = req
                 .args

@@ -4,7 +4,8 @@
 //! The run service ([`service::RunService`]) is the one code path that
 //! starts, resumes, forks, halts and recovers runs, turning the engine's
 //! effects into durable facts and dispatched calls; the CLI and the servers
-//! only choose what to ask of it and how to show the answer.
+//! only choose what to ask of it and how to show the answer. `flow worker`
+//! ([`worker`]) serves a flow.toml's Tools to servers on other hosts.
 
 pub mod cli;
 pub mod error;
@@ -15,3 +16,4 @@ pub mod service;
 pub mod source;
 pub mod tarball;
 pub mod testing;
+pub mod worker;

@@ -724,11 +724,27 @@ pub type HeadObserver = std::sync::Arc<dyn Fn(&HeadNote) + Send + Sync>;
 
 /// Everything a full backend offers; the conformance suite takes one.
 pub trait Backend:
-    AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe + Leases
+    AppendFacts
+    + ReadHistory
+    + Discover
+    + ListRuns
+    + HostRecords
+    + ImportRuns
+    + Subscribe
+    + Leases
+    + crate::workers::WorkerQueue
 {
 }
 impl<
-    T: AppendFacts + ReadHistory + Discover + ListRuns + HostRecords + ImportRuns + Subscribe + Leases,
+    T: AppendFacts
+        + ReadHistory
+        + Discover
+        + ListRuns
+        + HostRecords
+        + ImportRuns
+        + Subscribe
+        + Leases
+        + crate::workers::WorkerQueue,
 > Backend for T
 {
 }

@@ -11,6 +11,7 @@
 //! * [`merkle`]: values over 1 KiB become blake3 blobs, innermost first.
 //! * [`checkpoint`]: checkpoints cost O(what changed).
 //! * [`archive`]: export, verified import, inspection of archive directories.
+//! * [`workers`]: the queue of Tool calls for remote workers.
 //! * [`conformance`]: the suite every backend runs.
 
 pub mod api;
@@ -33,6 +34,7 @@ pub mod sqlite;
 pub mod tail;
 mod verify;
 pub mod view;
+pub mod workers;
 
 pub use api::*;
 pub use archive::{
@@ -45,6 +47,7 @@ pub use id::GenerateRunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use workers::{Claimed, RemoteCall, RemoteCallState, ServedTool, WorkerInfo, WorkerQueue};
 
 /// The Start entry of a source text: `(hash, length)` with `hash` =
 /// `blake3:<hex>` of its UTF-8 bytes and `length` its code points.

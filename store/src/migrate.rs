@@ -36,6 +36,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "leases",
         include_str!("../../migrations/sqlite/0005_leases.sql"),
     ),
+    (
+        6,
+        "workers",
+        include_str!("../../migrations/sqlite/0006_workers.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -64,6 +69,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         5,
         "leases",
         include_str!("../../migrations/postgres/0005_leases.sql"),
+    ),
+    (
+        6,
+        "workers",
+        include_str!("../../migrations/postgres/0006_workers.sql"),
     ),
 ];
 

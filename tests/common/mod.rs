@@ -78,7 +78,12 @@ impl Drop for Server {
 
 /// `flow serve` on `data` with `args` after `serve`, killed on drop.
 pub fn serve(data: &Path, args: &[&str]) -> Server {
-    let (child, base) = serve_args(data, None, &[], args);
+    serve_bound(data, None, args)
+}
+
+/// [`serve`], binding submitted flows' Tools with `tools`.
+pub fn serve_bound(data: &Path, tools: Option<&Path>, args: &[&str]) -> Server {
+    let (child, base) = serve_args(data, tools, &[], args);
     let port = base.rsplit(':').next().unwrap().parse().unwrap();
     Server {
         child,
@@ -219,4 +224,97 @@ impl TestApp {
 /// `GET url` with `client`, the body as JSON (whatever the status).
 pub async fn get_json(client: &reqwest::Client, url: impl reqwest::IntoUrl) -> serde_json::Value {
     client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// PostgreSQL for the tests that need it: `FLOW_TEST_POSTGRES`, or
+/// database `test` at 127.0.0.1:5432; `skip` skips them.
+pub fn pg_url() -> Option<String> {
+    match std::env::var("FLOW_TEST_POSTGRES") {
+        Ok(v) if v == "skip" => None,
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => Some("postgres://postgres@127.0.0.1:5432/test".into()),
+    }
+}
+
+/// Runs SQL on a connection of its own, on a thread of its own (the tests
+/// are async; the guard drops inside them).
+pub fn sql(url: &str, text: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+    let (url, text) = (url.to_string(), text.to_string());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| format!("{e}"))?;
+            let driver = tokio::spawn(conn);
+            let rows = client
+                .simple_query(&text)
+                .await
+                .map_err(|e| format!("{e}"))?;
+            drop(client);
+            let _ = driver.await;
+            Ok(rows
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
+                    _ => None,
+                })
+                .collect())
+        })
+    })
+    .join()
+    .map_err(|_| "the SQL thread panicked".to_string())?
+}
+
+/// A fresh schema, dropped with the guard (also when the test fails).
+pub struct Schema {
+    pub url: String,
+    pub name: String,
+}
+
+impl Schema {
+    pub fn new() -> Option<Schema> {
+        let Some(url) = pg_url() else {
+            eprintln!("FLOW_TEST_POSTGRES=skip: Postgres test skipped");
+            return None;
+        };
+        if let Err(e) = sql(&url, "SELECT 1") {
+            panic!(
+                "Postgres is not reachable at {url}: {e}\nStart it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+            );
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        Some(Schema {
+            url,
+            name: format!("flow_test_{}_{nanos}", std::process::id()),
+        })
+    }
+
+    /// Rows of a query inside the schema.
+    pub fn query(&self, text: &str) -> Vec<Vec<Option<String>>> {
+        sql(
+            &self.url,
+            &format!("SET search_path = {}; {text}", self.name),
+        )
+        .expect("SQL")
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Err(e) = sql(
+            &self.url,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+        ) {
+            eprintln!("could not drop schema {}: {e}", self.name);
+        }
+    }
 }

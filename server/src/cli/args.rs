@@ -30,7 +30,8 @@ pub struct Global {
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
     /// Talk to a running flowd at this URL instead of the embedded store
-    /// (run, resume, fork, replay, history, runs, check).
+    /// (run, resume, fork, replay, history, runs, check); for `flow
+    /// worker`, the server it serves.
     #[arg(long, global = true, env = "FLOW_SERVER")]
     pub server: Option<String>,
     /// The bearer token for --server.
@@ -234,6 +235,13 @@ pub enum Command {
         after_help = "Example:\n  flow serve --listen 127.0.0.1:8080 --tools examples/flows/triage/flow.toml\n\nThe first line printed is `flowd listening on URL`; the dashboard is at URL/ and the API docs at URL/docs/. Exit codes: 0 after Ctrl-C or SIGTERM; 2 refused (a bad flag, a non-loopback address without --tokens)."
     )]
     Serve(crate::http::cli::ServeArgs),
+    /// Serve the Tools a flow.toml names to a flowd server (or cluster)
+    /// from this host: a remote worker (docs/deploy.md "Workers").
+    #[command(after_help = concat!(
+        "Example:\n  flow worker --server http://flowd.internal:8080 --token \"$WORKER_TOKEN\" \\\n    --tools examples/flows/triage/flow.toml\n\n",
+        "The server routes declarations to workers with flow serve --workers KEY. The first line printed is `flow worker ID serving N declarations for URL`. ",
+        "Exit codes: 0 after Ctrl-C or SIGTERM (calls out get 10 s, then the worker leaves); 2 refused (no --server, a flow.toml that does not read or bind, a token the server refuses)."))]
+    Worker(crate::worker::WorkerArgs),
     /// The MCP server over standard input and output (docs/mcp.md).
     #[command(
         after_help = "Example:\n  flow mcp --tools examples/flows/triage/flow.toml\n\nExit codes: 0 when the client closes standard input; 2 refused (a bad flag)."

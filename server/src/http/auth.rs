@@ -1,6 +1,8 @@
 //! Bearer tokens (ECOSYSTEM §13): `--tokens FILE`, one `token scope[,scope]`
 //! per line, scopes `read`, `run`, `admin` (each implies the ones before
-//! it). A presented token is hashed with SHA-256 and compared with every
+//! it) and `worker`, which stands alone: a `flow worker`'s token serves
+//! Tool calls (`/v1/workers`) and can do nothing else, and no other token
+//! but `admin` may act as a worker. A presented token is hashed with SHA-256 and compared with every
 //! configured hash in constant time (`subtle`), so neither the length nor
 //! the prefix of a token leaks through timing, and the loop never exits
 //! early.
@@ -20,6 +22,8 @@ pub enum Scope {
     Read,
     Run,
     Admin,
+    /// A remote worker's: the worker routes, nothing else.
+    Worker,
 }
 
 impl Scope {
@@ -28,6 +32,7 @@ impl Scope {
             "read" => Some(Scope::Read),
             "run" => Some(Scope::Run),
             "admin" => Some(Scope::Admin),
+            "worker" => Some(Scope::Worker),
             _ => None,
         }
     }
@@ -37,6 +42,19 @@ impl Scope {
             Scope::Read => "read",
             Scope::Run => "run",
             Scope::Admin => "admin",
+            Scope::Worker => "worker",
+        }
+    }
+
+    /// Whether a token of this scope may do what `need` asks for: `read` <
+    /// `run` < `admin`, each allowing the ones before it; `worker` allows
+    /// only itself, and only `worker` and `admin` allow `worker`.
+    pub fn allows(self, need: Scope) -> bool {
+        match (self, need) {
+            (Scope::Worker, need) => need == Scope::Worker,
+            (Scope::Admin, _) => true,
+            (_, Scope::Worker) => false,
+            (have, need) => have >= need,
         }
     }
 }
@@ -80,11 +98,22 @@ impl Tokens {
                 ));
             }
             let mut best = None;
+            let mut count = 0;
             for s in scopes.split(',') {
                 let sc = Scope::parse(s).ok_or_else(|| {
-                    format!("line {}: unknown scope {s:?} (read, run, admin)", i + 1)
+                    format!(
+                        "line {}: unknown scope {s:?} (read, run, admin, worker)",
+                        i + 1
+                    )
                 })?;
                 best = best.max(Some(sc));
+                count += 1;
+            }
+            if best == Some(Scope::Worker) && count > 1 {
+                return Err(format!(
+                    "line {}: the worker scope stands alone (a worker's token can do nothing else)",
+                    i + 1
+                ));
             }
             if let Some(sc) = best {
                 entries.push((digest(token.as_bytes()), sc));
@@ -112,7 +141,9 @@ impl Tokens {
 
 /// The scope a request needs: none for health, the API document, the
 /// docs page and the dashboard's page and files; `read` for reads (and the feeds and metrics); `run` for
-/// anything that records or drives; `admin` for imports.
+/// anything that records or drives; `admin` for imports; `worker` for what
+/// a remote worker does (register, poll, reply, leave; listing the workers
+/// is a read).
 pub fn needed(method: &Method, path: &str) -> Option<Scope> {
     // The dashboard's page and files hold no data: it asks for a token
     // itself and sends it with every API request.
@@ -127,6 +158,12 @@ pub fn needed(method: &Method, path: &str) -> Option<Scope> {
     }
     if path == "/v1/archives" {
         return Some(Scope::Admin);
+    }
+    if (path == "/v1/workers" || path.starts_with("/v1/workers/"))
+        && method != Method::GET
+        && method != Method::HEAD
+    {
+        return Some(Scope::Worker);
     }
     // MCP: any token may speak the protocol; each tool checks the scope it
     // needs (read for check, history, runs, replay; run for run, resume).
@@ -165,7 +202,7 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
     };
     match tokens.scope_of(presented) {
         None => unauthorized("the bearer token is not known to this server"),
-        Some(have) if have < need => ApiError::new(
+        Some(have) if !have.allows(need) => ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(

@@ -5,6 +5,7 @@ use super::auth::{Tokens, is_loopback};
 use super::{AppState, ServeOptions};
 use crate::error::{Error, Result};
 use crate::service::LeaseOptions;
+use crate::service::remote::WorkerOptions;
 use crate::service::store::StoreRef;
 use clap::Args;
 use flow_tools::manifest::Manifest;
@@ -79,6 +80,23 @@ pub struct ServeArgs {
     /// listens on. With --postgres.
     #[arg(long, value_name = "NAME", requires = "postgres")]
     pub node: Option<String>,
+    /// Declarations served by remote workers (`flow worker`) instead of
+    /// --tools, keyed as flow.toml keys them: a module (`triage.json`), one
+    /// Tool (`triage.json#classify`) or a built-in module (`std/llm`).
+    /// Comma-separated or repeated. A run that can reach one is refused
+    /// (422) unless a live worker serves it with its fingerprint.
+    #[arg(long = "workers", value_name = "KEY", value_delimiter = ',')]
+    pub workers: Vec<String>,
+    /// With --workers: accept a run whose worker-served Tools have no live
+    /// worker, and park each such call (the run pauses) until a worker
+    /// arrives, instead of refusing it.
+    #[arg(long)]
+    pub worker_wait: bool,
+    /// A worker not heard from within this many seconds is lost: its calls
+    /// are settled Unknown, or sent again with `resend = true` in its
+    /// flow.toml. Polls are held half as long.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::service::remote::TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub worker_timeout: u64,
 }
 
 /// The lease time unless --lease-seconds says otherwise.
@@ -116,6 +134,18 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
     for p in &args.tools {
         manifests.push(Manifest::read(p).map_err(|e| Error::Refused(e.to_string()))?);
     }
+    for k in &args.workers {
+        let ok = !k.is_empty()
+            && !k.starts_with('#')
+            && !k.ends_with('#')
+            && k.matches('#').count() <= 1
+            && !k.chars().any(char::is_control);
+        if !ok {
+            return Err(Error::Refused(format!(
+                "--workers {k:?}: expected a module (triage.json), one Tool (triage.json#classify) or a built-in module (std/llm)"
+            )));
+        }
+    }
     Ok(ServeOptions {
         manifests,
         tokens,
@@ -130,6 +160,12 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             node: args.node.clone().unwrap_or_default(),
             ttl: Duration::from_secs(args.lease_seconds.unwrap_or(LEASE_SECONDS)),
         }),
+        workers: WorkerOptions {
+            keys: args.workers.clone(),
+            wait: args.worker_wait,
+            timeout: Duration::from_secs(args.worker_timeout),
+            cluster: args.postgres.is_some(),
+        },
     })
 }
 
@@ -172,7 +208,8 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     Ok(0)
 }
 
-async fn wait_for_signal() {
+/// Resolves at Ctrl-C or SIGTERM.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

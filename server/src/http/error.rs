@@ -124,7 +124,7 @@ impl From<Error> for ApiError {
             e @ Error::Bind(_) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unbound",
-                "the run is refused, nothing was recorded: declarations it can reach have no binding in the server's --tools configuration",
+                "the run is refused, nothing was recorded: declarations it can reach have no fitting binding (the server's --tools configuration, or a live worker for those its --workers names)",
             )
             .with_diagnostics(e.diagnostics().unwrap_or_default()),
             Error::NotFound(d) => ApiError::not_found(d),

@@ -26,8 +26,10 @@ pub mod metrics;
 pub mod openapi;
 pub mod routes;
 pub mod sse;
+pub mod workers;
 
 use crate::service::bind::Bindings;
+use crate::service::remote::{WorkerOptions, Workers};
 use crate::service::store::StoreRef;
 use crate::service::{LeaseOptions, RunService, ServiceOptions};
 use auth::Tokens;
@@ -71,6 +73,9 @@ pub struct ServeOptions {
     pub max_steps: u64,
     /// Run leases, when several servers share the store (`--postgres`).
     pub lease: Option<LeaseOptions>,
+    /// Remote workers: which declarations they serve (`--workers`), and
+    /// how long silence makes one lost.
+    pub workers: WorkerOptions,
 }
 
 impl Default for ServeOptions {
@@ -86,6 +91,7 @@ impl Default for ServeOptions {
             recover: true,
             max_steps: crate::service::MAX_STEPS,
             lease: None,
+            workers: WorkerOptions::default(),
         }
     }
 }
@@ -109,10 +115,11 @@ struct Inner {
 
 impl AppState {
     pub fn new(store: StoreRef, options: ServeOptions, shutdown: CancellationToken) -> AppState {
+        let workers = Workers::new(store.clone(), options.workers.clone(), shutdown.clone());
         let service = RunService::new(
             store,
             ServiceOptions {
-                bindings: Bindings::configured(options.manifests.clone()),
+                bindings: Bindings::served(options.manifests.clone(), workers),
                 progress: None,
                 max_steps: Some(options.max_steps),
                 lease: options.lease.clone(),
@@ -188,6 +195,7 @@ pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Rout
     // ends or pauses, however long that takes (its client decides how long
     // to wait, and cancelling halts the run).
     let limited = routes::router()
+        .merge(workers::router())
         .merge(openapi::router())
         .merge(dashboard::router())
         .layer(DefaultBodyLimit::max(limit))
@@ -287,6 +295,8 @@ pub async fn run(
     // With a shared store: this server's leases kept, dead servers' runs
     // taken over.
     state.service().serve_leases();
+    // Paused runs resumed when a worker comes for their parked calls.
+    state.service().serve_workers();
     // The state feed: the service's changes, and the runs index's for
     // other processes' writes.
     let feed_tasks = [

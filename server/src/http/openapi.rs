@@ -6,7 +6,7 @@
 //! rewrites it).
 
 use super::AppState;
-use super::{feed, listing, routes, sse};
+use super::{feed, listing, routes, sse, workers};
 use axum::Router;
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -44,7 +44,7 @@ impl Modify for Bearer {
 #[openapi(
     info(
         title = "flowd",
-        description = "History service for agent workflows: runs, their hash-chained histories, live facts. Errors are RFC 9457 problem+json. With --tokens, send `Authorization: Bearer <token>` (scopes read, run, admin).",
+        description = "History service for agent workflows: runs, their hash-chained histories, live facts. Errors are RFC 9457 problem+json. With --tokens, send `Authorization: Bearer <token>` (scopes read, run, admin; a remote worker's token has scope worker, for /v1/workers only).",
         license(name = "Apache-2.0")
     ),
     paths(
@@ -68,6 +68,11 @@ impl Modify for Bearer {
         listing::list_calls,
         sse::run_events,
         feed::state_events,
+        workers::register_worker,
+        workers::poll_worker,
+        workers::reply_worker,
+        workers::delete_worker,
+        workers::list_workers,
     ),
     components(schemas(
         Problem,
@@ -78,6 +83,19 @@ impl Modify for Bearer {
         super::answers::RunView,
         routes::CheckRequest,
         routes::StartRequest,
+        workers::RegisterRequest,
+        workers::RegisterAnswer,
+        workers::ServedView,
+        workers::PollRequest,
+        workers::PollAnswer,
+        workers::WorkCall,
+        workers::CallKey,
+        workers::RepliesRequest,
+        workers::ReplyItem,
+        workers::RepliesAnswer,
+        workers::ReplyResult,
+        workers::WorkersAnswer,
+        workers::WorkerView,
         routes::ResumeRequest,
         routes::ForkRequest,
         listing::RunList,

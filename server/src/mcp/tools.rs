@@ -210,7 +210,7 @@ fn allowed(ctx: &RequestContext<RoleServer>, need: Scope, tool: &str) -> Answer<
         .get::<axum::http::request::Parts>()
         .and_then(|p| p.extensions.get::<Scope>());
     match have {
-        Some(have) if *have < need => Err(Refusal::new(
+        Some(have) if !have.allows(need) => Err(Refusal::new(
             "forbidden",
             format!(
                 "this token has scope {}; the {tool} tool needs scope {}",

@@ -22,6 +22,7 @@
 use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
+use crate::service::remote::Workers;
 use flow_engine::program::Program;
 use flow_store::{HostRecordKind, RunId};
 use flow_tools::manifest::{Binding, Manifest, Resolver};
@@ -44,10 +45,12 @@ pub enum Bindings {
         approval: Approval,
         manifests: Vec<Manifest>,
     },
-    /// The server's `--tools` manifests, first match wins.
+    /// The server's `--tools` manifests, first match wins; the
+    /// declarations its `--workers` names go to remote workers instead.
     Configured {
         manifests: Vec<Manifest>,
         pool: Pool,
+        workers: Option<Workers>,
     },
 }
 
@@ -120,6 +123,24 @@ impl Bindings {
         Bindings::Configured {
             manifests,
             pool: Pool::default(),
+            workers: None,
+        }
+    }
+
+    /// A server's: its `--tools` manifests, and its worker queue.
+    pub fn served(manifests: Vec<Manifest>, workers: Workers) -> Bindings {
+        Bindings::Configured {
+            manifests,
+            pool: Pool::default(),
+            workers: Some(workers),
+        }
+    }
+
+    /// The worker queue, on a server.
+    pub fn workers(&self) -> Option<&Workers> {
+        match self {
+            Bindings::Configured { workers, .. } => workers.as_ref(),
+            Bindings::Local { .. } => None,
         }
     }
 
@@ -150,8 +171,13 @@ impl Bindings {
                     pooled: false,
                 })
             }
-            Bindings::Configured { manifests, pool } => {
+            Bindings::Configured {
+                manifests,
+                pool,
+                workers,
+            } => {
                 if let Some(h) = pool.get(hash) {
+                    h.check_workers().await?;
                     return Ok(Bound {
                         host: h,
                         pooled: true,
@@ -159,6 +185,7 @@ impl Bindings {
                 }
                 let _one = pool.binding.lock().await;
                 if let Some(h) = pool.get(hash) {
+                    h.check_workers().await?;
                     return Ok(Bound {
                         host: h,
                         pooled: true,
@@ -168,6 +195,7 @@ impl Bindings {
                     program_dir: None,
                     resolver: resolver(manifests, program),
                     memory: Some(store.clone()),
+                    workers: workers.clone(),
                     ..HostOptions::default()
                 };
                 let host = match Host::bind(program, &mut opts).await {
@@ -180,6 +208,7 @@ impl Bindings {
                     Err(e) => return Err(e),
                 };
                 pool.put(hash, host.clone()).await;
+                host.check_workers().await?;
                 Ok(Bound { host, pooled: true })
             }
         }

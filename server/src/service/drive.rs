@@ -180,6 +180,7 @@ impl RunService {
                     Effect::Close { call, .. } => {
                         if let Some(a) = aborts.remove(call.as_str()) {
                             a.abort();
+                            host.closed(&module, run.as_str(), call.as_str());
                         }
                         stopped.extend(serving.remove(call.as_str()));
                     }
@@ -249,8 +250,12 @@ impl RunService {
                 };
                 let module = module.clone();
                 let fut = async move {
-                    let out = host.call(&module, req).await;
-                    (call, Answer::Reply(out))
+                    let out = match host.dispatch(&module, req).await {
+                        Some(o) => Answer::Reply(o),
+                        // Parked for an absent worker: the call stays open.
+                        None => Answer::Paused,
+                    };
+                    (call, out)
                 };
                 inflight.push(Box::pin(Abortable::new(fut, registration)));
             }
@@ -297,8 +302,9 @@ impl RunService {
             aborts.remove(&call);
             let outcome = match answer {
                 Answer::Reply(o) => o,
-                // A nested run paused: its outer call stays open, and this
-                // run pauses once nothing else is out.
+                // A nested run paused, or the call is parked for an absent
+                // worker: it stays open, and this run pauses once nothing
+                // else is out.
                 Answer::Paused => continue,
             };
             serving.remove(&call);

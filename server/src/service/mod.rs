@@ -32,6 +32,7 @@ mod lease;
 mod nested;
 mod outcome;
 mod prepare;
+pub mod remote;
 pub mod store;
 
 use crate::error::{Error, Result};
@@ -515,6 +516,9 @@ impl RunService {
         // server's takeover) continues the run meanwhile.
         let claim = self.claim(run, true).await?;
         self.take_paused(run);
+        if let Some(w) = self.workers() {
+            w.halted(run).await?;
+        }
         let (r, d) = (run.clone(), details.clone());
         let row = blocking(&self.inner.store, move |s| {
             Ok(s.record_host(

@@ -76,7 +76,8 @@ pub(super) struct DeepReply {
 /// What a dispatched call came back with.
 pub(super) enum Answer {
     Reply(CallOutcome),
-    /// The nested run paused: the outer call stays open.
+    /// No outcome yet: the nested run paused, or the call is parked for
+    /// a remote worker that is absent. The call stays open.
     Paused,
 }
 

@@ -96,6 +96,9 @@ pub(super) struct Ready {
     pub resend: Vec<ToDispatch>,
     /// Tool calls a crash left open, to settle with the run's Tools.
     pub crashed: Vec<OpenCall>,
+    /// With a reply: the other calls open before it, whose remote workers
+    /// may still hold them.
+    pub others: Vec<OpenCall>,
 }
 
 /// What a fork starts with.
@@ -191,9 +194,25 @@ impl RunService {
             mut first,
             mut resend,
             crashed,
+            others,
         } = self.ready(run, head, reply, deep).await?;
         // Bound after every refusal: a refused resume starts no Tool.
         let (bound, _) = self.bind_recorded(run, &program, hash).await?;
+        // Calls parked for (or out at) remote workers stay theirs: the
+        // drive attaches to them again.
+        let module = machine.module().to_string();
+        for c in others {
+            if bound.host.is_remote(&module, &c.tool)
+                && self.worker_queued(&bound.host, run, &c).await
+            {
+                resend.push(ToDispatch {
+                    call: c.call.clone(),
+                    tool: c.tool.clone(),
+                    args: args_of(&c),
+                    nested: None,
+                });
+            }
+        }
         if !crashed.is_empty() {
             match self
                 .settle(run, &bound.host, &mut machine, crashed, &mut first)
@@ -260,6 +279,18 @@ impl RunService {
         let open = machine.open_calls();
         let mut resend = Vec::new();
         let mut crashed = Vec::new();
+        let answered = reply
+            .as_ref()
+            .map(|(c, _)| c.clone())
+            .or_else(|| deep.as_ref().map(|d| d.call.clone()));
+        let others: Vec<OpenCall> = match &answered {
+            Some(a) => open
+                .iter()
+                .filter(|c| &c.call != a && c.tool != HUMAN)
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
         if let Some((call, text)) = &reply {
             let outcome = admit(run, &program, &machine, call, text)?;
             first.push(Step::Fact(reply_fact(call, outcome.clone())?));
@@ -306,10 +337,7 @@ impl RunService {
                     (Some(m), None) => resend.push(ToDispatch {
                         call: c.call.clone(),
                         tool: c.tool.clone(),
-                        args: match &c.args {
-                            Json::Object(m) => m.clone(),
-                            _ => Map::new(),
-                        },
+                        args: args_of(&c),
                         nested: Some(NestedCall::start(m.to_string())),
                     }),
                     (None, _) => crashed.push(c),
@@ -322,6 +350,7 @@ impl RunService {
             first,
             resend,
             crashed,
+            others,
         })
     }
 
@@ -340,18 +369,23 @@ impl RunService {
         let mut resend = Vec::new();
         let mut records = Vec::new();
         for c in crashed {
-            let resending = host.resends(&module, &c.tool);
-            let decision = if resending { "resend" } else { "unknown" };
+            // A call in the worker queue is not lost with the host: the
+            // drive attaches to it (waits for its worker, sends it if it
+            // never went, admits the reply that came meanwhile).
+            let queued =
+                host.is_remote(&module, &c.tool) && self.worker_queued(host, run, &c).await;
+            let resending = queued || host.resends(&module, &c.tool);
+            let decision = match (queued, resending) {
+                (true, _) => "worker",
+                (_, true) => "resend",
+                _ => "unknown",
+            };
             records.push(json!({"call": c.call, "decision": decision, "reason": "host restarted"}));
             if resending {
-                let args = match &c.args {
-                    Json::Object(m) => m.clone(),
-                    _ => Map::new(),
-                };
                 resend.push(ToDispatch {
                     call: c.call.clone(),
                     tool: c.tool.clone(),
-                    args,
+                    args: args_of(&c),
                     nested: None,
                 });
                 continue;
@@ -382,6 +416,23 @@ impl RunService {
         })
         .await?;
         Ok(resend)
+    }
+
+    /// Whether an open call of a worker-served declaration has its place
+    /// in the worker queue (one without was lost with a crash before it
+    /// was queued, or with the database's: it is settled as a crash
+    /// settles an open call).
+    async fn worker_queued(&self, host: &Host, run: &RunId, c: &OpenCall) -> bool {
+        let Some(w) = host.workers() else {
+            return false;
+        };
+        match w.queued(run, &c.call).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(run.id = %run, call.id = %c.call, error = %e, "cannot read the worker queue; the call is settled as after a crash");
+                false
+            }
+        }
     }
 
     /// A fork's Start and machine, from the parent's Start and the one
@@ -592,5 +643,13 @@ impl RunService {
         // Only a reply the resume would admit is offered.
         flow_abi::decode_json(&v, &ty, &m.report.types).ok()?;
         Some(json!({ "Ok": v }))
+    }
+}
+
+/// An open call's args object.
+fn args_of(c: &OpenCall) -> Map<String, Json> {
+    match &c.args {
+        Json::Object(m) => m.clone(),
+        _ => Map::new(),
     }
 }

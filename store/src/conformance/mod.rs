@@ -35,6 +35,7 @@ mod facts;
 mod history;
 mod leases;
 mod live;
+mod workers;
 
 use archive::*;
 use discovery::*;
@@ -42,6 +43,7 @@ pub use facts::*;
 use history::*;
 use leases::*;
 use live::*;
+use workers::*;
 
 /// Every case, by name.
 pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
@@ -66,6 +68,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("archive_round_trip", archive_round_trip::<B>),
         ("concurrent_runs", concurrent_runs::<B>),
         ("leases", leases::<B>),
+        ("workers", workers::<B>),
     ]
 }
 

@@ -38,6 +38,7 @@ mod leases;
 mod listen;
 mod read;
 mod sql;
+mod workers;
 mod writer;
 
 pub use connect::schema_version;

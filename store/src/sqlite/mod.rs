@@ -14,7 +14,9 @@
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
 mod leases;
+mod queue;
 mod read;
+mod workers;
 mod writer;
 
 use crate::api::*;
@@ -174,6 +176,8 @@ pub(crate) struct Inner {
     tx: Mutex<Option<SyncSender<writer::Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
+    /// The worker queue's own writer (`queue`), started on first use.
+    queue: queue::QueueWriter,
     pub(crate) heads: Arc<Heads>,
 }
 
@@ -218,6 +222,7 @@ impl SqliteStore {
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                queue: queue::QueueWriter::default(),
                 heads,
             }),
         })

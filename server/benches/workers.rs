@@ -1,0 +1,215 @@
+//! Worker dispatch overhead (issue 12 §5): a Tool call through a remote
+//! `flow worker` against the same Tool as the server's own child process.
+//!
+//! Workload: the Rust toolkit's `calc` example (`calc.json#add(a, b)`,
+//! answered at once), bound two ways on one `flow serve` each (SQLite,
+//! `synchronous = FULL`):
+//! - **local**: `--tools flow.toml`, `calc` a child process of the server;
+//! - **worker**: `--workers calc.json`, `calc` a child of a `flow worker`
+//!   on the same machine, long-polling the server over HTTP (loopback).
+//!
+//! Rows: a run of N sequential `add` nodes (µs per call = the run's wall
+//! time / N), and 32 runs of M steps at once, so 32 calls are outstanding
+//! (calls/s). An fsync probe in the server's data directory runs in the
+//! same process, since durable steps wait on it.
+//!
+//! Run: `cargo build --release -p flow-toolkit --bin flow-example-calc &&
+//! cargo bench -p flowd --bench workers`. `FLOW_BENCH_SCALE=small` for a
+//! quick look; `FLOW_BENCH_STEPS` (N, default 1000) and
+//! `FLOW_BENCH_RUN_STEPS` (M, default 100).
+
+// Shared with the service bench; this one uses part of it.
+#[allow(dead_code)]
+mod harness;
+
+use harness::{Server, Table, env_usize};
+use serde_json::{Value as Json, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs at once in the concurrent row: the outstanding calls.
+const OUTSTANDING: usize = 32;
+
+/// A flow of `n` sequential `add` nodes (module `calc.json`).
+fn calc_flow(n: usize) -> Json {
+    let mut nodes = vec![json!({"id": "start", "type": "input",
+        "output_schema": {"x": {"type": "integer"}}})];
+    let mut edges = Vec::new();
+    let mut prev = "start".to_string();
+    for i in 0..n {
+        let id = format!("step-{i}");
+        nodes.push(json!({"id": id, "type": "tool_invoke", "tool_id": "add",
+            "input_map": {"a": "$.state.x", "b": "$.state.x"}}));
+        edges.push(json!({"from": prev, "to": id}));
+        prev = id;
+    }
+    nodes.push(json!({"id": "done", "type": "output"}));
+    edges.push(json!({"from": prev, "to": "done"}));
+    json!({"spec_version": "1.0.0", "id": "bench-calc",
+        "harness_meta": {"enabled": false, "max_steps": n + 10},
+        "state_schema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        "tools": {"add": {"tool_ref": "bench:add",
+            "input_schema": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "output_schema": {"type": "integer"}}},
+        "nodes": nodes, "edges": edges})
+}
+
+/// flow.toml binding `calc.json` to the release `flow-example-calc`,
+/// beside a `calc.json` flow (a worker reads its declarations from it).
+fn bindings(dir: &Path) -> PathBuf {
+    let calc = harness::release_dir().join("flow-example-calc");
+    assert!(
+        calc.exists(),
+        "{} is missing: cargo build --release -p flow-toolkit --bin flow-example-calc",
+        calc.display()
+    );
+    std::fs::write(dir.join("calc.json"), calc_flow(1).to_string()).expect("calc.json");
+    let toml = dir.join("flow.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "[tools.\"calc.json\"]\ncommand = \"{} {}\"\n",
+            calc.display(),
+            harness::repo()
+                .join("examples/tools/calc/tools.json")
+                .display()
+        ),
+    )
+    .expect("flow.toml");
+    toml
+}
+
+/// A `flow worker` (release) serving `tools` to `server`, stopped by pid.
+struct Worker(Child);
+
+impl Worker {
+    fn start(server: &str, tools: &Path, log: &Path) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["worker", "--server", server, "--tools"])
+            .arg(tools)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).expect("worker.log"))
+            .spawn()
+            .expect("flow worker");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+        assert!(
+            line.starts_with("flow worker "),
+            "flow worker did not start: {line:?}\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        Worker(child)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts one run and waits until it completes; its wall time in s.
+async fn one_run(s: &Server, flow: &Json) -> f64 {
+    let t = Instant::now();
+    let body = json!({"flow": flow, "name": "calc.json", "input": {"x": 1}, "wait": 30});
+    let (status, v, _) = s.post("/v1/runs", &body).await;
+    assert_eq!(status, 201, "{v}");
+    let v = if v["state"] == "running" {
+        s.settled(v["run"].as_str().expect("run"), Duration::from_millis(5))
+            .await
+    } else {
+        v
+    };
+    assert_eq!(v["state"], "completed", "{v}");
+    t.elapsed().as_secs_f64()
+}
+
+async fn rows(s: &Server, how: &str, n: usize, m: usize, table: &mut Table) -> (f64, f64) {
+    // Warm up: the Tool's process is started and described at the first
+    // bind; the worker's poll is under way.
+    one_run(s, &calc_flow(2)).await;
+    let secs = one_run(s, &calc_flow(n)).await;
+    let per_call = secs * 1e6 / n as f64;
+    table.row(
+        format!("{how}: 1 run × {n} sequential calls"),
+        format!("{per_call:.0} µs per call ({:.0} calls/s)", n as f64 / secs),
+        "",
+    );
+    let flow = calc_flow(m);
+    let (t, cpu) = (Instant::now(), s.cpu_ms());
+    let runs = (0..OUTSTANDING).map(|_| one_run(s, &flow));
+    futures_util::future::join_all(runs).await;
+    let secs = t.elapsed().as_secs_f64();
+    let calls = (OUTSTANDING * m) as f64;
+    let rate = calls / secs;
+    table.row(
+        format!("{how}: {OUTSTANDING} runs × {m} calls at once ({OUTSTANDING} outstanding)"),
+        format!(
+            "{rate:.0} calls/s ({:.0} µs per call; the server's CPU {:.0} µs per call)",
+            1e6 / rate,
+            (s.cpu_ms() - cpu) * 1e3 / calls
+        ),
+        "",
+    );
+    (per_call, rate)
+}
+
+fn main() {
+    let small = harness::small();
+    let n = env_usize("FLOW_BENCH_STEPS", if small { 200 } else { 1000 });
+    let m = env_usize("FLOW_BENCH_RUN_STEPS", if small { 20 } else { 100 });
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tools = bindings(tmp.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut table = Table::default();
+    table.note(format!("load average at the start: {}", harness::load()));
+
+    let local_data = tmp.path().join("local");
+    let local = Server::start(&local_data, std::slice::from_ref(&tools));
+    let fsync_us = harness::fsync_probe(&local_data);
+    let (local_seq, local_rate) =
+        rt.block_on(rows(&local, "local child process", n, m, &mut table));
+    drop(local);
+
+    let remote_data = tmp.path().join("remote");
+    let remote = Server::start_with(&remote_data, &[], &["--workers", "calc.json"]);
+    let _worker = Worker::start(&remote.base, &tools, &tmp.path().join("worker.log"));
+    let (remote_seq, remote_rate) =
+        rt.block_on(rows(&remote, "remote flow worker", n, m, &mut table));
+
+    table.row(
+        "worker overhead, sequential",
+        format!(
+            "+{:.0} µs per call ({:.2}× the local call)",
+            remote_seq - local_seq,
+            remote_seq / local_seq
+        ),
+        "",
+    );
+    table.row(
+        format!("worker throughput at {OUTSTANDING} outstanding"),
+        format!("{:.2}× the local child's", remote_rate / local_rate),
+        "",
+    );
+    table.note(format!(
+        "fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync) in the server's data directory"
+    ));
+    table.note(format!("load average at the end: {}", harness::load()));
+    table.print();
+}

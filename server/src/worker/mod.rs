@@ -1,0 +1,369 @@
+//! `flow worker --server URL --tools flow.toml`: serves the Tools a
+//! flow.toml names to a flowd cluster from another host (docs/deploy.md
+//! "Workers").
+//!
+//! It starts the Tool processes (or MCP servers) as a host starts them
+//! ([`tools::Served`]), registers what they serve by identity and
+//! fingerprint, and then long-polls the server for calls: each call goes
+//! to its implementation at once (at most `--concurrency` out), and each
+//! outcome is sent back as soon as it comes, batched with whatever else is
+//! ready. The server takes each reply once; a reply it drops (the call was
+//! settled meanwhile) is only logged.
+//!
+//! * The server unreachable: polls and replies are tried again, backing
+//!   off to 5 s; the Tools keep running. A worker the server judged lost
+//!   (404) registers again, under a new id; replies of calls it got
+//!   before go back under the old one, and are admitted if the server has
+//!   not settled those calls yet.
+//! * SIGINT or SIGTERM: polling stops, calls out get 10 s to finish and
+//!   their replies are sent, the rest are cancelled without a reply (the
+//!   server settles them as a lost worker's: Unknown, or sent again with
+//!   `resend = true`), the worker leaves (`DELETE`), and the Tools stop.
+//!
+//! Exit codes: 0 after a signal; 2 refused (no `--server`, a flow.toml
+//! that does not read or bind, a server that refuses the worker's token).
+
+mod client;
+mod tools;
+
+use crate::error::{Error, Result};
+use client::{Client, Failure, Session};
+use flow_tools::manifest::Manifest;
+use flow_tools::outcome::CallRequest;
+use serde_json::{Value as Json, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tools::Served;
+
+/// `flow worker`'s own flags (`--server` and `--token` are the global
+/// ones).
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// The flow.toml whose Tools this worker serves; its tables name the
+    /// FlowSpec files (beside it) that declare them.
+    #[arg(long = "tools", value_name = "FLOW.toml")]
+    pub tools: PathBuf,
+    /// How the servers name this worker (default: the host name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Calls served at once, at most.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+}
+
+/// Replies sent in one request, at most.
+const BATCH: usize = 256;
+/// How long a stopping worker waits for its calls out, and then for their
+/// replies to be sent.
+const GRACE: Duration = Duration::from_secs(10);
+/// The longest wait before trying an unreachable server again.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// An outcome to send back, under the worker id the call came to.
+struct Reply {
+    worker: String,
+    run: String,
+    call: String,
+    outcome: Json,
+}
+
+/// Runs the worker until SIGINT or SIGTERM.
+pub async fn run(server: Option<String>, token: Option<String>, args: WorkerArgs) -> Result<u8> {
+    let server = server.ok_or_else(|| {
+        Error::Refused(
+            "flow worker needs --server URL (or FLOW_SERVER): the flowd server whose runs it serves"
+                .into(),
+        )
+    })?;
+    let client = Client::new(&server, token)?;
+    let manifest = Manifest::read(&args.tools).map_err(|e| Error::Refused(e.to_string()))?;
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        crate::http::cli::wait_for_signal().await;
+        tracing::info!("stopping");
+        signal.cancel();
+    });
+    let served = Arc::new(Served::bind(&manifest, &shutdown).await?);
+    let name = args.name.clone().unwrap_or_else(host_name);
+    let worker = Worker {
+        client,
+        served,
+        name,
+        concurrency: args.concurrency,
+        shutdown,
+    };
+    let Some(session) = worker.register().await? else {
+        worker.served.shutdown().await;
+        return Ok(0);
+    };
+    {
+        // The first line says the worker is serving; tests and scripts wait
+        // for it. A closed stdout must not stop the worker.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "flow worker {} serving {} declarations for {}",
+            session.worker,
+            worker.served.tools.len(),
+            worker.client.base()
+        );
+        let _ = out.flush();
+    }
+    worker.serve(session).await
+}
+
+struct Worker {
+    client: Client,
+    served: Arc<Served>,
+    name: String,
+    concurrency: u32,
+    shutdown: CancellationToken,
+}
+
+impl Worker {
+    /// Registers, trying an unreachable server again; `None` when stopped
+    /// first.
+    async fn register(&self) -> Result<Option<Session>> {
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            match self.client.register(&self.name, &self.served.tools).await {
+                Ok(s) => {
+                    tracing::info!(worker = %s.worker, "registered");
+                    return Ok(Some(s));
+                }
+                Err(Failure::Refused(e)) => return Err(Error::Refused(e)),
+                Err(e) => {
+                    tracing::warn!("cannot register: {e}; trying again");
+                    if !self.pause(&mut backoff).await {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits `backoff` (then doubles it); false when stopped meanwhile.
+    async fn pause(&self, backoff: &mut Duration) -> bool {
+        let wait = *backoff;
+        *backoff = (*backoff * 2).min(BACKOFF_MAX);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => true,
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
+
+    async fn serve(&self, mut session: Session) -> Result<u8> {
+        let (tx, rx) = mpsc::unbounded_channel::<Reply>();
+        let sender = tokio::spawn(send_replies(self.client.clone(), rx, session.reply_limit));
+        let mut calls: JoinSet<(String, String)> = JoinSet::new();
+        let mut out: HashMap<(String, String), AbortHandle> = HashMap::new();
+        let mut backoff = Duration::from_millis(250);
+        let mut failure = None;
+        while !self.shutdown.is_cancelled() {
+            while let Some(done) = calls.try_join_next() {
+                if let Ok(key) = done {
+                    out.remove(&key);
+                }
+            }
+            let free = self.concurrency.saturating_sub(calls.len() as u32);
+            if free == 0 {
+                tokio::select! {
+                    Some(Ok(key)) = calls.join_next() => { out.remove(&key); }
+                    _ = self.shutdown.cancelled() => {}
+                }
+                continue;
+            }
+            let polled = tokio::select! {
+                r = self.client.poll(&session, free.min(256)) => r,
+                _ = self.shutdown.cancelled() => break,
+            };
+            let answer = match polled {
+                Ok(a) => a,
+                Err(Failure::Gone) => {
+                    tracing::warn!(worker = %session.worker, "the server judged this worker lost; registering again");
+                    match self.register().await {
+                        Ok(Some(s)) => session = s,
+                        Ok(None) => break,
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                Err(Failure::Transient(e)) => {
+                    tracing::warn!("poll: {e}; trying again");
+                    self.pause(&mut backoff).await;
+                    continue;
+                }
+                Err(Failure::Refused(e)) => {
+                    failure = Some(Error::Refused(e));
+                    break;
+                }
+            };
+            backoff = Duration::from_millis(250);
+            for (run, call) in keys(&answer["cancels"]) {
+                if let Some(h) = out.remove(&(run.clone(), call.clone())) {
+                    tracing::info!(run.id = %run, call.id = %call, "cancelled by the server");
+                    h.abort();
+                }
+            }
+            for c in answer["calls"].as_array().into_iter().flatten() {
+                let Some(req) = request(c) else {
+                    tracing::warn!("a call that does not read was passed over");
+                    continue;
+                };
+                let key = (req.run.clone(), req.call.clone());
+                if out.contains_key(&key) {
+                    // Out here already (sent again): its reply will come.
+                    continue;
+                }
+                let (served, tx, worker) =
+                    (self.served.clone(), tx.clone(), session.worker.clone());
+                let k = key.clone();
+                let h = calls.spawn(async move {
+                    if let Some(o) = served.call(req).await {
+                        let _ = tx.send(Reply {
+                            worker,
+                            run: k.0.clone(),
+                            call: k.1.clone(),
+                            outcome: o.to_json(),
+                        });
+                    }
+                    k
+                });
+                out.insert(key, h);
+            }
+        }
+        // Stopping: calls out get the grace period; the rest are cancelled
+        // without a reply (the server decides them).
+        let _ =
+            tokio::time::timeout(GRACE, async { while calls.join_next().await.is_some() {} }).await;
+        calls.abort_all();
+        drop(tx);
+        let _ = tokio::time::timeout(GRACE, sender).await;
+        if let Err(e) = self.client.leave(&session.worker).await {
+            tracing::warn!(
+                "could not tell the server this worker leaves ({e}); it will judge it lost in its time"
+            );
+        }
+        self.served.shutdown().await;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
+    }
+}
+
+/// A call from a poll answer.
+fn request(c: &Json) -> Option<CallRequest> {
+    Some(CallRequest {
+        run: c.get("run")?.as_str()?.to_string(),
+        call: c.get("call")?.as_str()?.to_string(),
+        tool: c.get("tool")?.as_str()?.to_string(),
+        args: c.get("args")?.as_object()?.clone(),
+    })
+}
+
+fn keys(v: &Json) -> Vec<(String, String)> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|k| {
+            Some((
+                k.get("run")?.as_str()?.to_string(),
+                k.get("call")?.as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Sends outcomes as they come: whatever is ready goes in one request (at
+/// most [`BATCH`], within the server's body limit), tried again while the
+/// server cannot be reached. Ends when the channel closes and is drained.
+async fn send_replies(client: Client, mut rx: mpsc::UnboundedReceiver<Reply>, limit: usize) {
+    // A reply's JSON may take this much of a request body.
+    let room = limit.saturating_sub(1024).max(1024);
+    while let Some(first) = rx.recv().await {
+        let mut ready = vec![first];
+        while ready.len() < BATCH {
+            match rx.try_recv() {
+                Ok(r) => ready.push(r),
+                Err(_) => break,
+            }
+        }
+        let mut by_worker: BTreeMap<String, Vec<Json>> = BTreeMap::new();
+        for r in ready {
+            let mut item = json!({"run": r.run, "call": r.call, "outcome": r.outcome});
+            if item.to_string().len() > room {
+                item["outcome"] = json!({"BadReply": format!("the reply is larger than the server takes ({room} bytes)")});
+            }
+            by_worker.entry(r.worker).or_default().push(item);
+        }
+        for (worker, items) in by_worker {
+            for chunk in chunks(items, room) {
+                deliver(&client, &worker, chunk).await;
+            }
+        }
+    }
+}
+
+/// Splits replies into requests whose bodies stay within `room`.
+fn chunks(items: Vec<Json>, room: usize) -> Vec<Vec<Json>> {
+    let mut out: Vec<Vec<Json>> = Vec::new();
+    let mut size = 0;
+    for i in items {
+        let n = i.to_string().len() + 1;
+        if out.is_empty() || size + n > room {
+            out.push(Vec::new());
+            size = 0;
+        }
+        size += n;
+        if let Some(last) = out.last_mut() {
+            last.push(i);
+        }
+    }
+    out
+}
+
+async fn deliver(client: &Client, worker: &str, items: Vec<Json>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match client.reply(worker, items.clone()).await {
+            Ok(answer) => {
+                for r in answer["replies"].as_array().into_iter().flatten() {
+                    if r["admitted"] == false {
+                        tracing::info!(run.id = %r["run"], call.id = %r["call"], "reply dropped by the server: the call was answered or settled already");
+                    }
+                }
+                return;
+            }
+            Err(Failure::Transient(e)) => {
+                tracing::warn!("replies: {e}; trying again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+            Err(e) => {
+                tracing::warn!(worker = %worker, "replies not taken: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// This host's name, for `--name`'s default.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "flow-worker".into())
+}

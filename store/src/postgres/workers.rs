@@ -1,0 +1,396 @@
+//! The remote-worker queue on Postgres (tables `workers`, `worker_tools`,
+//! `worker_calls`, migration 0006; rules in [`crate::workers`]): servers of
+//! one database share it, so a call queued by the server driving its run
+//! is handed to a worker connected to any of them, and the reply that
+//! worker sends back is read by the driver.
+//!
+//! * Claims take rows `FOR UPDATE SKIP LOCKED`, so workers polling several
+//!   servers at once never wait on each other and never get one call twice.
+//! * Liveness is the database's clock (`clock_timestamp()`), as for leases.
+//! * Queue writes commit with `synchronous_commit = off` (`SET LOCAL`):
+//!   visible to every server at once, made durable by the next synchronous
+//!   commit — a call's next history fact (its Reply) is one, and it flushes
+//!   the WAL they are in. A database crash can take a queue row the
+//!   history does not depend on; the run, taken up again, settles such a
+//!   call as the seed settles a call open at a crash (docs/deploy.md).
+
+use super::PostgresStore;
+use crate::error::Result;
+use crate::workers::*;
+use flow_abi::fact::RunId;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The database's clock in unix ms.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+fn parse_json(text: &str, what: &str) -> Result<Value> {
+    flow_abi::json::parse(text).map_err(|e| {
+        crate::error::Error::Schema(format!("worker queue: a stored {what} does not parse: {e}"))
+    })
+}
+
+/// Runs `sql` with `params` in one transaction committed without waiting
+/// for the WAL flush; returns the rows.
+macro_rules! quick {
+    ($conn:expr, $sql:expr, $params:expr) => {{
+        let mut conn = $conn;
+        let tx = conn.transaction().await?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await?;
+        let rows = tx.query($sql, $params).await?;
+        tx.commit().await?;
+        rows
+    }};
+}
+
+/// Where `($1, $2)` is, with workers live when heard from within `$3` ms.
+fn state_sql() -> String {
+    format!(
+        "SELECT c.worker, c.resend, c.cancel, c.outcome,
+            EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > {NOW_MS} - $3),
+            EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $3)
+         FROM worker_calls c WHERE c.run = $1 AND c.call = $2"
+    )
+}
+
+fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
+    let worker: Option<String> = r.try_get(0)?;
+    let cancel: i16 = r.try_get(2)?;
+    let outcome: Option<String> = r.try_get(3)?;
+    Ok(match (outcome, worker) {
+        (Some(o), _) => RemoteCallState::Done {
+            outcome: parse_json(&o, "outcome")?,
+        },
+        (None, Some(worker)) => RemoteCallState::Sent {
+            worker,
+            live: r.try_get(4)?,
+            resend: r.try_get(1)?,
+            cancelled: cancel != 0,
+        },
+        (None, None) => RemoteCallState::Queued {
+            served: r.try_get(5)?,
+            cancelled: cancel != 0,
+        },
+    })
+}
+
+impl WorkerQueue for PostgresStore {
+    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
+        let (id, name) = (id.to_string(), name.to_string());
+        let names: Vec<String> = tools.iter().map(|t| t.tool.clone()).collect();
+        let fps: Vec<String> = tools.iter().map(|t| t.fingerprint.clone()).collect();
+        let resend: Vec<bool> = tools.iter().map(|t| t.resend).collect();
+        self.on_pool(move |mut conn| async move {
+            let tx = conn.transaction().await?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO workers (id, name, seen_ms) VALUES ($1, $2, {NOW_MS})
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms"
+                ),
+                &[&id, &name],
+            )
+            .await?;
+            tx.execute("DELETE FROM worker_tools WHERE worker = $1", &[&id])
+                .await?;
+            tx.execute(
+                "INSERT INTO worker_tools (worker, tool, fingerprint, resend)
+                 SELECT $1, t.tool, t.fp, t.resend FROM unnest($2::text[], $3::text[], $4::bool[]) AS t(tool, fp, resend)
+                 ON CONFLICT (worker, tool) DO UPDATE SET fingerprint = excluded.fingerprint, resend = excluded.resend",
+                &[&id, &names, &fps, &resend],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn touch_worker(&self, id: &str, within: Duration) -> Result<bool> {
+        let (id, within) = (id.to_string(), millis(within));
+        self.on_pool(move |conn| async move {
+            let rows = quick!(
+                conn,
+                &format!(
+                    "UPDATE workers SET seen_ms = {NOW_MS} WHERE id = $1 AND seen_ms > {NOW_MS} - $2 RETURNING id"
+                ),
+                &[&id, &within]
+            );
+            Ok(rows.len() == 1)
+        })
+    }
+
+    fn remove_worker(&self, id: &str) -> Result<()> {
+        let id = id.to_string();
+        self.on_pool(move |conn| async move {
+            conn.execute("UPDATE workers SET seen_ms = 0 WHERE id = $1", &[&id])
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn live_workers(&self, within: Duration) -> Result<Vec<WorkerInfo>> {
+        let within = millis(within);
+        let rows = self.on_pool(move |conn| async move {
+            Ok(conn
+                .query(
+                    &format!(
+                        "SELECT w.id, w.name, {NOW_MS} - w.seen_ms, t.tool, t.fingerprint, t.resend
+                         FROM workers w LEFT JOIN worker_tools t ON t.worker = w.id
+                         WHERE w.seen_ms > {NOW_MS} - $1 ORDER BY w.id, t.tool"
+                    ),
+                    &[&within],
+                )
+                .await?)
+        })?;
+        let mut out: Vec<WorkerInfo> = Vec::new();
+        for r in rows {
+            let id: String = r.try_get(0)?;
+            if out.last().is_none_or(|w| w.id != id) {
+                out.push(WorkerInfo {
+                    id,
+                    name: r.try_get(1)?,
+                    tools: Vec::new(),
+                    seen_ms_ago: r.try_get::<_, i64>(2)?.max(0),
+                });
+            }
+            let tool: Option<String> = r.try_get(3)?;
+            let fp: Option<String> = r.try_get(4)?;
+            let resend: Option<bool> = r.try_get(5)?;
+            if let (Some(w), Some(tool), Some(fingerprint)) = (out.last_mut(), tool, fp) {
+                w.tools.push(ServedTool {
+                    tool,
+                    fingerprint,
+                    resend: resend.unwrap_or(false),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState> {
+        let c = call.clone();
+        let args = flow_abi::json::canonical(&call.args);
+        let within_ms = millis(within);
+        let row = self.on_pool(move |conn| async move {
+            let run = c.run.to_string();
+            // A new row, or a cancel or park of a call never sent
+            // withdrawn; then where the call is, in the same transaction.
+            let mut conn = conn;
+            let tx = conn.transaction().await?;
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
+                     VALUES ($1, $2, $3, $4, $5, {NOW_MS})
+                     ON CONFLICT (run, call) DO UPDATE SET cancel = 0, parked = FALSE
+                        WHERE worker_calls.worker IS NULL AND worker_calls.outcome IS NULL"
+                ),
+                &[&run, &c.call, &c.tool, &c.fingerprint, &args],
+            )
+            .await?;
+            let row = tx
+                .query_opt(&state_sql(), &[&run, &c.call, &within_ms])
+                .await?;
+            tx.commit().await?;
+            Ok(row)
+        })?;
+        match row {
+            Some(r) => state_row(&r),
+            None => Err(crate::error::Error::Schema(
+                "worker queue: a call queued is not there".into(),
+            )),
+        }
+    }
+
+    fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed> {
+        let (worker, limit) = (worker.to_string(), i64::from(limit));
+        let (calls, cancels) = self.on_pool(move |mut conn| async move {
+            let tx = conn.transaction().await?;
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+            let calls = tx
+                .query(
+                    "WITH picked AS (
+                        SELECT c.run, c.call, t.resend FROM worker_calls c JOIN worker_tools t
+                           ON t.worker = $1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
+                        JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                        WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND NOT c.parked
+                        ORDER BY c.queued_ms, c.run, c.call LIMIT $2
+                        FOR UPDATE OF c SKIP LOCKED)
+                     UPDATE worker_calls w SET worker = $1, resend = picked.resend FROM picked
+                     WHERE w.run = picked.run AND w.call = picked.call
+                     RETURNING w.run, w.call, w.tool, w.fingerprint, w.args",
+                    &[&worker, &limit],
+                )
+                .await?;
+            let cancels = tx
+                .query(
+                    "UPDATE worker_calls SET cancel = 2 WHERE worker = $1 AND cancel = 1 RETURNING run, call",
+                    &[&worker],
+                )
+                .await?;
+            tx.commit().await?;
+            Ok((calls, cancels))
+        })?;
+        let mut out = Claimed::default();
+        for r in calls {
+            let args: String = r.try_get(4)?;
+            out.calls.push(RemoteCall {
+                run: RunId::parse(&r.try_get::<_, String>(0)?)?,
+                call: r.try_get(1)?,
+                tool: r.try_get(2)?,
+                fingerprint: r.try_get(3)?,
+                args: parse_json(&args, "call's args")?,
+            });
+        }
+        for r in cancels {
+            out.cancels
+                .push((RunId::parse(&r.try_get::<_, String>(0)?)?, r.try_get(1)?));
+        }
+        out.calls
+            .sort_by(|a, b| (&a.run, &a.call).cmp(&(&b.run, &b.call)));
+        out.cancels.sort();
+        Ok(out)
+    }
+
+    fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
+        let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
+        let text = flow_abi::json::canonical(outcome);
+        self.on_pool(move |conn| async move {
+            let rows = quick!(
+                conn,
+                "UPDATE worker_calls SET outcome = $1
+                 WHERE run = $2 AND call = $3 AND worker = $4 AND outcome IS NULL RETURNING run",
+                &[&text, &run, &call, &worker]
+            );
+            Ok(rows.len() == 1)
+        })
+    }
+
+    fn call_state(
+        &self,
+        run: &RunId,
+        call: &str,
+        within: Duration,
+    ) -> Result<Option<RemoteCallState>> {
+        let (run, call, within) = (run.to_string(), call.to_string(), millis(within));
+        let row = self.on_pool(move |conn| async move {
+            Ok(conn
+                .query_opt(&state_sql(), &[&run, &call, &within])
+                .await?)
+        })?;
+        row.as_ref().map(state_row).transpose()
+    }
+
+    fn settle_call(
+        &self,
+        run: &RunId,
+        call: &str,
+        worker: Option<&str>,
+        outcome: Option<&Value>,
+    ) -> Result<bool> {
+        let (run, call) = (run.to_string(), call.to_string());
+        let worker = worker.map(str::to_string);
+        let outcome = outcome.map(flow_abi::json::canonical);
+        self.on_pool(move |conn| async move {
+            let rows = match (outcome, &worker) {
+                (Some(o), _) => quick!(
+                    conn,
+                    "UPDATE worker_calls SET outcome = $4
+                     WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
+                     RETURNING run",
+                    &[&run, &call, &worker, &o]
+                ),
+                (None, Some(_)) => quick!(
+                    conn,
+                    "UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
+                     WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run",
+                    &[&run, &call, &worker]
+                ),
+                (None, None) => Vec::new(),
+            };
+            Ok(rows.len() == 1)
+        })
+    }
+
+    fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
+        let (run, call) = (run.to_string(), call.to_string());
+        self.on_pool(move |conn| async move {
+            quick!(
+                conn,
+                "UPDATE worker_calls SET cancel = 1
+                 WHERE run = $1 AND call = $2 AND cancel = 0 AND outcome IS NULL",
+                &[&run, &call]
+            );
+            Ok(())
+        })
+    }
+
+    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
+        let (run, call) = (run.to_string(), call.map(str::to_string));
+        self.on_pool(move |conn| async move {
+            let rows = quick!(
+                conn,
+                "UPDATE worker_calls SET parked = TRUE
+                 WHERE run = $1 AND ($2::text IS NULL OR call = $2) AND worker IS NULL AND outcome IS NULL
+                 RETURNING run",
+                &[&run, &call]
+            );
+            Ok(rows.len() as u64)
+        })
+    }
+
+    fn parked_runs(&self, within: Duration, limit: u32) -> Result<Vec<RunId>> {
+        let (within, limit) = (millis(within), i64::from(limit));
+        let rows = self.on_pool(move |conn| async move {
+            Ok(conn
+                .query(
+                    &format!(
+                        "SELECT DISTINCT c.run FROM worker_calls c JOIN runs r ON r.id = c.run
+                         WHERE c.parked AND c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
+                           AND EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                              WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $1)
+                         ORDER BY c.run LIMIT $2"
+                    ),
+                    &[&within, &limit],
+                )
+                .await?)
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(RunId::parse(&r.try_get::<_, String>(0)?)?);
+        }
+        Ok(out)
+    }
+
+    fn sweep_workers(&self, forget: Duration) -> Result<u64> {
+        let forget = millis(forget);
+        self.on_pool(move |mut conn| async move {
+            let tx = conn.transaction().await?;
+            let calls = tx
+                .execute(
+                    "DELETE FROM worker_calls c USING runs r WHERE r.id = c.run AND r.ending IS NOT NULL",
+                    &[],
+                )
+                .await?;
+            let tools = tx
+                .execute(
+                    &format!(
+                        "DELETE FROM worker_tools WHERE worker IN (SELECT id FROM workers WHERE seen_ms <= {NOW_MS} - $1)"
+                    ),
+                    &[&forget],
+                )
+                .await?;
+            let workers = tx
+                .execute(
+                    &format!("DELETE FROM workers WHERE seen_ms <= {NOW_MS} - $1"),
+                    &[&forget],
+                )
+                .await?;
+            tx.commit().await?;
+            Ok(calls + tools + workers)
+        })
+    }
+}
