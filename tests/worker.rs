@@ -776,3 +776,101 @@ async fn a_worker_on_server_b_serves_a_run_started_on_server_a() {
     let (_, verdict) = post(&c, a.url(&format!("/v1/runs/{run}/replay")), json!({})).await;
     assert_eq!(verdict["verdict"], "matched", "{verdict}");
 }
+
+/// Issue 12 §4, the compose topology as processes on this machine:
+/// PostgreSQL, two servers and one worker (connected to server 2). The
+/// quickstart starts through server 1 while server 2's SSE feed is
+/// watched; server 1 is killed with SIGKILL while the classifier's call is
+/// out at the worker; server 2 takes the run over when server 1's lease
+/// expires, admits the worker's reply and drives the run to its review,
+/// which is answered through server 2. The feed on server 2 saw every fact
+/// once, in order, to End; every fact acknowledged before the kill is kept
+/// byte for byte; the run replays matched.
+#[tokio::test]
+async fn the_compose_topology_survives_the_loss_of_a_server() {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let Some(db) = Schema::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tools = server_tools(dir.path());
+    let args = [
+        "--workers",
+        "triage.json",
+        "--postgres",
+        &db.url,
+        "--postgres-schema",
+        &db.name,
+        "--lease-seconds",
+        "2",
+    ];
+    let mut one = Serve::start(&tools, &args);
+    let two = Serve::start(&tools, &args);
+    let _worker = Worker::start(
+        &two.server.base,
+        &example("triage/flow.toml"),
+        None,
+        &[("TRIAGE_DELAY_MS", "3000")],
+    );
+    let c = client();
+    let (status, v) = post(
+        &c,
+        one.url("/v1/runs"),
+        start_body("The site is down!", None),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let feed = {
+        let url = two.url(&format!("/v1/runs/{run}/events"));
+        tokio::spawn(async move {
+            let r = client().get(url).send().await.unwrap();
+            let mut events = r.bytes_stream().eventsource();
+            let mut seen = Vec::new();
+            while let Some(Ok(e)) = events.next().await {
+                seen.push((e.id.parse::<u64>().unwrap_or(0), e.event.clone()));
+                if e.event == "End" {
+                    break;
+                }
+            }
+            seen
+        })
+    };
+    classify_call_out(&c, &two, &run).await;
+    let before = facts(&c, &two, &run).await;
+    one.server.child.kill().unwrap();
+    one.server.child.wait().unwrap();
+    // Server 2 takes the run over and drives it to the review.
+    let mut view = Value::Null;
+    for _ in 0..600 {
+        view = common::get_json(&c, two.url(&format!("/v1/runs/{run}"))).await;
+        if paused_at_review(&view) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        paused_at_review(&view),
+        "server 2 did not take the run over: {view}"
+    );
+    let after = facts(&c, &two, &run).await;
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "a fact acknowledged before the kill changed"
+    );
+    assert_eq!(
+        replies(&c, &two, &run, "c1:root#1").await,
+        vec![json!({"Ok": {"category": "outage", "severity": "high"}})],
+        "the worker's one reply"
+    );
+    let review = view["pending"][0]["call"].as_str().unwrap().to_string();
+    finish(&c, &two, &run, &review).await;
+    let seen = tokio::time::timeout(Duration::from_secs(30), feed)
+        .await
+        .expect("the feed on server 2 reaches End")
+        .unwrap();
+    let numbers: Vec<u64> = seen.iter().map(|s| s.0).collect();
+    let total = facts(&c, &two, &run).await.len() as u64;
+    assert_eq!(numbers, (1..=total).collect::<Vec<_>>(), "{seen:?}");
+    assert_eq!(seen.last().map(|s| s.1.as_str()), Some("End"));
+}
