@@ -32,22 +32,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn sql(url: &str, text: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("Postgres at FLOW_TEST_POSTGRES or 127.0.0.1:5432/test");
-        let driver = tokio::spawn(conn);
-        client.batch_execute(text).await.expect("SQL");
-        drop(client);
-        let _ = driver.await;
-    });
-}
-
 struct Server(Child, String);
 
 impl Drop for Server {
@@ -121,13 +105,10 @@ async fn facts(c: &reqwest::Client, base: &str, run: &str) -> usize {
 }
 
 fn main() {
-    let url = std::env::var("FLOW_TEST_POSTGRES")
-        .ok()
-        .filter(|v| !v.is_empty() && v != "skip")
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into());
+    let db = common::Schema::new().expect("a Postgres to measure on (FLOW_TEST_POSTGRES)");
+    let (url, schema) = (db.url.clone(), db.name.clone());
     let lease = env_u64("FLOW_BENCH_LEASE_SECONDS", 10).to_string();
     let kills = env_u64("FLOW_BENCH_KILLS", 10).max(1);
-    let schema = format!("flow_failover_bench_{}", std::process::id());
     let dir = tempfile::tempdir().expect("temp dir");
     let triage = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/triage");
     let tools = dir.path().join("flow.toml");
@@ -196,7 +177,7 @@ fn main() {
         drop(a);
     }
     drop(b);
-    sql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    drop(db);
     times.sort();
     println!(
         "failover (lease {lease} s, {kills} kills): p50 {:?}, p99 {:?}, min {:?}, max {:?}",

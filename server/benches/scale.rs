@@ -16,6 +16,9 @@
 #[allow(dead_code)]
 mod harness;
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use harness::{Server, Table, flows};
 use serde_json::json;
 use std::time::Instant;
@@ -31,8 +34,6 @@ fn main() {
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().to_path_buf();
     let tools = flows::write_bindings(&root, &harness::release_dir());
-    let url = std::env::var("FLOW_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let mut table = Table::default();
     let fsync_dir = root.join("fsync");
     std::fs::create_dir_all(&fsync_dir).expect("fsync dir");
@@ -52,12 +53,12 @@ fn main() {
         );
         drop(s);
         for servers in [1, 2] {
-            let schema = format!("bench_scale_{}_{servers}", std::process::id());
+            let db = common::Schema::new().expect("a Postgres to measure on");
             let pg = [
                 "--postgres",
-                url.as_str(),
+                db.url.as_str(),
                 "--postgres-schema",
-                schema.as_str(),
+                db.name.as_str(),
             ];
             let started: Vec<Server> = (0..servers)
                 .map(|i| {
@@ -76,7 +77,7 @@ fn main() {
                 "scales with servers",
             );
             drop(started);
-            drop_schema(&url, &schema);
+            drop(db);
         }
     });
     table.note(format!("load average at the end: {}", harness::load()));
@@ -101,14 +102,4 @@ async fn w2(servers: &[&Server]) -> f64 {
     });
     futures_util::future::join_all(runs).await;
     (RUNS * STEPS) as f64 / t.elapsed().as_secs_f64()
-}
-
-fn drop_schema(url: &str, schema: &str) {
-    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-    let out = std::process::Command::new("psql")
-        .args([url, "-q", "-c", &sql])
-        .output();
-    if !out.is_ok_and(|o| o.status.success()) {
-        eprintln!("could not drop schema {schema} (psql {url} -c '{sql}')");
-    }
 }

@@ -22,11 +22,10 @@
 //! - an fsync probe in the same run: median of 200 × (write 4 KiB, fsync) in
 //!   the data directory, so µs per step is reported as a ratio to it.
 //!
-//! With `FLOW_BENCH_POSTGRES=URL` (e.g.
-//! `postgres://postgres@127.0.0.1:5432/test`) the sequential Rust-Tool run
-//! and both concurrent ones are measured again on a Postgres store (a fresh
-//! schema, dropped after; `synchronous_commit = on`), beside SQLite (issue
-//! 12 §5).
+//! With `FLOW_BENCH_POSTGRES=1` the sequential Rust-Tool run and both
+//! concurrent ones are measured again on a Postgres store (`FLOW_TEST_POSTGRES`
+//! or `postgres://postgres@127.0.0.1:5432/test`; a fresh schema, dropped
+//! after; `synchronous_commit = on`), beside SQLite (issue 12 §5).
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench steps`.
 //! Targets (issue 16): sequential ≤ 400 µs/step (≤ 1.4 × fsync), CPU
@@ -34,6 +33,9 @@
 //! facts/s.
 
 use flowd::service::bind::Bindings;
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use flowd::service::store::StoreRef;
 use flowd::service::{RunResult, RunService, ServiceOptions};
 use flowd::source::Sources;
@@ -156,23 +158,23 @@ fn cpu_us() -> f64 {
 }
 
 /// Where a bench's store lives.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum Backend {
     Sqlite,
-    Postgres(String),
+    Postgres,
 }
 
 impl Backend {
-    fn name(&self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "SQLite",
-            Backend::Postgres(_) => "Postgres",
+            Backend::Postgres => "Postgres",
         }
     }
 
     /// A new store: a file in `data`, or a fresh schema (dropped with the
     /// returned guard).
-    fn open(&self, data: &Path) -> (StoreRef, Option<Schema>) {
+    fn open(self, data: &Path) -> (StoreRef, Option<common::Schema>) {
         match self {
             Backend::Sqlite => (
                 Arc::new(
@@ -180,52 +182,20 @@ impl Backend {
                 ),
                 None,
             ),
-            Backend::Postgres(url) => {
-                let schema = format!("bench_steps_{}_{}", std::process::id(), unique());
+            Backend::Postgres => {
+                let db = common::Schema::new().expect("a Postgres to measure on");
                 let store = flow_store::PostgresStore::open(flow_store::PostgresOptions {
-                    url: url.clone(),
-                    schema: schema.clone(),
+                    url: db.url.clone(),
+                    schema: db.name.clone(),
                 })
                 .expect("postgres store");
-                (
-                    Arc::new(store),
-                    Some(Schema {
-                        url: url.clone(),
-                        name: schema,
-                    }),
-                )
+                (Arc::new(store), Some(db))
             }
         }
     }
 }
 
-fn unique() -> u64 {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// A bench's Postgres schema, dropped at the end.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    async fn drop_now(self) {
-        match tokio_postgres::connect(&self.url, tokio_postgres::NoTls).await {
-            Ok((client, conn)) => {
-                tokio::spawn(conn);
-                let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-                if let Err(e) = client.batch_execute(&sql).await {
-                    eprintln!("could not drop schema {}: {e}", self.name);
-                }
-            }
-            Err(e) => eprintln!("could not drop schema {}: {e}", self.name),
-        }
-    }
-}
-
-async fn sequential(kind: &str, steps: usize, fsync_us: f64, backend: &Backend) {
+async fn sequential(kind: &str, steps: usize, fsync_us: f64, backend: Backend) {
     let tmp = tempfile::tempdir().expect("tmp");
     let flow = write_flow(tmp.path(), kind, steps);
     let data = tmp.path().join("data");
@@ -269,12 +239,10 @@ async fn sequential(kind: &str, steps: usize, fsync_us: f64, backend: &Backend) 
         );
     }
     service.shutdown(std::time::Duration::from_secs(5)).await;
-    if let Some(s) = schema {
-        s.drop_now().await;
-    }
+    drop(schema);
 }
 
-async fn concurrent(kind: &str, fsync_us: f64, backend: &Backend) {
+async fn concurrent(kind: &str, fsync_us: f64, backend: Backend) {
     let tmp = tempfile::tempdir().expect("tmp");
     let flow = write_flow(tmp.path(), kind, 100);
     let data = tmp.path().join("data");
@@ -307,9 +275,7 @@ async fn concurrent(kind: &str, fsync_us: f64, backend: &Backend) {
         cpu / 5000.0
     );
     service.shutdown(std::time::Duration::from_secs(5)).await;
-    if let Some(s) = schema {
-        s.drop_now().await;
-    }
+    drop(schema);
 }
 
 /// The run service as `flow serve` sets it up: the flow's flow.toml as the
@@ -339,16 +305,16 @@ fn main() {
     println!("fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync)");
     rt.block_on(async {
         let sqlite = Backend::Sqlite;
-        sequential("rust", 1000, fsync_us, &sqlite).await;
-        sequential("rust", 10_000, fsync_us, &sqlite).await;
-        sequential("python", 1000, fsync_us, &sqlite).await;
-        concurrent("rust", fsync_us, &sqlite).await;
-        concurrent("python", fsync_us, &sqlite).await;
-        if let Ok(url) = std::env::var("FLOW_BENCH_POSTGRES") {
-            let pg = Backend::Postgres(url);
-            sequential("rust", 1000, fsync_us, &pg).await;
-            concurrent("rust", fsync_us, &pg).await;
-            concurrent("python", fsync_us, &pg).await;
+        sequential("rust", 1000, fsync_us, sqlite).await;
+        sequential("rust", 10_000, fsync_us, sqlite).await;
+        sequential("python", 1000, fsync_us, sqlite).await;
+        concurrent("rust", fsync_us, sqlite).await;
+        concurrent("python", fsync_us, sqlite).await;
+        if std::env::var_os("FLOW_BENCH_POSTGRES").is_some() {
+            let pg = Backend::Postgres;
+            sequential("rust", 1000, fsync_us, pg).await;
+            concurrent("rust", fsync_us, pg).await;
+            concurrent("python", fsync_us, pg).await;
         }
     });
 }

@@ -374,7 +374,7 @@ pub fn replay_history(dir: &Path) -> TestResult {
             flow_store::ImportOutcome::Imported { run, .. }
             | flow_store::ImportOutcome::AlreadyPresent { run } => run,
         };
-        let facts = crate::service::logical_facts(&*store, &run)?;
+        let facts = flow_store::ReadHistory::logical_history(&*store, &run)?;
         let module = match facts.first() {
             Some(flow_abi::fact::Fact::Start { entry, .. }) => entry.module.clone(),
             _ => return Err(Error::Unreadable("the history has no entry module".into())),

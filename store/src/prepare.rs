@@ -39,9 +39,24 @@ pub(crate) fn wait_for(queue: impl FnOnce(AppendDone)) -> Result<Vec<Appended>> 
     rx.recv().map_err(|_| Error::WriterGone)?
 }
 
-/// One reply per fact of a queued append: once all are in, `done` gets
-/// every `Appended`, in order, or the first refusal.
-pub(crate) fn gathered(count: usize, done: AppendDone) -> Vec<Reply<Appended>> {
+/// A queued append's writer commands, one per fact, made by `make` from
+/// the fact and its reply: once every reply is in, `done` gets every
+/// `Appended`, in order, or the first refusal.
+pub(crate) fn queued<C>(
+    facts: Vec<Fact>,
+    done: AppendDone,
+    mut make: impl FnMut(Fact, Reply<Appended>) -> C,
+) -> Vec<C> {
+    let replies = gathered(facts.len(), done);
+    facts
+        .into_iter()
+        .zip(replies)
+        .map(|(fact, reply)| make(fact, reply))
+        .collect()
+}
+
+/// One reply per fact of a queued append (see [`queued`]).
+fn gathered(count: usize, done: AppendDone) -> Vec<Reply<Appended>> {
     struct Gather {
         got: Vec<Option<Result<Appended>>>,
         left: usize,

@@ -116,16 +116,14 @@ pub fn flow() -> Command {
 /// test that passed), every run its store holds is read back verified —
 /// numbered from 1 with no gap, each fact chained to the one before, every
 /// blob matching its hash, the runs index agreeing — so no test leaves a
-/// history that does not verify. A test that damages a history on purpose
-/// says so with [`TestApp::damaged`].
+/// history that does not verify.
 pub struct TestApp {
     pub data: tempfile::TempDir,
-    damaged: std::cell::Cell<bool>,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        if std::thread::panicking() || self.damaged.get() {
+        if std::thread::panicking() {
             return;
         }
         let db = self.data.path().join("flow.db");
@@ -167,13 +165,7 @@ impl TestApp {
     pub fn new() -> TestApp {
         TestApp {
             data: tempfile::tempdir().unwrap(),
-            damaged: std::cell::Cell::new(false),
         }
-    }
-
-    /// This test damages a history on purpose: no check when it drops.
-    pub fn damaged(&self) {
-        self.damaged.set(true);
     }
 
     pub fn cmd(&self, args: &[&str]) -> std::process::Output {

@@ -61,13 +61,13 @@ impl Heads {
 
     /// Tells followers of a run that facts up to `note.n` are durable.
     pub(super) fn bump(&self, note: &HeadNote) {
-        if self.runs.lock().is_ok_and(|r| r.is_empty()) {
+        let Ok(mut runs) = self.runs.lock() else {
+            return;
+        };
+        if runs.is_empty() {
             return;
         }
         let Ok(run) = RunId::parse(&note.run) else {
-            return;
-        };
-        let Ok(mut runs) = self.runs.lock() else {
             return;
         };
         let Some(f) = runs.get_mut(&run) else {

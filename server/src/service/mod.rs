@@ -62,7 +62,6 @@ pub use outcome::{
     Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
     new_run_id, record_start,
 };
-pub use prepare::logical_facts;
 
 /// A paused run's machine, kept while the run's head is `head`.
 struct Paused {

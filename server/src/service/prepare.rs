@@ -116,7 +116,7 @@ impl RunService {
     /// A run's verified history as logical facts: every value loaded, every
     /// Checkpoint with its whole state (not the stored delta).
     pub fn facts(&self, run: &RunId) -> Result<Vec<Fact>> {
-        logical_facts(&*self.inner.store, run)
+        Ok(self.inner.store.logical_history(run)?)
     }
 
     /// Reads a run's program back from its history (the checked program
@@ -562,12 +562,6 @@ fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()
         })?;
     }
     Ok(())
-}
-
-/// A run's verified history as logical facts: every value loaded, every
-/// Checkpoint with its whole state (not the stored delta).
-pub fn logical_facts(store: &dyn Store, run: &RunId) -> Result<Vec<Fact>> {
-    Ok(store.logical_history(run)?)
 }
 
 /// The outcome a resume admits for `call` of `run`: the call is open,

@@ -46,7 +46,7 @@ pub use connect::schema_version;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::{gathered, wait_for};
+use crate::prepare::{queued, wait_for};
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -299,18 +299,13 @@ impl AppendFacts for PostgresStore {
     /// batch: one transaction and one fsync for the lot.
     fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
         let at_ms = now_ms();
-        let replies = gathered(facts.len(), done);
-        let cmds = facts
-            .into_iter()
-            .zip(replies)
-            .map(|(fact, reply)| writer::Command::Append {
+        let cmd =
+            writer::Command::Many(queued(facts, done, |fact, reply| writer::Command::Append {
                 run: run.clone(),
                 fact,
                 at_ms,
                 reply,
-            })
-            .collect();
-        let cmd = writer::Command::Many(cmds);
+            }));
         match self.sender() {
             Ok(s) => {
                 if let Err(std::sync::mpsc::SendError(cmd)) = s.send(cmd) {

@@ -23,7 +23,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
-use crate::prepare::{gathered, sync_reply, wait_for};
+use crate::prepare::{queued, sync_reply, wait_for};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -336,18 +336,13 @@ impl AppendFacts for SqliteStore {
     /// batch: one transaction and one fsync for the lot.
     fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
         let at_ms = now_ms();
-        let replies = gathered(facts.len(), done);
-        let cmds = facts
-            .into_iter()
-            .zip(replies)
-            .map(|(fact, reply)| writer::Command::Append {
+        let cmd =
+            writer::Command::Many(queued(facts, done, |fact, reply| writer::Command::Append {
                 run: run.clone(),
                 fact,
                 at_ms,
                 reply,
-            })
-            .collect();
-        let cmd = writer::Command::Many(cmds);
+            }));
         let sender = self.inner.tx.lock().ok().and_then(|t| t.clone());
         match sender {
             Some(s) => {
