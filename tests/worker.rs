@@ -726,6 +726,22 @@ async fn worker_tokens_serve_and_do_nothing_else() {
     assert!(paused_at_review(&v), "{v}");
 }
 
+/// Two `flow serve --postgres` on `db`'s schema, the classifier served by
+/// workers, with `extra` flags.
+fn two_servers(db: &Schema, dir: &Path, extra: &[&str]) -> (Serve, Serve) {
+    let tools = server_tools(dir);
+    let mut args = vec![
+        "--workers",
+        "triage.json",
+        "--postgres",
+        &db.url,
+        "--postgres-schema",
+        &db.name,
+    ];
+    args.extend_from_slice(extra);
+    (Serve::start(&tools, &args), Serve::start(&tools, &args))
+}
+
 /// Issue 12 §3 across a cluster: two `flow serve --postgres` on one
 /// schema, the worker connected to server B only; a run started on server
 /// A has its classifier call queued in the database, taken by the worker
@@ -735,17 +751,7 @@ async fn worker_tokens_serve_and_do_nothing_else() {
 async fn a_worker_on_server_b_serves_a_run_started_on_server_a() {
     let Some(db) = Schema::new() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let tools = server_tools(dir.path());
-    let args = [
-        "--workers",
-        "triage.json",
-        "--postgres",
-        &db.url,
-        "--postgres-schema",
-        &db.name,
-    ];
-    let a = Serve::start(&tools, &args);
-    let b = Serve::start(&tools, &args);
+    let (a, b) = two_servers(&db, dir.path(), &[]);
     let w = Worker::start(&b.server.base, &example("triage/flow.toml"), None, &[]);
     let c = client();
 
@@ -792,19 +798,7 @@ async fn the_compose_topology_survives_the_loss_of_a_server() {
     use futures_util::StreamExt;
     let Some(db) = Schema::new() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let tools = server_tools(dir.path());
-    let args = [
-        "--workers",
-        "triage.json",
-        "--postgres",
-        &db.url,
-        "--postgres-schema",
-        &db.name,
-        "--lease-seconds",
-        "2",
-    ];
-    let mut one = Serve::start(&tools, &args);
-    let two = Serve::start(&tools, &args);
+    let (mut one, two) = two_servers(&db, dir.path(), &["--lease-seconds", "2"]);
     let _worker = Worker::start(
         &two.server.base,
         &example("triage/flow.toml"),
