@@ -21,7 +21,6 @@ mod common;
 
 use harness::{Server, Table, flows};
 use serde_json::json;
-use std::time::Instant;
 
 const RUNS: usize = 50;
 const STEPS: usize = 100;
@@ -89,17 +88,5 @@ fn main() {
 async fn w2(servers: &[&Server]) -> f64 {
     let body = json!({"flow": flows::counter_loop(STEPS + 10), "name": flows::PY_MODULE,
         "input": {"i": 0, "n": STEPS}, "wait": 600});
-    let t = Instant::now();
-    let runs = (0..RUNS).map(|i| {
-        let (s, body) = (servers[i % servers.len()], body.clone());
-        async move {
-            let (status, v, _) = s.post("/v1/runs", &body).await;
-            assert!(
-                status == 201 && v["state"] == "paused",
-                "a run did not pause after its steps: {status} {v}"
-            );
-        }
-    });
-    futures_util::future::join_all(runs).await;
-    (RUNS * STEPS) as f64 / t.elapsed().as_secs_f64()
+    harness::concurrent_runs(servers, &body, RUNS, STEPS, "paused").await
 }

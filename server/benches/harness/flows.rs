@@ -143,3 +143,62 @@ pub fn write_bindings(dir: &Path, release: &Path) -> PathBuf {
     std::fs::write(&path, toml).expect("flow.toml");
     path
 }
+
+/// `tally(i) -> {i: i + 1, v: i + 1}`: an `inc` whose `v` a loop appends.
+fn tally_decl() -> Json {
+    json!({"tool_ref": "bench:tally",
+        "input_schema": {"i": {"type": "integer"}},
+        "output_schema": {"type": "object",
+            "properties": {"i": {"type": "integer"}, "v": {"type": "integer"}},
+            "required": ["i", "v"]}})
+}
+
+/// How a [`steps_loop`] treats its state.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Accumulate {
+    /// Each step replaces the counter `i` (the state stays the same size).
+    No,
+    /// Each step also appends its result to `all` (reducer `append`), so
+    /// the state grows by one element per step.
+    Yes,
+}
+
+/// W1 (issue 16): `n` (input) sequential durable Tool steps in one run,
+/// a loop of one `tool_invoke` node counting `i` up to `n`; with
+/// `gate_first`, the run first pauses at a `hitl_breakpoint` (so a
+/// subscriber can follow it before its steps start). Declares `inc` and
+/// `tally` whichever it calls, so one Tool document serves every variant.
+pub fn steps_loop(accumulate: Accumulate, gate_first: bool, max_steps: usize) -> Json {
+    let (tool, output_map) = match accumulate {
+        Accumulate::No => ("inc", json!({"i": "$.state.i"})),
+        Accumulate::Yes => ("tally", json!({"i": "$.state.i", "v": "$.state.all"})),
+    };
+    let first = if gate_first { "gate" } else { "step" };
+    let mut nodes = vec![
+        json!({"id": "start", "type": "input",
+            "output_schema": {"i": {"type": "integer"}, "n": {"type": "integer"}}}),
+        json!({"id": "step", "type": "tool_invoke", "tool_id": tool,
+            "input_map": {"i": "$.state.i"}, "output_map": output_map}),
+        json!({"id": "done", "type": "output", "exit_code": "success"}),
+    ];
+    let mut edges = vec![
+        json!({"type": "direct", "from": "start", "to": first}),
+        json!({"type": "conditional", "from": "step",
+            "branches": [{"condition": {"type": "expr", "expr": "$.state.i < $.state.n"}, "to": "step"}],
+            "default_target": "done"}),
+    ];
+    if gate_first {
+        nodes.push(
+            json!({"id": "gate", "type": "hitl_breakpoint", "prompt": "go?",
+            "resume_schema": {"type": "object"}, "output_key": "answer"}),
+        );
+        edges.push(json!({"type": "direct", "from": "gate", "to": "step"}));
+    }
+    json!({"spec_version": "1.0.0", "id": "bench-steps",
+    "harness_meta": {"enabled": false, "max_steps": max_steps},
+    "state_schema": {"type": "object", "properties": {
+        "i": {"type": "integer"}, "n": {"type": "integer"}, "answer": {"type": "object"},
+        "all": {"type": "array", "items": {"type": "integer"}, "reducer": "append"}}},
+    "tools": {"inc": inc_decl(), "tally": tally_decl()},
+    "nodes": nodes, "edges": edges})
+}

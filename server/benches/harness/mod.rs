@@ -403,3 +403,36 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// W2 (issue 16): `runs` runs of `body` (each `steps` steps, with `wait`)
+/// started at once, spread over `servers`; waits until each is in state
+/// `until`, and answers steps per second over the whole.
+pub async fn concurrent_runs(
+    servers: &[&Server],
+    body: &Json,
+    runs: usize,
+    steps: usize,
+    until: &str,
+) -> f64 {
+    let t = Instant::now();
+    let all = (0..runs).map(|i| {
+        let s = servers[i % servers.len()];
+        async move {
+            let (status, v, _) = s.post("/v1/runs", body).await;
+            assert_eq!(status, 201, "start: {v}");
+            let v = match v["state"].as_str() {
+                Some("running") => {
+                    s.settled(v["run"].as_str().expect("run"), Duration::from_millis(5))
+                        .await
+                }
+                _ => v,
+            };
+            assert_eq!(
+                v["state"], until,
+                "a run did not end its steps {until}: {v}"
+            );
+        }
+    });
+    futures_util::future::join_all(all).await;
+    (runs * steps) as f64 / t.elapsed().as_secs_f64()
+}

@@ -3,9 +3,11 @@
 
 Usage: inc.py TOOLS.json   (a `flow tools` document)
 
-Serves every declaration in the document whose tool id is `inc`:
-`inc(i: Int) -> {i: Int}` answers `{"i": i + 1}` at once, so a loop of
-`tool_invoke` nodes can count its steps in state. Logs go to stderr only.
+Serves every declaration in the document whose tool id is `inc` or
+`tally`: `inc(i: Int) -> {i: Int}` answers `{"i": i + 1}` at once, so a
+loop of `tool_invoke` nodes can count its steps in state; `tally(i: Int) ->
+{i: Int, v: Int}` answers `{"i": i + 1, "v": i + 1}`, so a loop can also
+append every result to a list in state. Logs go to stderr only.
 """
 import json
 import sys
@@ -14,7 +16,7 @@ with open(sys.argv[1]) as f:
     doc = json.load(f)
 TOOLS = [
     {"tool": t["tool"], "fingerprint": t["fingerprint"], "signature": t["signature"]}
-    for p in doc["programs"] for t in p["tools"] if t["tool"].endswith("#inc")
+    for p in doc["programs"] for t in p["tools"] if t["tool"].rsplit("#", 1)[-1] in ("inc", "tally")
 ]
 SERVED = {t["tool"] for t in TOOLS}
 
@@ -37,7 +39,9 @@ for line in sys.stdin:
         p = msg["params"]
         i = p.get("args", {}).get("i")
         if p.get("tool") not in SERVED or not isinstance(i, int) or isinstance(i, bool):
-            outcome = {"NotRun": "inc takes i, an Int"}
+            outcome = {"NotRun": "inc and tally take i, an Int"}
+        elif p["tool"].endswith("#tally"):
+            outcome = {"Ok": {"i": i + 1, "v": i + 1}}
         else:
             outcome = {"Ok": {"i": i + 1}}
         send({"jsonrpc": "2.0", "method": "reply",

@@ -1,0 +1,445 @@
+//! Steady state at the physical limit (issue 16): durable steps through the
+//! real `flow serve`, side by side with the fsync latency of the same disk
+//! measured in the same run.
+//!
+//! Every row starts the release `flow serve` as a child process on
+//! 127.0.0.1:0 with a fresh `--data` (SQLite, WAL, `synchronous=FULL`: each
+//! fact durable before its consequence) and `--tools flow.toml` binding two
+//! Tool processes that answer at once: this bench's own executable as a
+//! Rust toolkit Tool (`tool.rs`, module `inc.json`) and the Python
+//! `benches/tools/inc.py` (module `count.json`). Rows:
+//!
+//! - W1: one run of N sequential durable Tool steps (a loop of one
+//!   `tool_invoke` node, `POST /v1/runs` with `wait` until it completes),
+//!   N = 1,000 and 10,000, plain (the step replaces a counter) and
+//!   accumulating (each result also appended to a list in state, reducer
+//!   `append`): µs per step, its ratio to the fsync latency, the server's
+//!   CPU per step (user + system of the `flow serve` process, from
+//!   `/proc/PID/stat`; the Tool processes apart), and the bytes the SQLite
+//!   file grew by per step (after `wal_checkpoint(TRUNCATE)`, before and
+//!   after).
+//! - W2: 50 runs × 100 such steps started at once: steps/s.
+//! - replay of the 10,000-step plain run (30,000+ facts): `POST
+//!   /v1/runs/{run}/replay` and `flow replay RUN` (a process of its own,
+//!   opening the store), facts/s end to end: reading, chain and blob
+//!   verification, the engine's re-derivation.
+//! - SSE: 0, 1, 100 and 1,000 subscribers in another process
+//!   (`subscribers.rs`) follow a run of 1,000 steps from its first fact:
+//!   delivery latency of each Reply on each stream, from the moment the
+//!   Tool process answered (so it includes the commit and its fsync) to its
+//!   arrival; facts missed or repeated; and the run's own µs/step beside the
+//!   run without subscribers.
+//!
+//! With `FLOW_BENCH_POSTGRES=1` the W1 (1,000 plain, Rust) and W2 rows run
+//! again on a Postgres store (`FLOW_TEST_POSTGRES` or
+//! `postgres://postgres@127.0.0.1:5432/test`, a fresh schema dropped after).
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p flowd --bench
+//! steps`. `FLOW_BENCH_ROWS` picks groups (w1, w2, replay, sse);
+//! `FLOW_BENCH_SCALE=small` runs smaller sizes. Not part of CI: performance
+//! is measured here, never by timed assertions in tests.
+
+#[allow(dead_code)]
+#[path = "../harness/mod.rs"]
+mod harness;
+
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
+mod subscribers;
+mod tool;
+
+use harness::flows::{Accumulate, steps_loop};
+use harness::{Server, Table};
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A Tool process a row binds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Rust,
+    Python,
+}
+
+impl Tool {
+    fn module(self) -> &'static str {
+        match self {
+            Tool::Rust => "inc.json",
+            Tool::Python => "count.json",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Tool::Rust => "Rust Tool",
+            Tool::Python => "Python Tool",
+        }
+    }
+}
+
+/// What every row shares: the temp dir, the Tool documents, the fsync
+/// latency, the table.
+struct Bench {
+    root: PathBuf,
+    fsync_us: f64,
+    table: Table,
+    /// The server flags of a Postgres store, when the row is on one.
+    postgres: Option<common::Schema>,
+    rows: usize,
+}
+
+impl Bench {
+    /// The Tool documents for both modules (from `flow tools`, so their
+    /// fingerprints are the declarations' own), and the flow.toml binding
+    /// them; with `stamps`, the Rust Tool stamps its answers there.
+    fn bindings(&self, stamps: Option<&Path>) -> PathBuf {
+        let flow = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
+        let mut toml = String::new();
+        for t in [Tool::Rust, Tool::Python] {
+            let src = self.root.join(t.module());
+            let doc = self.root.join(format!("{}-tools.json", t.module()));
+            if !doc.exists() {
+                // A program that calls both `inc` and `tally` (`flow tools`
+                // lists what a program calls).
+                let mut flow_src = steps_loop(Accumulate::Yes, false, 10);
+                let first = json!({"id": "first", "type": "tool_invoke",
+                    "tool_id": "inc", "input_map": {"i": "$.state.i"},
+                    "output_map": {"i": "$.state.i"}});
+                flow_src["nodes"].as_array_mut().expect("nodes").push(first);
+                flow_src["edges"][0]["to"] = json!("first");
+                let edges = flow_src["edges"].as_array_mut().expect("edges");
+                edges.push(json!({"type": "direct", "from": "first", "to": "step"}));
+                std::fs::write(&src, flow_src.to_string()).expect("flow source");
+                let out = std::process::Command::new(&flow)
+                    .arg("tools")
+                    .arg(&src)
+                    .output()
+                    .expect("flow tools");
+                assert!(out.status.success(), "flow tools: {out:?}");
+                std::fs::write(&doc, &out.stdout).expect("tools document");
+            }
+            let command = match t {
+                Tool::Rust => format!(
+                    "{} {} {}{}",
+                    std::env::current_exe().expect("exe").display(),
+                    tool::ROLE,
+                    doc.display(),
+                    stamps
+                        .map(|s| format!(" {}", s.display()))
+                        .unwrap_or_default()
+                ),
+                Tool::Python => format!(
+                    "{} {} {}",
+                    harness::flows::python().display(),
+                    harness::repo()
+                        .join("server/benches/tools/inc.py")
+                        .display(),
+                    doc.display()
+                ),
+            };
+            toml.push_str(&format!(
+                "[tools.\"{}\"]\ncommand = \"{command}\"\n",
+                t.module()
+            ));
+        }
+        let path = self.root.join(match stamps {
+            Some(_) => "flow-stamped.toml",
+            None => "flow.toml",
+        });
+        std::fs::write(&path, toml).expect("flow.toml");
+        path
+    }
+
+    /// A fresh `flow serve` on its own data directory.
+    fn server(&mut self, stamps: Option<&Path>) -> (Server, PathBuf) {
+        self.rows += 1;
+        let data = self.root.join(format!("row-{}", self.rows));
+        let tools = self.bindings(stamps);
+        let s = match &self.postgres {
+            None => Server::start(&data, &[tools]),
+            Some(db) => Server::start_with(
+                &data,
+                &[tools],
+                &[
+                    "--postgres",
+                    db.url.as_str(),
+                    "--postgres-schema",
+                    db.name.as_str(),
+                ],
+            ),
+        };
+        (s, data)
+    }
+
+    fn backend(&self) -> &'static str {
+        if self.postgres.is_some() {
+            "Postgres"
+        } else {
+            "SQLite"
+        }
+    }
+}
+
+/// The SQLite file's size once its WAL is folded in (None on Postgres).
+fn db_bytes(data: &Path) -> Option<u64> {
+    let path = data.join("flow.db");
+    let conn = rusqlite::Connection::open(&path).ok()?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .ok()?;
+    drop(conn);
+    std::fs::metadata(&path).ok().map(|m| m.len())
+}
+
+/// Starts `body` and waits until its run is no longer running: its view.
+async fn run_to_end(s: &Server, body: &Json) -> Json {
+    let (status, v, _) = s.post("/v1/runs", body).await;
+    assert_eq!(status, 201, "start: {v}");
+    if v["state"] != "running" {
+        return v;
+    }
+    let run = v["run"].as_str().expect("run").to_string();
+    s.settled(&run, Duration::from_millis(2)).await
+}
+
+fn start_body(tool: Tool, acc: Accumulate, gate: bool, steps: usize) -> Json {
+    json!({"flow": steps_loop(acc, gate, steps + 10), "name": tool.module(),
+        "input": {"i": 0, "n": steps}, "wait": 30})
+}
+
+/// W1: one run of `steps` sequential steps; returns the server and run
+/// for the replay rows.
+async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server, PathBuf, String) {
+    let (s, data) = b.server(None);
+    let before = db_bytes(&data);
+    let body = start_body(tool, acc, false, steps);
+    let (cpu, t) = (s.cpu_ms(), Instant::now());
+    let v = run_to_end(&s, &body).await;
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu_ms() - cpu);
+    assert_eq!(v["state"], "completed", "W1 run: {v}");
+    let per_step = secs * 1e6 / steps as f64;
+    let bytes = match (before, db_bytes(&data)) {
+        (Some(a), Some(z)) => format!(", {} bytes/step on disk", (z - a) / steps as u64),
+        _ => String::new(),
+    };
+    let what = match acc {
+        Accumulate::No => "plain",
+        Accumulate::Yes => "accumulating",
+    };
+    let target = match (acc, tool) {
+        (Accumulate::No, Tool::Rust) => "≤ 400 µs/step (≤ 1.4× fsync), CPU ≤ 150, ≤ 600 B",
+        (Accumulate::No, Tool::Python) => "Rust + ≤ 100 µs",
+        (Accumulate::Yes, _) => "≤ 500 µs/step flat, ≤ 1,000 B",
+    };
+    b.table.row(
+        format!("{}: W1 {what}, {steps} steps, {}", b.backend(), tool.name()),
+        format!(
+            "{per_step:.0} µs/step = {:.2}× fsync, server CPU {:.0} µs/step{bytes}",
+            per_step / b.fsync_us,
+            cpu * 1e3 / steps as f64
+        ),
+        target,
+    );
+    let run = v["run"].as_str().expect("run").to_string();
+    (s, data, run)
+}
+
+/// W2: 50 runs × 100 steps at once.
+async fn w2(b: &mut Bench, tool: Tool) {
+    let (s, _data) = b.server(None);
+    let body = start_body(tool, Accumulate::No, false, 100);
+    let (cpu, t) = (s.cpu_ms(), Instant::now());
+    let rate = harness::concurrent_runs(&[&s], &body, 50, 100, "completed").await;
+    let cpu = s.cpu_ms() - cpu;
+    let _ = t;
+    b.table.row(
+        format!(
+            "{}: W2 50 runs × 100 steps at once, {}",
+            b.backend(),
+            tool.name()
+        ),
+        format!(
+            "{rate:.0} steps/s, server CPU {:.0} µs/step",
+            cpu * 1e3 / 5000.0
+        ),
+        "≥ 10,000 steps/s",
+    );
+}
+
+/// Replay of `run` through the server and through `flow replay`.
+async fn replay(b: &mut Bench, s: &Server, data: &Path, run: &str) {
+    let facts = s.get(&format!("/v1/runs/{run}")).await["lastFact"]["n"]
+        .as_u64()
+        .unwrap_or(0) as f64;
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let (status, v, ms) = s.post(&format!("/v1/runs/{run}/replay"), &json!({})).await;
+        assert_eq!(status, 200, "replay: {v}");
+        times.push(ms);
+    }
+    times.sort_by(f64::total_cmp);
+    b.table.row(
+        format!("replay of {facts} facts, POST /v1/runs/{{run}}/replay (median of 3)"),
+        format!("{:.0} facts/s ({:.1} ms)", facts / times[1] * 1e3, times[1]),
+        "≥ 500,000 facts/s",
+    );
+    let t = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+        .arg("--data")
+        .arg(data)
+        .args(["replay", run])
+        .output()
+        .expect("flow replay");
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(out.status.success(), "flow replay: {out:?}");
+    b.table.row(
+        format!("replay of {facts} facts, `flow replay RUN` (its own process)"),
+        format!("{:.0} facts/s ({ms:.1} ms)", facts / ms * 1e3),
+        "≥ 500,000 facts/s",
+    );
+}
+
+/// SSE: `count` subscribers in another process on a run of `steps`; the
+/// run's µs/step.
+async fn sse(b: &mut Bench, count: usize, steps: usize, alone: Option<f64>) -> f64 {
+    let stamps = b.root.join(format!("stamps-{count}"));
+    let (s, _data) = b.server(Some(&stamps));
+    let body = start_body(Tool::Rust, Accumulate::No, true, steps);
+    let (status, v, _) = s.post("/v1/runs", &body).await;
+    assert!(
+        status == 201 && v["state"] == "paused",
+        "start: {status} {v}"
+    );
+    let run = v["run"].as_str().expect("run").to_string();
+    let call = v["pending"][0]["call"].as_str().expect("gate").to_string();
+    let subs = (count > 0).then(|| subscribers::Subscribers::start(&s.base, &run, count, &stamps));
+    let (cpu, t) = (s.cpu_ms(), Instant::now());
+    let (status, v, _) = s
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {}}, "wait": 30}),
+        )
+        .await;
+    assert!(status == 200 || status == 202, "resume: {status} {v}");
+    let v = if v["state"] == "completed" {
+        v
+    } else {
+        s.settled(&run, Duration::from_millis(2)).await
+    };
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu_ms() - cpu);
+    assert_eq!(v["state"], "completed", "SSE run: {v}");
+    let per_step = secs * 1e6 / steps as f64;
+    let moved = alone
+        .map(|a| format!(" ({:+.0}% beside none)", (per_step / a - 1.0) * 100.0))
+        .unwrap_or_default();
+    let run_figure = format!(
+        "run {per_step:.0} µs/step{moved}, server CPU {:.0} µs/step",
+        cpu * 1e3 / steps as f64
+    );
+    match subs {
+        None => b.table.row(
+            format!("SSE: a run of {steps} steps, no subscriber"),
+            run_figure,
+            "—",
+        ),
+        Some(subs) => {
+            let r = tokio::task::spawn_blocking(move || subs.finish())
+                .await
+                .expect("subscribers");
+            let target = if count == 1 {
+                "p50 ≤ 1 ms; run ≤ +10%"
+            } else {
+                "p99 ≤ 50 ms at 1,000; run ≤ +10%"
+            };
+            b.table.row(
+                format!("SSE: {count} subscriber(s) in another process, a run of {steps} steps"),
+                format!(
+                    "Tool answer → Reply delivered p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms over {} deliveries ({} missed, {} repeated, {}/{count} streams to End); {run_figure}",
+                    r["p50_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
+                    r["p99_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
+                    r["max_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
+                    r["stamped"],
+                    r["missed"],
+                    r["repeated"],
+                    r["ended"],
+                ),
+                target,
+            );
+        }
+    }
+    per_step
+}
+
+async fn bench(b: &mut Bench) {
+    let small = harness::small();
+    let (n1, n2) = if small { (200, 2000) } else { (1000, 10_000) };
+    if harness::selected("w1") || harness::selected("replay") {
+        for tool in [Tool::Rust, Tool::Python] {
+            for acc in [Accumulate::No, Accumulate::Yes] {
+                for steps in [n1, n2] {
+                    let (s, data, run) = w1(b, tool, acc, steps).await;
+                    if tool == Tool::Rust
+                        && acc == Accumulate::No
+                        && steps == n2
+                        && harness::selected("replay")
+                    {
+                        replay(b, &s, &data, &run).await;
+                    }
+                }
+            }
+        }
+    }
+    if harness::selected("w2") {
+        w2(b, Tool::Rust).await;
+        w2(b, Tool::Python).await;
+    }
+    if harness::selected("sse") {
+        let counts: &[usize] = if small { &[1, 10] } else { &[1, 100, 1000] };
+        let alone = sse(b, 0, n1, None).await;
+        for &c in counts {
+            sse(b, c, n1, Some(alone)).await;
+        }
+    }
+    if std::env::var_os("FLOW_BENCH_POSTGRES").is_some() {
+        b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
+        w1(b, Tool::Rust, Accumulate::No, n1).await;
+        b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
+        w2(b, Tool::Rust).await;
+        b.postgres = None;
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some(tool::ROLE) => return tool::serve(&args[2..]),
+        Some(subscribers::ROLE) => return subscribers::serve(&args[2..]),
+        _ => {}
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fsync_dir = tmp.path().join("fsync");
+    std::fs::create_dir_all(&fsync_dir).expect("fsync dir");
+    let fsync_us = harness::fsync_probe(&fsync_dir);
+    let mut b = Bench {
+        root: tmp.path().to_path_buf(),
+        fsync_us,
+        table: Table::default(),
+        postgres: None,
+        rows: 0,
+    };
+    b.table.row(
+        "fsync latency (4 KiB write + fsync, median of 200, the data disk)",
+        format!("{fsync_us:.0} µs"),
+        "—",
+    );
+    b.table
+        .note(format!("load average at the start: {}", harness::load()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(bench(&mut b));
+    b.table
+        .note(format!("load average at the end: {}", harness::load()));
+    b.table.print();
+}
