@@ -15,6 +15,7 @@
 use crate::machine::{Effect, Machine};
 use crate::program::Program;
 use flow_abi::fact::Fact;
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
@@ -67,9 +68,16 @@ fn refill(machine: &mut Machine, pending: &mut VecDeque<Effect>) {
 }
 
 /// Replays `facts` (a run's history, numbered from 1, values resolved:
-/// logical facts) of a run of `program`.
-pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
-    let Some(start) = facts.first() else {
+/// logical facts) of a run of `program`. The facts are taken one by one
+/// as they come (a slice, or a stream read while the replay goes on), so
+/// nothing here holds more than the fact at hand.
+pub fn replay<I>(program: Arc<Program>, facts: I) -> Replayed
+where
+    I: IntoIterator,
+    I::Item: Borrow<Fact>,
+{
+    let mut facts = facts.into_iter().peekable();
+    let Some(start) = facts.next() else {
         return diverged(1, "the history has no Start");
     };
     let Fact::Start {
@@ -77,14 +85,14 @@ pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
         input,
         parent,
         ..
-    } = start
+    } = start.borrow()
     else {
         return diverged(1, "the history does not begin with Start");
     };
     let begun = if parent.is_some() {
         // A fork: its own first Checkpoint holds the node and state it
         // starts from.
-        match facts.get(1) {
+        match facts.peek().map(Borrow::borrow) {
             Some(Fact::Checkpoint { node, state, .. }) => {
                 Machine::resume_at(program.clone(), &entry.module, node, state.clone())
             }
@@ -98,8 +106,9 @@ pub fn replay(program: Arc<Program>, facts: &[Fact]) -> Replayed {
         Err(e) => return diverged(1, format!("the run cannot start: {e}")),
     };
     let mut pending: VecDeque<Effect> = first.into_iter().filter(is_fact).collect();
-    for (i, fact) in facts.iter().enumerate().skip(1) {
-        let n = i as u64 + 1;
+    for (i, fact) in facts.enumerate() {
+        let fact = fact.borrow();
+        let n = i as u64 + 2;
         refill(&mut machine, &mut pending);
         if fact.n() != n {
             return diverged(n, "fact numbers are not consecutive");

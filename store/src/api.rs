@@ -567,10 +567,22 @@ pub trait ReadHistory {
     fn run_info(&self, run: &RunId) -> Result<RunInfo>;
     /// The whole history, chain and every blob verified.
     fn read_history(&self, run: &RunId) -> Result<History>;
-    /// The whole history as logical facts (what replay and resume walk):
-    /// verified as [`ReadHistory::read_history`] verifies it, every value
-    /// loaded, every Checkpoint with its whole state, in one read.
-    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>>;
+    /// The whole history as logical facts (what replay and resume walk),
+    /// each handed to `visit` in order as it is made (answering false stops
+    /// the walk): verified as [`ReadHistory::read_history`] verifies it,
+    /// every value loaded, every Checkpoint with its whole state, in one
+    /// read, holding one Checkpoint's state at a time.
+    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()>;
+    /// [`ReadHistory::walk_logical`] gathered: every fact in memory at
+    /// once (every Checkpoint's whole state).
+    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
+        let mut facts = Vec::new();
+        self.walk_logical(run, &mut |f| {
+            facts.push(f);
+            true
+        })?;
+        Ok(facts)
+    }
     /// Facts after `after`, at most `limit`, each checked against its
     /// predecessor's recorded hash (the live tail's catch-up read).
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;

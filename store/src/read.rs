@@ -268,16 +268,21 @@ pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
     merkle::expand(stored, &mut |h| stored_value(db, h))
 }
 
-/// The verified history as logical facts, in one walk: each distinct blob
-/// is loaded and checked once, and a Checkpoint stored as a delta against
+/// The verified history as logical facts, in one walk, each handed to
+/// `visit` as it is made (which stops the walk by answering false), so a
+/// walk holds one Checkpoint's whole state at a time, not every one: each
+/// distinct blob is loaded and checked once, and a Checkpoint stored as a delta against
 /// the Checkpoint before it (as writers store them) is rebuilt from that
 /// one's state, already in hand; any other base is read as
 /// [`checkpoint_state`] reads it.
-pub(crate) fn logical_history(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Fact>> {
+pub(crate) fn walk_logical(
+    db: &mut dyn ReadDb,
+    run: &RunId,
+    visit: &mut dyn FnMut(Fact) -> bool,
+) -> Result<()> {
     let history = read_history(db, run)?;
     let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
     let mut last: Option<(u64, Value)> = None;
-    let mut facts = Vec::with_capacity(history.facts.len());
     for f in history.facts {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
         let mut load = |v: &Value, db: &mut dyn ReadDb| {
@@ -318,9 +323,11 @@ pub(crate) fn logical_history(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Fa
         } else {
             load(&f.fact, db)?
         };
-        facts.push(Fact::from_value(logical).map_err(|e| corrupt(&e))?);
+        if !visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?) {
+            break;
+        }
     }
-    Ok(facts)
+    Ok(())
 }
 
 pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {

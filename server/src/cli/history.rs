@@ -90,8 +90,18 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
 
     // The re-run: the recorded program over the recorded facts.
     let svc = service(g, store, false);
-    let (_, program, facts) = svc.program_of(&run)?;
-    let replayed = flow_engine::replay::replay(program.clone(), &facts);
+    let mut rounds = Vec::new();
+    let (_, program, replayed) = svc.replayed(&run, &mut |f| {
+        if let Fact::Checkpoint {
+            n,
+            task,
+            node,
+            state,
+        } = f
+        {
+            rounds.push(json!({"fact": n, "task": task, "node": node, "state": state}));
+        }
+    })?;
     v["verdict"] = match &replayed.verdict {
         Verdict::Diverged { fact, reason } => {
             json!({"verdict": "diverged", "fact": fact, "reason": reason})
@@ -112,20 +122,7 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
         ),
         (None, false) => json!("unknown"),
     };
-    v["rounds"] = Json::Array(
-        facts
-            .iter()
-            .filter_map(|f| match f {
-                Fact::Checkpoint {
-                    n,
-                    task,
-                    node,
-                    state,
-                } => Some(json!({"fact": n, "task": task, "node": node, "state": state})),
-                _ => None,
-            })
-            .collect(),
-    );
+    v["rounds"] = Json::Array(rounds);
     v["tools"] = Json::Array(
         program
             .reachable()

@@ -569,12 +569,9 @@ impl RunService {
     pub async fn replay(&self, run: &RunId) -> Result<Verdict> {
         let this = self.clone();
         let r = run.clone();
-        tokio::task::spawn_blocking(move || {
-            let (_, program, facts) = this.program_of(&r)?;
-            Ok(flow_engine::replay::replay(program, &facts).verdict)
-        })
-        .await
-        .map_err(|e| Error::Unreadable(format!("a replay task ended: {e}")))?
+        tokio::task::spawn_blocking(move || Ok(this.replayed(&r, &mut |_| {})?.2.verdict))
+            .await
+            .map_err(|e| Error::Unreadable(format!("a replay task ended: {e}")))?
     }
 
     /// The calls open now in `run` (its machine from the cache, or its
@@ -588,8 +585,7 @@ impl RunService {
         }) {
             return Ok(p);
         }
-        let (_, program, facts) = self.program_of(run)?;
-        let r = flow_engine::replay::replay(program, &facts);
+        let (_, _, r) = self.replayed(run, &mut |_| {})?;
         Ok(r.machine.map(|m| m.open_calls()).unwrap_or_default())
     }
 

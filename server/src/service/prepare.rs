@@ -15,7 +15,7 @@ use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine, OpenCall};
 use flow_engine::program::Program;
-use flow_engine::replay::{Verdict, replay};
+use flow_engine::replay::{Replayed, Verdict, replay};
 use flow_store::{FactKind, FactRef, HostRecordKind, RunId};
 use serde_json::{Map, Value as Json, json};
 use std::collections::BTreeSet;
@@ -113,22 +113,44 @@ pub(super) struct Fork {
 }
 
 impl RunService {
-    /// A run's verified history as logical facts: every value loaded, every
-    /// Checkpoint with its whole state (not the stored delta).
-    pub fn facts(&self, run: &RunId) -> Result<Vec<Fact>> {
-        Ok(self.inner.store.logical_history(run)?)
-    }
-
-    /// Reads a run's program back from its history (the checked program
-    /// from the cache by program hash).
-    pub fn program_of(&self, run: &RunId) -> Result<(Sources, Arc<Program>, Vec<Fact>)> {
-        let facts = self.facts(run)?;
-        let start = facts
-            .first()
-            .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
-        let sources = Sources::from_start(&*self.inner.store, start)?;
-        let program = self.program(&sources)?;
-        Ok((sources, program, facts))
+    /// A run's history replayed against its recorded program (the checked
+    /// program from the cache by program hash) while it is read: the
+    /// store's walk runs on a thread of its own and hands each verified
+    /// logical fact over a bounded channel to the engine here, so reading
+    /// and re-deriving overlap, and memory holds a few facts (one
+    /// Checkpoint's whole state each), never every Checkpoint's state at
+    /// once. `see` is shown each fact on its way to the engine. A fact that
+    /// cannot be read is an error, whatever the replay made of the facts
+    /// before it.
+    pub fn replayed(
+        &self,
+        run: &RunId,
+        see: &mut dyn FnMut(&Fact),
+    ) -> Result<(Sources, Arc<Program>, Replayed)> {
+        let store: &dyn Store = &*self.inner.store;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Fact>(256);
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(move || store.walk_logical(run, &mut |f| tx.send(f).is_ok()));
+            let mut facts = rx.into_iter();
+            let outcome = match facts.next() {
+                None => Err(Error::Unreadable(format!("{run} has no Start"))),
+                Some(start) => (|| {
+                    let sources = Sources::from_start(store, &start)?;
+                    let program = self.program(&sources)?;
+                    let walked = std::iter::once(start)
+                        .chain(facts.by_ref())
+                        .inspect(|f| see(f));
+                    Ok((sources, program.clone(), replay(program, walked)))
+                })(),
+            };
+            // A replay that stopped early (diverged) stops the walk.
+            drop(facts);
+            let read = reader
+                .join()
+                .map_err(|_| Error::Unreadable(format!("reading {run} stopped (a panic)")))?;
+            read?;
+            outcome
+        })
     }
 
     /// The machine of `run` at `head`: the cached one when the run is still
@@ -147,8 +169,12 @@ impl RunService {
         let this = self.clone();
         let r = run.clone();
         tokio::task::spawn_blocking(move || {
-            let (_, program, facts) = this.program_of(&r)?;
-            let replayed = replay(program.clone(), &facts);
+            let mut recorded = BTreeSet::new();
+            let (_, program, replayed) = this.replayed(&r, &mut |f| {
+                if let Fact::Call { call, .. } = f {
+                    recorded.insert(call.to_string());
+                }
+            })?;
             let machine = match (replayed.verdict, replayed.machine) {
                 (Verdict::Diverged { fact, reason }, _) => {
                     return Err(Error::Unreadable(format!(
@@ -158,13 +184,6 @@ impl RunService {
                 (_, None) => return Err(Error::Unreadable(format!("{r} cannot be rebuilt"))),
                 (_, Some(m)) => m,
             };
-            let recorded: BTreeSet<String> = facts
-                .iter()
-                .filter_map(|f| match f {
-                    Fact::Call { call, .. } => Some(call.to_string()),
-                    _ => None,
-                })
-                .collect();
             Ok((program, machine, steps(replayed.unrecorded), Some(recorded)))
         })
         .await

@@ -277,6 +277,24 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
             "logical checkpoint {n} differs"
         );
     }
+    // The walk hands over the same facts in order, and stops when told.
+    let mut walked = Vec::new();
+    s.walk_logical(&run, &mut |f| {
+        walked.push(f);
+        true
+    })
+    .map_err(e)?;
+    ensure!(
+        walked == logical,
+        "the walk differs from the logical history"
+    );
+    let mut seen = 0;
+    s.walk_logical(&run, &mut |_| {
+        seen += 1;
+        seen < 3
+    })
+    .map_err(e)?;
+    ensure!(seen == 3, "a walk told to stop at 3 facts saw {seen}");
     Ok(())
 }
 

@@ -356,9 +356,26 @@ impl ReadHistory for PostgresStore {
         self.read(move |s| crate::read::read_history(s, &run))
     }
 
-    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
-        let run = run.clone();
-        self.read(move |s| crate::read::logical_history(s, &run))
+    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()> {
+        // The session's reads run on the runtime's blocking pool: facts
+        // come over a bounded channel, so the walk holds a few at a time.
+        let (tx, rx) = sync_channel::<Fact>(64);
+        let (run, shared) = (run.clone(), self.inner.shared.clone());
+        let (done_tx, done_rx) = sync_channel(1);
+        self.inner.shared.handle.spawn_blocking(move || {
+            let mut s = Session::new(shared);
+            let out = crate::read::walk_logical(&mut s, &run, &mut |f| tx.send(f).is_ok());
+            s.finish();
+            let _ = done_tx.send(out);
+        });
+        for f in rx.iter() {
+            if !visit(f) {
+                break;
+            }
+        }
+        // Dropping the receiver stops a walk the visitor left early.
+        drop(rx);
+        done_rx.recv().map_err(|_| Error::WriterGone)?
     }
 
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {

@@ -391,8 +391,8 @@ impl ReadHistory for SqliteStore {
         self.with_reader(|c| read::snapshot(c, |db| crate::read::read_history(db, run)))
     }
 
-    fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::logical_history(db, run)))
+    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()> {
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::walk_logical(db, run, visit)))
     }
 
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
