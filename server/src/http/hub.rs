@@ -25,6 +25,10 @@ pub const READ_BATCH: u32 = 256;
 /// first and at most.
 const POLL_FIRST: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_secs(2);
+/// Subscribers per ms of a follower's pause between wake-ups.
+const COALESCE_PER_MS: usize = 100;
+/// The longest pause between two wake-ups of a run's subscribers.
+const COALESCE_MAX: Duration = Duration::from_millis(10);
 
 /// The followed runs.
 #[derive(Default)]
@@ -193,6 +197,16 @@ async fn follow(state: AppState, run: RunId, mut last: u64, tx: watch::Sender<u6
         }
         if ended {
             break;
+        }
+        // Many subscribers: let commits gather before the next wake-up, so
+        // each subscriber wakes (and writes to its socket) once per batch
+        // rather than once per commit. The pause grows with the count (1 ms
+        // per COALESCE_PER_MS subscribers, at most COALESCE_MAX); a few are
+        // woken at once. It delays delivery only, never the run's writer.
+        let subscribers = tx.receiver_count();
+        if subscribers >= COALESCE_PER_MS {
+            let ms = (subscribers / COALESCE_PER_MS) as u64;
+            tokio::time::sleep(Duration::from_millis(ms).min(COALESCE_MAX)).await;
         }
     }
     state.hub().forget(&run, &tx);

@@ -267,43 +267,46 @@ impl Subscriber {
             if self.take_ring() {
                 continue;
             }
-            let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
-            let facts =
-                tokio::task::spawn_blocking(move || s.store().read_after(&r, last, READ_BATCH))
-                    .await
-                    .ok()?;
-            match facts {
-                Ok(f) if !f.is_empty() => {
-                    self.buf.extend(f.iter().map(Frame::of));
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    // Send what verifies: the facts before a damaged one
-                    // come first (issue 17, item 7).
-                    if let flow_store::Error::Corrupt { n, .. } = &e
-                        && *n > self.last + 1
-                    {
-                        let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
-                        let count = (*n - 1 - last).min(u64::from(READ_BATCH)) as u32;
-                        if let Ok(Ok(f)) = tokio::task::spawn_blocking(move || {
-                            s.store().read_after(&r, last, count)
-                        })
-                        .await
-                            && !f.is_empty()
-                        {
-                            self.buf.extend(f.iter().map(Frame::of));
-                            continue;
-                        }
-                    }
-                    tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
-                    self.failure = Some(error_frame(&e));
-                    self.done = true;
-                    return None;
-                }
-            }
+            // Behind what the follower has announced, and not in the ring
+            // (fell behind it, or it has a gap): read the store. A
+            // subscriber caught up waits for the next commit without
+            // reading anything.
             if head > self.last {
-                continue;
+                let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
+                let facts =
+                    tokio::task::spawn_blocking(move || s.store().read_after(&r, last, READ_BATCH))
+                        .await
+                        .ok()?;
+                match facts {
+                    Ok(f) if !f.is_empty() => {
+                        self.buf.extend(f.iter().map(Frame::of));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        // Send what verifies: the facts before a damaged one
+                        // come first (issue 17, item 7).
+                        if let flow_store::Error::Corrupt { n, .. } = &e
+                            && *n > self.last + 1
+                        {
+                            let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
+                            let count = (*n - 1 - last).min(u64::from(READ_BATCH)) as u32;
+                            if let Ok(Ok(f)) = tokio::task::spawn_blocking(move || {
+                                s.store().read_after(&r, last, count)
+                            })
+                            .await
+                                && !f.is_empty()
+                            {
+                                self.buf.extend(f.iter().map(Frame::of));
+                                continue;
+                            }
+                        }
+                        tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
+                        self.failure = Some(error_frame(&e));
+                        self.done = true;
+                        return None;
+                    }
+                }
             }
             if self.rx.changed().await.is_err() {
                 // The watcher stopped (its run ended or it failed): one
