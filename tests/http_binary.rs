@@ -319,7 +319,13 @@ async fn kill_9_at_the_acknowledgement_loses_nothing_acknowledged() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 202);
+        let status = r.status();
+        assert_eq!(
+            status,
+            202,
+            "round {i}: {}",
+            r.text().await.unwrap_or_default()
+        );
         child.kill().unwrap();
         child.wait().unwrap();
         kills += 1;

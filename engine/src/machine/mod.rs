@@ -425,8 +425,24 @@ impl Machine {
         (m, effects)
     }
 
-    /// Admits the outcome of an open call and runs until every task waits.
+    /// Admits the outcome of an open call and runs until every task waits
+    /// (or the slice is full).
     pub fn feed(&mut self, call: &str, outcome: &Outcome) -> Result<Vec<Effect>, FeedError> {
+        self.feed_within(call, outcome, SLICE)
+    }
+
+    /// [`Machine::feed`] in a smaller slice: no node is entered once
+    /// `limit` effects (at most [`SLICE`]) are out. A host computes a short
+    /// step where it is and, when the
+    /// machine is still [`Machine::busy`], the rest with
+    /// [`Machine::proceed`] where long work may run. The effects are the
+    /// same, in the same order, whatever the limit.
+    pub fn feed_within(
+        &mut self,
+        call: &str,
+        outcome: &Outcome,
+        limit: usize,
+    ) -> Result<Vec<Effect>, FeedError> {
         if self.ended.is_some() {
             return Err(FeedError::Ended);
         }
@@ -440,7 +456,7 @@ impl Machine {
         if let Err(why) = self.on_reply(call, p, outcome) {
             self.fault(why);
         }
-        self.run();
+        self.run_within(limit);
         Ok(std::mem::take(&mut self.out))
     }
 

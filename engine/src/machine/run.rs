@@ -7,7 +7,13 @@ impl Machine {
     /// Runs ready tasks until every task waits, the run ends, or the slice
     /// is full ([`SLICE`]; then [`Machine::busy`] is true).
     pub(super) fn run(&mut self) {
-        while self.ended.is_none() && self.out.len() < SLICE {
+        self.run_within(SLICE);
+    }
+
+    /// [`Machine::run`] with a slice of at most `limit` effects.
+    pub(super) fn run_within(&mut self, limit: usize) {
+        let limit = limit.clamp(1, SLICE);
+        while self.ended.is_none() && self.out.len() < limit {
             let next = self
                 .tasks
                 .iter()
@@ -23,7 +29,7 @@ impl Machine {
                 self.fault(why);
             }
         }
-        if self.ended.is_none() && self.tasks.is_empty() && self.out.len() < SLICE {
+        if self.ended.is_none() && self.tasks.is_empty() && self.out.len() < limit {
             self.fault("every task ended without reaching an output node".into());
         }
     }

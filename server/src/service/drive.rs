@@ -28,6 +28,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// Most effects a reply's slice computes on the async runtime; a machine
+/// still busy after them goes on in the blocking pool's slices.
+const INLINE: usize = 16;
+
 /// What the drive records, in the order the machine saw it: an effect of
 /// the machine, or a fact the host decided (a Reply it admitted on resume).
 pub(super) enum Step {
@@ -317,15 +321,12 @@ impl RunService {
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
             facts.push(super::prepare::reply_fact(&call, o.clone())?);
-            // The engine runs off the async runtime: a slice is bounded, but
-            // not free, and never holds a worker others need.
-            let (m, more) = tokio::task::spawn_blocking(move || {
-                let more = machine.feed(&call, &o);
-                (machine, more)
-            })
-            .await
-            .map_err(engine_lost)?;
-            machine = m;
+            // A reply's first few effects are computed here (a Tool step's
+            // Checkpoint and next Call: no thread hand-off per step); a
+            // longer stretch goes on where it is recorded next, off the
+            // async runtime (`machine.busy()` above), so a worker others
+            // need is never held for more than INLINE effects.
+            let more = machine.feed_within(&call, &o, INLINE);
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
     }

@@ -49,6 +49,9 @@ pub(super) struct Leasing {
 const TAKE_PER_SCAN: u32 = 32;
 /// The longest wait between scans for expired leases.
 const SCAN_MAX: Duration = Duration::from_secs(1);
+/// How many times (10 ms apart) a patient claim looks again for a drive
+/// here to let go of the run.
+const LOCAL_WAITS: u32 = 50;
 /// Tries, 50 ms apart, before a request answers that another server holds
 /// the lease (the holder may be letting go of it: a pause in flight).
 const PATIENT_TRIES: u32 = 6;
@@ -162,9 +165,20 @@ impl RunService {
 
     /// Marks `run` as driven here and, with leases, claims its lease; a run
     /// driven here already, or whose lease another server holds, is
-    /// refused (409). `patient` waits a moment for a holder letting go.
+    /// refused (409). `patient` waits a moment for a holder letting go: a
+    /// drive here that has just recorded its pause (a client that saw the
+    /// run paused resumes it at once), or another server's lease.
     pub(super) async fn claim(&self, run: &RunId, patient: bool) -> Result<Claim> {
-        let mut claim = self.claim_local(run, None)?;
+        let mut waits = if patient { LOCAL_WAITS } else { 0 };
+        let mut claim = loop {
+            match self.claim_local(run, None) {
+                Err(Error::Conflict(_)) if waits > 0 => {
+                    waits -= 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => break other?,
+            }
+        };
         let Some(l) = &self.inner.leasing else {
             return Ok(claim);
         };
