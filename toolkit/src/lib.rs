@@ -219,8 +219,15 @@ impl Toolkit {
     }
 
     /// Serves the protocol on this process's stdin and stdout until stdin
-    /// ends.
+    /// ends. When both are pipes (as a host starts a Tool process) they are
+    /// read and written on the runtime itself; tokio's stdin and stdout
+    /// pass every read and write through a blocking thread, a hand-off per
+    /// line each way.
     pub async fn serve_stdio(self) -> std::io::Result<()> {
+        #[cfg(unix)]
+        if let Some((input, output)) = stdio_pipes() {
+            return self.serve(input, output).await;
+        }
         self.serve(tokio::io::stdin(), tokio::io::stdout()).await
     }
 
@@ -453,4 +460,20 @@ fn signature(v: &Json) -> Signature {
             })
             .unwrap_or_default(),
     }
+}
+
+/// Stdin and stdout as the runtime's own pipe ends (duplicated
+/// descriptors), or None when either is not a pipe (a terminal, a file).
+#[cfg(unix)]
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
+    use std::os::fd::AsFd;
+    let input = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    Some((
+        tokio::net::unix::pipe::Receiver::from_owned_fd(input).ok()?,
+        tokio::net::unix::pipe::Sender::from_owned_fd(output).ok()?,
+    ))
 }
