@@ -571,7 +571,10 @@ pub trait ReadHistory {
     /// each handed to `visit` in order as it is made (answering false stops
     /// the walk): verified as [`ReadHistory::read_history`] verifies it,
     /// every value loaded, every Checkpoint with its whole state, in one
-    /// read, holding one Checkpoint's state at a time.
+    /// read, holding one fact at a time. Each fact is handed over once its
+    /// own row checks out; a failed whole-history check (fewer facts than
+    /// the runs index says, another last hash) is the walk's error, after
+    /// the facts before it.
     fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()>;
     /// [`ReadHistory::walk_logical`] gathered: every fact in memory at
     /// once (every Checkpoint's whole state).

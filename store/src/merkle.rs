@@ -288,6 +288,55 @@ fn expand_depth(
     })
 }
 
+/// [`expand`] of a value the caller owns: references are replaced and
+/// escaped keys restored in place, so a value without either (most facts)
+/// is handed back as it came, not copied.
+pub fn expand_owned(v: Value, load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>) -> Result<Value> {
+    expand_owned_depth(v, load, 0)
+}
+
+fn expand_owned_depth(
+    mut v: Value,
+    load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>,
+    depth: usize,
+) -> Result<Value> {
+    if depth > MAX_DEPTH {
+        return Err(Error::CorruptBlob {
+            hash: String::new(),
+            reason: "stored value nested too deeply".into(),
+        });
+    }
+    match &mut v {
+        Value::Object(m) => {
+            if let Some(r) = as_reference(m) {
+                let (hash, _) = r.map_err(|reason| Error::CorruptBlob {
+                    hash: String::new(),
+                    reason,
+                })?;
+                let stored = load(&hash)?;
+                return expand_owned_depth(stored, load, depth + 1);
+            }
+            if m.keys().any(|k| unescape_key(k).len() != k.len()) {
+                for (k, c) in std::mem::take(m) {
+                    let c = expand_owned_depth(c, load, depth + 1)?;
+                    m.insert(unescape_key(&k).to_string(), c);
+                }
+            } else {
+                for c in m.values_mut() {
+                    *c = expand_owned_depth(std::mem::take(c), load, depth + 1)?;
+                }
+            }
+        }
+        Value::Array(a) => {
+            for c in a.iter_mut() {
+                *c = expand_owned_depth(std::mem::take(c), load, depth + 1)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(v)
+}
+
 /// Checks blobs against their addresses: each value blob's bytes hash to its
 /// address, are canonical JSON, their inner references verify recursively,
 /// and their logical length is the one the reference declares. Each blob is

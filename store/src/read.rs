@@ -151,6 +151,28 @@ impl RowChecker<'_> {
 }
 
 pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> {
+    let mut facts = Vec::new();
+    walk_stored(db, run, &mut |_, f| {
+        facts.push(f);
+        Ok(true)
+    })?;
+    Ok(History {
+        run: run.clone(),
+        facts,
+    })
+}
+
+/// The verified history, each stored fact handed to `visit` (with the
+/// database, for its blobs) once its own row checks out: numbered in
+/// order, canonical, chained to the one before, its blobs matching. The
+/// whole-history checks (as many facts as the runs index says, ending at
+/// its hash) come after the last; a visit that answers false ends the walk
+/// without them. One parsed fact is held at a time.
+fn walk_stored(
+    db: &mut dyn ReadDb,
+    run: &RunId,
+    visit: &mut dyn FnMut(&mut dyn ReadDb, StoredFact) -> Result<bool>,
+) -> Result<()> {
     let RunRow { key, info } = run_row(db, run)?;
     let rows = db.all_facts(key)?;
     let mut checker = RowChecker {
@@ -160,20 +182,21 @@ pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> 
         ended: false,
         blobs: BlobVerifier::default(),
     };
-    let mut facts = Vec::with_capacity(rows.len());
+    let mut count = 0u64;
     for row in rows {
-        facts.push(checker.check(db, row)?);
+        let f = checker.check(db, row)?;
+        count += 1;
+        if !visit(db, f)? {
+            return Ok(());
+        }
     }
     let last = info.last_fact.n;
-    if facts.len() as u64 != last {
-        let n = (facts.len() as u64 + 1).min(last.max(1));
+    if count != last {
+        let n = (count + 1).min(last.max(1));
         return Err(Error::corrupt(
             run.as_str(),
             n,
-            format!(
-                "the history has {} facts, the runs index says {last}",
-                facts.len()
-            ),
+            format!("the history has {count} facts, the runs index says {last}"),
         ));
     }
     if hash_text(&checker.prev) != info.last_fact.hash {
@@ -183,10 +206,7 @@ pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> 
             "the last hash differs from the runs index",
         ));
     }
-    Ok(History {
-        run: run.clone(),
-        facts,
-    })
+    Ok(())
 }
 
 pub(crate) fn read_after(
@@ -280,20 +300,17 @@ pub(crate) fn walk_logical(
     run: &RunId,
     visit: &mut dyn FnMut(Fact) -> bool,
 ) -> Result<()> {
-    let history = read_history(db, run)?;
     let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
     let mut last: Option<(u64, Value)> = None;
-    for f in history.facts {
+    walk_stored(db, run, &mut |db, f| {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
-        let mut load = |v: &Value, db: &mut dyn ReadDb| {
-            merkle::expand(v, &mut |h| {
-                if let Some(v) = loaded.get(h) {
-                    return Ok(v.clone());
-                }
-                let v = stored_value(db, h)?;
-                loaded.insert(*h, v.clone());
-                Ok(v)
-            })
+        let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
+            if let Some(v) = loaded.get(h) {
+                return Ok(v.clone());
+            }
+            let v = stored_value(db, h)?;
+            loaded.insert(*h, v.clone());
+            Ok(v)
         };
         let logical = if f.kind == FactKind::Checkpoint {
             let base = delta_of(&f.fact)
@@ -306,28 +323,27 @@ pub(crate) fn walk_logical(
             let state = match (base, m.remove("delta")) {
                 (Some(base), Some(Value::Object(d))) => match last.take() {
                     Some((b, mut state)) if b == base => {
-                        apply_delta(&mut state, &d, &mut |v| load(v, db))
-                            .map_err(|e| corrupt(&e))?;
+                        apply_delta(&mut state, &d, &mut |v| {
+                            merkle::expand(v, &mut |h| blob(h, db))
+                        })
+                        .map_err(|e| corrupt(&e))?;
                         state
                     }
                     _ => checkpoint_state(db, run, f.n)?,
                 },
                 _ => {
                     let stored = m.remove("state").unwrap_or(Value::Null);
-                    load(&stored, db).map_err(|e| corrupt(&e))?
+                    merkle::expand_owned(stored, &mut |h| blob(h, db)).map_err(|e| corrupt(&e))?
                 }
             };
             last = Some((f.n, state.clone()));
             m.insert("state".into(), state);
             Value::Object(m)
         } else {
-            load(&f.fact, db)?
+            merkle::expand_owned(f.fact, &mut |h| blob(h, db))?
         };
-        if !visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?) {
-            break;
-        }
-    }
-    Ok(())
+        Ok(visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?))
+    })
 }
 
 pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {

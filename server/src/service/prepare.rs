@@ -101,6 +101,11 @@ pub(super) struct Ready {
     pub others: Vec<OpenCall>,
 }
 
+/// Most facts per hand-off from a replay's reader to its engine.
+const BATCH: usize = 256;
+/// Most Checkpoints per hand-off.
+const BATCH_STATES: usize = 8;
+
 /// What a fork starts with.
 pub(super) struct Fork {
     pub run: RunId,
@@ -128,10 +133,29 @@ impl RunService {
         see: &mut dyn FnMut(&Fact),
     ) -> Result<(Sources, Arc<Program>, Replayed)> {
         let store: &dyn Store = &*self.inner.store;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Fact>(256);
+        // Facts cross in batches: a hand-off per fact would cost more than
+        // the fact. A batch holds few Checkpoints (each a whole state), so
+        // the states in flight stay few however large.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Fact>>(1);
         std::thread::scope(|scope| {
-            let reader = scope.spawn(move || store.walk_logical(run, &mut |f| tx.send(f).is_ok()));
-            let mut facts = rx.into_iter();
+            let reader = scope.spawn(move || {
+                let (mut batch, mut states) = (Vec::with_capacity(BATCH), 0);
+                let walked = store.walk_logical(run, &mut |f| {
+                    states += usize::from(matches!(f, Fact::Checkpoint { .. }));
+                    batch.push(f);
+                    if batch.len() < BATCH && states < BATCH_STATES {
+                        return true;
+                    }
+                    states = 0;
+                    tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                        .is_ok()
+                });
+                if !batch.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                walked
+            });
+            let mut facts = rx.into_iter().flatten();
             let outcome = match facts.next() {
                 None => Err(Error::Unreadable(format!("{run} has no Start"))),
                 Some(start) => (|| {
