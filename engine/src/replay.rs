@@ -183,7 +183,20 @@ fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
             "the record has a {kind} the program does not derive here"
         ));
     };
-    let Some(want) = d.fact() else {
+    let derived_kind = match &d {
+        Effect::Call { .. } => "Call",
+        Effect::Checkpoint { .. } => "Checkpoint",
+        Effect::Close { .. } => "Close",
+        Effect::End(_) => "End",
+        Effect::Deadline { .. } => return Err("internal: a host record among facts".into()),
+    };
+    if derived_kind != kind {
+        return Err(format!(
+            "the record has a {kind} where the program derives {}",
+            describe(&d)
+        ));
+    }
+    let Some(want) = d.into_fact() else {
         return Err("internal: a host record among facts".into());
     };
     let want = want.numbered(recorded.n());
@@ -232,10 +245,6 @@ fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
             }
         }
         (Fact::End { .. }, Fact::End { .. }) => "a different ending".into(),
-        (w, r) if w.kind() != r.kind() => format!(
-            "the record has a {kind} where the program derives {}",
-            describe(&d)
-        ),
         (w, _) => format!("a different {}", w.kind().as_str()),
     })
 }

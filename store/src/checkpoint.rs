@@ -67,10 +67,15 @@ pub(crate) fn store_checkpoint(
         let mut bytes = 0u64;
         for (k, v) in new_obj {
             match (old_obj.get(k), v) {
-                (Some(o), _) if o == v => {}
+                // A list that starts with its previous items (one pass over
+                // them): unchanged, or appended to.
                 (Some(Value::Array(oa)), Value::Array(na))
-                    if na.len() > oa.len() && na[..oa.len()] == oa[..] =>
+                    if na.len() >= oa.len() && na[..oa.len()] == oa[..] =>
                 {
+                    if na.len() == oa.len() {
+                        bytes += k.len() as u64;
+                        continue;
+                    }
                     let mut items = Vec::with_capacity(na.len() - oa.len());
                     for x in &na[oa.len()..] {
                         let s = externalize(x, blobs)?;
@@ -79,6 +84,7 @@ pub(crate) fn store_checkpoint(
                     }
                     append.insert(escape_key(k), Value::Array(items));
                 }
+                (Some(o), _) if o == v => {}
                 _ => {
                     let s = externalize(v, blobs)?;
                     bytes += s.stored_len as u64;

@@ -97,6 +97,39 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// [`Effect::fact`] of an effect the caller is done with: its values
+    /// move into the fact (a Checkpoint's whole state is not copied).
+    pub fn into_fact(self) -> Option<Fact> {
+        Some(match self {
+            Effect::Call {
+                call,
+                task,
+                node,
+                tool,
+                fingerprint,
+                args,
+                ..
+            } => Fact::Call {
+                n: 0,
+                call,
+                task,
+                node,
+                tool,
+                fingerprint,
+                args,
+            },
+            Effect::Checkpoint { task, node, state } => Fact::Checkpoint {
+                n: 0,
+                task,
+                node,
+                state,
+            },
+            Effect::Close { call, reason } => Fact::Close { n: 0, call, reason },
+            Effect::Deadline { .. } => return None,
+            Effect::End(ending) => Fact::End { n: 0, ending },
+        })
+    }
+
     /// The fact this effect records, not numbered yet (n = 0); `None` for a
     /// Deadline, which is a host record.
     pub fn fact(&self) -> Option<Fact> {

@@ -156,6 +156,12 @@ impl RunService {
                     }
                     Step::Effect(e) => e,
                 };
+                // A Checkpoint is only recorded: its state moves into the
+                // fact.
+                if let Effect::Checkpoint { .. } = e {
+                    facts.extend(e.into_fact());
+                    continue;
+                }
                 if let Some(f) = e.fact() {
                     facts.push(f);
                 }
