@@ -244,48 +244,7 @@ fn ll(v: &Value, scratch: &mut String) -> Result<u64, String> {
 /// Loads a logical value from its stored form: references are replaced by
 /// their blobs (verified by `load`), keys unescaped.
 pub fn expand(v: &Value, load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>) -> Result<Value> {
-    expand_depth(v, load, 0)
-}
-
-fn expand_depth(
-    v: &Value,
-    load: &mut dyn FnMut(&[u8; 32]) -> Result<Value>,
-    depth: usize,
-) -> Result<Value> {
-    if depth > MAX_DEPTH {
-        return Err(Error::CorruptBlob {
-            hash: String::new(),
-            reason: "stored value nested too deeply".into(),
-        });
-    }
-    Ok(match v {
-        Value::Object(m) => match as_reference(m) {
-            Some(r) => {
-                let (hash, _) = r.map_err(|reason| Error::CorruptBlob {
-                    hash: String::new(),
-                    reason,
-                })?;
-                let stored = load(&hash)?;
-                expand_depth(&stored, load, depth + 1)?
-            }
-            None => {
-                let mut out = Map::new();
-                for (k, c) in m {
-                    out.insert(
-                        unescape_key(k).to_string(),
-                        expand_depth(c, load, depth + 1)?,
-                    );
-                }
-                Value::Object(out)
-            }
-        },
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .map(|c| expand_depth(c, load, depth + 1))
-                .collect::<Result<_>>()?,
-        ),
-        s => s.clone(),
-    })
+    expand_owned(v.clone(), load)
 }
 
 /// [`expand`] of a value the caller owns: references are replaced and

@@ -133,41 +133,7 @@ impl Effect {
     /// The fact this effect records, not numbered yet (n = 0); `None` for a
     /// Deadline, which is a host record.
     pub fn fact(&self) -> Option<Fact> {
-        Some(match self {
-            Effect::Call {
-                call,
-                task,
-                node,
-                tool,
-                fingerprint,
-                args,
-                ..
-            } => Fact::Call {
-                n: 0,
-                call: call.clone(),
-                task: task.clone(),
-                node: node.clone(),
-                tool: tool.clone(),
-                fingerprint: fingerprint.clone(),
-                args: args.clone(),
-            },
-            Effect::Checkpoint { task, node, state } => Fact::Checkpoint {
-                n: 0,
-                task: task.clone(),
-                node: node.clone(),
-                state: state.clone(),
-            },
-            Effect::Close { call, reason } => Fact::Close {
-                n: 0,
-                call: call.clone(),
-                reason: reason.clone(),
-            },
-            Effect::Deadline { .. } => return None,
-            Effect::End(e) => Fact::End {
-                n: 0,
-                ending: e.clone(),
-            },
-        })
+        self.clone().into_fact()
     }
 }
 
