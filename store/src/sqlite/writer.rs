@@ -178,7 +178,7 @@ impl Writer {
         }
         let mut done: Vec<Done> = Vec::with_capacity(cmds.len());
         let mut batch = Batch::default();
-        if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(e) = self.control(&["BEGIN IMMEDIATE"]) {
             let msg = e.to_string();
             for cmd in cmds {
                 fail(cmd, &msg);
@@ -218,7 +218,7 @@ impl Writer {
             Some(msg) => Err(msg),
             None => self
                 .write_heads(&batch)
-                .and_then(|()| self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())),
+                .and_then(|()| self.control(&["COMMIT"]).map_err(|e| e.to_string())),
         };
         match commit {
             Ok(()) => {
