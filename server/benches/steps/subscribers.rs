@@ -11,7 +11,6 @@
 //! cores from the server they measure.
 
 use super::tool::now_ns;
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
@@ -30,10 +29,26 @@ struct Seen {
     ended: bool,
 }
 
-/// The call id in a Reply's stored text (`"call":"…"`, its first member).
-fn call_of(data: &str) -> Option<&str> {
-    let rest = data.split_once("\"call\":\"")?.1;
-    Some(&rest[..rest.find('"')?])
+/// One SSE frame's `id` and `event` (and, for a Reply, its call), read
+/// straight from the bytes: the subscribers' process parses millions of
+/// frames and must not be what the figures measure.
+fn frame(f: &[u8]) -> Option<(u64, &[u8], Option<&[u8]>)> {
+    let (mut id, mut event, mut call) = (None, &b""[..], None);
+    for line in f.split(|b| *b == b'\n') {
+        if let Some(v) = line.strip_prefix(b"id: ") {
+            id = std::str::from_utf8(v).ok()?.parse().ok();
+        } else if let Some(v) = line.strip_prefix(b"event: ") {
+            event = v;
+        } else if let Some(v) = line.strip_prefix(b"data: ")
+            && event == b"Reply"
+        {
+            let key = b"\"call\":\"";
+            let at = v.windows(key.len()).position(|w| w == key)? + key.len();
+            let end = v[at..].iter().position(|b| *b == b'"')?;
+            call = Some(&v[at..at + end]);
+        }
+    }
+    Some((id?, event, call))
 }
 
 async fn follow(client: reqwest::Client, url: String, tx: tokio::sync::mpsc::Sender<()>) -> Seen {
@@ -46,29 +61,34 @@ async fn follow(client: reqwest::Client, url: String, tx: tokio::sync::mpsc::Sen
     let _ = tx.send(()).await;
     drop(tx);
     let mut last = 0u64;
-    let mut events = r.bytes_stream().eventsource();
-    while let Some(e) = events.next().await {
-        let Ok(e) = e else { break };
+    let mut buf: Vec<u8> = Vec::new();
+    let mut body = r.bytes_stream();
+    'read: while let Some(Ok(chunk)) = body.next().await {
         let at = now_ns();
-        let Ok(n) = e.id.parse::<u64>() else { continue };
-        if n <= last {
-            seen.repeated += 1;
-            continue;
-        }
-        seen.missed += n - last - 1;
-        last = n;
-        match e.event.as_str() {
-            "Reply" => {
-                if let Some(c) = call_of(&e.data) {
-                    seen.replies.push((c.to_string(), at));
-                }
+        buf.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(end) = buf[start..].windows(2).position(|w| w == b"\n\n") {
+            let f = &buf[start..start + end];
+            start += end + 2;
+            let Some((n, event, call)) = frame(f) else {
+                continue;
+            };
+            if n <= last {
+                seen.repeated += 1;
+                continue;
             }
-            "End" => {
+            seen.missed += n - last - 1;
+            last = n;
+            if let Some(c) = call {
+                seen.replies
+                    .push((String::from_utf8_lossy(c).into_owned(), at));
+            }
+            if event == b"End" {
                 seen.ended = true;
-                break;
+                break 'read;
             }
-            _ => {}
         }
+        buf.drain(..start);
     }
     seen
 }
