@@ -29,10 +29,13 @@ struct Seen {
     ended: bool,
 }
 
+/// A frame's fact number, kind and (a Reply's) call id.
+type Frame<'a> = (u64, &'a [u8], Option<&'a [u8]>);
+
 /// One SSE frame's `id` and `event` (and, for a Reply, its call), read
 /// straight from the bytes: the subscribers' process parses millions of
 /// frames and must not be what the figures measure.
-fn frame(f: &[u8]) -> Option<(u64, &[u8], Option<&[u8]>)> {
+fn frame(f: &[u8]) -> Option<Frame<'_>> {
     let (mut id, mut event, mut call) = (None, &b""[..], None);
     for line in f.split(|b| *b == b'\n') {
         if let Some(v) = line.strip_prefix(b"id: ") {
