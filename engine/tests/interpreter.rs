@@ -233,7 +233,7 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
             let c = &open[0];
             assert_eq!(c.tool, "std/human#input", "{module}: waiting on {}", c.tool);
             // A paused history replays incomplete.
-            let r = replay(program.clone(), &typed(&run.facts));
+            let r = replay(program.clone(), typed(&run.facts));
             assert_eq!(r.verdict, Verdict::Incomplete, "{module} paused");
             let m = program.module(module).unwrap();
             let node = m.report.flow.nodes.iter().find(|n| n.id == c.node).unwrap();
@@ -271,11 +271,11 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
                 panic!("{module}: completed, expected a fault saying {part:?}")
             }
         }
-        let r = replay(program.clone(), &typed(&run.facts));
+        let r = replay(program.clone(), typed(&run.facts));
         assert_eq!(r.verdict, Verdict::Matched, "{module}");
         // Every prefix replays incomplete (never diverged).
         for cut in 1..run.facts.len() {
-            let r = replay(program.clone(), &typed(&run.facts[..cut]));
+            let r = replay(program.clone(), typed(&run.facts[..cut]));
             assert_eq!(r.verdict, Verdict::Incomplete, "{module} cut at {cut}");
         }
         summary.push(format!(
@@ -426,11 +426,11 @@ fn tampering_diverges_at_the_right_fact() {
     let p = load_one(tool_flow());
     let run = drive(&p, "t.json", &json!({"q": "rust"}));
     assert_eq!(
-        replay(p.clone(), &typed(&run.facts)).verdict,
+        replay(p.clone(), typed(&run.facts)).verdict,
         Verdict::Matched
     );
     // facts: 1 Start, 2 Cp start, 3 Cp s1, 4 Call, 5 Reply, 6 Cp s2, 7 Call, 8 Reply, 9 Cp done, 10 End
-    let at = |facts: &[Json]| match replay(p.clone(), &typed(facts)).verdict {
+    let at = |facts: &[Json]| match replay(p.clone(), typed(facts)).verdict {
         Verdict::Diverged { fact, reason } => (fact, reason),
         v => panic!("{v:?}"),
     };
@@ -458,7 +458,7 @@ fn tampering_diverges_at_the_right_fact() {
     doc["tools"]["search"]["input_schema"] = json!({"type": "object", "required": ["query"],
         "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}});
     let p2 = load_one(doc);
-    let r = replay(p2, &typed(&run.facts));
+    let r = replay(p2, typed(&run.facts));
     assert!(
         matches!(r.verdict, Verdict::Diverged { fact: 4, .. }),
         "{:?}",

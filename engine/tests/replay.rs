@@ -89,7 +89,7 @@ fn parallel_history_layout_and_matched() {
         ]
     );
     assert_eq!(
-        replay(run.program.clone(), &typed(&run.facts)).verdict,
+        replay(run.program.clone(), typed(&run.facts)).verdict,
         Verdict::Matched
     );
 }
@@ -98,7 +98,7 @@ fn parallel_history_layout_and_matched() {
 fn every_cut_is_incomplete_and_resumes_where_the_record_ends() {
     let run = parallel_run(json!("all"));
     for cut in 1..run.facts.len() {
-        let r = replay(run.program.clone(), &typed(&run.facts[..cut]));
+        let r = replay(run.program.clone(), typed(&run.facts[..cut]));
         assert_eq!(r.verdict, Verdict::Incomplete, "cut at {cut}");
         // The effects derived past the end are exactly the facts cut off
         // up to the next Reply (the ones a resume would record).
@@ -172,7 +172,7 @@ fn reordered_replies_of_a_wait_for_all_join_still_match() {
     f.swap(9, 10);
     renumber(&mut f);
     assert_eq!(
-        replay(run.program.clone(), &typed(&f)).verdict,
+        replay(run.program.clone(), typed(&f)).verdict,
         Verdict::Matched
     );
 }
@@ -367,7 +367,7 @@ fn hitl_timeouts_replay_and_a_forged_timeout_diverges() {
     // The Close, then the rest: cut after the Close is incomplete.
     let close = run.facts.iter().position(|f| f["fact"] == "Close").unwrap();
     assert_eq!(
-        replay(p.clone(), &typed(&run.facts[..=close])).verdict,
+        replay(p.clone(), typed(&run.facts[..=close])).verdict,
         Verdict::Incomplete
     );
     // A Close with another reason where the machine has nothing to close.

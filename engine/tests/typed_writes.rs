@@ -154,7 +154,7 @@ fn the_verdict_is_deterministic_in_replay() {
     let mut run = start(json!(1));
     run.feed("c1:root#1", ok(json!({"value": [1], "tag": "a"})));
     let why = run.fault();
-    let r = flow_engine::replay::replay(run.program.clone(), &typed(&run.facts));
+    let r = flow_engine::replay::replay(run.program.clone(), typed(&run.facts));
     assert_eq!(r.verdict, flow_engine::replay::Verdict::Matched);
     match r.machine.as_ref().and_then(|m| m.ending()) {
         Some(flow_engine::machine::Ending::Faulted(w)) => assert_eq!(*w, why),

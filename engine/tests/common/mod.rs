@@ -240,7 +240,7 @@ impl Run {
     /// The recorded history replays `matched` when the run ended, else
     /// `incomplete`.
     pub fn assert_replays(&self) {
-        let r = replay(self.program.clone(), &typed(&self.facts));
+        let r = replay(self.program.clone(), typed(&self.facts));
         let want = if self.ending().is_some() {
             Verdict::Matched
         } else {
@@ -259,7 +259,7 @@ pub fn renumber(facts: &mut [Json]) {
 
 /// The verdict of replaying `facts` as (fact, reason) of a divergence.
 pub fn diverged_at(program: &Arc<Program>, facts: &[Json]) -> (u64, String) {
-    match replay(program.clone(), &typed(facts)).verdict {
+    match replay(program.clone(), typed(facts)).verdict {
         Verdict::Diverged { fact, reason } => (fact, reason),
         v => panic!("expected diverged, got {v:?}"),
     }
