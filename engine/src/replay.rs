@@ -183,14 +183,7 @@ fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
             "the record has a {kind} the program does not derive here"
         ));
     };
-    let derived_kind = match &d {
-        Effect::Call { .. } => "Call",
-        Effect::Checkpoint { .. } => "Checkpoint",
-        Effect::Close { .. } => "Close",
-        Effect::End(_) => "End",
-        Effect::Deadline { .. } => return Err("internal: a host record among facts".into()),
-    };
-    if derived_kind != kind {
+    if d.kind() != Some(recorded.kind()) {
         return Err(format!(
             "the record has a {kind} where the program derives {}",
             describe(&d)

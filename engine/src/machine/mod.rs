@@ -32,7 +32,7 @@ use crate::model::{
 use crate::path::{Path, Scope, Target};
 use crate::program::{Module, Program, subflow_entry};
 pub use flow_abi::fact::Ending;
-use flow_abi::fact::{CallId, Fact};
+use flow_abi::fact::{CallId, Fact, FactKind};
 use flow_abi::protocol::Outcome;
 use flow_abi::{Type, decode_json};
 use serde_json::{Map, Value as Json};
@@ -97,6 +97,17 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// The kind of fact this effect records; `None` for a Deadline.
+    pub fn kind(&self) -> Option<FactKind> {
+        Some(match self {
+            Effect::Call { .. } => FactKind::Call,
+            Effect::Checkpoint { .. } => FactKind::Checkpoint,
+            Effect::Close { .. } => FactKind::Close,
+            Effect::End(_) => FactKind::End,
+            Effect::Deadline { .. } => return None,
+        })
+    }
+
     /// [`Effect::fact`] of an effect the caller is done with: its values
     /// move into the fact (a Checkpoint's whole state is not copied).
     pub fn into_fact(self) -> Option<Fact> {

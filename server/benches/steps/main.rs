@@ -84,7 +84,7 @@ struct Bench {
     root: PathBuf,
     fsync_us: f64,
     table: Table,
-    /// The server flags of a Postgres store, when the row is on one.
+    /// The Postgres schema the rows run on, when they are on Postgres.
     postgres: Option<common::Schema>,
     rows: usize,
 }
@@ -248,10 +248,9 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
 async fn w2(b: &mut Bench, tool: Tool) {
     let (s, _data) = b.server(None);
     let body = start_body(tool, Accumulate::No, false, 100);
-    let (cpu, t) = (s.cpu_ms(), Instant::now());
+    let cpu = s.cpu_ms();
     let rate = harness::concurrent_runs(&[&s], &body, 50, 100, "completed").await;
     let cpu = s.cpu_ms() - cpu;
-    let _ = t;
     b.table.row(
         format!(
             "{}: W2 50 runs × 100 steps at once, {}",

@@ -91,7 +91,7 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     // The re-run: the recorded program over the recorded facts.
     let svc = service(g, store, false);
     let mut rounds = Vec::new();
-    let (_, program, replayed) = svc.replayed(&run, &mut |f| {
+    let (program, replayed) = svc.replayed(&run, &mut |f| {
         if let Fact::Checkpoint {
             n,
             task,

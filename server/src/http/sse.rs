@@ -24,7 +24,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
-use flow_store::{FactKind, RunId};
+use flow_store::{FactKind, RunId, StoredFact};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -244,6 +244,44 @@ impl Subscriber {
         Some(f)
     }
 
+    /// Up to `count` facts after the last one sent, from the store.
+    async fn read_after(&self, count: u32) -> Option<flow_store::Result<Vec<StoredFact>>> {
+        let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
+        tokio::task::spawn_blocking(move || s.store().read_after(&r, last, count))
+            .await
+            .ok()
+    }
+
+    /// Reads on from the store into the buffer: true when frames came,
+    /// false when there was nothing to read, `None` when the stream ends
+    /// (a failure, said by the error frame).
+    async fn read_store(&mut self) -> Option<bool> {
+        let e = match self.read_after(READ_BATCH).await? {
+            Ok(f) => {
+                self.buf.extend(f.iter().map(Frame::of));
+                return Some(!f.is_empty());
+            }
+            Err(e) => e,
+        };
+        // Send what verifies: the facts before a damaged one come first
+        // (issue 17, item 7).
+        if let flow_store::Error::Corrupt { n, .. } = &e
+            && *n > self.last + 1
+        {
+            let count = (*n - 1 - self.last).min(u64::from(READ_BATCH)) as u32;
+            if let Some(Ok(f)) = self.read_after(count).await
+                && !f.is_empty()
+            {
+                self.buf.extend(f.iter().map(Frame::of));
+                return Some(true);
+            }
+        }
+        tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
+        self.failure = Some(error_frame(&e));
+        self.done = true;
+        None
+    }
+
     async fn next(&mut self) -> Option<Arc<Frame>> {
         loop {
             if let Some(f) = self.buf.pop_front() {
@@ -271,42 +309,8 @@ impl Subscriber {
             // (fell behind it, or it has a gap): read the store. A
             // subscriber caught up waits for the next commit without
             // reading anything.
-            if head > self.last {
-                let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
-                let facts =
-                    tokio::task::spawn_blocking(move || s.store().read_after(&r, last, READ_BATCH))
-                        .await
-                        .ok()?;
-                match facts {
-                    Ok(f) if !f.is_empty() => {
-                        self.buf.extend(f.iter().map(Frame::of));
-                        continue;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        // Send what verifies: the facts before a damaged one
-                        // come first (issue 17, item 7).
-                        if let flow_store::Error::Corrupt { n, .. } = &e
-                            && *n > self.last + 1
-                        {
-                            let (s, r, last) = (self.state.clone(), self.run.clone(), self.last);
-                            let count = (*n - 1 - last).min(u64::from(READ_BATCH)) as u32;
-                            if let Ok(Ok(f)) = tokio::task::spawn_blocking(move || {
-                                s.store().read_after(&r, last, count)
-                            })
-                            .await
-                                && !f.is_empty()
-                            {
-                                self.buf.extend(f.iter().map(Frame::of));
-                                continue;
-                            }
-                        }
-                        tracing::warn!(run.id = %self.run, error = %e, "SSE read failed; ending the stream");
-                        self.failure = Some(error_frame(&e));
-                        self.done = true;
-                        return None;
-                    }
-                }
+            if head > self.last && self.read_store().await? {
+                continue;
             }
             if self.rx.changed().await.is_err() {
                 // The watcher stopped (its run ended or it failed): one

@@ -569,7 +569,7 @@ impl RunService {
     pub async fn replay(&self, run: &RunId) -> Result<Verdict> {
         let this = self.clone();
         let r = run.clone();
-        tokio::task::spawn_blocking(move || Ok(this.replayed(&r, &mut |_| {})?.2.verdict))
+        tokio::task::spawn_blocking(move || Ok(this.replayed(&r, &mut |_| {})?.1.verdict))
             .await
             .map_err(|e| Error::Unreadable(format!("a replay task ended: {e}")))?
     }
@@ -585,7 +585,7 @@ impl RunService {
         }) {
             return Ok(p);
         }
-        let (_, _, r) = self.replayed(run, &mut |_| {})?;
+        let (_, r) = self.replayed(run, &mut |_| {})?;
         Ok(r.machine.map(|m| m.open_calls()).unwrap_or_default())
     }
 

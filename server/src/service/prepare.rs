@@ -131,7 +131,7 @@ impl RunService {
         &self,
         run: &RunId,
         see: &mut dyn FnMut(&Fact),
-    ) -> Result<(Sources, Arc<Program>, Replayed)> {
+    ) -> Result<(Arc<Program>, Replayed)> {
         let store: &dyn Store = &*self.inner.store;
         // Facts cross in batches: a hand-off per fact would cost more than
         // the fact. A batch holds few Checkpoints (each a whole state), so
@@ -159,12 +159,11 @@ impl RunService {
             let outcome = match facts.next() {
                 None => Err(Error::Unreadable(format!("{run} has no Start"))),
                 Some(start) => (|| {
-                    let sources = Sources::from_start(store, &start)?;
-                    let program = self.program(&sources)?;
+                    let program = self.program(&Sources::from_start(store, &start)?)?;
                     let walked = std::iter::once(start)
                         .chain(facts.by_ref())
                         .inspect(|f| see(f));
-                    Ok((sources, program.clone(), replay(program, walked)))
+                    Ok((program.clone(), replay(program, walked)))
                 })(),
             };
             // A replay that stopped early (diverged) stops the walk.
@@ -194,7 +193,7 @@ impl RunService {
         let r = run.clone();
         tokio::task::spawn_blocking(move || {
             let mut recorded = BTreeSet::new();
-            let (_, program, replayed) = this.replayed(&r, &mut |f| {
+            let (program, replayed) = this.replayed(&r, &mut |f| {
                 if let Fact::Call { call, .. } = f {
                     recorded.insert(call.to_string());
                 }
