@@ -189,6 +189,19 @@ async fn sse(
     out
 }
 
+/// Answers a paused review run's call with `decision` (`wait` 10 s): the
+/// 202's body.
+async fn answer_review(app: &TestApp, run: &str, call: &str, decision: &str) -> Value {
+    let (s, r) = app
+        .post(
+            &format!("/v1/runs/{run}/resume"),
+            &json!({"call": call, "reply": {"Ok": {"decision": decision}}, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 202, "{r}");
+    r
+}
+
 async fn start_review(app: &TestApp, wait: u64) -> Value {
     let (s, v) = app
         .post(
@@ -235,13 +248,7 @@ async fn quickstart_start_watch_inbox_resume_complete() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let (s, r) = app
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
-        )
-        .await;
-    assert_eq!(s, 202, "{r}");
+    let r = answer_review(&app, &run, &call, "approved").await;
     assert_eq!(r["state"], "completed", "{r}");
     assert_eq!(r["exit"], "success");
 
@@ -463,13 +470,7 @@ async fn sse_resumes_with_last_event_id_and_after() {
     let v = start_review(&app, 10).await;
     let run = v["run"].as_str().unwrap().to_string();
     let call = v["pending"][0]["call"].as_str().unwrap().to_string();
-    let (s, _) = app
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {"decision": "rejected"}}, "wait": 10}),
-        )
-        .await;
-    assert_eq!(s, 202);
+    answer_review(&app, &run, &call, "rejected").await;
     let all = app
         .events(&format!("/v1/runs/{run}/events"), None, usize::MAX)
         .await;
@@ -683,13 +684,7 @@ async fn restart_keeps_runs_and_recovers_running_ones() {
     // Recovery drives the crashed run on to its pause.
     let rec = app.until(&crashed, |v| v["state"] == "paused").await;
     assert_eq!(rec["pending"][0]["tool"], "std/human#input");
-    let (s, r) = app
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
-        )
-        .await;
-    assert_eq!(s, 202, "{r}");
+    let r = answer_review(&app, &run, &call, "approved").await;
     assert_eq!(r["state"], "completed");
     let (_, rep) = app
         .post(&format!("/v1/runs/{run}/replay"), &json!({}))
@@ -775,13 +770,7 @@ async fn halt_then_continue_then_resume() {
         .await;
     assert_eq!(s, 202, "{r}");
     assert_eq!(r["state"], "paused", "{r}");
-    let (s, r) = app
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
-        )
-        .await;
-    assert_eq!(s, 202, "{r}");
+    let r = answer_review(&app, &run, &call, "approved").await;
     assert_eq!(r["state"], "completed");
     let (s, _) = app.post(&format!("/v1/runs/{run}/halt"), &json!({})).await;
     assert_eq!(s, 409);
@@ -797,13 +786,7 @@ async fn archive_exported_from_one_server_imports_into_another() {
     let v = start_review(&a, 10).await;
     let run = v["run"].as_str().unwrap().to_string();
     let call = v["pending"][0]["call"].as_str().unwrap().to_string();
-    let (s, _) = a
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
-        )
-        .await;
-    assert_eq!(s, 202);
+    answer_review(&a, &run, &call, "approved").await;
     let r = a
         .client
         .get(a.url(&format!("/v1/runs/{run}/archive")))
