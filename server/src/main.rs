@@ -8,6 +8,9 @@
 use clap::Parser;
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLOW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
