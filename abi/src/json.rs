@@ -23,6 +23,18 @@ pub fn parse(text: &str) -> Result<Json, DecodeError> {
     Ok(v)
 }
 
+/// Reads one JSON text strictly, as [`parse`], and tells whether it is
+/// already the canonical text of its value (`canonical(&v) == text`),
+/// judged while reading instead of by writing the value again: no white
+/// space, object keys in ascending byte order, numbers in canonical form,
+/// and only the escapes [`write_str`] writes.
+pub fn parse_checking_canonical(text: &str) -> Result<(Json, bool), DecodeError> {
+    let mut c = Cursor::new(text);
+    let v = c.any()?;
+    c.end()?;
+    Ok((v, c.canonical))
+}
+
 /// The canonical text of a `json.Value` (host-boundary.txt, "The canonical
 /// form").
 pub fn canonical(v: &Json) -> String {
@@ -202,6 +214,9 @@ pub(crate) struct Cursor<'a> {
     src: &'a [u8],
     pos: usize,
     depth: usize,
+    /// Whether the text read so far is canonical (see
+    /// [`parse_checking_canonical`]).
+    canonical: bool,
 }
 
 impl<'a> Cursor<'a> {
@@ -211,12 +226,14 @@ impl<'a> Cursor<'a> {
             src: text.as_bytes(),
             pos: 0,
             depth: 0,
+            canonical: true,
         }
     }
 
     fn ws(&mut self) {
         while let Some(&b) = self.src.get(self.pos) {
             if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.canonical = false;
                 self.pos += 1;
             } else {
                 break;
@@ -354,14 +371,26 @@ impl<'a> Cursor<'a> {
         let c = match b {
             b'"' => '"',
             b'\\' => '\\',
-            b'/' => '/',
+            b'/' => {
+                self.canonical = false;
+                '/'
+            }
             b'b' => '\u{8}',
             b'f' => '\u{c}',
             b'n' => '\n',
             b'r' => '\r',
             b't' => '\t',
             b'u' => {
+                // Canonical only for a control without a short form, in
+                // lowercase hex (write_str).
+                let lower = !self.src[self.pos..]
+                    .iter()
+                    .take(4)
+                    .any(u8::is_ascii_uppercase);
                 let hi = self.hex4()?;
+                if !(lower && hi < 0x20 && !matches!(hi, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)) {
+                    self.canonical = false;
+                }
                 if (0xD800..0xDC00).contains(&hi) {
                     if !(self.src.get(self.pos) == Some(&b'\\')
                         && self.src.get(self.pos + 1) == Some(&b'u'))
@@ -496,9 +525,14 @@ impl<'a> Cursor<'a> {
             Kind::Bool => Json::Bool(self.bool()?),
             Kind::String => Json::String(self.string()?),
             Kind::Number => {
+                let start = self.pos;
                 let n = self.number()?;
                 n.check_decimal().map_err(DecodeError::new)?;
-                Json::Number(Number::from_string_unchecked(n.canonical()))
+                let text = n.canonical();
+                if text.as_bytes() != &self.src[start..self.pos] {
+                    self.canonical = false;
+                }
+                Json::Number(Number::from_string_unchecked(text))
             }
             Kind::Array => {
                 let mut items = Vec::new();
@@ -513,6 +547,9 @@ impl<'a> Cursor<'a> {
                 self.object(|c, key| {
                     if map.contains_key(&key) {
                         return Err(DecodeError::new("duplicate key"));
+                    }
+                    if map.keys().next_back().is_some_and(|last| *last > key) {
+                        c.canonical = false;
                     }
                     let v = c.any()?;
                     map.insert(key, v);
@@ -646,6 +683,118 @@ mod tests {
         let mut out = String::new();
         write_str("0123456789abcdef\"0123456789\u{1f}é😀\\", &mut out);
         assert_eq!(out, "\"0123456789abcdef\\\"0123456789\\u001fé😀\\\\\"");
+    }
+
+    #[test]
+    fn canonical_is_judged_while_reading() {
+        for text in [
+            r#"{"a":null,"b":[1.5,{"c":2,"d":1}],"e":"é\u001f"}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1, "b":2}"#,
+            " 1",
+            "1 ",
+            "1.50",
+            "-0",
+            "0",
+            "1e3",
+            "100",
+            "-1.25",
+            r#""\/""#,
+            r#""\u0041""#,
+            r#""\u001F""#,
+            r#""\u001f""#,
+            r#""\u000a""#,
+            r#""\n\t\r\b\f\"\\""#,
+            r#""\ud83d\ude00""#,
+            "\"😀\u{2028}\u{7f}\"",
+            r#"{"":1,"a":{"A":[],"a":[true,false]}}"#,
+            r#"{"a":{"z":1,"y":2}}"#,
+            r#"{"é":1,"z":2}"#,
+            r#"{"z":1,"é":2}"#,
+            "[1,2,[3,[]]]",
+            "[1,\t2]",
+        ] {
+            let (v, judged) = parse_checking_canonical(text).unwrap();
+            assert_eq!(judged, canonical(&v) == text, "{text}");
+        }
+        assert!(parse_checking_canonical(r#"{"a":1,"a":1}"#).is_err());
+    }
+
+    /// Generated texts (a fixed xorshift seed): keys in any order, spaces,
+    /// every escape form, numbers canonical or not; the judgement while
+    /// reading agrees with writing the value again.
+    #[test]
+    fn canonical_judgement_agrees_on_generated_texts() {
+        struct Gen(u64);
+        impl Gen {
+            fn next(&mut self, n: u64) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                self.0 % n
+            }
+            fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+                xs[self.next(xs.len() as u64) as usize]
+            }
+            fn ws(&mut self, out: &mut String) {
+                if self.next(12) == 0 {
+                    out.push(' ');
+                }
+            }
+            fn value(&mut self, out: &mut String, depth: u32) {
+                self.ws(out);
+                let atoms = ["null", "true", "false", "0", "-0", "1", "1.5", "1.50", "1e2", "-3", "10"];
+                let strs = [
+                    r#""a""#, r#""b""#, r#""\/""#, r#""\u0041""#, r#""\u001f""#, r#""\u001F""#,
+                    r#""\n""#, r#""\u000a""#, r#""é""#, r#""\u00e9""#, r#""\"\\""#, r#""""#,
+                ];
+                match if depth > 3 { self.next(2) } else { self.next(4) } {
+                    0 => out.push_str(self.pick(&atoms)),
+                    1 => out.push_str(self.pick(&strs)),
+                    2 => {
+                        out.push('[');
+                        for i in 0..self.next(4) {
+                            if i > 0 {
+                                out.push(',');
+                            }
+                            self.value(out, depth + 1);
+                        }
+                        out.push(']');
+                    }
+                    _ => {
+                        let keys = ["a", "b", "c", "A", "é", "z"];
+                        let mut used = Vec::new();
+                        out.push('{');
+                        for _ in 0..self.next(4) {
+                            let k = self.pick(&keys);
+                            if used.contains(&k) {
+                                continue;
+                            }
+                            if !used.is_empty() {
+                                out.push(',');
+                            }
+                            used.push(k);
+                            self.ws(out);
+                            write_str(k, out);
+                            out.push(':');
+                            self.value(out, depth + 1);
+                        }
+                        out.push('}');
+                    }
+                }
+                self.ws(out);
+            }
+        }
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        let mut canonical_seen = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            g.value(&mut text, 0);
+            let (v, judged) = parse_checking_canonical(&text).unwrap();
+            assert_eq!(judged, canonical(&v) == text, "{text}");
+            canonical_seen += usize::from(judged);
+        }
+        assert!(canonical_seen > 1_000, "{canonical_seen}");
     }
 
     #[test]

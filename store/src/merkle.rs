@@ -337,9 +337,9 @@ impl BlobVerifier {
             return Err(format!("blob {name} does not match its hash"));
         }
         let text = std::str::from_utf8(bytes).map_err(|_| format!("blob {name} is not UTF-8"))?;
-        let value =
-            flow_abi::json::parse(text).map_err(|e| format!("blob {name} is not JSON: {e}"))?;
-        if canonical(&value) != text {
+        let (value, canonical) = flow_abi::json::parse_checking_canonical(text)
+            .map_err(|e| format!("blob {name} is not JSON: {e}"))?;
+        if !canonical {
             return Err(format!("blob {name} is not canonical"));
         }
         let known = self.values.get(hash).copied();

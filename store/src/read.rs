@@ -15,9 +15,8 @@ use crate::fact::FactKind;
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
 use crate::merkle::{self, BlobVerifier};
-use crate::verify::check_stored_fact;
+use crate::verify::{Checked, check_stored, check_stored_fact};
 use flow_abi::fact::{Fact, RunId};
-use flow_abi::json::canonical;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -88,8 +87,27 @@ struct RowChecker<'a> {
     blobs: BlobVerifier,
 }
 
+/// A row that checked out, its hash not yet written as text.
+struct CheckedRow {
+    n: u64,
+    kind: FactKind,
+    hash: [u8; 32],
+    fact: Checked,
+}
+
+impl CheckedRow {
+    fn into_stored(self) -> StoredFact {
+        StoredFact {
+            n: self.n,
+            kind: self.kind,
+            hash: hash_text(&self.hash),
+            fact: self.fact.into_stored(),
+        }
+    }
+}
+
 impl RowChecker<'_> {
-    fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<StoredFact> {
+    fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<CheckedRow> {
         let run = self.run.as_str();
         let n = self.expected;
         let (row_n, kind_col, hash_col, body) =
@@ -105,7 +123,7 @@ impl RowChecker<'_> {
             return Err(Error::corrupt(run, n, "a fact follows End"));
         }
         let (fact, kind) =
-            check_stored_fact(run, n, &body).map_err(|reason| Error::corrupt(run, n, reason))?;
+            check_stored(run, n, &body).map_err(|reason| Error::corrupt(run, n, reason))?;
         if kind.as_str() != kind_col {
             return Err(Error::corrupt(
                 run,
@@ -117,34 +135,37 @@ impl RowChecker<'_> {
         if from_column(&hash_col) != Some(h) {
             return Err(Error::corrupt(run, n, "the chain hash does not match"));
         }
-        let mut load = |hash: &[u8; 32]| db.load_blob(hash);
-        self.blobs
-            .verify_refs_in(&fact, &mut load)
-            .map_err(|reason| Error::corrupt(run, n, reason))?;
-        if kind == FactKind::Start {
-            for s in fact
-                .get("sources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
-                let len = s.get("length").and_then(Value::as_u64);
-                let (Some(hash), Some(len)) = (hash, len) else {
-                    return Err(Error::corrupt(run, n, "a source entry is malformed"));
-                };
-                self.blobs
-                    .verify_source(&hash, len, &mut load)
-                    .map_err(|reason| Error::corrupt(run, n, reason))?;
+        // A fact read as logical has no reference (verify.rs).
+        if let Checked::Stored(fact) = &fact {
+            let mut load = |hash: &[u8; 32]| db.load_blob(hash);
+            self.blobs
+                .verify_refs_in(fact, &mut load)
+                .map_err(|reason| Error::corrupt(run, n, reason))?;
+            if kind == FactKind::Start {
+                for s in fact
+                    .get("sources")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
+                    let len = s.get("length").and_then(Value::as_u64);
+                    let (Some(hash), Some(len)) = (hash, len) else {
+                        return Err(Error::corrupt(run, n, "a source entry is malformed"));
+                    };
+                    self.blobs
+                        .verify_source(&hash, len, &mut load)
+                        .map_err(|reason| Error::corrupt(run, n, reason))?;
+                }
             }
         }
         self.prev = h;
         self.expected += 1;
         self.ended = kind == FactKind::End;
-        Ok(StoredFact {
+        Ok(CheckedRow {
             n,
             kind,
-            hash: hash_text(&h),
+            hash: h,
             fact,
         })
     }
@@ -153,7 +174,7 @@ impl RowChecker<'_> {
 pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> {
     let mut facts = Vec::new();
     walk_stored(db, run, &mut |_, f| {
-        facts.push(f);
+        facts.push(f.into_stored());
         Ok(true)
     })?;
     Ok(History {
@@ -171,7 +192,7 @@ pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> 
 fn walk_stored(
     db: &mut dyn ReadDb,
     run: &RunId,
-    visit: &mut dyn FnMut(&mut dyn ReadDb, StoredFact) -> Result<bool>,
+    visit: &mut dyn FnMut(&mut dyn ReadDb, CheckedRow) -> Result<bool>,
 ) -> Result<()> {
     let RunRow { key, info } = run_row(db, run)?;
     let rows = db.all_facts(key)?;
@@ -241,7 +262,7 @@ pub(crate) fn read_after(
     };
     let mut facts = Vec::with_capacity(rows.len());
     for row in rows {
-        facts.push(checker.check(db, row)?);
+        facts.push(checker.check(db, row)?.into_stored());
     }
     Ok(facts)
 }
@@ -275,8 +296,9 @@ fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
         return Err(bad("content does not match its hash"));
     }
     let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8"))?;
-    let v = flow_abi::json::parse(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
-    if canonical(&v) != text {
+    let (v, canonical) = flow_abi::json::parse_checking_canonical(text)
+        .map_err(|e| bad(&format!("not JSON: {e}")))?;
+    if !canonical {
         return Err(bad("not canonical"));
     }
     Ok(v)
@@ -304,6 +326,15 @@ pub(crate) fn walk_logical(
     let mut last: Option<(u64, Value)> = None;
     walk_stored(db, run, &mut |db, f| {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
+        let stored = match f.fact {
+            Checked::Logical(fact) => {
+                if let Fact::Checkpoint { state, .. } = &fact {
+                    last = Some((f.n, state.clone()));
+                }
+                return Ok(visit(fact));
+            }
+            Checked::Stored(v) => v,
+        };
         let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
             if let Some(v) = loaded.get(h) {
                 return Ok(v.clone());
@@ -313,11 +344,11 @@ pub(crate) fn walk_logical(
             Ok(v)
         };
         let logical = if f.kind == FactKind::Checkpoint {
-            let base = delta_of(&f.fact)
+            let base = delta_of(&stored)
                 .transpose()
                 .map_err(|e| corrupt(&e))?
                 .map(|(b, _)| b);
-            let Value::Object(mut m) = f.fact else {
+            let Value::Object(mut m) = stored else {
                 return Err(corrupt(&"a fact is a JSON object"));
             };
             let state = match (base, m.remove("delta")) {
@@ -340,7 +371,7 @@ pub(crate) fn walk_logical(
             m.insert("state".into(), state);
             Value::Object(m)
         } else {
-            merkle::expand_owned(f.fact, &mut |h| blob(h, db))?
+            merkle::expand_owned(stored, &mut |h| blob(h, db))?
         };
         Ok(visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?))
     })

@@ -213,8 +213,9 @@ fn host_line(r: &HostRecordRow) -> Value {
 }
 
 fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
-    let v = flow_abi::json::parse(line).map_err(|e| format!("not JSON: {e}"))?;
-    if canonical(&v) != line {
+    let (v, canonical) =
+        flow_abi::json::parse_checking_canonical(line).map_err(|e| format!("not JSON: {e}"))?;
+    if !canonical {
         return Err("not in canonical form".into());
     }
     let kind = v
@@ -264,8 +265,9 @@ fn check_line(
     run: &mut Option<String>,
 ) -> Result<ArchivedFact, String> {
     let text = std::str::from_utf8(line.as_bytes()).map_err(|_| "not UTF-8".to_string())?;
-    let w = flow_abi::json::parse(text).map_err(|e| format!("not JSON: {e}"))?;
-    if canonical(&w) != text {
+    let (w, is_canonical) =
+        flow_abi::json::parse_checking_canonical(text).map_err(|e| format!("not JSON: {e}"))?;
+    if !is_canonical {
         return Err("not in canonical form".into());
     }
     let m = w
