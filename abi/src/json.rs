@@ -743,12 +743,28 @@ mod tests {
             }
             fn value(&mut self, out: &mut String, depth: u32) {
                 self.ws(out);
-                let atoms = ["null", "true", "false", "0", "-0", "1", "1.5", "1.50", "1e2", "-3", "10"];
-                let strs = [
-                    r#""a""#, r#""b""#, r#""\/""#, r#""\u0041""#, r#""\u001f""#, r#""\u001F""#,
-                    r#""\n""#, r#""\u000a""#, r#""é""#, r#""\u00e9""#, r#""\"\\""#, r#""""#,
+                let atoms = [
+                    "null", "true", "false", "0", "-0", "1", "1.5", "1.50", "1e2", "-3", "10",
                 ];
-                match if depth > 3 { self.next(2) } else { self.next(4) } {
+                let strs = [
+                    r#""a""#,
+                    r#""b""#,
+                    r#""\/""#,
+                    r#""\u0041""#,
+                    r#""\u001f""#,
+                    r#""\u001F""#,
+                    r#""\n""#,
+                    r#""\u000a""#,
+                    r#""é""#,
+                    r#""\u00e9""#,
+                    r#""\"\\""#,
+                    r#""""#,
+                ];
+                match if depth > 3 {
+                    self.next(2)
+                } else {
+                    self.next(4)
+                } {
                     0 => out.push_str(self.pick(&atoms)),
                     1 => out.push_str(self.pick(&strs)),
                     2 => {
