@@ -106,8 +106,39 @@ impl CheckedRow {
     }
 }
 
+/// What [`check_stored`] made of a row's text, read ahead of the row's
+/// turn (`None`: not read ahead, or a row that could not be read).
+type Parsed = Option<std::result::Result<(Checked, FactKind), String>>;
+
+/// Reads row `i` of a history's rows (fact `i + 1`) as far as it needs no
+/// other row: its text parsed, canonical, a fact numbered `i + 1`.
+fn parse_row(run: &str, i: usize, row: &Result<FactRow, String>) -> Parsed {
+    row.as_ref()
+        .ok()
+        .map(|(_, _, _, body)| check_stored(run, i as u64 + 1, body))
+}
+
+/// Rows at least this many are parsed on a thread of their own, ahead of
+/// the checks that need the row before (chain, blobs) and of the visitor.
+const PARSE_AHEAD_FROM: usize = 256;
+
+/// Rows parsed ahead cross to the checking thread in batches this large.
+const PARSE_BATCH: usize = 128;
+
 impl RowChecker<'_> {
     fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<CheckedRow> {
+        self.admit(db, row, None)
+    }
+
+    /// Checks `row` as the next fact, `parsed` being its text as read ahead
+    /// (by [`parse_row`], for the number this row must have), else read
+    /// here.
+    fn admit(
+        &mut self,
+        db: &mut dyn ReadDb,
+        row: Result<FactRow, String>,
+        parsed: Parsed,
+    ) -> Result<CheckedRow> {
         let run = self.run.as_str();
         let n = self.expected;
         let (row_n, kind_col, hash_col, body) =
@@ -122,8 +153,9 @@ impl RowChecker<'_> {
         if self.ended {
             return Err(Error::corrupt(run, n, "a fact follows End"));
         }
-        let (fact, kind) =
-            check_stored(run, n, &body).map_err(|reason| Error::corrupt(run, n, reason))?;
+        let (fact, kind) = parsed
+            .unwrap_or_else(|| check_stored(run, n, &body))
+            .map_err(|reason| Error::corrupt(run, n, reason))?;
         if kind.as_str() != kind_col {
             return Err(Error::corrupt(
                 run,
@@ -204,10 +236,52 @@ fn walk_stored(
         blobs: BlobVerifier::default(),
     };
     let mut count = 0u64;
-    for row in rows {
-        let f = checker.check(db, row)?;
+    let mut take = |db: &mut dyn ReadDb, row, parsed| -> Result<bool> {
+        let f = checker.admit(db, row, parsed)?;
         count += 1;
-        if !visit(db, f)? {
+        visit(db, f)
+    };
+    if rows.len() < PARSE_AHEAD_FROM {
+        for (i, row) in rows.into_iter().enumerate() {
+            let parsed = parse_row(run.as_str(), i, &row);
+            if !take(db, row, parsed)? {
+                return Ok(());
+            }
+        }
+    } else {
+        // Parsing is most of a read and needs no other row: a thread of
+        // its own reads ahead while this one checks the chain and blobs
+        // and the visitor (replay's engine, on a third) takes the facts.
+        let whole = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(2);
+            let name = run.as_str();
+            scope.spawn(move || {
+                let mut batch = Vec::with_capacity(PARSE_BATCH);
+                for (i, row) in rows.into_iter().enumerate() {
+                    let parsed = parse_row(name, i, &row);
+                    batch.push((row, parsed));
+                    if batch.len() == PARSE_BATCH
+                        && tx
+                            .send(std::mem::replace(
+                                &mut batch,
+                                Vec::with_capacity(PARSE_BATCH),
+                            ))
+                            .is_err()
+                    {
+                        return;
+                    }
+                }
+                let _ = tx.send(batch);
+            });
+            // Leaving early drops `rx`: the parser stops at its next batch.
+            for (row, parsed) in rx.into_iter().flatten() {
+                if !take(db, row, parsed)? {
+                    return Ok(false);
+                }
+            }
+            Ok::<_, Error>(true)
+        })?;
+        if !whole {
             return Ok(());
         }
     }

@@ -34,6 +34,16 @@ fn flip_in_file(db: &Path, marker: &[u8]) {
     std::fs::write(db, bytes).unwrap();
 }
 
+/// Deletes fact `n` of `run` from the database file (the store closed).
+fn delete_fact(db: &Path, run: &RunId, n: u64) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute(
+        "DELETE FROM facts WHERE n = ?1 AND run_key = (SELECT key FROM runs WHERE id = ?2)",
+        rusqlite::params![n as i64, run.as_str()],
+    )
+    .unwrap();
+}
+
 fn corrupt_at(err: Error) -> u64 {
     match err {
         Error::Corrupt { n, .. } => n,
@@ -116,15 +126,63 @@ fn changed_hash_and_missing_rows_are_storage_failures() {
         s.append(&run2, call_fact(3, 2, json!({}))).unwrap();
         run2
     };
-    let c = rusqlite::Connection::open(&db).unwrap();
-    c.execute(
-        "DELETE FROM facts WHERE n = 3 AND run_key = (SELECT key FROM runs WHERE id = ?1)",
-        [run2.as_str()],
-    )
-    .unwrap();
-    drop(c);
+    delete_fact(&db, &run2, 3);
     let s = open(&db);
     assert_eq!(corrupt_at(s.read_history(&run2).unwrap_err()), 3);
+}
+
+/// A history long enough to be parsed ahead on a thread of its own
+/// (read.rs): damage far into it is still named by the fact it hit, on
+/// every read that walks it, and a walk that stops early stops.
+#[test]
+fn long_histories_name_the_damaged_fact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let (run, gap) = {
+        let s = open(&db);
+        let run = create(&s);
+        for n in 2..=600u64 {
+            let args = if n == 450 {
+                json!({"marker": "CORRUPT-ME-IN-FACT-450"})
+            } else {
+                json!({"n": n})
+            };
+            s.append(&run, call_fact(n, n, args)).unwrap();
+        }
+        let gap = create(&s);
+        for n in 2..=400u64 {
+            s.append(&gap, call_fact(n, n, json!({"n": n}))).unwrap();
+        }
+        (run, gap)
+    };
+    let s = open(&db);
+    assert_eq!(s.read_history(&run).unwrap().facts.len(), 600);
+    let mut seen = 0;
+    s.walk_logical(&run, &mut |_| {
+        seen += 1;
+        seen < 10
+    })
+    .unwrap();
+    assert_eq!(seen, 10, "the visitor's false ends the walk");
+    drop(s);
+    flip_in_file(&db, b"CORRUPT-ME-IN-FACT-450");
+    delete_fact(&db, &gap, 333);
+    let s = open(&db);
+    assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 450);
+    let mut seen = 0;
+    let err = s
+        .walk_logical(&run, &mut |f| {
+            seen = f.n();
+            true
+        })
+        .unwrap_err();
+    assert_eq!(
+        (corrupt_at(err), seen),
+        (450, 449),
+        "every fact before it was handed on"
+    );
+    assert_eq!(corrupt_at(s.read_history(&gap).unwrap_err()), 333);
+    assert_eq!(corrupt_at(s.logical_history(&gap).unwrap_err()), 333);
 }
 
 /// DESIGN §3: "Equal values share one blob across facts, runs and forks."
