@@ -126,10 +126,6 @@ const PARSE_AHEAD_FROM: usize = 256;
 const PARSE_BATCH: usize = 128;
 
 impl RowChecker<'_> {
-    fn check(&mut self, db: &mut dyn ReadDb, row: Result<FactRow, String>) -> Result<CheckedRow> {
-        self.admit(db, row, None)
-    }
-
     /// Checks `row` as the next fact, `parsed` being its text as read ahead
     /// (by [`parse_row`], for the number this row must have), else read
     /// here.
@@ -336,7 +332,7 @@ pub(crate) fn read_after(
     };
     let mut facts = Vec::with_capacity(rows.len());
     for row in rows {
-        facts.push(checker.check(db, row)?.into_stored());
+        facts.push(checker.admit(db, row, None)?.into_stored());
     }
     Ok(facts)
 }
