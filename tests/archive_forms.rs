@@ -62,12 +62,12 @@ fn large_run(data: &Path, facts: u64) -> String {
     let pad = "x".repeat(600);
     let mut batch = Vec::new();
     for k in 0..facts {
-        batch.push(fact(json!({"fact": "Checkpoint", "n": k + 2, "task": "root", "node": "draft", "state": {"text": format!("{k:08}{pad}"), "i": k}})));
+        batch.push(fact(json!({"fact": "Checkpoint", "n": k + 2, "task": "root", "node": "draft", "state": {"text": format!("{k:08}{pad}"), "i": k}})).into());
         if batch.len() == 1000 {
             store.append_all(&run, std::mem::take(&mut batch)).unwrap();
         }
     }
-    batch.push(fact(json!({"fact": "End", "n": facts + 2, "ending": {"Completed": {"exit": "success", "output": {}}}})));
+    batch.push(fact(json!({"fact": "End", "n": facts + 2, "ending": {"Completed": {"exit": "success", "output": {}}}})).into());
     store.append_all(&run, batch).unwrap();
     run.to_string()
 }

@@ -160,7 +160,7 @@ fn describe(e: &Effect) -> String {
         Effect::Call {
             call, tool, node, ..
         } => format!("a Call {call} to {tool} at node {node}"),
-        Effect::Checkpoint { node, task, .. } => {
+        Effect::Checkpoint { node, task, .. } | Effect::Changed { node, task, .. } => {
             format!("a Checkpoint of task {task} at node {node}")
         }
         Effect::Close { call, .. } => format!("a Close of {call}"),

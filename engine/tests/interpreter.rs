@@ -24,10 +24,68 @@ fn corpus() -> BTreeMap<String, Json> {
     fixtures::flowspec_files(&fixtures::flowspec_corpus())
 }
 
-/// A recorded run: its facts, and the machine as it stands.
+/// A recorded run: its facts, the machine as it stands, and its twin,
+/// which gives Checkpoints by change (`Machine::checkpoint_by_change`):
+/// every change applied to the state of the twin's previous Checkpoint
+/// must give the whole state the machine gives, and every other effect
+/// must be the same (DESIGN §3 "Checkpoints").
 struct Run {
     facts: Vec<Json>,
     machine: Machine,
+    twin: Machine,
+    twin_base: Option<Json>,
+    /// Checkpoints the twin gave by change.
+    changes: usize,
+}
+
+impl Run {
+    fn new(facts: Vec<Json>, machine: Machine, effects: &[Effect]) -> Run {
+        let mut twin = machine.clone();
+        twin.checkpoint_by_change();
+        let mut run = Run {
+            facts,
+            machine,
+            twin,
+            twin_base: None,
+            changes: 0,
+        };
+        run.follow(effects, effects.to_vec());
+        run
+    }
+
+    fn feed(&mut self, call: &str, outcome: &Outcome) -> Vec<Effect> {
+        let effects = self.machine.feed(call, outcome).unwrap();
+        let twin = self.twin.feed(call, outcome).unwrap();
+        self.follow(&effects, twin);
+        effects
+    }
+
+    /// Checks the twin's `changed` effects against the machine's `whole`.
+    fn follow(&mut self, whole: &[Effect], changed: Vec<Effect>) {
+        assert_eq!(whole.len(), changed.len(), "{whole:?}\n{changed:?}");
+        for (w, c) in whole.iter().zip(changed) {
+            let c = match c {
+                Effect::Changed { task, node, change } => {
+                    self.changes += 1;
+                    let base = self
+                        .twin_base
+                        .as_mut()
+                        .expect("a change before any Checkpoint");
+                    change.apply(base).unwrap();
+                    Effect::Checkpoint {
+                        task,
+                        node,
+                        state: base.clone(),
+                    }
+                }
+                c => c,
+            };
+            if let Effect::Checkpoint { state, .. } = &c {
+                self.twin_base = Some(state.clone());
+            }
+            assert_eq!(&c, w);
+        }
+    }
 }
 
 fn start_fact(module: &str, input: &Json) -> Json {
@@ -127,10 +185,7 @@ fn fake(program: &Program, module: &str, e: &Effect) -> Option<Outcome> {
 fn drive(program: &Arc<Program>, module: &str, input: &Json) -> Run {
     let mut facts = vec![start_fact(module, input)];
     let (machine, effects) = Machine::start(program.clone(), module, input).unwrap();
-    let mut run = Run {
-        facts: Vec::new(),
-        machine,
-    };
+    let mut run = Run::new(Vec::new(), machine, &effects);
     std::mem::swap(&mut run.facts, &mut facts);
     settle(program, module, &mut run, effects);
     run
@@ -157,7 +212,7 @@ fn settle(program: &Arc<Program>, module: &str, run: &mut Run, effects: Vec<Effe
             &mut run.facts,
             json!({"fact": "Reply", "call": call, "outcome": outcome.to_json()}),
         );
-        let effects = run.machine.feed(&call, &outcome).unwrap();
+        let effects = run.feed(&call, &outcome);
         take(run, effects, &mut replies);
     }
 }
@@ -253,7 +308,7 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
                 &mut run.facts,
                 json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
             );
-            let effects = run.machine.feed(&c.call.clone(), &outcome).unwrap();
+            let effects = run.feed(&c.call.clone(), &outcome);
             settle(&program, module, &mut run, effects);
             resumed += 1;
             assert!(resumed < 20, "{module}: too many pauses");
@@ -279,8 +334,9 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
             assert_eq!(r.verdict, Verdict::Incomplete, "{module} cut at {cut}");
         }
         summary.push(format!(
-            "{module}: {} facts, {resumed} pauses",
-            run.facts.len()
+            "{module}: {} facts, {} Checkpoints by change, {resumed} pauses",
+            run.facts.len(),
+            run.changes
         ));
     }
     summary
@@ -291,6 +347,13 @@ fn repo_corpus_flows_run_pause_resume_and_replay_matched() {
     let summary = run_corpus(&corpus(), &[]);
     eprintln!("{summary:#?}");
     assert!(summary.len() >= 10, "{summary:?}");
+    // Most flows loop or pass through several nodes: their Checkpoints after
+    // the first are given by change, and checked against the whole state.
+    let by_change = summary
+        .iter()
+        .filter(|l| !l.contains(" 0 Checkpoints by change"))
+        .count();
+    assert!(by_change * 2 >= summary.len(), "{summary:#?}");
     // The flows with a hitl_breakpoint on every path pause at least once.
     for paused in ["claim-review.json", "plan-loop.json", "publish-gate.json"] {
         let line = summary.iter().find(|l| l.starts_with(paused)).unwrap();
@@ -487,10 +550,7 @@ fn resume_from_every_checkpoint_reaches_the_same_end() {
             let node = f["node"].as_str().unwrap();
             let (m, effects) =
                 Machine::resume_at(program.clone(), module, node, f["state"].clone()).unwrap();
-            let mut r = Run {
-                facts: vec![start_fact(module, &input)],
-                machine: m,
-            };
+            let mut r = Run::new(vec![start_fact(module, &input)], m, &effects);
             settle(&program, module, &mut r, effects);
             assert_eq!(r.machine.ending(), Some(&end), "{module} from {node}");
         }

@@ -9,7 +9,7 @@
 use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
-use flow_abi::fact::{Fact, RunId};
+use flow_abi::fact::{Fact, RunId, StateChange};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -521,6 +521,53 @@ pub enum TailEvent {
     Ended,
 }
 
+/// What [`AppendFacts::append_all`] takes: a fact, or a Checkpoint given by
+/// what changed since the run's latest Checkpoint (DESIGN §3
+/// "Checkpoints": a step costs what it changed). The store applies the
+/// change to the state of the run's latest Checkpoint and stores exactly
+/// the bytes the whole fact would be stored as; a change that does not fit
+/// that state, or a run with no Checkpoint, is refused and changes nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Appending {
+    Fact(Fact),
+    Changed {
+        n: u64,
+        task: String,
+        node: String,
+        change: StateChange,
+    },
+}
+
+impl From<Fact> for Appending {
+    fn from(f: Fact) -> Appending {
+        Appending::Fact(f)
+    }
+}
+
+impl Appending {
+    pub fn kind(&self) -> FactKind {
+        match self {
+            Appending::Fact(f) => f.kind(),
+            Appending::Changed { .. } => FactKind::Checkpoint,
+        }
+    }
+
+    pub fn n(&self) -> u64 {
+        match self {
+            Appending::Fact(f) => f.n(),
+            Appending::Changed { n, .. } => *n,
+        }
+    }
+
+    /// Gives it its number (the appender's job).
+    pub fn set_n(&mut self, number: u64) {
+        match self {
+            Appending::Fact(f) => f.set_n(number),
+            Appending::Changed { n, .. } => *n = number,
+        }
+    }
+}
+
 /// Appends facts, owned and typed (a fact read from outside, such as an
 /// archive's, goes through [`Fact::from_value`] first). Each returns only
 /// when the fact is durable.
@@ -545,16 +592,14 @@ pub trait AppendFacts {
     /// them in one transaction (one fsync for a run's step: DESIGN §6 "a
     /// sequential run pays one fsync per step"); each is durable when this
     /// returns. On an error, the facts before the failing one may be stored.
-    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
-        facts.into_iter().map(|f| self.append(run, f)).collect()
-    }
+    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>>;
     /// [`AppendFacts::append_all`] without waiting: queues the facts (one
     /// commit takes them all) and returns (at once unless the writer's queue
     /// of thousands of commands is full); `done` gets what `append_all`
     /// would return once each is durable. It is called on the store's
     /// writer thread, so it must only hand the result on (a channel send),
     /// and an async caller needs no thread of its own to wait.
-    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
+    fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
         done(self.append_all(run, facts))
     }
 }

@@ -22,8 +22,11 @@
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, store_fact, store_fact_without};
 use crate::merkle::{NewBlob, escape_key, externalize, logical_len, unescape_key};
+use flow_abi::fact::{FieldChange, StateChange};
 use flow_abi::json::canonical;
 use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+use std::hash::Hash;
 
 /// At most this many deltas follow a snapshot.
 pub const MAX_DELTA_CHAIN: u32 = 1024;
@@ -45,8 +48,152 @@ pub(crate) struct CkptCache {
     pub snapshot_bytes: u64,
 }
 
+/// Logical bytes of checkpoint states a writer keeps to compute deltas.
+const CACHE_BUDGET: u64 = 64 << 20;
+
+/// A writer's memory of each run's latest Checkpoint (by the run's key in
+/// that backend), within [`CACHE_BUDGET`].
+pub(crate) struct CkptCaches<K> {
+    map: HashMap<K, CkptCache>,
+    bytes: u64,
+}
+
+impl<K: Hash + Eq> CkptCaches<K> {
+    pub(crate) fn new() -> CkptCaches<K> {
+        CkptCaches {
+            map: HashMap::new(),
+            bytes: 0,
+        }
+    }
+
+    pub(crate) fn get(&self, run: &K) -> Option<&CkptCache> {
+        self.map.get(run)
+    }
+
+    pub(crate) fn contains(&self, run: &K) -> bool {
+        self.map.contains_key(run)
+    }
+
+    /// Takes the run's entry out (a change is applied to it in place).
+    pub(crate) fn take(&mut self, run: &K) -> Option<CkptCache> {
+        let old = self.map.remove(run)?;
+        self.bytes = self.bytes.saturating_sub(old.logical_len);
+        Some(old)
+    }
+
+    /// Keeps `v` for the run (`None`: forgets it).
+    pub(crate) fn set(&mut self, run: K, v: Option<CkptCache>) {
+        self.take(&run);
+        if let Some(v) = v {
+            if self.bytes + v.logical_len > CACHE_BUDGET {
+                // Simple and bounded: start over. Evicted runs snapshot next.
+                self.clear();
+            }
+            if v.logical_len <= CACHE_BUDGET {
+                self.bytes += v.logical_len;
+                self.map.insert(run, v);
+            }
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.bytes = 0;
+    }
+}
+
+impl CkptCache {
+    /// Checkpoint `n`'s state read back from the store: what its chain
+    /// cost is not known, so the next Checkpoint is a snapshot.
+    pub(crate) fn reread(n: u64, state: Value) -> CkptCache {
+        CkptCache {
+            n,
+            state,
+            logical_len: 0,
+            chain_len: MAX_DELTA_CHAIN,
+            delta_bytes: 0,
+            snapshot_bytes: 0,
+        }
+    }
+}
+
 fn new_blob_bytes(blobs: &[NewBlob]) -> u64 {
     blobs.iter().map(|b| b.body.len() as u64).sum()
+}
+
+/// The parts of a delta and the bytes it costs (the ratio rule's measure).
+#[derive(Default)]
+struct Delta {
+    set: Map<String, Value>,
+    append: Map<String, Value>,
+    unset: Vec<Value>,
+    bytes: u64,
+}
+
+impl Delta {
+    /// Field `k` goes from `old` to `new`: unchanged, appended to (a list
+    /// that starts with its previous items, checked in one pass), or set.
+    fn field(
+        &mut self,
+        k: &str,
+        old: Option<&Value>,
+        new: &Value,
+        blobs: &mut Vec<NewBlob>,
+    ) -> Result<()> {
+        match (old, new) {
+            (Some(Value::Array(oa)), Value::Array(na))
+                if na.len() >= oa.len() && na[..oa.len()] == oa[..] =>
+            {
+                return self.appended(k, &na[oa.len()..], blobs);
+            }
+            (Some(o), _) if o == new => {}
+            _ => {
+                let s = externalize(new, blobs)?;
+                self.bytes += s.stored_len as u64;
+                self.set.insert(escape_key(k), s.value);
+            }
+        }
+        self.bytes += k.len() as u64;
+        Ok(())
+    }
+
+    /// Field `k`, a list, had `items` appended (none: unchanged).
+    fn appended(&mut self, k: &str, items: &[Value], blobs: &mut Vec<NewBlob>) -> Result<()> {
+        self.bytes += k.len() as u64;
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut stored = Vec::with_capacity(items.len());
+        for x in items {
+            let s = externalize(x, blobs)?;
+            self.bytes += s.stored_len as u64 + 1;
+            stored.push(s.value);
+        }
+        self.append.insert(escape_key(k), Value::Array(stored));
+        Ok(())
+    }
+
+    /// The stored delta against checkpoint `base`; empty parts are left
+    /// out: every byte here is paid per step.
+    fn into_value(self, base: u64) -> Value {
+        let mut d = Map::new();
+        d.insert("base".into(), Value::Number(Number::from(base)));
+        if !self.set.is_empty() {
+            d.insert("set".into(), Value::Object(self.set));
+        }
+        if !self.append.is_empty() {
+            d.insert("append".into(), Value::Object(self.append));
+        }
+        if !self.unset.is_empty() {
+            d.insert("unset".into(), Value::Array(self.unset));
+        }
+        Value::Object(d)
+    }
+}
+
+/// Whether a delta of `bytes` after `p` is stored rather than a snapshot.
+fn keeps_delta(p: &CkptCache, bytes: u64) -> bool {
+    p.delta_bytes + bytes < SNAPSHOT_RATIO * p.snapshot_bytes
 }
 
 /// Stores a checked logical Checkpoint fact, as a delta against `prev` when
@@ -63,71 +210,98 @@ pub(crate) fn store_checkpoint(
         && let Some(old_obj) = p.state.as_object()
     {
         let mark = blobs.len();
-        let (mut set, mut append, mut unset) = (Map::new(), Map::new(), Vec::new());
-        let mut bytes = 0u64;
+        let mut d = Delta::default();
         for (k, v) in new_obj {
-            match (old_obj.get(k), v) {
-                // A list that starts with its previous items (one pass over
-                // them): unchanged, or appended to.
-                (Some(Value::Array(oa)), Value::Array(na))
-                    if na.len() >= oa.len() && na[..oa.len()] == oa[..] =>
-                {
-                    if na.len() == oa.len() {
-                        bytes += k.len() as u64;
-                        continue;
-                    }
-                    let mut items = Vec::with_capacity(na.len() - oa.len());
-                    for x in &na[oa.len()..] {
-                        let s = externalize(x, blobs)?;
-                        bytes += s.stored_len as u64 + 1;
-                        items.push(s.value);
-                    }
-                    append.insert(escape_key(k), Value::Array(items));
-                }
-                (Some(o), _) if o == v => {}
-                _ => {
-                    let s = externalize(v, blobs)?;
-                    bytes += s.stored_len as u64;
-                    set.insert(escape_key(k), s.value);
-                }
-            }
-            bytes += k.len() as u64;
+            d.field(k, old_obj.get(k), v, blobs)?;
         }
         for k in old_obj.keys() {
             if !new_obj.contains_key(k) {
-                bytes += k.len() as u64 + 3;
-                unset.push(Value::String(escape_key(k)));
+                d.bytes += k.len() as u64 + 3;
+                d.unset.push(Value::String(escape_key(k)));
             }
         }
-        bytes += new_blob_bytes(&blobs[mark..]);
-        if p.delta_bytes + bytes < SNAPSHOT_RATIO * p.snapshot_bytes {
-            let mut m = store_fact_without(&fact, FactKind::Checkpoint, "state", blobs)?;
-            let mut d = Map::new();
-            d.insert("base".into(), Value::Number(Number::from(p.n)));
-            // Empty parts are left out: every byte here is paid per step.
-            if !set.is_empty() {
-                d.insert("set".into(), Value::Object(set));
-            }
-            if !append.is_empty() {
-                d.insert("append".into(), Value::Object(append));
-            }
-            if !unset.is_empty() {
-                d.insert("unset".into(), Value::Array(unset));
-            }
-            m.insert("delta".into(), Value::Object(d));
+        d.bytes += new_blob_bytes(&blobs[mark..]);
+        if keeps_delta(p, d.bytes) {
             let state = take_state(&mut fact);
-            let cache = CkptCache {
-                n,
-                state,
-                logical_len: p.logical_len + bytes,
-                chain_len: p.chain_len + 1,
-                delta_bytes: p.delta_bytes + bytes,
-                snapshot_bytes: p.snapshot_bytes,
-            };
-            return Ok((Value::Object(m), cache));
+            return delta_fact(&fact, n, p, d, state, blobs);
         }
         blobs.truncate(mark);
     }
+    snapshot(fact, n, blobs)
+}
+
+/// Stores Checkpoint `n` given by `change` against `prev`, the state of the
+/// run's latest Checkpoint (consumed: it becomes the new state), as exactly
+/// the bytes [`store_checkpoint`] stores for the whole fact. `head` is the
+/// fact without its state. Refused when the change does not fit `prev`.
+pub(crate) fn store_change(
+    head: Value,
+    n: u64,
+    change: StateChange,
+    mut prev: CkptCache,
+    blobs: &mut Vec<NewBlob>,
+) -> Result<(Value, CkptCache)> {
+    let refused = |e: String| Error::InvalidFact(format!("Checkpoint {n}: {e}"));
+    let old_obj = prev
+        .state
+        .as_object()
+        .ok_or_else(|| refused("the previous Checkpoint's state is not an object".into()))?;
+    let mark = blobs.len();
+    let mut d = Delta::default();
+    if prev.chain_len < MAX_DELTA_CHAIN {
+        // Every field of the new state counts its name once: the fields
+        // left as they were here, the changed ones in `field`/`appended`.
+        d.bytes = old_obj.keys().map(|k| k.len() as u64).sum();
+        for (k, c) in &change.fields {
+            let old = old_obj.get(k);
+            if old.is_some() {
+                d.bytes -= k.len() as u64;
+            }
+            match c {
+                FieldChange::Set(v) => d.field(k, old, v, blobs)?,
+                FieldChange::Append { items, .. } => d.appended(k, items, blobs)?,
+            }
+        }
+        d.bytes += new_blob_bytes(&blobs[mark..]);
+    }
+    change.apply(&mut prev.state).map_err(refused)?;
+    if prev.chain_len < MAX_DELTA_CHAIN && keeps_delta(&prev, d.bytes) {
+        let state = std::mem::take(&mut prev.state);
+        return delta_fact(&head, n, &prev, d, state, blobs);
+    }
+    blobs.truncate(mark);
+    let mut fact = head;
+    if let Some(m) = fact.as_object_mut() {
+        m.insert("state".into(), std::mem::take(&mut prev.state));
+    }
+    snapshot(fact, n, blobs)
+}
+
+/// The stored delta Checkpoint `n` after `p`, its logical state `state`.
+fn delta_fact(
+    fact: &Value,
+    n: u64,
+    p: &CkptCache,
+    d: Delta,
+    state: Value,
+    blobs: &mut Vec<NewBlob>,
+) -> Result<(Value, CkptCache)> {
+    let bytes = d.bytes;
+    let mut m = store_fact_without(fact, FactKind::Checkpoint, "state", blobs)?;
+    m.insert("delta".into(), d.into_value(p.n));
+    let cache = CkptCache {
+        n,
+        state,
+        logical_len: p.logical_len + bytes,
+        chain_len: p.chain_len + 1,
+        delta_bytes: p.delta_bytes + bytes,
+        snapshot_bytes: p.snapshot_bytes,
+    };
+    Ok((Value::Object(m), cache))
+}
+
+/// Checkpoint `fact` stored whole, beginning a new delta chain.
+fn snapshot(mut fact: Value, n: u64, blobs: &mut Vec<NewBlob>) -> Result<(Value, CkptCache)> {
     let mark = blobs.len();
     let stored = store_fact(&fact, FactKind::Checkpoint, blobs)?;
     let stored_state = stored.get("state").cloned().unwrap_or(Value::Null);

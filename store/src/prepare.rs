@@ -6,7 +6,7 @@
 
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::{CkptCache, store_checkpoint};
+use crate::checkpoint::{CkptCache, store_change, store_checkpoint};
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, read_logical, store_fact};
 use crate::hash::{blob_hash, chain_next, chain_start, hash_text, parse_hash};
@@ -43,9 +43,9 @@ pub(crate) fn wait_for(queue: impl FnOnce(AppendDone)) -> Result<Vec<Appended>> 
 /// the fact and its reply: once every reply is in, `done` gets every
 /// `Appended`, in order, or the first refusal.
 pub(crate) fn queued<C>(
-    facts: Vec<Fact>,
+    facts: Vec<Appending>,
     done: AppendDone,
-    mut make: impl FnMut(Fact, Reply<Appended>) -> C,
+    mut make: impl FnMut(Appending, Reply<Appended>) -> C,
 ) -> Vec<C> {
     let replies = gathered(facts.len(), done);
     facts
@@ -259,6 +259,62 @@ pub(crate) fn prepare_append(
     if kind == FactKind::Start {
         return Err(Error::InvalidFact("Start only begins a run".into()));
     }
+    admit(run, head, n)?;
+    let mut blobs = Vec::new();
+    let end = ending_of(&typed);
+    let fact = typed.into_json();
+    let (stored, ckpt) = match kind {
+        FactKind::Checkpoint => {
+            let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
+            (s, Some(Some(c)))
+        }
+        FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some(None)),
+        _ => (store_fact(&fact, kind, &mut blobs)?, None),
+    };
+    Ok(prepared(head, n, kind, &stored, blobs, end, ckpt, at_ms))
+}
+
+/// [`prepare_append`] of a Checkpoint given by `change` against `base`,
+/// the run's latest Checkpoint (see [`Appending::Changed`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_change(
+    run: &RunId,
+    head: &Head,
+    n: u64,
+    task: String,
+    node: String,
+    change: flow_abi::fact::StateChange,
+    at_ms: i64,
+    base: CkptCache,
+) -> Result<PreparedAppend> {
+    admit(run, head, n)?;
+    let mut blobs = Vec::new();
+    let fact = Fact::Checkpoint {
+        n,
+        task,
+        node,
+        state: serde_json::Value::Null,
+    };
+    let mut fact = fact.into_json();
+    if let Some(m) = fact.as_object_mut() {
+        m.remove("state");
+    }
+    let (stored, c) = store_change(fact, n, change, base, &mut blobs)?;
+    Ok(prepared(
+        head,
+        n,
+        FactKind::Checkpoint,
+        &stored,
+        blobs,
+        None,
+        Some(Some(c)),
+        at_ms,
+    ))
+}
+
+/// Refuses an append after End or with a number other than the head's
+/// next.
+fn admit(run: &RunId, head: &Head, n: u64) -> Result<()> {
     if head.ending.is_some() {
         return Err(Error::Ended {
             run: run.to_string(),
@@ -272,25 +328,29 @@ pub(crate) fn prepare_append(
             got: n.to_string(),
         });
     }
-    let mut blobs = Vec::new();
-    let end = ending_of(&typed);
-    let fact = typed.into_json();
-    let (stored, ckpt) = match kind {
-        FactKind::Checkpoint => {
-            let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
-            (s, Some(Some(c)))
-        }
-        FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some(None)),
-        _ => (store_fact(&fact, kind, &mut blobs)?, None),
-    };
-    let body: Arc<str> = canonical(&stored).into();
+    Ok(())
+}
+
+/// An accepted append of `stored`, fact `n` after `head`.
+#[allow(clippy::too_many_arguments)]
+fn prepared(
+    head: &Head,
+    n: u64,
+    kind: FactKind,
+    stored: &serde_json::Value,
+    blobs: Vec<NewBlob>,
+    end: Option<Ending>,
+    ckpt: Option<Option<CkptCache>>,
+    at_ms: i64,
+) -> PreparedAppend {
+    let body: Arc<str> = canonical(stored).into();
     let h = chain_next(&head.last_hash, &body);
     let state = match end {
         Some(Ending::Completed) => RunState::Completed,
         Some(Ending::Faulted) => RunState::Faulted,
         None => RunState::Running,
     };
-    Ok(PreparedAppend {
+    PreparedAppend {
         fact: NewFact {
             n,
             kind,
@@ -307,7 +367,7 @@ pub(crate) fn prepare_append(
             updated_ms: at_ms,
         },
         ckpt,
-    })
+    }
 }
 
 /// The head after a host record: a pause or halt moves a run that has not

@@ -27,10 +27,12 @@
 //! numbered yet"); [`Fact::numbered`] gives it its number. The reader
 //! refuses 0, since a recorded fact is numbered from 1.
 
+mod change;
 mod id;
 mod read;
 mod write;
 
+pub use change::{FieldChange, StateChange};
 pub use id::{CallId, IdError, RunId, is_node_id, is_task_id};
 pub use read::FactError;
 

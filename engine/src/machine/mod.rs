@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod agents;
+mod changes;
 mod debates;
 mod harness;
 mod helpers;
@@ -87,6 +88,14 @@ pub enum Effect {
         node: String,
         state: Json,
     },
+    /// Record a Checkpoint fact whose state is the run's previous
+    /// Checkpoint's with `change` applied (only once the host asked for
+    /// them: [`Machine::checkpoint_by_change`]).
+    Changed {
+        task: String,
+        node: String,
+        change: flow_abi::fact::StateChange,
+    },
     /// Record a Close fact, then cancel the call.
     Close { call: CallId, reason: String },
     /// Keep a durable deadline (a host record): call [`Machine::expire`]
@@ -101,7 +110,7 @@ impl Effect {
     pub fn kind(&self) -> Option<FactKind> {
         Some(match self {
             Effect::Call { .. } => FactKind::Call,
-            Effect::Checkpoint { .. } => FactKind::Checkpoint,
+            Effect::Checkpoint { .. } | Effect::Changed { .. } => FactKind::Checkpoint,
             Effect::Close { .. } => FactKind::Close,
             Effect::End(_) => FactKind::End,
             Effect::Deadline { .. } => return None,
@@ -110,6 +119,8 @@ impl Effect {
 
     /// [`Effect::fact`] of an effect the caller is done with: its values
     /// move into the fact (a Checkpoint's whole state is not copied).
+    /// `None` also for [`Effect::Changed`]: only the store, which keeps the
+    /// previous Checkpoint's state, makes its whole fact.
     pub fn into_fact(self) -> Option<Fact> {
         Some(match self {
             Effect::Call {
@@ -136,7 +147,7 @@ impl Effect {
                 state,
             },
             Effect::Close { call, reason } => Fact::Close { n: 0, call, reason },
-            Effect::Deadline { .. } => return None,
+            Effect::Deadline { .. } | Effect::Changed { .. } => return None,
             Effect::End(ending) => Fact::End { n: 0, ending },
         })
     }
@@ -308,6 +319,8 @@ pub struct Machine {
     ended: Option<Ending>,
     error: Option<Json>,
     out: Vec<Effect>,
+    /// Set once the host asked for Checkpoints by change (`changes.rs`).
+    changes: Option<changes::Changes>,
 }
 
 type Step = Result<(), String>;
@@ -429,6 +442,7 @@ impl Machine {
             ended: None,
             error: None,
             out: Vec::new(),
+            changes: None,
         };
         m.run();
         let effects = std::mem::take(&mut m.out);

@@ -110,6 +110,7 @@ impl Machine {
             .flat_map(|t| t.writes.clone())
             .collect();
         for b in &winners {
+            self.note_task(b);
             self.tasks.remove(b);
         }
         let at = |e: String| format!("node {}: {e}", join.id);
@@ -150,6 +151,7 @@ impl Machine {
             .cloned()
             .collect();
         for id in &doomed {
+            self.note_task(id);
             self.tasks.remove(id);
         }
         let calls: Vec<CallId> = self

@@ -126,6 +126,7 @@ impl Machine {
 
     /// Writes `value` at `target` through `reducer`, checked already.
     pub(super) fn put(&mut self, task: &str, target: &Target, value: Json, reducer: Reducer) {
+        self.note_write(task, target, reducer);
         let is_branch = self.tasks.get(task).is_some_and(|t| t.local.is_some());
         if is_branch {
             if let Some(t) = self.tasks.get_mut(task) {

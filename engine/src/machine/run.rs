@@ -69,12 +69,8 @@ impl Machine {
         }
         let branch_live = self.tasks.len() > 1;
         if task != "root" || !branch_live {
-            let state = self.task_state(task).clone();
-            self.out.push(Effect::Checkpoint {
-                task: task.to_string(),
-                node: node_id.clone(),
-                state,
-            });
+            let checkpoint = self.checkpoint_effect(task, &node_id);
+            self.out.push(checkpoint);
         }
         if let Some(t) = self.tasks.get_mut(task) {
             t.attempts = 0;
@@ -117,6 +113,7 @@ impl Machine {
                             set_member(&mut local, key, v);
                         }
                     }
+                    self.note_task(&id);
                     self.tasks.insert(
                         id.clone(),
                         Task::new(target.clone(), Some(task.to_string()), Some(local)),

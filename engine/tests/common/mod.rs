@@ -75,7 +75,9 @@ pub fn line(e: &Effect) -> String {
             Some(m) => format!("Call {call} {tool} nested={m} {}", c(args)),
             None => format!("Call {call} {tool} {}", c(args)),
         },
-        Effect::Checkpoint { task, node, .. } => format!("Checkpoint {task} {node}"),
+        Effect::Checkpoint { task, node, .. } | Effect::Changed { task, node, .. } => {
+            format!("Checkpoint {task} {node}")
+        }
         Effect::Close { call, reason } => format!("Close {call} {reason}"),
         Effect::Deadline { call, seconds } => format!("Deadline {call} {seconds}"),
         Effect::End(Ending::Completed { exit, output }) => {
@@ -93,7 +95,7 @@ pub fn lines(effects: &[Effect]) -> Vec<String> {
 pub fn calls(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
-        .filter(|e| !matches!(e, Effect::Checkpoint { .. }))
+        .filter(|e| !matches!(e, Effect::Checkpoint { .. } | Effect::Changed { .. }))
         .map(line)
         .collect()
 }
@@ -103,7 +105,9 @@ pub fn checkpoints(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Checkpoint { task, node, .. } => Some(format!("{task}:{node}")),
+            Effect::Checkpoint { task, node, .. } | Effect::Changed { task, node, .. } => {
+                Some(format!("{task}:{node}"))
+            }
             _ => None,
         })
         .collect()

@@ -17,7 +17,7 @@ use flow_abi::fact::Fact;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
-use flow_store::{FactRef, HostRecord, HostRecordKind, RunId};
+use flow_store::{Appending, FactRef, HostRecord, HostRecordKind, RunId};
 use flow_tools::outcome::CallRequest;
 use futures_util::StreamExt;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
@@ -117,6 +117,9 @@ impl RunService {
         writes: &'h Writes,
     ) -> Result<RunResult> {
         let module = machine.module().to_string();
+        // Every Checkpoint from here on is recorded in order, so one of the
+        // state before can be given by what changed (the next is whole).
+        machine.checkpoint_by_change();
         let mut resend = resend;
         // A reply carried down to a nested run is acknowledged there, once
         // it is durable in that run's history.
@@ -137,7 +140,7 @@ impl RunService {
         let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
         // The nested run serving each nested call out now.
         let mut serving: BTreeMap<String, RunId> = BTreeMap::new();
-        let mut facts: Vec<Fact> = Vec::new();
+        let mut facts: Vec<Appending> = Vec::new();
         // Replies that came while the machine computed a slice.
         let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
         loop {
@@ -151,19 +154,31 @@ impl RunService {
             for step in effects.drain(..) {
                 let e = match step {
                     Step::Fact(f) => {
-                        facts.push(f);
+                        facts.push(f.into());
                         continue;
                     }
                     Step::Effect(e) => e,
                 };
                 // A Checkpoint is only recorded: its state moves into the
                 // fact.
-                if let Effect::Checkpoint { .. } = e {
-                    facts.extend(e.into_fact());
-                    continue;
+                match e {
+                    Effect::Checkpoint { .. } => {
+                        facts.extend(e.into_fact().map(Appending::Fact));
+                        continue;
+                    }
+                    Effect::Changed { task, node, change } => {
+                        facts.push(Appending::Changed {
+                            n: 0,
+                            task,
+                            node,
+                            change,
+                        });
+                        continue;
+                    }
+                    _ => {}
                 }
                 if let Some(f) = e.fact() {
-                    facts.push(f);
+                    facts.push(f.into());
                 }
                 match e {
                     Effect::Call {
@@ -201,7 +216,7 @@ impl RunService {
                         deadlines.push(json!({"call": call.as_str(), "due_ms": due}));
                     }
                     Effect::End(ending) => ended = Some(ending),
-                    Effect::Checkpoint { .. } => {}
+                    Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
                 }
             }
             let appended = self
@@ -326,7 +341,7 @@ impl RunService {
             }
             let o = Outcome::from_record(&outcome_json)
                 .map_err(|e| Error::Refused(format!("reply: {e}")))?;
-            facts.push(super::prepare::reply_fact(&call, o.clone())?);
+            facts.push(super::prepare::reply_fact(&call, o.clone())?.into());
             // A reply's first few effects are computed here (a Tool step's
             // Checkpoint and next Call: no thread hand-off per step); a
             // longer stretch goes on where it is recorded next, off the
@@ -388,7 +403,7 @@ impl RunService {
         &self,
         run: &RunId,
         last: &mut FactRef,
-        facts: &mut Vec<Fact>,
+        facts: &mut Vec<Appending>,
         deadlines: Vec<Json>,
         writes: &Writes,
     ) -> Result<()> {
@@ -396,11 +411,12 @@ impl RunService {
             return Ok(());
         }
         let mut n = last.n;
-        let batch: Vec<Fact> = facts
+        let batch: Vec<Appending> = facts
             .drain(..)
-            .map(|f| {
+            .map(|mut f| {
                 n += 1;
-                f.numbered(n)
+                f.set_n(n);
+                f
             })
             .collect();
         let count = batch.len() as u64;

@@ -57,7 +57,10 @@ pub(super) fn round_trip<B: Backend + Sync>(
     let t = tx.clone();
     s.append_all_then(
         &queued,
-        vec![call_fact(2, 1, json!({})), reply_fact(3, 1, json!(1))],
+        vec![
+            call_fact(2, 1, json!({})).into(),
+            reply_fact(3, 1, json!(1)).into(),
+        ],
         Box::new(move |r| {
             let _ = t.send(r);
         }),
@@ -70,7 +73,7 @@ pub(super) fn round_trip<B: Backend + Sync>(
     );
     s.append_all_then(
         &queued,
-        vec![call_fact(9, 2, json!({}))],
+        vec![call_fact(9, 2, json!({})).into()],
         Box::new(move |r| {
             let _ = tx.send(r);
         }),

@@ -30,6 +30,7 @@ fn e<T: std::fmt::Display>(x: T) -> String {
 }
 
 mod archive;
+mod changes;
 mod discovery;
 mod facts;
 mod history;
@@ -38,6 +39,7 @@ mod live;
 mod workers;
 
 use archive::*;
+use changes::*;
 use discovery::*;
 pub use facts::*;
 use history::*;
@@ -55,6 +57,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
             merkle_values_and_escaping::<B>,
         ),
         ("checkpoint_states", checkpoint_states::<B>),
+        ("checkpoints_by_change", checkpoints_by_change::<B>),
         (
             "discovery_cursor_and_limit",
             discovery_cursor_and_limit::<B>,

@@ -192,8 +192,9 @@ impl PostgresStore {
         let heads = Arc::new(Heads::default());
         let channel = format!("flow_facts:{schema}");
         listen::start(&handle, cfg.clone(), channel.clone(), heads.clone())?;
-        let writer = writer::Writer::open(handle.clone(), cfg, channel, heads.clone())?;
-        Ok((Arc::new(Shared { handle, pool }), writer, heads))
+        let shared = Arc::new(Shared { handle, pool });
+        let writer = writer::Writer::open(shared.clone(), cfg, channel, heads.clone())?;
+        Ok((shared, writer, heads))
     }
 
     /// The schema the store lives in.
@@ -285,19 +286,19 @@ impl AppendFacts for PostgresStore {
         let run = run.clone();
         self.send(|reply| writer::Command::Append {
             run,
-            fact,
+            fact: fact.into(),
             at_ms: now_ms(),
             reply: crate::prepare::sync_reply(reply),
         })
     }
 
-    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
+    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
         wait_for(|done| self.append_all_then(run, facts, done))
     }
 
     /// One command holding every fact, so the writer takes them into one
     /// batch: one transaction and one fsync for the lot.
-    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
+    fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
         let at_ms = now_ms();
         let cmd =
             writer::Command::Many(queued(facts, done, |fact, reply| writer::Command::Append {

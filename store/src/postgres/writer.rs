@@ -27,16 +27,20 @@
 //! `CommitUnknown` and none is retried.
 
 use super::MAX_BATCH;
+use super::Shared;
+use super::read::Session;
 use super::sql::{Conn, Failed, NewRun, Rows, write};
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::CkptCache;
+use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
+use crate::fact::FactKind;
 use crate::hash::parse_hash;
 use crate::index::Head;
 use crate::merkle::NewBlob;
 use crate::prepare::{
-    CheckedStart, Reply, check_start, host_head, host_row, import_over, plan_import, prepare_append,
+    CheckedStart, Reply, check_start, host_head, host_row, import_over, plan_import,
+    prepare_append, prepare_change,
 };
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
@@ -49,9 +53,6 @@ use tokio::runtime::Handle;
 use tokio_postgres::Config;
 use tokio_postgres::types::ToSql;
 
-/// Logical bytes of checkpoint states the writer keeps to compute deltas.
-const CACHE_BUDGET: u64 = 64 << 20;
-
 pub(crate) enum Command {
     Create {
         start: Fact,
@@ -62,7 +63,7 @@ pub(crate) enum Command {
     },
     Append {
         run: RunId,
-        fact: Fact,
+        fact: Appending,
         at_ms: i64,
         reply: Reply<Appended>,
     },
@@ -158,30 +159,31 @@ struct Plan {
 
 pub(crate) struct Writer {
     handle: Handle,
+    /// The read pool, for a base read back (`load_bases`).
+    shared: Arc<Shared>,
     cfg: Config,
     channel: String,
     conn: Option<Conn>,
     heads: Arc<Heads>,
-    cache: HashMap<String, CkptCache>,
-    cache_bytes: u64,
+    cache: CkptCaches<String>,
 }
 
 impl Writer {
     /// Connects (so a store that cannot write fails at open).
     pub(crate) fn open(
-        handle: Handle,
+        shared: Arc<Shared>,
         cfg: Config,
         channel: String,
         heads: Arc<Heads>,
     ) -> Result<Writer> {
         let mut w = Writer {
-            handle,
+            handle: shared.handle.clone(),
+            shared,
             cfg,
             channel,
             conn: None,
             heads,
-            cache: HashMap::new(),
-            cache_bytes: 0,
+            cache: CkptCaches::new(),
         };
         let h = w.handle.clone();
         h.block_on(w.ensure_conn())?;
@@ -216,6 +218,7 @@ impl Writer {
 
     fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
         let handle = self.handle.clone();
+        self.load_bases(&cmds);
         let mut result = handle.block_on(self.batch(&cmds));
         if let Err(f) = &result
             && !f.unknown
@@ -224,12 +227,13 @@ impl Writer {
             // The connection was gone before COMMIT (a restarted server, a
             // terminated backend): nothing was stored, so one retry on a
             // new connection is safe.
+            self.load_bases(&cmds);
             result = handle.block_on(self.batch(&cmds));
         }
         match result {
             Ok((outs, plan)) => {
                 for (run, c) in plan.ckpt {
-                    self.set_cache(run, c);
+                    self.cache.set(run, c);
                 }
                 let notes: Vec<HeadNote> = outs
                     .iter()
@@ -282,21 +286,28 @@ impl Writer {
 
     fn forget(&mut self) {
         self.cache.clear();
-        self.cache_bytes = 0;
     }
 
-    fn set_cache(&mut self, run: String, v: Option<CkptCache>) {
-        if let Some(old) = self.cache.remove(&run) {
-            self.cache_bytes = self.cache_bytes.saturating_sub(old.logical_len);
-        }
-        if let Some(v) = v {
-            if self.cache_bytes + v.logical_len > CACHE_BUDGET {
-                // Simple and bounded: start over. Evicted runs snapshot next.
-                self.forget();
+    /// Reads back the latest Checkpoint of each run that a change in
+    /// `cmds` follows and the cache does not hold (nor an earlier command
+    /// of the batch makes), so `decide` has every base in hand. A run whose
+    /// base cannot be read is left out: its change is refused.
+    fn load_bases(&mut self, cmds: &[Command]) {
+        let mut made = std::collections::HashSet::new();
+        for c in cmds {
+            let Command::Append { run, fact, .. } = c else {
+                continue;
+            };
+            let id = run.to_string();
+            if matches!(fact, Appending::Changed { .. })
+                && !made.contains(&id)
+                && !self.cache.contains(&id)
+                && let Ok(base) = load_base(&self.shared, run)
+            {
+                self.cache.set(id.clone(), Some(base));
             }
-            if v.logical_len <= CACHE_BUDGET {
-                self.cache_bytes += v.logical_len;
-                self.cache.insert(run, v);
+            if fact.kind() == FactKind::Checkpoint {
+                made.insert(id);
             }
         }
     }
@@ -345,7 +356,7 @@ impl Writer {
             let outs: Vec<Result<Out>> = cmds
                 .iter()
                 .zip(starts)
-                .map(|(cmd, start)| decide(&mut plan, &self.cache, cmd, start))
+                .map(|(cmd, start)| decide(&mut plan, &mut self.cache, cmd, start))
                 .collect();
             write(conn, &channel, &plan.rows, &plan.changed, &plan.notes).await?;
             Ok::<_, Failed>((outs, plan))
@@ -407,7 +418,7 @@ fn host_decision(
 /// Decides one command against the batch's heads (see [`crate::prepare`]).
 fn decide(
     plan: &mut Plan,
-    cache: &HashMap<String, CkptCache>,
+    cache: &mut CkptCaches<String>,
     cmd: &Command,
     start: Option<Result<CheckedStart>>,
 ) -> Result<Out> {
@@ -462,11 +473,36 @@ fn decide(
                 .heads
                 .get(&id)
                 .ok_or_else(|| Error::UnknownRun(id.clone()))?;
-            let prev = match plan.ckpt.get(&id) {
-                Some(v) => v.as_ref(),
-                None => cache.get(&id),
+            let p = match fact {
+                Appending::Fact(fact) => {
+                    let prev = match plan.ckpt.get(&id) {
+                        Some(v) => v.as_ref(),
+                        None => cache.get(&id),
+                    };
+                    prepare_append(run, head, fact.clone(), *at_ms, prev)?
+                }
+                Appending::Changed {
+                    n,
+                    task,
+                    node,
+                    change,
+                } => {
+                    // The base is taken (the change is applied to it in
+                    // place): a batch that does not commit leaves the run
+                    // with none in memory (`load_bases` reads it back).
+                    let kept = match plan.ckpt.insert(id.clone(), None) {
+                        Some(v) => v,
+                        None => cache.take(&id),
+                    };
+                    let base = kept.ok_or_else(|| {
+                        Error::InvalidFact(format!(
+                            "{run} has no Checkpoint for a change to follow"
+                        ))
+                    })?;
+                    let (task, node) = (task.clone(), node.clone());
+                    prepare_change(run, head, *n, task, node, change.clone(), *at_ms, base)?
+                }
             };
-            let p = prepare_append(run, head, fact.clone(), *at_ms, prev)?;
             add_blobs(&mut plan.rows, p.blobs);
             let appended = p.fact.appended(run);
             plan.rows.facts.push((
@@ -552,4 +588,27 @@ fn add_blobs(rows: &mut Rows, blobs: Vec<NewBlob>) {
     for b in blobs {
         rows.blobs.entry(b.hash).or_insert(b.body);
     }
+}
+
+/// The latest Checkpoint of `run` read back, as a base that the next
+/// Checkpoint follows with a snapshot (as when nothing is cached).
+fn load_base(shared: &Arc<Shared>, run: &RunId) -> Result<CkptCache> {
+    let mut s = Session::new(shared.clone());
+    let out = (|| {
+        let rows = s.query(
+            "SELECT f.n FROM facts f JOIN runs r ON r.key = f.run_key
+             WHERE r.id = $1 AND f.kind = 'Checkpoint' ORDER BY f.n DESC LIMIT 1",
+            &[&run.as_str()],
+        )?;
+        let n: i64 = rows
+            .first()
+            .ok_or_else(|| {
+                Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
+            })?
+            .try_get(0)?;
+        let state = crate::read::checkpoint_state(&mut s, run, n as u64)?;
+        Ok(CkptCache::reread(n as u64, state))
+    })();
+    s.finish();
+    out
 }

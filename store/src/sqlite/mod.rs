@@ -322,19 +322,19 @@ impl AppendFacts for SqliteStore {
         let run = run.clone();
         self.send(|reply| writer::Command::Append {
             run,
-            fact,
+            fact: fact.into(),
             at_ms: now_ms(),
             reply: sync_reply(reply),
         })
     }
 
-    fn append_all(&self, run: &RunId, facts: Vec<Fact>) -> Result<Vec<Appended>> {
+    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
         wait_for(|done| self.append_all_then(run, facts, done))
     }
 
     /// One command holding every fact, so the writer takes them into one
     /// batch: one transaction and one fsync for the lot.
-    fn append_all_then(&self, run: &RunId, facts: Vec<Fact>, done: AppendDone) {
+    fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
         let at_ms = now_ms();
         let cmd =
             writer::Command::Many(queued(facts, done, |fact, reply| writer::Command::Append {

@@ -23,6 +23,12 @@ pub(super) fn snapshot<T>(
     out
 }
 
+/// Runs `f` on a [`ReadDb`] over `conn` as it is (the writer's, inside its
+/// transaction: it sees what the batch wrote so far).
+pub(super) fn on<T>(conn: &Connection, f: impl FnOnce(&mut dyn ReadDb) -> Result<T>) -> Result<T> {
+    f(&mut Db(conn))
+}
+
 struct Db<'a>(&'a Connection);
 
 fn fact_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {

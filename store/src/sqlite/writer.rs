@@ -6,7 +6,7 @@
 use super::MAX_BATCH;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::CkptCache;
+use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::parse_hash;
@@ -14,7 +14,7 @@ use crate::index::{Head, ending_text};
 use crate::merkle::NewBlob;
 use crate::prepare::{
     Reply, StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
-    sync_reply,
+    prepare_change, sync_reply,
 };
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
@@ -24,9 +24,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
-
-/// Logical bytes of checkpoint states the writer keeps to compute deltas.
-const CACHE_BUDGET: u64 = 64 << 20;
 
 pub(crate) enum Command {
     Create {
@@ -38,7 +35,7 @@ pub(crate) enum Command {
     },
     Append {
         run: RunId,
-        fact: Fact,
+        fact: Appending,
         at_ms: i64,
         reply: Reply<Appended>,
     },
@@ -83,8 +80,7 @@ fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T>) -> Answer {
 pub(crate) struct Writer {
     conn: Connection,
     heads: Arc<Heads>,
-    cache: HashMap<i64, CkptCache>,
-    cache_bytes: u64,
+    cache: CkptCaches<i64>,
     run_heads: HashMap<String, Head>,
 }
 
@@ -118,8 +114,7 @@ impl Writer {
         Writer {
             conn,
             heads,
-            cache: HashMap::new(),
-            cache_bytes: 0,
+            cache: CkptCaches::new(),
             run_heads: HashMap::new(),
         }
     }
@@ -168,7 +163,6 @@ impl Writer {
 
     fn forget(&mut self) {
         self.cache.clear();
-        self.cache_bytes = 0;
         self.run_heads.clear();
     }
 
@@ -193,7 +187,7 @@ impl Writer {
                 fail(cmd, &e.to_string());
                 break;
             }
-            let (d, effects) = self.exec(cmd, &batch);
+            let (d, effects) = self.exec(cmd, &mut batch);
             let end: &[&str] = if effects.is_some() {
                 &["RELEASE cmd"]
             } else {
@@ -223,7 +217,7 @@ impl Writer {
         match commit {
             Ok(()) => {
                 for (k, v) in batch.ckpt {
-                    self.set_cache(k, v);
+                    self.cache.set(k, v);
                 }
                 if self.run_heads.len() + batch.heads.len() > HEADS_BUDGET {
                     self.run_heads.clear();
@@ -273,21 +267,21 @@ impl Writer {
         Ok(())
     }
 
-    fn set_cache(&mut self, key: i64, v: Option<CkptCache>) {
-        if let Some(old) = self.cache.remove(&key) {
-            self.cache_bytes = self.cache_bytes.saturating_sub(old.logical_len);
-        }
-        if let Some(v) = v {
-            if self.cache_bytes + v.logical_len > CACHE_BUDGET {
-                // Simple and bounded: start over. Evicted runs snapshot next.
-                self.cache.clear();
-                self.cache_bytes = 0;
-            }
-            if v.logical_len <= CACHE_BUDGET {
-                self.cache_bytes += v.logical_len;
-                self.cache.insert(key, v);
-            }
-        }
+    /// The run's latest Checkpoint read back, as a base that the next
+    /// Checkpoint follows with a snapshot (as when nothing is cached).
+    fn load_base(&self, key: i64, run: &RunId) -> Result<CkptCache> {
+        let n: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT n FROM facts WHERE run_key = ?1 AND kind = 'Checkpoint' ORDER BY n DESC LIMIT 1",
+            )?
+            .query_row([key], |r| r.get(0))
+            .optional()?;
+        let n = n.ok_or_else(|| {
+            Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
+        })? as u64;
+        let state = super::read::on(&self.conn, |db| crate::read::checkpoint_state(db, run, n))?;
+        Ok(CkptCache::reread(n, state))
     }
 
     /// The run's head as of this point in the batch.
@@ -329,7 +323,7 @@ impl Writer {
     }
 
     /// Runs one command; `None` effects means it failed and is rolled back.
-    fn exec(&mut self, cmd: Command, batch: &Batch) -> (Done, Option<Effects>) {
+    fn exec(&mut self, cmd: Command, batch: &mut Batch) -> (Done, Option<Effects>) {
         match cmd {
             Command::Create {
                 start,
@@ -535,17 +529,40 @@ impl Writer {
     fn append(
         &mut self,
         run: &RunId,
-        fact: Fact,
+        fact: Appending,
         at_ms: i64,
-        batch: &Batch,
+        batch: &mut Batch,
     ) -> Result<(Appended, Effects)> {
         let head = self.head(run, batch)?;
         let key = head.key;
-        let prev_ckpt = match batch.ckpt.get(&key) {
-            Some(v) => v.as_ref(),
-            None => self.cache.get(&key),
+        let p = match fact {
+            Appending::Fact(fact) => {
+                let prev_ckpt = match batch.ckpt.get(&key) {
+                    Some(v) => v.as_ref(),
+                    None => self.cache.get(&key),
+                };
+                prepare_append(run, &head, fact, at_ms, prev_ckpt)?
+            }
+            Appending::Changed {
+                n,
+                task,
+                node,
+                change,
+            } => {
+                // The base is taken (the change is applied to it in place):
+                // until this append is in, the run has none in memory, and a
+                // refused append leaves it so.
+                let kept = match batch.ckpt.insert(key, None) {
+                    Some(v) => v,
+                    None => self.cache.take(&key),
+                };
+                let base = match kept {
+                    Some(b) => b,
+                    None => self.load_base(key, run)?,
+                };
+                prepare_change(run, &head, n, task, node, change, at_ms, base)?
+            }
         };
-        let p = prepare_append(run, &head, fact, at_ms, prev_ckpt)?;
         self.insert_blobs(&p.blobs)?;
         self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
         Ok((
