@@ -28,8 +28,6 @@ pub(crate) type FactRow = (i64, String, Vec<u8>, String);
 /// naming the fact); a failing query is the backend's error.
 pub(crate) trait ReadDb {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>>;
-    /// Every fact row of run `key`, in order.
-    fn all_facts(&mut self, key: i64) -> Result<Vec<Result<FactRow, String>>>;
     /// Facts of run `key` numbered above `after`, in order, at most `limit`.
     fn facts_after(
         &mut self,
@@ -124,6 +122,32 @@ const PARSE_AHEAD_FROM: usize = 256;
 
 /// Rows parsed ahead cross to the checking thread in batches this large.
 const PARSE_BATCH: usize = 128;
+
+/// A history is read this many rows at a time.
+const READ_WINDOW: u32 = 2048;
+
+/// Where the next window of rows starts, and whether there is one: not
+/// after a short window, nor after a row that could not be read (the walk
+/// ends there with that row's error).
+struct Window {
+    last: u64,
+    more: bool,
+}
+
+impl Window {
+    fn after(rows: &[Result<FactRow, String>]) -> Window {
+        match rows.last() {
+            Some(Ok(r)) => Window {
+                last: r.0 as u64,
+                more: rows.len() == READ_WINDOW as usize,
+            },
+            _ => Window {
+                last: 0,
+                more: false,
+            },
+        }
+    }
+}
 
 impl RowChecker<'_> {
     /// Checks `row` as the next fact, `parsed` being its text as read ahead
@@ -223,7 +247,7 @@ fn walk_stored(
     visit: &mut dyn FnMut(&mut dyn ReadDb, CheckedRow) -> Result<bool>,
 ) -> Result<()> {
     let RunRow { key, info } = run_row(db, run)?;
-    let rows = db.all_facts(key)?;
+    let first = db.facts_after(key, 0, READ_WINDOW)?;
     let mut checker = RowChecker {
         run,
         prev: chain_start(run.as_str()),
@@ -237,8 +261,8 @@ fn walk_stored(
         count += 1;
         visit(db, f)
     };
-    if rows.len() < PARSE_AHEAD_FROM {
-        for (i, row) in rows.into_iter().enumerate() {
+    if first.len() < PARSE_AHEAD_FROM {
+        for (i, row) in first.into_iter().enumerate() {
             let parsed = parse_row(run.as_str(), i, &row);
             if !take(db, row, parsed)? {
                 return Ok(());
@@ -246,14 +270,17 @@ fn walk_stored(
         }
     } else {
         // Parsing is most of a read and needs no other row: a thread of
-        // its own reads ahead while this one checks the chain and blobs
-        // and the visitor (replay's engine, on a third) takes the facts.
+        // its own parses ahead while this one reads the next windows of
+        // rows, checks the chain and blobs, and hands the facts to the
+        // visitor (replay's engine, on a third). At most two windows are
+        // read and not yet checked, so memory stays bounded.
         let whole = std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel(2);
+            let (rows_tx, rows_rx) = std::sync::mpsc::channel::<Vec<Result<FactRow, String>>>();
+            let (tx, rx) = std::sync::mpsc::channel();
             let name = run.as_str();
             scope.spawn(move || {
                 let mut batch = Vec::with_capacity(PARSE_BATCH);
-                for (i, row) in rows.into_iter().enumerate() {
+                for (i, row) in rows_rx.into_iter().flatten().enumerate() {
                     let parsed = parse_row(name, i, &row);
                     batch.push((row, parsed));
                     if batch.len() == PARSE_BATCH
@@ -269,10 +296,30 @@ fn walk_stored(
                 }
                 let _ = tx.send(batch);
             });
-            // Leaving early drops `rx`: the parser stops at its next batch.
-            for (row, parsed) in rx.into_iter().flatten() {
-                if !take(db, row, parsed)? {
-                    return Ok(false);
+            let mut window = Window::after(&first);
+            let mut read = first.len();
+            let mut rows_tx = rows_tx.send(first).ok().map(|()| rows_tx);
+            let mut checked = 0;
+            loop {
+                while window.more && read - checked < 2 * READ_WINDOW as usize {
+                    let rows = db.facts_after(key, window.last, READ_WINDOW)?;
+                    window = Window::after(&rows);
+                    read += rows.len();
+                    if let Some(t) = &rows_tx {
+                        let _ = t.send(rows);
+                    }
+                }
+                if !window.more {
+                    // The parser ends after the last window.
+                    rows_tx = None;
+                }
+                // Leaving early drops `rx`: the parser stops at its next batch.
+                let Ok(batch) = rx.recv() else { break };
+                for (row, parsed) in batch {
+                    checked += 1;
+                    if !take(db, row, parsed)? {
+                        return Ok(false);
+                    }
                 }
             }
             Ok::<_, Error>(true)

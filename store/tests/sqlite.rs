@@ -4,7 +4,7 @@
 use flow_store::conformance::{
     call_fact, checkpoint_fact, end_fact, new_run_id, reply_fact, start_fact,
 };
-use flow_store::{AppendFacts, Error, ReadHistory, RunId, SqliteOptions, SqliteStore};
+use flow_store::{AppendFacts, Appending, Error, ReadHistory, RunId, SqliteOptions, SqliteStore};
 use serde_json::json;
 use std::path::Path;
 
@@ -131,32 +131,41 @@ fn changed_hash_and_missing_rows_are_storage_failures() {
     assert_eq!(corrupt_at(s.read_history(&run2).unwrap_err()), 3);
 }
 
-/// A history long enough to be parsed ahead on a thread of its own
-/// (read.rs): damage far into it is still named by the fact it hit, on
-/// every read that walks it, and a walk that stops early stops.
+/// A history long enough to be read in several windows and parsed ahead
+/// on a thread of its own (read.rs): damage far into it is still named by
+/// the fact it hit, on every read that walks it, and a walk that stops
+/// early stops.
 #[test]
 fn long_histories_name_the_damaged_fact() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("s.db");
+    // Longer than the read's windows (2,048 rows): the damage is found in
+    // the third window, the gap just after the first.
+    let append = |s: &SqliteStore, run: &RunId, facts: u64, marker: u64| {
+        let all: Vec<Appending> = (2..=facts)
+            .map(|n| {
+                let args = if n == marker {
+                    json!({"marker": format!("CORRUPT-ME-IN-FACT-{n}")})
+                } else {
+                    json!({"n": n})
+                };
+                call_fact(n, n, args).into()
+            })
+            .collect();
+        for chunk in all.chunks(500) {
+            s.append_all(run, chunk.to_vec()).unwrap();
+        }
+    };
     let (run, gap) = {
         let s = open(&db);
         let run = create(&s);
-        for n in 2..=600u64 {
-            let args = if n == 450 {
-                json!({"marker": "CORRUPT-ME-IN-FACT-450"})
-            } else {
-                json!({"n": n})
-            };
-            s.append(&run, call_fact(n, n, args)).unwrap();
-        }
+        append(&s, &run, 5000, 4500);
         let gap = create(&s);
-        for n in 2..=400u64 {
-            s.append(&gap, call_fact(n, n, json!({"n": n}))).unwrap();
-        }
+        append(&s, &gap, 3000, 0);
         (run, gap)
     };
     let s = open(&db);
-    assert_eq!(s.read_history(&run).unwrap().facts.len(), 600);
+    assert_eq!(s.read_history(&run).unwrap().facts.len(), 5000);
     let mut seen = 0;
     s.walk_logical(&run, &mut |_| {
         seen += 1;
@@ -165,10 +174,10 @@ fn long_histories_name_the_damaged_fact() {
     .unwrap();
     assert_eq!(seen, 10, "the visitor's false ends the walk");
     drop(s);
-    flip_in_file(&db, b"CORRUPT-ME-IN-FACT-450");
-    delete_fact(&db, &gap, 333);
+    flip_in_file(&db, b"CORRUPT-ME-IN-FACT-4500");
+    delete_fact(&db, &gap, 2049);
     let s = open(&db);
-    assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 450);
+    assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 4500);
     let mut seen = 0;
     let err = s
         .walk_logical(&run, &mut |f| {
@@ -178,11 +187,11 @@ fn long_histories_name_the_damaged_fact() {
         .unwrap_err();
     assert_eq!(
         (corrupt_at(err), seen),
-        (450, 449),
+        (4500, 4499),
         "every fact before it was handed on"
     );
-    assert_eq!(corrupt_at(s.read_history(&gap).unwrap_err()), 333);
-    assert_eq!(corrupt_at(s.logical_history(&gap).unwrap_err()), 333);
+    assert_eq!(corrupt_at(s.read_history(&gap).unwrap_err()), 2049);
+    assert_eq!(corrupt_at(s.logical_history(&gap).unwrap_err()), 2049);
 }
 
 /// DESIGN §3: "Equal values share one blob across facts, runs and forks."

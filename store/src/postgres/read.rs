@@ -203,13 +203,6 @@ impl ReadDb for Session {
         }))
     }
 
-    fn all_facts(&mut self, key: i64) -> Result<Vec<Result<FactRow, String>>> {
-        self.fact_rows(
-            "SELECT n, kind, hash, body FROM facts WHERE run_key = $1 ORDER BY n",
-            &[&key],
-        )
-    }
-
     fn facts_after(
         &mut self,
         key: i64,

@@ -69,13 +69,6 @@ impl ReadDb for Db<'_> {
             .optional()?)
     }
 
-    fn all_facts(&mut self, key: i64) -> Result<Vec<Result<FactRow, String>>> {
-        let mut st = self.0.prepare_cached(
-            "SELECT n, kind, hash, body FROM facts WHERE run_key = ?1 ORDER BY n",
-        )?;
-        Ok(rows_of(st.query_map([key], fact_row)?))
-    }
-
     fn facts_after(
         &mut self,
         key: i64,
