@@ -9,7 +9,7 @@
 //! alike.
 
 use crate::api::*;
-use crate::checkpoint::{MAX_DELTA_CHAIN, apply_delta, delta_of};
+use crate::checkpoint::{CkptCache, MAX_DELTA_CHAIN, apply_delta, delta_of};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
@@ -38,6 +38,8 @@ pub(crate) trait ReadDb {
     /// Facts numbered `from..=to`, in order.
     fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>>;
     fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>>;
+    /// The number of run `key`'s latest Checkpoint.
+    fn last_checkpoint(&mut self, key: i64) -> Result<Option<u64>>;
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>>;
     /// A hint: the blobs these stored values reference are about to be
     /// loaded (a backend with costly round trips fetches them together).
@@ -298,7 +300,8 @@ fn walk_stored(
             });
             let mut window = Window::after(&first);
             let mut read = first.len();
-            let mut rows_tx = rows_tx.send(first).ok().map(|()| rows_tx);
+            let _ = rows_tx.send(first);
+            let mut rows_tx = Some(rows_tx);
             let mut checked = 0;
             loop {
                 while window.more && read - checked < 2 * READ_WINDOW as usize {
@@ -492,6 +495,16 @@ pub(crate) fn walk_logical(
         };
         Ok(visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?))
     })
+}
+
+/// The run's latest Checkpoint read back, as the base of a Checkpoint given
+/// by change when the writer keeps none (see `checkpoint.rs`).
+pub(crate) fn latest_checkpoint(db: &mut dyn ReadDb, run: &RunId) -> Result<CkptCache> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    let n = db.last_checkpoint(key)?.ok_or_else(|| {
+        Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
+    })?;
+    Ok(CkptCache::reread(n, checkpoint_state(db, run, n)?))
 }
 
 pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {

@@ -246,6 +246,17 @@ impl ReadDb for Session {
             .map_err(Error::from)
     }
 
+    fn last_checkpoint(&mut self, key: i64) -> Result<Option<u64>> {
+        let rows = self.query(
+            "SELECT n FROM facts WHERE run_key = $1 AND kind = 'Checkpoint' ORDER BY n DESC LIMIT 1",
+            &[&key],
+        )?;
+        rows.first()
+            .map(|r| r.try_get::<_, i64>(0).map(|n| n as u64))
+            .transpose()
+            .map_err(Error::from)
+    }
+
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
         if let Some(b) = self.blobs.get(hash) {
             return Ok(Some(b.clone()));

@@ -302,9 +302,13 @@ impl Writer {
             if matches!(fact, Appending::Changed { .. })
                 && !made.contains(&id)
                 && !self.cache.contains(&id)
-                && let Ok(base) = load_base(&self.shared, run)
             {
-                self.cache.set(id.clone(), Some(base));
+                let mut s = Session::new(self.shared.clone());
+                let base = crate::read::latest_checkpoint(&mut s, run);
+                s.finish();
+                if let Ok(base) = base {
+                    self.cache.set(id.clone(), Some(base));
+                }
             }
             if fact.kind() == FactKind::Checkpoint {
                 made.insert(id);
@@ -588,27 +592,4 @@ fn add_blobs(rows: &mut Rows, blobs: Vec<NewBlob>) {
     for b in blobs {
         rows.blobs.entry(b.hash).or_insert(b.body);
     }
-}
-
-/// The latest Checkpoint of `run` read back, as a base that the next
-/// Checkpoint follows with a snapshot (as when nothing is cached).
-fn load_base(shared: &Arc<Shared>, run: &RunId) -> Result<CkptCache> {
-    let mut s = Session::new(shared.clone());
-    let out = (|| {
-        let rows = s.query(
-            "SELECT f.n FROM facts f JOIN runs r ON r.key = f.run_key
-             WHERE r.id = $1 AND f.kind = 'Checkpoint' ORDER BY f.n DESC LIMIT 1",
-            &[&run.as_str()],
-        )?;
-        let n: i64 = rows
-            .first()
-            .ok_or_else(|| {
-                Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
-            })?
-            .try_get(0)?;
-        let state = crate::read::checkpoint_state(&mut s, run, n as u64)?;
-        Ok(CkptCache::reread(n as u64, state))
-    })();
-    s.finish();
-    out
 }

@@ -98,6 +98,17 @@ impl ReadDb for Db<'_> {
             .optional()?)
     }
 
+    fn last_checkpoint(&mut self, key: i64) -> Result<Option<u64>> {
+        let n: Option<i64> = self
+            .0
+            .prepare_cached(
+                "SELECT n FROM facts WHERE run_key = ?1 AND kind = 'Checkpoint' ORDER BY n DESC LIMIT 1",
+            )?
+            .query_row([key], |r| r.get(0))
+            .optional()?;
+        Ok(n.map(|n| n as u64))
+    }
+
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
         Ok(self
             .0

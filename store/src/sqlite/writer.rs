@@ -267,23 +267,6 @@ impl Writer {
         Ok(())
     }
 
-    /// The run's latest Checkpoint read back, as a base that the next
-    /// Checkpoint follows with a snapshot (as when nothing is cached).
-    fn load_base(&self, key: i64, run: &RunId) -> Result<CkptCache> {
-        let n: Option<i64> = self
-            .conn
-            .prepare_cached(
-                "SELECT n FROM facts WHERE run_key = ?1 AND kind = 'Checkpoint' ORDER BY n DESC LIMIT 1",
-            )?
-            .query_row([key], |r| r.get(0))
-            .optional()?;
-        let n = n.ok_or_else(|| {
-            Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
-        })? as u64;
-        let state = super::read::on(&self.conn, |db| crate::read::checkpoint_state(db, run, n))?;
-        Ok(CkptCache::reread(n, state))
-    }
-
     /// The run's head as of this point in the batch.
     fn head(&self, run: &RunId, batch: &Batch) -> Result<Head> {
         if let Some(h) = batch
@@ -558,7 +541,9 @@ impl Writer {
                 };
                 let base = match kept {
                     Some(b) => b,
-                    None => self.load_base(key, run)?,
+                    None => {
+                        super::read::on(&self.conn, |db| crate::read::latest_checkpoint(db, run))?
+                    }
                 };
                 prepare_change(run, &head, n, task, node, change, at_ms, base)?
             }

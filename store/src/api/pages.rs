@@ -1,0 +1,301 @@
+//! The query and page types of the store's reads that answer a page at a
+//! time: stored-run discovery, run listings (the dashboard's), history
+//! pages and source pages.
+
+use super::*;
+
+/// Discovery arguments (seed "Stored-run discovery": "limit defaults to 50
+/// and accepts 1 to 200; optional after excludes that ID and lexically
+/// earlier IDs. Invalid arguments are refused before inspection").
+#[derive(Clone, Debug, Default)]
+pub struct DiscoveryQuery {
+    pub limit: Option<u32>,
+    pub after: Option<String>,
+    pub state: Option<RunState>,
+}
+
+/// The checked form of a [`DiscoveryQuery`].
+#[derive(Clone, Debug)]
+pub struct CheckedDiscovery {
+    pub limit: u32,
+    pub after: Option<RunId>,
+    pub state: Option<RunState>,
+}
+
+impl DiscoveryQuery {
+    pub const DEFAULT_LIMIT: u32 = 50;
+    pub const MAX_LIMIT: u32 = 200;
+
+    /// Refuses invalid arguments before anything is inspected.
+    pub fn check(&self) -> Result<CheckedDiscovery> {
+        let limit = self.limit.unwrap_or(Self::DEFAULT_LIMIT);
+        if !(1..=Self::MAX_LIMIT).contains(&limit) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "limit must be from 1 to {}, not {limit}",
+                Self::MAX_LIMIT
+            )));
+        }
+        let after = self.after.as_deref().map(RunId::parse).transpose()?;
+        Ok(CheckedDiscovery {
+            limit,
+            after,
+            state: self.state,
+        })
+    }
+}
+
+/// Seed: "record is complete when the validated prefix ends in End,
+/// incomplete when Start is present without End, not-started when Start is
+/// absent, unreadable for an invalid or unavailable component, or
+/// inspection-limited when a read bound prevents inspection."
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordStatus {
+    Complete,
+    Incomplete,
+    NotStarted,
+    Unreadable,
+    InspectionLimited,
+}
+
+/// Statuses a problem can carry (root: not-created, unreadable,
+/// inspection-limited; a run's component: unreadable, inspection-limited).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemStatus {
+    NotCreated,
+    Unreadable,
+    InspectionLimited,
+}
+
+/// Seed: "A problem has component and status". `detail` is presentation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub component: String,
+    pub status: ProblemStatus,
+    pub detail: String,
+}
+
+/// A recorded pause or halt whose head is the row's last fact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDecision {
+    pub kind: HostRecordKind,
+    pub at_ms: i64,
+}
+
+/// One discovery row, with exactly the seed's fields: "run, historyPresent,
+/// record, truncated, ending, entry, program, lastFact, hostDecision and
+/// problem ... Unavailable fields are null."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryRow {
+    pub run: String,
+    pub history_present: bool,
+    pub record: RecordStatus,
+    pub truncated: bool,
+    pub ending: Option<Ending>,
+    pub entry: Option<Entry>,
+    pub program: Option<String>,
+    pub last_fact: Option<FactRef>,
+    pub host_decision: Option<HostDecision>,
+    pub problem: Option<Problem>,
+}
+
+impl DiscoveryRow {
+    /// The run service's state word for what the row shows (docs/cli.md,
+    /// "One state vocabulary"): completed or faulted by its ending, halted
+    /// or paused by a matching host decision, running for any other
+    /// incomplete record; `None` when the record cannot say.
+    pub fn state(&self) -> Option<RunState> {
+        match (self.ending, &self.host_decision) {
+            (Some(Ending::Completed), _) => Some(RunState::Completed),
+            (Some(Ending::Faulted), _) => Some(RunState::Faulted),
+            (None, Some(d)) if d.kind == HostRecordKind::Halt => Some(RunState::Halted),
+            (None, Some(d)) if d.kind == HostRecordKind::Pause => Some(RunState::Paused),
+            (None, _) if self.record == RecordStatus::Incomplete => Some(RunState::Running),
+            _ => None,
+        }
+    }
+}
+
+/// Seed: "The result has runs, nextAfter and problems."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryPage {
+    pub runs: Vec<DiscoveryRow>,
+    pub next_after: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+/// Which way a run listing goes: ids are creation-ordered, so oldest
+/// first is id order and newest first its reverse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunOrder {
+    #[default]
+    Oldest,
+    Newest,
+}
+
+/// A run listing (the dashboard's runs list): discovery rows with the
+/// index's other columns, in either order, filtered by state and run id
+/// prefix. `cursor` is keyset paging: the id the previous page ended on,
+/// excluded with every id before it in this order.
+#[derive(Clone, Debug, Default)]
+pub struct RunListQuery {
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+    pub order: RunOrder,
+    pub state: Option<RunState>,
+    /// Only ids starting with this (`run-01m8…`); at most 30 characters of
+    /// `[0-9a-z-]`.
+    pub prefix: Option<String>,
+}
+
+/// The checked form of a [`RunListQuery`].
+#[derive(Clone, Debug)]
+pub struct CheckedRunList {
+    pub limit: u32,
+    pub cursor: Option<RunId>,
+    pub order: RunOrder,
+    pub state: Option<RunState>,
+    pub prefix: Option<String>,
+}
+
+impl RunListQuery {
+    /// Refuses invalid arguments before anything is inspected.
+    pub fn check(&self) -> Result<CheckedRunList> {
+        let d = DiscoveryQuery {
+            limit: self.limit,
+            after: self.cursor.clone(),
+            state: self.state,
+        }
+        .check()?;
+        if let Some(p) = &self.prefix
+            && (p.is_empty()
+                || p.len() > 30
+                || !p
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'-'))
+        {
+            return Err(crate::Error::InvalidArgument(format!(
+                "prefix {p:?} is not the start of a run id (at most 30 of 0-9, a-z and -)"
+            )));
+        }
+        Ok(CheckedRunList {
+            limit: d.limit,
+            cursor: d.after,
+            order: self.order,
+            state: self.state,
+            prefix: self.prefix.clone(),
+        })
+    }
+}
+
+/// One row of a run listing: the discovery row and the rest of the
+/// index's row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedRun {
+    pub row: DiscoveryRow,
+    pub state: RunState,
+    pub parent: Option<(String, u64)>,
+    pub outer: Option<(String, String)>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// A page of a run listing; `next` is the cursor of the next page, `None`
+/// at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunListPage {
+    pub runs: Vec<ListedRun>,
+    pub next: Option<String>,
+}
+
+/// A history page request (seed, MCP `history`: "an optional fact kind,
+/// offset (default 0) and limit (default 50, from 1 to 200)"; plus the
+/// `--search` summary substring of `flow history`).
+#[derive(Clone, Debug, Default)]
+pub struct HistoryQuery {
+    pub kind: Option<String>,
+    pub search: Option<String>,
+    pub offset: Option<u64>,
+    pub limit: Option<u32>,
+}
+
+/// One fact as presented in a page.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FactView {
+    /// The fact's recorded number ("fact numbers retain their original positions").
+    pub n: u64,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub kind: FactKind,
+    pub hash: String,
+    /// The recorded call id of a Call, Reply or Close, as structured data.
+    pub call: Option<String>,
+    /// The summary text, "bounded to 1024 code points".
+    pub text: String,
+    pub says_truncated: bool,
+    /// The fact; each value whose JSON exceeds 4096 bytes is left in stored
+    /// form (a reference showing hash and length) instead of loaded.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub fact: Value,
+    pub values_omitted: bool,
+}
+
+/// Paging data: `total` is after filtering, `factsTotal` all facts
+/// (REQUIREMENTS GAP-HIST-6), `nextOffset` null at the end.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfo {
+    pub total: u64,
+    pub facts_total: u64,
+    pub offset: u64,
+    pub limit: u32,
+    pub next_offset: Option<u64>,
+}
+
+/// A page of a run's verified history.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPage {
+    pub run: String,
+    pub state: RunState,
+    /// An unfinished physical tail; SQLite commits are atomic, so a stored
+    /// history is never truncated (an archive can be).
+    pub truncated: bool,
+    pub sources: Vec<SourceInfo>,
+    pub facts: Vec<FactView>,
+    pub page: PageInfo,
+}
+
+/// A recorded source as the history view lists it (seed, MCP `history`:
+/// "Sources are listed by module, commit, hash and code-point length").
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceInfo {
+    pub module: String,
+    pub commit: Option<String>,
+    pub hash: String,
+    pub length: u64,
+    /// The blob is stored and verified ("An unavailable source is never
+    /// replaced by a working file").
+    pub available: bool,
+}
+
+/// Seed, MCP `history`: "an optional source module and source_offset select
+/// up to 4096 code points of its recorded text, with nextOffset null at the
+/// end."
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourcePage {
+    pub module: String,
+    pub hash: String,
+    pub offset: u64,
+    pub text: String,
+    pub next_offset: Option<u64>,
+}
