@@ -143,11 +143,11 @@ impl Decoder<'_> {
             (Type::Dict(k, v), Kind::Object) if **k == Type::Text => {
                 let mut map = BTreeMap::new();
                 c.object(|c, key| {
-                    if map.contains_key(&key) {
+                    if map.contains_key(key.as_ref()) {
                         return Err(DecodeError::new("duplicate key"));
                     }
                     let val = self.value(c, v)?;
-                    map.insert(key, val);
+                    map.insert(key.into_owned(), val);
                     Ok(())
                 })?;
                 Ok(Value::TextDict(map))
@@ -272,7 +272,7 @@ impl Decoder<'_> {
                             let p = self.value(c, pt)?;
                             out = Some(Value::Enum {
                                 index: i as u32,
-                                name: key,
+                                name: key.into_owned(),
                                 payload: Some(Box::new(p)),
                             });
                             Ok(())
@@ -316,11 +316,11 @@ impl Decoder<'_> {
                         t => t,
                     };
                     let v = self.value(c, ft)?;
-                    map.insert(key, v);
+                    map.insert(key.into_owned(), v);
                 }
                 None => {
                     // Replies may carry extra fields: judged as JSON, dropped.
-                    if !extra.insert(key) {
+                    if !extra.insert(key.into_owned()) {
                         return Err(DecodeError::new("duplicate key"));
                     }
                     c.any()?;

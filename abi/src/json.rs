@@ -13,7 +13,8 @@
 use crate::error::DecodeError;
 use crate::limits;
 use crate::number::Num;
-use serde_json::{Map, Number, Value as Json};
+use serde_json::{Number, Value as Json};
+use std::borrow::Cow;
 
 /// Reads one JSON text strictly into a `json.Value` with canonical numbers.
 pub fn parse(text: &str) -> Result<Json, DecodeError> {
@@ -33,6 +34,25 @@ pub fn parse_checking_canonical(text: &str) -> Result<(Json, bool), DecodeError>
     let v = c.any()?;
     c.end()?;
     Ok((v, c.canonical))
+}
+
+/// An object's members in key order, keys borrowed from the text they
+/// were read from where they hold no escape.
+pub type Members<'t> = Vec<(Cow<'t, str>, Json)>;
+
+/// Reads one JSON text that must be an object strictly, as
+/// [`parse_checking_canonical`], keeping its members as a list in key
+/// order rather than building the map, their keys borrowed from the text
+/// where they hold no escape (a reader that takes the members out one by
+/// one, as the fact reader does, needs no map).
+pub fn parse_object_checking_canonical(text: &str) -> Result<(Members<'_>, bool), DecodeError> {
+    let mut c = Cursor::new(text);
+    if c.kind()? != Kind::Object {
+        return Err(c.syntax("expected an object"));
+    }
+    let members = c.members()?;
+    c.end()?;
+    Ok((members, c.canonical))
 }
 
 /// The canonical text of a `json.Value` (host-boundary.txt, "The canonical
@@ -327,12 +347,48 @@ impl<'a> Cursor<'a> {
     /// Reads a string. Refuses raw control characters, unknown escapes, lone
     /// surrogates and texts longer than [`limits::MAX_TEXT_BYTES`].
     pub(crate) fn string(&mut self) -> Result<String, DecodeError> {
+        self.string_cow().map(Cow::into_owned)
+    }
+
+    /// [`Cursor::string`], borrowed from the text when it holds no escape.
+    pub(crate) fn string_cow(&mut self) -> Result<Cow<'a, str>, DecodeError> {
         self.ws();
         if self.src.get(self.pos) != Some(&b'"') {
             return Err(self.syntax("expected a string"));
         }
         self.pos += 1;
-        let mut out = String::new();
+        // Most strings escape nothing: find where the plain bytes end,
+        // eight at a time, and when that is the closing quote copy them
+        // at once.
+        let start = self.pos;
+        let mut end = start;
+        while let Some(chunk) = self.src.get(end..end + 8)
+            && let Ok(word) = <[u8; 8]>::try_from(chunk)
+            && !any_needs_escape(u64::from_le_bytes(word))
+        {
+            end += 8;
+        }
+        while self
+            .src
+            .get(end)
+            .is_some_and(|&b| !NEEDS_ESCAPE[usize::from(b)])
+        {
+            end += 1;
+        }
+        if end - start > limits::MAX_TEXT_BYTES {
+            return Err(DecodeError::new(format!(
+                "text longer than the limit of {} bytes",
+                limits::MAX_TEXT_BYTES
+            )));
+        }
+        // `end` is at an ASCII byte or the end: a char boundary.
+        if self.src.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            return Ok(Cow::Borrowed(&self.text[start..end]));
+        }
+        let mut out = String::with_capacity(end - start + 16);
+        out.push_str(&self.text[start..end]);
+        self.pos = end;
         let mut run = self.pos;
         loop {
             let Some(&b) = self.src.get(self.pos) else {
@@ -360,7 +416,7 @@ impl<'a> Cursor<'a> {
                 )));
             }
         }
-        Ok(out)
+        Ok(Cow::Owned(out))
     }
 
     fn escape(&mut self, out: &mut String) -> Result<(), DecodeError> {
@@ -450,7 +506,7 @@ impl<'a> Cursor<'a> {
     /// Duplicate keys are the caller's to refuse (it knows its key set).
     pub(crate) fn object(
         &mut self,
-        mut f: impl FnMut(&mut Self, String) -> Result<(), DecodeError>,
+        mut f: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), DecodeError>,
     ) -> Result<(), DecodeError> {
         if !self.eat(b'{') {
             return Err(self.syntax("expected an object"));
@@ -460,7 +516,7 @@ impl<'a> Cursor<'a> {
             loop {
                 self.ws();
                 let key_at = self.pos;
-                let key = self.string()?;
+                let key = self.string_cow()?;
                 if !self.eat(b':') {
                     return Err(self.syntax("expected ':' after an object key").at_key(&key));
                 }
@@ -514,6 +570,35 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    /// Reads an object's members in key order, refusing duplicate keys.
+    /// Keys in ascending order (as canonical text has them) are distinct
+    /// by that alone: each is compared with the one before. Out of order,
+    /// the members are sorted once read and neighbours compared.
+    fn members<K>(&mut self) -> Result<Vec<(K, Json)>, DecodeError>
+    where
+        K: Ord + AsRef<str> + From<Cow<'a, str>>,
+    {
+        let mut m: Vec<(K, Json)> = Vec::new();
+        let mut sorted = true;
+        self.object(|c, key| {
+            let key = K::from(key);
+            if sorted && m.last().is_some_and(|(last, _)| *last >= key) {
+                sorted = false;
+                c.canonical = false;
+            }
+            let v = c.any()?;
+            m.push((key, v));
+            Ok(())
+        })?;
+        if !sorted {
+            m.sort_by(|a, b| a.0.cmp(&b.0));
+            if let Some(w) = m.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(DecodeError::new("duplicate key").at_key(w[0].0.as_ref()));
+            }
+        }
+        Ok(m)
+    }
+
     /// Reads any value as a `json.Value`: numbers judged as Decimals and
     /// canonicalized, duplicate keys refused.
     pub(crate) fn any(&mut self) -> Result<Json, DecodeError> {
@@ -526,6 +611,21 @@ impl<'a> Cursor<'a> {
             Kind::String => Json::String(self.string()?),
             Kind::Number => {
                 let start = self.pos;
+                let end = start
+                    + self.src[start..]
+                        .iter()
+                        .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                        .count();
+                // A short number already in canonical form (as stored
+                // texts hold them) is within every limit and is its own
+                // text.
+                let token = &self.text[start..end];
+                if token.len() <= 16 && is_canonical_number(token) {
+                    self.pos = end;
+                    return Ok(Json::Number(Number::from_string_unchecked(
+                        token.to_owned(),
+                    )));
+                }
                 let n = self.number()?;
                 n.check_decimal().map_err(DecodeError::new)?;
                 let text = n.canonical();
@@ -542,21 +642,7 @@ impl<'a> Cursor<'a> {
                 })?;
                 Json::Array(items)
             }
-            Kind::Object => {
-                let mut map = Map::new();
-                self.object(|c, key| {
-                    if map.contains_key(&key) {
-                        return Err(DecodeError::new("duplicate key"));
-                    }
-                    if map.keys().next_back().is_some_and(|last| *last > key) {
-                        c.canonical = false;
-                    }
-                    let v = c.any()?;
-                    map.insert(key, v);
-                    Ok(())
-                })?;
-                Json::Object(map)
-            }
+            Kind::Object => Json::Object(self.members::<String>()?.into_iter().collect()),
         })
     }
 
@@ -713,11 +799,38 @@ mod tests {
             r#"{"z":1,"é":2}"#,
             "[1,2,[3,[]]]",
             "[1,\t2]",
+            r#""a plain text longer than eight bytes""#,
+            r#""twelve bytes\nthen an escape""#,
+            r#""twelve bytes\/then a needless escape""#,
+            r#"{"a":1,"b":2,"c":{"x":[1,2.5,-3]}}"#,
+            r#"{"a":1,"c":2,"b":3}"#,
+            "12345678901234567",
+            "-1234567890.123456",
         ] {
             let (v, judged) = parse_checking_canonical(text).unwrap();
             assert_eq!(judged, canonical(&v) == text, "{text}");
+            if let Json::Object(m) = &v {
+                let (members, judged_too) = parse_object_checking_canonical(text).unwrap();
+                assert_eq!(judged_too, judged, "{text}");
+                let members: Vec<(String, Json)> = members
+                    .into_iter()
+                    .map(|(k, v)| (k.into_owned(), v))
+                    .collect();
+                assert_eq!(members, m.clone().into_iter().collect::<Vec<_>>(), "{text}");
+            }
         }
-        assert!(parse_checking_canonical(r#"{"a":1,"a":1}"#).is_err());
+        // A duplicate is refused whether the keys before it were in order
+        // or not.
+        for dup in [
+            r#"{"a":1,"a":1}"#,
+            r#"{"a":1,"b":1,"b":2}"#,
+            r#"{"b":1,"a":1,"b":2}"#,
+            r#"{"b":1,"a":1,"a":2}"#,
+        ] {
+            assert!(parse_checking_canonical(dup).is_err(), "{dup}");
+            assert!(parse_object_checking_canonical(dup).is_err(), "{dup}");
+        }
+        assert!(parse_object_checking_canonical("[1]").is_err());
     }
 
     /// Generated texts (a fixed xorshift seed): keys in any order, spaces,

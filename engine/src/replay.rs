@@ -76,82 +76,181 @@ where
     I: IntoIterator,
     I::Item: Borrow<Fact>,
 {
-    let mut facts = facts.into_iter().peekable();
-    let Some(start) = facts.next() else {
-        return diverged(1, "the history has no Start");
-    };
-    let Fact::Start {
-        entry,
-        input,
-        parent,
-        ..
-    } = start.borrow()
-    else {
-        return diverged(1, "the history does not begin with Start");
-    };
-    let begun = if parent.is_some() {
-        // A fork: its own first Checkpoint holds the node and state it
-        // starts from.
-        match facts.peek().map(Borrow::borrow) {
-            Some(Fact::Checkpoint { node, state, .. }) => {
-                Machine::resume_at(program.clone(), &entry.module, node, state.clone())
-            }
-            _ => return diverged(2, "a fork's history holds its starting Checkpoint second"),
+    let mut r = Replayer::new(program);
+    for f in facts {
+        if !r.push(f.borrow()) {
+            break;
         }
-    } else {
-        Machine::start(program.clone(), &entry.module, input)
-    };
-    let (mut machine, first) = match begun {
-        Ok(x) => x,
-        Err(e) => return diverged(1, format!("the run cannot start: {e}")),
-    };
-    let mut pending: VecDeque<Effect> = first.into_iter().filter(is_fact).collect();
-    for (i, fact) in facts.enumerate() {
-        let fact = fact.borrow();
-        let n = i as u64 + 2;
-        refill(&mut machine, &mut pending);
-        if fact.n() != n {
-            return diverged(n, "fact numbers are not consecutive");
+    }
+    r.finish()
+}
+
+/// A replay fed one fact at a time, by whoever reads the history (a
+/// store's walk hands each verified fact over as it is read): what
+/// [`replay`] does, without an iterator to pull from.
+pub struct Replayer {
+    program: Arc<Program>,
+    at: At,
+}
+
+enum At {
+    /// No fact yet.
+    Begin,
+    /// A fork's Start, until its starting Checkpoint (its second fact).
+    Fork(Fact),
+    Running {
+        machine: Machine,
+        /// Derived facts not yet matched by the record.
+        pending: VecDeque<Effect>,
+        /// The number the next fact must have.
+        next: u64,
+    },
+    /// Diverged (or could not start): the outcome, whatever follows.
+    Done(Replayed),
+}
+
+impl Replayer {
+    pub fn new(program: Arc<Program>) -> Replayer {
+        Replayer {
+            program,
+            at: At::Begin,
         }
-        match fact {
-            Fact::Reply { call, outcome, .. } => {
-                if let Some(e) = pending.front() {
-                    return diverged(
-                        n,
-                        format!("the record lacks {} before this Reply", describe(e)),
-                    );
+    }
+
+    /// Takes the next recorded fact; false once the replay has diverged
+    /// (later facts change nothing).
+    pub fn push(&mut self, fact: &Fact) -> bool {
+        let at = std::mem::replace(&mut self.at, At::Begin);
+        self.at = match at {
+            At::Begin => match fact {
+                Fact::Start {
+                    parent: Some(_), ..
+                } => At::Fork(fact.clone()),
+                Fact::Start { entry, input, .. } => {
+                    started(Machine::start(self.program.clone(), &entry.module, input))
                 }
-                match machine.feed(call.as_str(), outcome) {
-                    Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
-                    Err(e) => return diverged(n, format!("a Reply for {call}, but {e}")),
-                }
+                _ => At::Done(diverged(1, "the history does not begin with Start")),
+            },
+            At::Fork(start) => {
+                // A fork: its own first Checkpoint holds the node and state
+                // it starts from.
+                let (Fact::Start { entry, .. }, Fact::Checkpoint { node, state, .. }) =
+                    (&start, fact)
+                else {
+                    self.at = At::Done(diverged(
+                        2,
+                        "a fork's history holds its starting Checkpoint second",
+                    ));
+                    return false;
+                };
+                let begun =
+                    Machine::resume_at(self.program.clone(), &entry.module, node, state.clone());
+                started(begun).follow(fact)
             }
-            Fact::Close { call, reason, .. } if pending.is_empty() && reason == "timeout" => {
-                match machine.expire(call.as_str()) {
-                    Ok(effects) => pending.extend(effects.into_iter().filter(is_fact)),
-                    Err(e) => return diverged(n, format!("a timeout of {call}, but {e}")),
-                }
-                if let Err(r) = compare(pending.pop_front(), fact) {
-                    return diverged(n, r);
-                }
+            At::Running {
+                machine,
+                pending,
+                next,
+            } => At::Running {
+                machine,
+                pending,
+                next,
             }
-            _ => {
-                if let Err(r) = compare(pending.pop_front(), fact) {
-                    return diverged(n, r);
+            .follow(fact),
+            done @ At::Done(_) => done,
+        };
+        !matches!(self.at, At::Done(_))
+    }
+
+    /// The verdict, with the machine where the record left it.
+    pub fn finish(self) -> Replayed {
+        match self.at {
+            At::Begin => diverged(1, "the history has no Start"),
+            At::Fork(_) => diverged(2, "a fork's history holds its starting Checkpoint second"),
+            At::Done(r) => r,
+            At::Running {
+                mut machine,
+                mut pending,
+                ..
+            } => {
+                refill(&mut machine, &mut pending);
+                let verdict = if pending.is_empty() && machine.ending().is_some() {
+                    Verdict::Matched
+                } else {
+                    Verdict::Incomplete
+                };
+                Replayed {
+                    verdict,
+                    machine: Some(machine),
+                    unrecorded: pending.into_iter().collect(),
                 }
             }
         }
     }
-    refill(&mut machine, &mut pending);
-    let verdict = if pending.is_empty() && machine.ending().is_some() {
-        Verdict::Matched
-    } else {
-        Verdict::Incomplete
-    };
-    Replayed {
-        verdict,
-        machine: Some(machine),
-        unrecorded: pending.into_iter().collect(),
+}
+
+/// A replay begun, or one that could not start.
+fn started(begun: Result<(Machine, Vec<Effect>), crate::machine::Refusal>) -> At {
+    match begun {
+        Ok((machine, first)) => At::Running {
+            machine,
+            pending: first.into_iter().filter(is_fact).collect(),
+            next: 2,
+        },
+        Err(e) => At::Done(diverged(1, format!("the run cannot start: {e}"))),
+    }
+}
+
+impl At {
+    /// A running replay, given the next recorded fact after Start.
+    fn follow(self, fact: &Fact) -> At {
+        let At::Running {
+            mut machine,
+            mut pending,
+            next: n,
+        } = self
+        else {
+            return self;
+        };
+        refill(&mut machine, &mut pending);
+        if fact.n() != n {
+            return At::Done(diverged(n, "fact numbers are not consecutive"));
+        }
+        let matched = match fact {
+            Fact::Reply { call, outcome, .. } => {
+                if let Some(e) = pending.front() {
+                    return At::Done(diverged(
+                        n,
+                        format!("the record lacks {} before this Reply", describe(e)),
+                    ));
+                }
+                match machine.feed(call.as_str(), outcome) {
+                    Ok(effects) => {
+                        pending.extend(effects.into_iter().filter(is_fact));
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("a Reply for {call}, but {e}")),
+                }
+            }
+            Fact::Close { call, reason, .. } if pending.is_empty() && reason == "timeout" => {
+                match machine.expire(call.as_str()) {
+                    Ok(effects) => {
+                        pending.extend(effects.into_iter().filter(is_fact));
+                        compare(pending.pop_front(), fact)
+                    }
+                    Err(e) => Err(format!("a timeout of {call}, but {e}")),
+                }
+            }
+            _ => compare(pending.pop_front(), fact),
+        };
+        match matched {
+            Ok(()) => At::Running {
+                machine,
+                pending,
+                next: n + 1,
+            },
+            Err(reason) => At::Done(diverged(n, reason)),
+        }
     }
 }
 

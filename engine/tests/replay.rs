@@ -380,3 +380,40 @@ fn hitl_timeouts_replay_and_a_forged_timeout_diverges() {
         "the record has a Close the program does not derive here"
     );
 }
+
+/// A replay fed one fact at a time (as a store's walk feeds it) reaches
+/// the verdict `replay` does, and stops taking facts once it diverged.
+#[test]
+fn a_replay_fed_fact_by_fact_agrees_and_stops_at_divergence() {
+    use flow_engine::replay::Replayer;
+    let run = parallel_run(json!("all"));
+    let facts = typed(&run.facts);
+    let mut r = Replayer::new(run.program.clone());
+    assert!(facts.iter().all(|f| r.push(f)));
+    let fed = r.finish();
+    assert_eq!(fed.verdict, Verdict::Matched);
+    assert_eq!(fed.verdict, replay(run.program.clone(), &facts).verdict);
+
+    let mut f = run.facts.clone();
+    f[4]["args"] = json!({"changed": true});
+    let facts = typed(&f);
+    let mut r = Replayer::new(run.program.clone());
+    let taken = facts.iter().take_while(|f| r.push(f)).count();
+    assert_eq!(taken, 4, "the fifth fact diverges and is the last taken");
+    assert!(
+        !r.push(&facts[5]),
+        "facts after a divergence change nothing"
+    );
+    assert!(matches!(
+        r.finish().verdict,
+        Verdict::Diverged { fact: 5, .. }
+    ));
+
+    assert_eq!(
+        Replayer::new(run.program.clone()).finish().verdict,
+        Verdict::Diverged {
+            fact: 1,
+            reason: "the history has no Start".into()
+        }
+    );
+}

@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::merkle::{NewBlob, escape_value, externalize};
 pub use flow_abi::fact::FactKind;
 use flow_abi::fact::{Fact, FactError};
+use flow_abi::json::Members;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// Where a kind's values sit, as paths of object keys. DESIGN §3: Start
 /// `input`, Call `args`, Reply `outcome.Ok` / `outcome.Failed`, Checkpoint
@@ -32,55 +34,82 @@ pub fn read_logical(fact: Value) -> Result<Fact> {
     Fact::from_value(fact).map_err(invalid)
 }
 
-/// Checks a fact in stored form and returns it with its kind and number.
+/// A fact in stored form, read: its values may be references, and a delta
+/// Checkpoint carries `state: null` beside its `delta`.
+#[derive(Debug)]
+pub struct ReadStored {
+    pub fact: Fact,
+    /// A delta Checkpoint's delta (checked: `base` a fact number, each
+    /// member of its shape).
+    pub delta: Option<Map<String, Value>>,
+}
+
+impl ReadStored {
+    /// The delta's base: the Checkpoint it applies to.
+    pub fn base(&self) -> Option<u64> {
+        self.delta.as_ref()?.get("base")?.as_u64()
+    }
+
+    /// The stored form again.
+    pub fn into_json(self) -> Value {
+        let v = self.fact.into_json();
+        match (self.delta, v) {
+            (Some(delta), Value::Object(mut m)) => {
+                m.remove("state");
+                m.insert("delta".into(), Value::Object(delta));
+                Value::Object(m)
+            }
+            (_, v) => v,
+        }
+    }
+}
+
+/// Checks a fact in stored form and reads it.
 ///
 /// Every stored fact but a delta Checkpoint has the logical shape (its
 /// values may be references, which the reader takes as the opaque values
 /// they are), so the fact reader checks it. A delta Checkpoint is the
 /// Checkpoint envelope with `delta` in place of `state`: the reader checks
 /// the envelope, this checks the delta.
-pub fn read_stored(mut fact: Value) -> Result<(Value, FactKind, u64)> {
-    let delta = fact.as_object_mut().and_then(|m| m.remove("delta"));
-    let Some(delta) = delta else {
-        let f = read_logical(fact)?;
-        let (kind, n) = (f.kind(), f.n());
-        return Ok((f.into_json(), kind, n));
+pub fn read_stored(mut fact: Members<'_>) -> Result<ReadStored> {
+    let Some(at) = fact.iter().position(|(k, _)| k == "delta") else {
+        return Ok(ReadStored {
+            fact: Fact::from_members(fact).map_err(invalid)?,
+            delta: None,
+        });
     };
-    let Value::Object(mut m) = fact else {
-        return Err(Error::InvalidFact("$: a fact is a JSON object".into()));
-    };
-    if m.contains_key("state") {
+    let delta = fact.swap_remove(at).1;
+    if fact.iter().any(|(k, _)| k == "state") {
         return Err(Error::InvalidFact(
             "$.delta: a Checkpoint holds either its state or a delta".into(),
         ));
     }
-    m.insert("state".into(), Value::Null);
-    let f = Fact::from_value(Value::Object(m)).map_err(|e| {
+    fact.push((Cow::Borrowed("state"), Value::Null));
+    let f = Fact::from_members(fact).map_err(|e| {
         if e.path() == "$.state" {
             Error::InvalidFact("$.delta: only a Checkpoint is stored as a delta".into())
         } else {
             invalid(e)
         }
     })?;
-    let (kind, n) = (f.kind(), f.n());
-    if kind != FactKind::Checkpoint {
+    if f.kind() != FactKind::Checkpoint {
         return Err(Error::InvalidFact(
             "$.delta: only a Checkpoint is stored as a delta".into(),
         ));
     }
-    check_delta(&delta)?;
-    let Value::Object(mut m) = f.into_json() else {
-        return Err(Error::InvalidFact("a fact is a JSON object".into()));
+    let Value::Object(delta) = delta else {
+        return Err(Error::InvalidFact("$.delta: is an object".into()));
     };
-    m.remove("state");
-    m.insert("delta".into(), delta);
-    Ok((Value::Object(m), kind, n))
+    check_delta(&delta)?;
+    Ok(ReadStored {
+        fact: f,
+        delta: Some(delta),
+    })
 }
 
 /// `{"base":B,"set":{…}?,"append":{field:[…]}?,"unset":[field…]?}`.
-fn check_delta(d: &Value) -> Result<()> {
+fn check_delta(m: &Map<String, Value>) -> Result<()> {
     let bad = |at: &str, what: &str| Error::InvalidFact(format!("$.delta{at}: {what}"));
-    let m = d.as_object().ok_or_else(|| bad("", "is an object"))?;
     if let Some(k) = m
         .keys()
         .find(|k| !["base", "set", "append", "unset"].contains(&k.as_str()))
@@ -204,6 +233,12 @@ mod tests {
     use super::*;
     use flow_abi::json::parse;
 
+    fn members(f: &str) -> Members<'_> {
+        flow_abi::json::parse_object_checking_canonical(f)
+            .unwrap()
+            .0
+    }
+
     #[test]
     fn envelopes() {
         let ok = [
@@ -217,7 +252,11 @@ mod tests {
         ];
         for f in ok {
             read_logical(parse(f).unwrap()).unwrap();
-            read_stored(parse(f).unwrap()).unwrap();
+            let r = read_stored(members(f)).unwrap();
+            assert_eq!(
+                flow_abi::json::canonical(&r.into_json()),
+                flow_abi::json::canonical(&parse(f).unwrap())
+            );
         }
         let bad = [
             r#"[]"#,
@@ -242,9 +281,10 @@ mod tests {
             r#"{"delta":{"append":{"m":[1]},"base":2,"set":{"a":{"$blob":"blake3:00","length":2000}},"unset":["b"]},"fact":"Checkpoint","n":5,"node":"a","task":"root"}"#,
         ];
         for f in ok {
-            let (v, kind, n) = read_stored(parse(f).unwrap()).unwrap();
-            assert_eq!((kind, n), (FactKind::Checkpoint, 5));
-            assert_eq!(flow_abi::json::canonical(&v), f);
+            let r = read_stored(members(f)).unwrap();
+            assert_eq!((r.fact.kind(), r.fact.n()), (FactKind::Checkpoint, 5));
+            assert!(r.base().is_some());
+            assert_eq!(flow_abi::json::canonical(&r.into_json()), f);
         }
         let bad = [
             (
@@ -285,7 +325,7 @@ mod tests {
             ),
         ];
         for (f, needle) in bad {
-            let e = read_stored(parse(f).unwrap()).unwrap_err().to_string();
+            let e = read_stored(members(f)).unwrap_err().to_string();
             assert!(e.contains(needle), "{f}: {e}");
         }
     }

@@ -12,6 +12,7 @@ use crate::api::*;
 use crate::checkpoint::{CkptCache, MAX_DELTA_CHAIN, apply_delta, delta_of};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
+use crate::fact::ReadStored;
 use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, parse_hash};
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
 use crate::merkle::{self, BlobVerifier};
@@ -175,7 +176,7 @@ impl RowChecker<'_> {
         if self.ended {
             return Err(Error::corrupt(run, n, "a fact follows End"));
         }
-        let (fact, kind) = parsed
+        let (mut fact, kind) = parsed
             .unwrap_or_else(|| check_stored(run, n, &body))
             .map_err(|reason| Error::corrupt(run, n, reason))?;
         if kind.as_str() != kind_col {
@@ -189,28 +190,26 @@ impl RowChecker<'_> {
         if from_column(&hash_col) != Some(h) {
             return Err(Error::corrupt(run, n, "the chain hash does not match"));
         }
+        let mut load = |hash: &[u8; 32]| db.load_blob(hash);
         // A fact read as logical has no reference (verify.rs).
-        if let Checked::Stored(fact) = &fact {
-            let mut load = |hash: &[u8; 32]| db.load_blob(hash);
-            self.blobs
-                .verify_refs_in(fact, &mut load)
-                .map_err(|reason| Error::corrupt(run, n, reason))?;
-            if kind == FactKind::Start {
-                for s in fact
-                    .get("sources")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let hash = s.get("hash").and_then(Value::as_str).and_then(parse_hash);
-                    let len = s.get("length").and_then(Value::as_u64);
-                    let (Some(hash), Some(len)) = (hash, len) else {
-                        return Err(Error::corrupt(run, n, "a source entry is malformed"));
-                    };
-                    self.blobs
-                        .verify_source(&hash, len, &mut load)
-                        .map_err(|reason| Error::corrupt(run, n, reason))?;
-                }
+        if let Checked::Stored(r) = &mut fact {
+            let value = r.fact.value_mut().map(|v| &*v);
+            for v in value
+                .into_iter()
+                .chain(r.delta.iter().flat_map(|d| d.values()))
+            {
+                self.blobs
+                    .verify_refs_in(v, &mut load)
+                    .map_err(|reason| Error::corrupt(run, n, reason))?;
+            }
+        }
+        if let Fact::Start { sources, .. } = fact.fact() {
+            for s in sources {
+                let hash = parse_hash(&s.hash)
+                    .ok_or_else(|| Error::corrupt(run, n, "a source entry is malformed"))?;
+                self.blobs
+                    .verify_source(&hash, s.length, &mut load)
+                    .map_err(|reason| Error::corrupt(run, n, reason))?;
             }
         }
         self.prev = h;
@@ -453,8 +452,10 @@ pub(crate) fn walk_logical(
                 }
                 return Ok(visit(fact));
             }
-            Checked::Stored(v) => v,
+            Checked::Stored(r) => r,
         };
+        let base = stored.base();
+        let ReadStored { mut fact, delta } = stored;
         let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
             if let Some(v) = loaded.get(h) {
                 return Ok(v.clone());
@@ -463,17 +464,15 @@ pub(crate) fn walk_logical(
             loaded.insert(*h, v.clone());
             Ok(v)
         };
-        let logical = if f.kind == FactKind::Checkpoint {
-            let base = delta_of(&stored)
-                .transpose()
-                .map_err(|e| corrupt(&e))?
-                .map(|(b, _)| b);
-            let Value::Object(mut m) = stored else {
-                return Err(corrupt(&"a fact is a JSON object"));
-            };
-            let state = match (base, m.remove("delta")) {
-                (Some(base), Some(Value::Object(d))) => match last.take() {
-                    Some((b, mut state)) if b == base => {
+        // The fact's value with its references loaded; a delta's state
+        // built on the Checkpoint before it, in hand (any other base is
+        // read back).
+        if let Some(v) = fact.value_mut() {
+            *v = match delta {
+                None => merkle::expand_owned(std::mem::take(v), &mut |h| blob(h, db))
+                    .map_err(|e| corrupt(&e))?,
+                Some(d) => match last.take() {
+                    Some((b, mut state)) if base == Some(b) => {
                         apply_delta(&mut state, &d, &mut |v| {
                             merkle::expand(v, &mut |h| blob(h, db))
                         })
@@ -482,18 +481,12 @@ pub(crate) fn walk_logical(
                     }
                     _ => checkpoint_state(db, run, f.n)?,
                 },
-                _ => {
-                    let stored = m.remove("state").unwrap_or(Value::Null);
-                    merkle::expand_owned(stored, &mut |h| blob(h, db)).map_err(|e| corrupt(&e))?
-                }
             };
+        }
+        if let Fact::Checkpoint { state, .. } = &fact {
             last = Some((f.n, state.clone()));
-            m.insert("state".into(), state);
-            Value::Object(m)
-        } else {
-            merkle::expand_owned(stored, &mut |h| blob(h, db))?
-        };
-        Ok(visit(Fact::from_value(logical).map_err(|e| corrupt(&e))?))
+        }
+        Ok(visit(fact))
     })
 }
 

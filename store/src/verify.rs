@@ -1,7 +1,7 @@
 //! Checks shared by every reader of stored facts (database rows, archive
 //! lines).
 
-use crate::fact::{FactKind, read_logical, read_stored};
+use crate::fact::{FactKind, ReadStored, read_stored};
 use flow_abi::fact::Fact;
 use serde_json::Value;
 
@@ -10,19 +10,26 @@ use serde_json::Value;
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Checked {
     /// Its stored text is its logical text: no value is a reference, no
-    /// key is escaped, it is not a delta (and not Start, whose sources the
-    /// reader verifies from the stored form). Read once, as the fact.
+    /// key is escaped, it is not a delta. Read once, as the fact.
     Logical(Fact),
-    /// In stored form.
-    Stored(Value),
+    /// In stored form: values may be references (to load and check), keys
+    /// may be escaped, or it is a delta Checkpoint.
+    Stored(ReadStored),
 }
 
 impl Checked {
+    /// The fact as read (in stored form, its values may be references).
+    pub(crate) fn fact(&self) -> &Fact {
+        match self {
+            Checked::Logical(f) | Checked::Stored(ReadStored { fact: f, .. }) => f,
+        }
+    }
+
     /// The fact in stored form.
     pub(crate) fn into_stored(self) -> Value {
         match self {
             Checked::Logical(f) => f.into_json(),
-            Checked::Stored(v) => v,
+            Checked::Stored(r) => r.into_json(),
         }
     }
 }
@@ -38,11 +45,10 @@ pub(crate) fn check_stored_fact(
     check_stored(run, n, body).map(|(c, kind)| (c.into_stored(), kind))
 }
 
-/// [`check_stored_fact`], keeping the fact as read when its stored form is
-/// its logical one.
+/// [`check_stored_fact`], keeping the fact as read.
 pub(crate) fn check_stored(run: &str, n: u64, body: &str) -> Result<(Checked, FactKind), String> {
-    let (fact, canonical) =
-        flow_abi::json::parse_checking_canonical(body).map_err(|e| format!("not JSON: {e}"))?;
+    let (fact, canonical) = flow_abi::json::parse_object_checking_canonical(body)
+        .map_err(|e| format!("not JSON: {e}"))?;
     if !canonical {
         return Err("not in canonical form".into());
     }
@@ -50,27 +56,21 @@ pub(crate) fn check_stored(run: &str, n: u64, body: &str) -> Result<(Checked, Fa
     // key ends in `$blob`; in canonical text either shows as `$blob"`. A
     // text without it has no reference to load and no key to unescape.
     let plain = !body.contains("$blob\"") && !body.contains("\"delta\":");
-    let (checked, kind, fact_n) = if plain {
-        let f = read_logical(fact).map_err(|e| e.to_string())?;
-        let (kind, n) = (f.kind(), f.n());
-        let checked = match kind {
-            FactKind::Start => Checked::Stored(f.into_json()),
-            _ => Checked::Logical(f),
-        };
-        (checked, kind, n)
+    let checked = if plain {
+        Checked::Logical(Fact::from_members(fact).map_err(|e| e.to_string())?)
     } else {
-        let (v, kind, n) = read_stored(fact).map_err(|e| e.to_string())?;
-        (Checked::Stored(v), kind, n)
+        Checked::Stored(read_stored(fact).map_err(|e| e.to_string())?)
     };
+    let f = checked.fact();
+    let (kind, fact_n) = (f.kind(), f.n());
     if fact_n != n {
         return Err(format!("numbered {fact_n}"));
     }
     if (kind == FactKind::Start) != (n == 1) {
         return Err("Start must be exactly fact 1".into());
     }
-    if let Checked::Stored(fact) = &checked
-        && kind == FactKind::Start
-        && fact.get("run").and_then(Value::as_str) != Some(run)
+    if let Fact::Start { run: named, .. } = f
+        && named.as_str() != run
     {
         return Err(format!("Start names another run than {run}"));
     }

@@ -205,6 +205,27 @@ impl Fact {
         self
     }
 
+    /// The one value the fact carries, if any, to read or change in place:
+    /// Start `input`, Call `args`, a Reply's `Ok` or `Failed` value,
+    /// Checkpoint `state`, a completed End's `output` (DESIGN §3, the
+    /// positions a store keeps as blobs).
+    pub fn value_mut(&mut self) -> Option<&mut Json> {
+        match self {
+            Fact::Start { input: v, .. }
+            | Fact::Call { args: v, .. }
+            | Fact::Reply {
+                outcome: Outcome::Ok(v) | Outcome::Failed(v),
+                ..
+            }
+            | Fact::Checkpoint { state: v, .. }
+            | Fact::End {
+                ending: Ending::Completed { output: v, .. },
+                ..
+            } => Some(v),
+            _ => None,
+        }
+    }
+
     /// The call a Call, Reply or Close names.
     pub fn call(&self) -> Option<&CallId> {
         match self {

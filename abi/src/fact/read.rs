@@ -8,7 +8,8 @@
 use super::{CallId, Ending, Entry, Fact, FactKind, Outer, Parent, RunId, Source};
 use super::{is_node_id, is_task_id};
 use crate::protocol::{self, Outcome};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
+use std::borrow::Cow;
 
 /// Why a JSON value is not a fact: where (a JSONPath into the fact, `$`
 /// for the whole) and what is wrong there.
@@ -67,24 +68,36 @@ fn member(at: &str, key: &str) -> String {
 }
 
 /// An object being read: members are taken out as they are read.
-struct Obj {
-    m: Map<String, Json>,
-    at: String,
+struct Obj<'t> {
+    m: Vec<(Cow<'t, str>, Json)>,
+    at: Cow<'static, str>,
 }
 
-impl Obj {
+impl<'t> Obj<'t> {
     /// `v` as an object of `what`, refusing a key not in `keys`.
-    fn new(v: Json, at: String, what: &str, keys: &[&str]) -> Result<Obj> {
-        let m = match v {
-            Json::Object(m) => m,
-            other => {
-                return Err(FactError::new(
-                    at,
-                    format!("{what} is an object, found {}", json_kind(&other)),
-                ));
-            }
-        };
-        if let Some(k) = m.keys().find(|k| !keys.contains(&k.as_str())) {
+    fn new(v: Json, at: String, what: &str, keys: &[&str]) -> Result<Obj<'t>> {
+        match v {
+            Json::Object(m) => Obj::of(
+                m.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect(),
+                at.into(),
+                what,
+                keys,
+            ),
+            other => Err(FactError::new(
+                at,
+                format!("{what} is an object, found {}", json_kind(&other)),
+            )),
+        }
+    }
+
+    /// The members `m` (distinct keys) as an object of `what`.
+    fn of(
+        m: Vec<(Cow<'t, str>, Json)>,
+        at: Cow<'static, str>,
+        what: &str,
+        keys: &[&str],
+    ) -> Result<Obj<'t>> {
+        if let Some((k, _)) = m.iter().find(|(k, _)| !keys.contains(&k.as_ref())) {
             return Err(FactError::new(
                 member(&at, k),
                 format!("unknown key: {what} has {}", list(keys)),
@@ -93,13 +106,18 @@ impl Obj {
         Ok(Obj { m, at })
     }
 
+    /// Takes member `key` out, if there is one.
+    fn remove(&mut self, key: &str) -> Option<Json> {
+        let i = self.m.iter().position(|(k, _)| k == key)?;
+        Some(self.m.swap_remove(i).1)
+    }
+
     fn path(&self, key: &str) -> String {
         member(&self.at, key)
     }
 
     fn take(&mut self, key: &str) -> Result<Json> {
-        self.m
-            .remove(key)
+        self.remove(key)
             .ok_or_else(|| FactError::new(self.path(key), "missing"))
     }
 
@@ -162,13 +180,18 @@ impl Obj {
         Ok(s)
     }
 
-    fn object(&mut self, key: &str, what: &str, keys: &[&str]) -> Result<Obj> {
+    fn object(&mut self, key: &str, what: &str, keys: &[&str]) -> Result<Obj<'static>> {
         let v = self.take(key)?;
         Obj::new(v, self.path(key), what, keys)
     }
 
-    fn optional_object(&mut self, key: &str, what: &str, keys: &[&str]) -> Result<Option<Obj>> {
-        match self.m.remove(key) {
+    fn optional_object(
+        &mut self,
+        key: &str,
+        what: &str,
+        keys: &[&str],
+    ) -> Result<Option<Obj<'static>>> {
+        match self.remove(key) {
             None => Ok(None),
             Some(v) => Obj::new(v, self.path(key), what, keys).map(Some),
         }
@@ -206,6 +229,18 @@ fn keys_of(kind: FactKind) -> &'static [&'static str] {
     }
 }
 
+/// A kind's facts, for messages.
+fn what(kind: FactKind) -> &'static str {
+    match kind {
+        FactKind::Start => "a Start fact",
+        FactKind::Call => "a Call fact",
+        FactKind::Reply => "a Reply fact",
+        FactKind::Close => "a Close fact",
+        FactKind::Checkpoint => "a Checkpoint fact",
+        FactKind::End => "an End fact",
+    }
+}
+
 /// Whether `s` is `blake3:` and 64 lowercase hex digits.
 fn is_blake3(s: &str) -> bool {
     s.strip_prefix("blake3:").is_some_and(|h| {
@@ -231,13 +266,22 @@ impl Fact {
 
     /// Reads a fact from a JSON value, moving its values into the fact.
     pub fn from_value(v: Json) -> Result<Fact> {
-        let Json::Object(m) = v else {
-            return Err(FactError::new(
+        match v {
+            Json::Object(m) => {
+                Fact::from_members(m.into_iter().map(|(k, v)| (Cow::Owned(k), v)).collect())
+            }
+            other => Err(FactError::new(
                 "$",
-                format!("a fact is a JSON object, found {}", json_kind(&v)),
-            ));
-        };
-        let kind = match m.get("fact") {
+                format!("a fact is a JSON object, found {}", json_kind(&other)),
+            )),
+        }
+    }
+
+    /// Reads a fact from the members of its JSON object (distinct keys, as
+    /// [`crate::json::parse_object_checking_canonical`] reads them), moving
+    /// its values into the fact.
+    pub fn from_members(m: crate::json::Members<'_>) -> Result<Fact> {
+        let kind = match m.iter().find(|(k, _)| k == "fact").map(|(_, v)| v) {
             None => {
                 return Err(FactError::new(
                     "$.fact",
@@ -259,9 +303,8 @@ impl Fact {
                 ));
             }
         };
-        let what = format!("a {} fact", kind.as_str());
-        let mut o = Obj::new(Json::Object(m), "$".into(), &what, keys_of(kind))?;
-        o.m.remove("fact");
+        let mut o = Obj::of(m, Cow::Borrowed("$"), what(kind), keys_of(kind))?;
+        o.remove("fact");
         let n = o.count("n", 0)?;
         if n == 0 {
             return Err(FactError::new("$.n", "facts are numbered from 1"));

@@ -15,7 +15,7 @@ use flow_abi::fact::{CallId, Entry, Fact, Outer, Parent};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine, OpenCall};
 use flow_engine::program::Program;
-use flow_engine::replay::{Replayed, Verdict, replay};
+use flow_engine::replay::{Replayed, Replayer, Verdict};
 use flow_store::{FactKind, FactRef, HostRecordKind, RunId};
 use serde_json::{Map, Value as Json, json};
 use std::collections::BTreeSet;
@@ -101,11 +101,6 @@ pub(super) struct Ready {
     pub others: Vec<OpenCall>,
 }
 
-/// Most facts per hand-off from a replay's reader to its engine.
-const BATCH: usize = 256;
-/// Most Checkpoints per hand-off.
-const BATCH_STATES: usize = 8;
-
 /// What a fork starts with.
 pub(super) struct Fork {
     pub run: RunId,
@@ -120,9 +115,8 @@ pub(super) struct Fork {
 impl RunService {
     /// A run's history replayed against its recorded program (the checked
     /// program from the cache by program hash) while it is read: the
-    /// store's walk runs on a thread of its own and hands each verified
-    /// logical fact over a bounded channel to the engine here, so reading
-    /// and re-deriving overlap, and memory holds a few facts (one
+    /// store's walk hands each verified logical fact to the engine as it
+    /// is read, on the walk's own thread, so memory holds a few facts (one
     /// Checkpoint's whole state each), never every Checkpoint's state at
     /// once. `see` is shown each fact on its way to the engine. A fact that
     /// cannot be read is an error, whatever the replay made of the facts
@@ -133,47 +127,29 @@ impl RunService {
         see: &mut dyn FnMut(&Fact),
     ) -> Result<(Arc<Program>, Replayed)> {
         let store: &dyn Store = &*self.inner.store;
-        // Facts cross in batches: a hand-off per fact would cost more than
-        // the fact. A batch holds few Checkpoints (each a whole state), so
-        // the states in flight stay few however large.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Fact>>(1);
-        std::thread::scope(|scope| {
-            let reader = scope.spawn(move || {
-                let (mut batch, mut states) = (Vec::with_capacity(BATCH), 0);
-                let walked = store.walk_logical(run, &mut |f| {
-                    states += usize::from(matches!(f, Fact::Checkpoint { .. }));
-                    batch.push(f);
-                    if batch.len() < BATCH && states < BATCH_STATES {
-                        return true;
+        let mut replaying: Option<(Arc<Program>, Replayer)> = None;
+        let mut refused = None;
+        let walked = store.walk_logical(run, &mut |f| {
+            see(&f);
+            if replaying.is_none() {
+                match Sources::from_start(store, &f).and_then(|s| self.program(&s)) {
+                    Ok(p) => replaying = Some((p.clone(), Replayer::new(p))),
+                    Err(e) => {
+                        refused = Some(e);
+                        return false;
                     }
-                    states = 0;
-                    tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                        .is_ok()
-                });
-                if !batch.is_empty() {
-                    let _ = tx.send(batch);
                 }
-                walked
-            });
-            let mut facts = rx.into_iter().flatten();
-            let outcome = match facts.next() {
-                None => Err(Error::Unreadable(format!("{run} has no Start"))),
-                Some(start) => (|| {
-                    let program = self.program(&Sources::from_start(store, &start)?)?;
-                    let walked = std::iter::once(start)
-                        .chain(facts.by_ref())
-                        .inspect(|f| see(f));
-                    Ok((program.clone(), replay(program, walked)))
-                })(),
-            };
-            // A replay that stopped early (diverged) stops the walk.
-            drop(facts);
-            let read = reader
-                .join()
-                .map_err(|_| Error::Unreadable(format!("reading {run} stopped (a panic)")))?;
-            read?;
-            outcome
-        })
+            }
+            // A replay that diverged stops the walk.
+            replaying.as_mut().is_some_and(|(_, r)| r.push(&f))
+        });
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        walked?;
+        let (program, r) =
+            replaying.ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
+        Ok((program, r.finish()))
     }
 
     /// The machine of `run` at `head`: the cached one when the run is still
