@@ -35,8 +35,10 @@ fn fact_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
-fn rows_of(rows: impl Iterator<Item = rusqlite::Result<FactRow>>) -> Vec<Result<FactRow, String>> {
-    rows.map(|r| r.map_err(|e| e.to_string())).collect()
+fn rows_of(
+    rows: impl Iterator<Item = rusqlite::Result<FactRow>>,
+) -> impl Iterator<Item = Result<FactRow, String>> {
+    rows.map(|r| r.map_err(|e| e.to_string()))
 }
 
 impl ReadDb for Db<'_> {
@@ -76,18 +78,18 @@ impl ReadDb for Db<'_> {
         limit: u32,
     ) -> Result<Vec<Result<FactRow, String>>> {
         let mut st = self.0.prepare_cached("SELECT n, kind, hash, body FROM facts WHERE run_key = ?1 AND n > ?2 ORDER BY n LIMIT ?3")?;
-        Ok(rows_of(st.query_map(
+        // A window of rows is sized once, not grown row by row.
+        let mut rows = Vec::with_capacity(limit.min(4096) as usize);
+        rows.extend(rows_of(st.query_map(
             params![key, after as i64, i64::from(limit)],
             fact_row,
-        )?))
+        )?));
+        Ok(rows)
     }
 
     fn fact_range(&mut self, key: i64, from: u64, to: u64) -> Result<Vec<Result<FactRow, String>>> {
         let mut st = self.0.prepare_cached("SELECT n, kind, hash, body FROM facts WHERE run_key = ?1 AND n BETWEEN ?2 AND ?3 ORDER BY n")?;
-        Ok(rows_of(st.query_map(
-            params![key, from as i64, to as i64],
-            fact_row,
-        )?))
+        Ok(rows_of(st.query_map(params![key, from as i64, to as i64], fact_row)?).collect())
     }
 
     fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>> {
