@@ -107,16 +107,33 @@ impl CheckedRow {
     }
 }
 
-/// What [`check_stored`] made of a row's text, read ahead of the row's
-/// turn (`None`: not read ahead, or a row that could not be read).
-type Parsed = Option<std::result::Result<(Checked, FactKind), String>>;
+/// A row as far as it was read ahead of its turn: what [`check_stored`]
+/// made of its text, and its chain hash computed from the hash column of
+/// the row before (`(prev, hash)`), which is the fact's own chain hash
+/// when `prev` is the hash the walk verified for that row.
+struct Ahead {
+    checked: std::result::Result<(Checked, FactKind), String>,
+    chain: ([u8; 32], [u8; 32]),
+}
 
 /// Reads row `i` of a history's rows (fact `i + 1`) as far as it needs no
-/// other row: its text parsed, canonical, a fact numbered `i + 1`.
-fn parse_row(run: &str, i: usize, row: &Result<FactRow, String>) -> Parsed {
-    row.as_ref()
-        .ok()
-        .map(|(_, _, _, body)| check_stored(run, i as u64 + 1, body))
+/// other row: its text parsed, canonical, a fact numbered `i + 1`, and its
+/// chain hash from `prev` (the hash column of the row before, or the
+/// chain's start), which it then sets to this row's column. `None` for a
+/// row that could not be read.
+fn read_ahead(
+    run: &str,
+    i: usize,
+    row: &Result<FactRow, String>,
+    prev: &mut [u8; 32],
+) -> Option<Ahead> {
+    let (_, _, hash_col, body) = row.as_ref().ok()?;
+    let ahead = Ahead {
+        checked: check_stored(run, i as u64 + 1, body),
+        chain: (*prev, chain_next(prev, body)),
+    };
+    *prev = from_column(hash_col).unwrap_or([0; 32]);
+    Some(ahead)
 }
 
 /// Rows at least this many are parsed on a thread of their own, ahead of
@@ -153,14 +170,14 @@ impl Window {
 }
 
 impl RowChecker<'_> {
-    /// Checks `row` as the next fact, `parsed` being its text as read ahead
-    /// (by [`parse_row`], for the number this row must have), else read
-    /// here.
+    /// Checks `row` as the next fact, `ahead` being what was read of it
+    /// ahead of its turn (by [`read_ahead`], for the number this row must
+    /// have), else read here.
     fn admit(
         &mut self,
         db: &mut dyn ReadDb,
         row: Result<FactRow, String>,
-        parsed: Parsed,
+        ahead: Option<Ahead>,
     ) -> Result<CheckedRow> {
         let run = self.run.as_str();
         let n = self.expected;
@@ -176,9 +193,11 @@ impl RowChecker<'_> {
         if self.ended {
             return Err(Error::corrupt(run, n, "a fact follows End"));
         }
-        let (mut fact, kind) = parsed
-            .unwrap_or_else(|| check_stored(run, n, &body))
-            .map_err(|reason| Error::corrupt(run, n, reason))?;
+        let (checked, chain) = match ahead {
+            Some(a) => (a.checked, Some(a.chain)),
+            None => (check_stored(run, n, &body), None),
+        };
+        let (mut fact, kind) = checked.map_err(|reason| Error::corrupt(run, n, reason))?;
         if kind.as_str() != kind_col {
             return Err(Error::corrupt(
                 run,
@@ -186,7 +205,10 @@ impl RowChecker<'_> {
                 "the kind column differs from the fact",
             ));
         }
-        let h = chain_next(&self.prev, &body);
+        let h = match chain {
+            Some((prev, h)) if prev == self.prev => h,
+            _ => chain_next(&self.prev, &body),
+        };
         if from_column(&hash_col) != Some(h) {
             return Err(Error::corrupt(run, n, "the chain hash does not match"));
         }
@@ -257,33 +279,35 @@ fn walk_stored(
         blobs: BlobVerifier::default(),
     };
     let mut count = 0u64;
-    let mut take = |db: &mut dyn ReadDb, row, parsed| -> Result<bool> {
-        let f = checker.admit(db, row, parsed)?;
+    let mut take = |db: &mut dyn ReadDb, row, ahead| -> Result<bool> {
+        let f = checker.admit(db, row, ahead)?;
         count += 1;
         visit(db, f)
     };
     if first.len() < PARSE_AHEAD_FROM {
-        for (i, row) in first.into_iter().enumerate() {
-            let parsed = parse_row(run.as_str(), i, &row);
-            if !take(db, row, parsed)? {
+        for row in first {
+            if !take(db, row, None)? {
                 return Ok(());
             }
         }
     } else {
         // Parsing is most of a read and needs no other row: a thread of
-        // its own parses ahead while this one reads the next windows of
-        // rows, checks the chain and blobs, and hands the facts to the
-        // visitor (replay's engine, on a third). At most two windows are
-        // read and not yet checked, so memory stays bounded.
+        // its own parses ahead, and hashes each row on the hash column of
+        // the row before, while this one reads the next windows of rows,
+        // checks numbering, that chain and the blobs, and hands the facts
+        // to the visitor (replay's engine, on this thread too). At most
+        // two windows are read and not yet checked, so memory stays
+        // bounded.
         let whole = std::thread::scope(|scope| {
             let (rows_tx, rows_rx) = std::sync::mpsc::channel::<Vec<Result<FactRow, String>>>();
             let (tx, rx) = std::sync::mpsc::channel();
             let name = run.as_str();
             scope.spawn(move || {
                 let mut batch = Vec::with_capacity(PARSE_BATCH);
+                let mut prev = chain_start(name);
                 for (i, row) in rows_rx.into_iter().flatten().enumerate() {
-                    let parsed = parse_row(name, i, &row);
-                    batch.push((row, parsed));
+                    let ahead = read_ahead(name, i, &row, &mut prev);
+                    batch.push((row, ahead));
                     if batch.len() == PARSE_BATCH
                         && tx
                             .send(std::mem::replace(
@@ -317,9 +341,9 @@ fn walk_stored(
                 }
                 // Leaving early drops `rx`: the parser stops at its next batch.
                 let Ok(batch) = rx.recv() else { break };
-                for (row, parsed) in batch {
+                for (row, ahead) in batch {
                     checked += 1;
-                    if !take(db, row, parsed)? {
+                    if !take(db, row, ahead)? {
                         return Ok(false);
                     }
                 }

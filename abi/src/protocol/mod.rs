@@ -294,11 +294,12 @@ fn read_outcome(v: Json, allow_bad_reply: bool) -> Result<Outcome, Error> {
     let Some((tag, inner)) = m.into_iter().next() else {
         return Err(shape("", "an outcome has one member"));
     };
-    let at = ptr("", &tag);
+    // The pointer is written only for an error.
+    let at = || ptr("", &tag);
     let reason = |inner: Json| match inner {
         Json::String(s) => Ok(s),
         other => Err(shape(
-            &at,
+            &at(),
             format!(
                 "{tag} holds a reason (a string), found {}",
                 json_kind(&other)
@@ -312,11 +313,11 @@ fn read_outcome(v: Json, allow_bad_reply: bool) -> Result<Outcome, Error> {
         "Unknown" => reason(inner).map(Outcome::Unknown),
         "BadReply" if allow_bad_reply => reason(inner).map(Outcome::BadReply),
         "BadReply" => Err(shape(
-            &at,
+            &at(),
             "BadReply is never sent; only the runtime decides it",
         )),
         other => Err(shape(
-            &at,
+            &at(),
             format!("unknown outcome \"{other}\" (expected Ok, Failed, NotRun or Unknown)"),
         )),
     }
