@@ -147,16 +147,7 @@ impl Replayer {
                     Machine::resume_at(self.program.clone(), &entry.module, node, state.clone());
                 started(begun).follow(fact)
             }
-            At::Running {
-                machine,
-                pending,
-                next,
-            } => At::Running {
-                machine,
-                pending,
-                next,
-            }
-            .follow(fact),
+            running @ At::Running { .. } => running.follow(fact),
             done @ At::Done(_) => done,
         };
         !matches!(self.at, At::Done(_))

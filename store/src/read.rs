@@ -469,44 +469,41 @@ pub(crate) fn walk_logical(
     let mut last: Option<(u64, Value)> = None;
     walk_stored(db, run, &mut |db, f| {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
-        let stored = match f.fact {
-            Checked::Logical(fact) => {
-                if let Fact::Checkpoint { state, .. } = &fact {
-                    last = Some((f.n, state.clone()));
-                }
-                return Ok(visit(fact));
-            }
-            Checked::Stored(r) => r,
-        };
-        let base = stored.base();
-        let ReadStored { mut fact, delta } = stored;
-        let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
-            if let Some(v) = loaded.get(h) {
-                return Ok(v.clone());
-            }
-            let v = stored_value(db, h)?;
-            loaded.insert(*h, v.clone());
-            Ok(v)
-        };
-        // The fact's value with its references loaded; a delta's state
-        // built on the Checkpoint before it, in hand (any other base is
-        // read back).
-        if let Some(v) = fact.value_mut() {
-            *v = match delta {
-                None => merkle::expand_owned(std::mem::take(v), &mut |h| blob(h, db))
-                    .map_err(|e| corrupt(&e))?,
-                Some(d) => match last.take() {
-                    Some((b, mut state)) if base == Some(b) => {
-                        apply_delta(&mut state, &d, &mut |v| {
-                            merkle::expand(v, &mut |h| blob(h, db))
-                        })
-                        .map_err(|e| corrupt(&e))?;
-                        state
+        let fact = match f.fact {
+            Checked::Logical(fact) => fact,
+            Checked::Stored(r) => {
+                let base = r.base();
+                let ReadStored { mut fact, delta } = r;
+                let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
+                    if let Some(v) = loaded.get(h) {
+                        return Ok(v.clone());
                     }
-                    _ => checkpoint_state(db, run, f.n)?,
-                },
-            };
-        }
+                    let v = stored_value(db, h)?;
+                    loaded.insert(*h, v.clone());
+                    Ok(v)
+                };
+                // The fact's value with its references loaded; a delta's
+                // state built on the Checkpoint before it, in hand (any
+                // other base is read back).
+                if let Some(v) = fact.value_mut() {
+                    *v = match delta {
+                        None => merkle::expand_owned(std::mem::take(v), &mut |h| blob(h, db))
+                            .map_err(|e| corrupt(&e))?,
+                        Some(d) => match last.take() {
+                            Some((b, mut state)) if base == Some(b) => {
+                                apply_delta(&mut state, &d, &mut |v| {
+                                    merkle::expand(v, &mut |h| blob(h, db))
+                                })
+                                .map_err(|e| corrupt(&e))?;
+                                state
+                            }
+                            _ => checkpoint_state(db, run, f.n)?,
+                        },
+                    };
+                }
+                fact
+            }
+        };
         if let Fact::Checkpoint { state, .. } = &fact {
             last = Some((f.n, state.clone()));
         }
