@@ -35,34 +35,60 @@ pub(crate) struct Head {
     pub ending: Option<Ending>,
     pub state: RunState,
     pub updated_ms: i64,
+    /// When `state` last changed.
+    pub state_ms: i64,
 }
 
-impl Head {
-    /// Checks a runs row's head columns.
-    pub(crate) fn from_columns(
-        run: &RunId,
-        key: i64,
-        last_n: i64,
-        last_hash: &[u8],
-        ending: Option<&str>,
-        state: &str,
-        updated_ms: i64,
-    ) -> Result<Head> {
+/// A runs row's head columns as a backend reads them.
+pub(crate) struct HeadColumns<'a> {
+    pub key: i64,
+    pub last_n: i64,
+    pub last_hash: &'a [u8],
+    pub ending: Option<&'a str>,
+    pub state: &'a str,
+    pub updated_ms: i64,
+    pub state_ms: i64,
+}
+
+impl HeadColumns<'_> {
+    /// Checks the columns of `run`'s row.
+    pub(crate) fn check(self, run: &RunId) -> Result<Head> {
         let bad = |what: &str| {
             Error::corrupt(
                 run.as_str(),
-                last_n as u64,
+                self.last_n as u64,
                 format!("the runs index holds a malformed {what}"),
             )
         };
         Ok(Head {
-            key,
-            last_n: last_n as u64,
-            last_hash: from_column(last_hash).ok_or_else(|| bad("hash"))?,
-            ending: parse_ending(ending).map_err(|()| bad("ending"))?,
-            state: RunState::parse(state).ok_or_else(|| bad("state"))?,
-            updated_ms,
+            key: self.key,
+            last_n: self.last_n as u64,
+            last_hash: from_column(self.last_hash).ok_or_else(|| bad("hash"))?,
+            ending: parse_ending(self.ending).map_err(|()| bad("ending"))?,
+            state: RunState::parse(self.state).ok_or_else(|| bad("state"))?,
+            updated_ms: self.updated_ms,
+            state_ms: self.state_ms,
         })
+    }
+}
+
+impl Head {
+    /// This head after an update at `at_ms` to `state` and `ending`.
+    pub(crate) fn moved(&self, state: RunState, ending: Option<Ending>, at_ms: i64) -> Head {
+        let changed = state != self.state || ending != self.ending;
+        Head {
+            state,
+            ending,
+            updated_ms: at_ms,
+            state_ms: if changed { at_ms } else { self.state_ms },
+            ..self.clone()
+        }
+    }
+
+    /// Whether `self`, a later head of the same run, has `before`'s state
+    /// (its indexed columns unchanged).
+    pub(crate) fn same_state(&self, before: &Head) -> bool {
+        self.state == before.state && self.ending == before.ending
     }
 }
 
@@ -82,6 +108,7 @@ pub(crate) struct RunColumns {
     pub last_hash: Vec<u8>,
     pub created_ms: i64,
     pub updated_ms: i64,
+    pub state_ms: i64,
     pub imported_ms: Option<i64>,
 }
 
@@ -125,6 +152,7 @@ impl RunColumns {
                 },
                 created_ms: self.created_ms,
                 updated_ms: self.updated_ms,
+                state_ms: self.state_ms,
                 imported_ms: self.imported_ms,
             },
         })

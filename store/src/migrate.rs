@@ -41,6 +41,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "workers",
         include_str!("../../migrations/sqlite/0006_workers.sql"),
     ),
+    (
+        7,
+        "runs_by_state_change",
+        include_str!("../../migrations/sqlite/0007_runs_by_state_change.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -74,6 +79,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         6,
         "workers",
         include_str!("../../migrations/postgres/0006_workers.sql"),
+    ),
+    (
+        7,
+        "runs_by_state_change",
+        include_str!("../../migrations/postgres/0007_runs_by_state_change.sql"),
     ),
 ];
 

@@ -359,12 +359,9 @@ fn prepared(
         },
         blobs,
         head: Head {
-            key: head.key,
             last_n: n,
             last_hash: h,
-            ending: end,
-            state,
-            updated_ms: at_ms,
+            ..head.moved(state, end, at_ms)
         },
         ckpt,
     }
@@ -381,10 +378,7 @@ pub(crate) fn host_head(head: &Head, kind: HostRecordKind, at_ms: i64) -> Option
     if head.ending.is_some() {
         return None;
     }
-    let mut h = head.clone();
-    h.state = state;
-    h.updated_ms = at_ms;
-    Some(h)
+    Some(head.moved(state, None, at_ms))
 }
 
 /// The stored row of a host record made at `head`.

@@ -6,7 +6,7 @@
 #[cfg(feature = "postgres")]
 mod pg;
 
-use flow_store::conformance::{end_fact, new_run_id, start_fact};
+use flow_store::conformance::{checkpoint_fact, end_fact, new_run_id, start_fact};
 use flow_store::{
     Backend, DiscoveryQuery, HostRecord, HostRecordKind, RunId, RunListQuery, RunOrder, RunState,
     SqliteOptions, SqliteStore,
@@ -171,26 +171,64 @@ fn bad_arguments(new: &dyn Fn() -> Box<dyn Backend>) {
     assert!(s.runs_changed_since(0, 10_001).is_err());
 }
 
-/// What a live feed polls: rows changed at or after a time, oldest change
-/// first, including writes made through another handle (another process).
+/// What a live feed polls: rows whose state changed at or after a time
+/// (a start, a pause, an end), oldest change first, including writes made
+/// through another handle (another process). A fact that leaves the state
+/// as it was moves `updated_ms` only (issue 16: a step's commit writes no
+/// index page of the runs table).
 #[test]
 fn changes_since_a_time_include_other_handles_writes() {
     on_both(changes_since);
 }
 
 fn changes_since(new: &dyn Fn() -> Box<dyn Backend>) {
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(5));
     let s = new();
     let a = create(&*s);
     let b = create(&*s);
+    let c = create(&*s);
     let since = s.runs_changed_since(0, 100).unwrap();
-    assert_eq!(since.len(), 2);
-    let t = since.iter().map(|i| i.updated_ms).max().unwrap() + 1;
-    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(since.len(), 3);
+    assert!(since.iter().all(|i| i.state_ms == i.created_ms));
+    let t = since.iter().map(|i| i.state_ms).max().unwrap() + 1;
+    pause();
     let other = new();
     other.append(&a, end_fact(2, json!(0))).unwrap();
+    other
+        .append(&c, checkpoint_fact(2, json!({"i": 1})))
+        .unwrap();
     let changed = s.runs_changed_since(t, 100).unwrap();
-    assert_eq!(changed.len(), 1);
+    assert_eq!(changed.len(), 1, "only a's state changed: {changed:?}");
     assert_eq!(changed[0].run, a);
     assert_eq!(changed[0].state, RunState::Completed);
-    assert!(!changed.iter().any(|i| i.run == b));
+    assert!(changed[0].state_ms >= t);
+    let c_info = s.run_info(&c).unwrap();
+    assert!(c_info.updated_ms >= t && c_info.state_ms < t, "{c_info:?}");
+    // A pause changes the state; the append that resumes it changes it back.
+    let t = changed[0].state_ms + 1;
+    pause();
+    other
+        .record_host(
+            &c,
+            HostRecord {
+                kind: HostRecordKind::Pause,
+                at_ms: None,
+                details: json!({}),
+            },
+        )
+        .unwrap();
+    let paused = s.runs_changed_since(t, 100).unwrap();
+    assert_eq!(paused.len(), 1);
+    assert_eq!((&paused[0].run, paused[0].state), (&c, RunState::Paused));
+    let t = paused[0].state_ms + 1;
+    pause();
+    other
+        .append(&c, checkpoint_fact(3, json!({"i": 2})))
+        .unwrap();
+    let resumed = s.runs_changed_since(t, 100).unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!((&resumed[0].run, resumed[0].state), (&c, RunState::Running));
+    assert!(!resumed.iter().any(|i| i.run == b));
+    let b_created = since.iter().find(|i| i.run == b).unwrap().state_ms;
+    assert_eq!(s.run_info(&b).unwrap().state_ms, b_created);
 }

@@ -62,7 +62,7 @@ pub struct StateChange {
     pub state: String,
     /// The run's last fact when the change was seen.
     pub last_fact: Option<super::listing::FactRefView>,
-    /// The runs index's host time of the change (unix ms).
+    /// The runs index's host time of the change (unix ms, its `state_ms`).
     pub updated_ms: Option<i64>,
     /// `server` (this server's drive) or `store` (seen in the store: another
     /// process, such as the CLI, changed it).
@@ -145,7 +145,7 @@ impl Feed {
             run: run.to_string(),
             state: state.to_string(),
             last_fact: info.as_ref().map(|i| (&i.last_fact).into()),
-            updated_ms: info.as_ref().map(|i| i.updated_ms),
+            updated_ms: info.as_ref().map(|i| i.state_ms),
             source: "server".into(),
             started: extra.get("started").and_then(Json::as_bool),
             resumed: extra.get("resumed").cloned(),
@@ -185,7 +185,7 @@ impl Feed {
     /// Reports the rows the poller found that subscribers have not been
     /// told about.
     fn observe(&self, rows: &[RunInfo], settled_before: i64) {
-        for info in rows.iter().filter(|i| i.updated_ms <= settled_before) {
+        for info in rows.iter().filter(|i| i.state_ms <= settled_before) {
             let news = match self.inner.lock() {
                 Ok(g) => match g.reported.get(info.run.as_str()) {
                     None => true,
@@ -201,7 +201,7 @@ impl Feed {
                     run: info.run.to_string(),
                     state: info.state.as_str().into(),
                     last_fact: Some((&info.last_fact).into()),
-                    updated_ms: Some(info.updated_ms),
+                    updated_ms: Some(info.state_ms),
                     source: "store".into(),
                     started: None,
                     resumed: None,
@@ -337,7 +337,7 @@ pub async fn poll(state: AppState) {
                 // Rows at `settled` or later are read again next time
                 // (at-or-after), and deduplicated then.
                 cursor = if rows.len() as u32 >= POLL_ROWS {
-                    rows.last().map_or(settled, |r| r.updated_ms.min(settled))
+                    rows.last().map_or(settled, |r| r.state_ms.min(settled))
                 } else {
                     settled
                 };
@@ -442,7 +442,7 @@ pub fn with_states(
             run: run.clone(),
             state: info.state.as_str().into(),
             last_fact: Some((&info.last_fact).into()),
-            updated_ms: Some(info.updated_ms),
+            updated_ms: Some(info.state_ms),
             source: "store".into(),
             started: None,
             resumed: None,
@@ -496,7 +496,7 @@ pub fn with_states(
                                     run: run.clone(),
                                     state: i.state.as_str().into(),
                                     last_fact: Some((&i.last_fact).into()),
-                                    updated_ms: Some(i.updated_ms),
+                                    updated_ms: Some(i.state_ms),
                                     source: "store".into(),
                                     started: None,
                                     resumed: None,

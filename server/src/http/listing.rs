@@ -493,7 +493,7 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                 continue;
             };
             let info = state.store().run_info(&id).ok();
-            let since = info.as_ref().map(|i| i.updated_ms);
+            let since = info.as_ref().map(|i| i.state_ms);
             let outer = info.and_then(|i| i.outer).map(|(o, _)| o);
             let open = match super::routes::open_calls(state, &id) {
                 Ok((open, _)) => open,

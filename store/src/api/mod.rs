@@ -131,9 +131,12 @@ pub struct RunInfo {
     pub outer: Option<(String, String)>,
     pub ending: Option<Ending>,
     pub last_fact: FactRef,
-    /// Host timestamps (unix milliseconds), outside the chain.
+    /// Host timestamps (unix milliseconds), outside the chain: the run's
+    /// creation, its last commit, and the last change of its state (start,
+    /// pause, resume, end, halt).
     pub created_ms: i64,
     pub updated_ms: i64,
+    pub state_ms: i64,
     /// When the run came in by archive import; `None` for runs this store
     /// created (its host records then are this host's own).
     pub imported_ms: Option<i64>,

@@ -177,7 +177,7 @@ fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
 impl ReadDb for Session {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
         let rows = self.query(
-            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
+            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
              FROM runs WHERE id = $1",
             &[&run.as_str()],
         )?;
@@ -199,7 +199,8 @@ impl ReadDb for Session {
             last_hash: r.try_get(11)?,
             created_ms: r.try_get(12)?,
             updated_ms: r.try_get(13)?,
-            imported_ms: r.try_get(14)?,
+            state_ms: r.try_get(14)?,
+            imported_ms: r.try_get(15)?,
         }))
     }
 
@@ -344,7 +345,7 @@ impl ReadDb for Session {
         };
         let sql = format!(
             "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
-                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.state_ms
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
@@ -387,6 +388,7 @@ impl ReadDb for Session {
                         last_hash: r.try_get(12)?,
                         created_ms: r.try_get(13)?,
                         updated_ms: r.try_get(14)?,
+                        state_ms: r.try_get(20)?,
                         imported_ms: r.try_get(19)?,
                     },
                     decision: match kind {
@@ -400,7 +402,7 @@ impl ReadDb for Session {
 
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>> {
         let rows = self.query(
-            "SELECT id FROM runs WHERE updated_ms >= $1 ORDER BY updated_ms, id LIMIT $2",
+            "SELECT id FROM runs WHERE state_ms >= $1 ORDER BY state_ms, id LIMIT $2",
             &[&since_ms, &i64::from(limit)],
         )?;
         rows.iter().map(|r| Ok(r.try_get(0)?)).collect()

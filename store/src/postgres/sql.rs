@@ -67,7 +67,7 @@ impl Conn {
         let st = Statements {
             heads: client
                 .prepare(
-                    "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms,
+                    "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms, r.state_ms,
                             (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key)
                      FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE OF r",
                 )
@@ -79,8 +79,8 @@ impl Conn {
                 .await?,
             runs: client
                 .prepare(
-                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms)
-                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, imp
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[])
                        AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp)",
                 )
@@ -103,8 +103,8 @@ impl Conn {
                 .await?,
             update: client
                 .prepare(
-                    "UPDATE runs AS r SET last_n = u.n, last_hash = u.h, state = u.s, ending = u.e, updated_ms = u.t
-                     FROM unnest($1::text[], $2::int8[], $3::bytea[], $4::text[], $5::text[], $6::int8[]) AS u(id, n, h, s, e, t)
+                    "UPDATE runs AS r SET last_n = u.n, last_hash = u.h, state = u.s, ending = u.e, updated_ms = u.t, state_ms = u.st
+                     FROM unnest($1::text[], $2::int8[], $3::bytea[], $4::text[], $5::text[], $6::int8[], $7::int8[]) AS u(id, n, h, s, e, t, st)
                      WHERE r.id = u.id",
                 )
                 .await?,
@@ -220,6 +220,7 @@ pub(super) async fn write(
         .map(|h| h.ending.map(ending_text))
         .collect();
     let u_t: Vec<i64> = changed.values().map(|h| h.updated_ms).collect();
+    let u_st: Vec<i64> = changed.values().map(|h| h.state_ms).collect();
     let notes: Vec<String> = notes.iter().map(|(r, n)| format!("{r}:{n}")).collect();
 
     type P<'a> = &'a (dyn ToSql + Sync);
@@ -230,7 +231,7 @@ pub(super) async fn write(
     ];
     let p_facts: [P<'_>; 5] = [&f_id, &f_n, &f_kind, &f_hash, &f_body];
     let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];
-    let p_update: [P<'_>; 6] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t];
+    let p_update: [P<'_>; 7] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t, &u_st];
     let p_notify: [P<'_>; 2] = [&channel, &notes];
     // (statement, rows it must affect: None = any)
     let mut steps: Vec<Step<'_>> = Vec::new();

@@ -36,7 +36,7 @@ use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::parse_hash;
-use crate::index::Head;
+use crate::index::{Head, HeadColumns};
 use crate::merkle::NewBlob;
 use crate::prepare::{
     CheckedStart, Reply, check_start, host_head, host_row, import_over, plan_import,
@@ -345,16 +345,17 @@ impl Writer {
                 let last_hash: Vec<u8> = r.try_get(3)?;
                 let ending: Option<String> = r.try_get(4)?;
                 let state: String = r.try_get(5)?;
-                let head = Head::from_columns(
-                    &run,
-                    r.try_get(1)?,
-                    r.try_get(2)?,
-                    &last_hash,
-                    ending.as_deref(),
-                    &state,
-                    r.try_get(6)?,
-                )?;
-                plan.host_seq.insert(id.clone(), r.try_get(7)?);
+                let head = HeadColumns {
+                    key: r.try_get(1)?,
+                    last_n: r.try_get(2)?,
+                    last_hash: &last_hash,
+                    ending: ending.as_deref(),
+                    state: &state,
+                    updated_ms: r.try_get(6)?,
+                    state_ms: r.try_get(7)?,
+                }
+                .check(&run)?;
+                plan.host_seq.insert(id.clone(), r.try_get(8)?);
                 plan.heads.insert(id, head);
             }
             let outs: Vec<Result<Out>> = cmds
@@ -460,6 +461,7 @@ fn decide(
                     ending: None,
                     state: RunState::Running,
                     updated_ms: *at_ms,
+                    state_ms: *at_ms,
                 },
             );
             plan.host_seq.insert(id.clone(), 0);
@@ -567,6 +569,7 @@ fn decide(
                     ending: p.ending,
                     state: p.state,
                     updated_ms: *at_ms,
+                    state_ms: *at_ms,
                 },
             );
             plan.host_seq.insert(id.clone(), a.host.len() as i64);

@@ -46,7 +46,7 @@ impl ReadDb for Db<'_> {
         Ok(self
             .0
             .prepare_cached(
-                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
+                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
                  FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
@@ -65,7 +65,8 @@ impl ReadDb for Db<'_> {
                     last_hash: r.get(11)?,
                     created_ms: r.get(12)?,
                     updated_ms: r.get(13)?,
-                    imported_ms: r.get(14)?,
+                    state_ms: r.get(14)?,
+                    imported_ms: r.get(15)?,
                 })
             })
             .optional()?)
@@ -218,7 +219,7 @@ impl ReadDb for Db<'_> {
             format!("WHERE {}", wheres.join(" AND "))
         };
         let sql = format!(
-            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, imported_ms
+            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
              FROM runs {filter} ORDER BY id {dir} LIMIT ?{take}"
         );
         let mut st = self.0.prepare_cached(&sql)?;
@@ -242,7 +243,8 @@ impl ReadDb for Db<'_> {
                         last_hash: r.get(12)?,
                         created_ms: r.get(13)?,
                         updated_ms: r.get(14)?,
-                        imported_ms: r.get(15)?,
+                        state_ms: r.get(15)?,
+                        imported_ms: r.get(16)?,
                     },
                 ))
             })?
@@ -268,7 +270,7 @@ impl ReadDb for Db<'_> {
 
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>> {
         let mut st = self.0.prepare_cached(
-            "SELECT id FROM runs WHERE updated_ms >= ?1 ORDER BY updated_ms, id LIMIT ?2",
+            "SELECT id FROM runs WHERE state_ms >= ?1 ORDER BY state_ms, id LIMIT ?2",
         )?;
         Ok(st
             .query_map(params![since_ms, i64::from(limit)], |r| r.get(0))?

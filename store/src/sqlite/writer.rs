@@ -10,7 +10,7 @@ use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::parse_hash;
-use crate::index::{Head, ending_text};
+use crate::index::{Head, HeadColumns, ending_text};
 use crate::merkle::NewBlob;
 use crate::prepare::{
     Reply, StartMeta, check_start, host_head, host_row, import_over, plan_import, prepare_append,
@@ -84,8 +84,8 @@ pub(crate) struct Writer {
     run_heads: HashMap<String, Head>,
 }
 
-/// A runs row as the writer reads it: key, last_n, last_hash, ending, state, updated_ms.
-type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64);
+/// A runs row as the writer reads it: key, last_n, last_hash, ending, state, updated_ms, state_ms.
+type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64, i64);
 
 /// Most run heads the writer remembers between batches.
 const HEADS_BUDGET: usize = 100_000;
@@ -247,22 +247,36 @@ impl Writer {
         }
     }
 
-    /// One UPDATE per run the batch changed.
+    /// One UPDATE per run the batch changed. A run whose committed head is
+    /// in memory with the same state has only its unindexed columns set: a
+    /// step's commit then writes the runs row's page and no index page
+    /// (SQLite rewrites an index entry whenever an UPDATE sets one of its
+    /// columns, even to the value it had).
     fn write_heads(&self, batch: &Batch) -> Result<(), String> {
-        let mut st = self
-            .conn
-            .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, state = ?3, ending = ?4, updated_ms = ?5 WHERE key = ?6")
-            .map_err(|e| e.to_string())?;
-        for h in batch.heads.values() {
-            st.execute(params![
-                h.last_n as i64,
-                &h.last_hash[..],
-                h.state.as_str(),
-                h.ending.map(ending_text),
-                h.updated_ms,
-                h.key
-            ])
-            .map_err(|e| e.to_string())?;
+        let e = |e: rusqlite::Error| e.to_string();
+        for (run, h) in &batch.heads {
+            let steady = self.run_heads.get(run).is_some_and(|old| h.same_state(old));
+            if steady {
+                self.conn
+                    .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, updated_ms = ?3 WHERE key = ?4")
+                    .map_err(e)?
+                    .execute(params![h.last_n as i64, &h.last_hash[..], h.updated_ms, h.key])
+                    .map_err(e)?;
+            } else {
+                self.conn
+                    .prepare_cached("UPDATE runs SET last_n = ?1, last_hash = ?2, state = ?3, ending = ?4, updated_ms = ?5, state_ms = ?6 WHERE key = ?7")
+                    .map_err(e)?
+                    .execute(params![
+                        h.last_n as i64,
+                        &h.last_hash[..],
+                        h.state.as_str(),
+                        h.ending.map(ending_text),
+                        h.updated_ms,
+                        h.state_ms,
+                        h.key
+                    ])
+                    .map_err(e)?;
+            }
         }
         Ok(())
     }
@@ -279,7 +293,7 @@ impl Writer {
         let row: Option<HeadRow> = self
             .conn
             .prepare_cached(
-                "SELECT key, last_n, last_hash, ending, state, updated_ms FROM runs WHERE id = ?1",
+                "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
                 Ok((
@@ -289,20 +303,22 @@ impl Writer {
                     r.get(3)?,
                     r.get(4)?,
                     r.get(5)?,
+                    r.get(6)?,
                 ))
             })
             .optional()?;
-        let (key, last_n, last_hash, ending, state, updated_ms) =
+        let (key, last_n, last_hash, ending, state, updated_ms, state_ms) =
             row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
-        Head::from_columns(
-            run,
+        HeadColumns {
             key,
             last_n,
-            &last_hash,
-            ending.as_deref(),
-            &state,
+            last_hash: &last_hash,
+            ending: ending.as_deref(),
+            state: &state,
             updated_ms,
-        )
+            state_ms,
+        }
+        .check(run)
     }
 
     /// Runs one command; `None` effects means it failed and is rolled back.
@@ -455,8 +471,8 @@ impl Writer {
         at_ms: i64,
     ) -> Result<i64> {
         let mut st = self.conn.prepare_cached(
-            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)",
+            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)",
         )?;
         st.execute(params![
             meta.run,
