@@ -337,6 +337,42 @@ fn refusals_inside_a_group_commit_leave_the_rest() {
     }
 }
 
+/// An append the database itself refuses (its number was taken by another
+/// handle on the file, as a second process would: this handle's head is
+/// stale) changes nothing — not its fact, not its blob — and the writer
+/// goes on. Appends run without a savepoint of their own (issue 16): the
+/// fact's INSERT is refused whole, before its blobs are written.
+#[test]
+fn an_append_the_database_refuses_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let (a, b) = (open(&db), open(&db));
+    let (run, other) = (create(&a), create(&a));
+    a.append(&run, checkpoint_fact(2, json!({"x": 1}))).unwrap();
+    b.append(&run, checkpoint_fact(3, json!({"x": 2}))).unwrap();
+    let long = "refused".repeat(300);
+    let err = a
+        .append(&run, checkpoint_fact(3, json!({"x": 3, "s": long})))
+        .unwrap_err();
+    assert!(!err.is_corruption(), "{err}");
+    a.append(&other, checkpoint_fact(2, json!({"y": 1})))
+        .unwrap();
+    let h = a.read_history(&run).unwrap();
+    assert_eq!(h.facts.len(), 3);
+    assert_eq!(h.facts[2].fact["state"], json!({"x": 2}));
+    assert_eq!(a.read_history(&other).unwrap().facts.len(), 2);
+    drop((a, b));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let blobs: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM blobs WHERE instr(body, 'refusedrefused') > 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(blobs, 0);
+}
+
 /// Two processes opening a new store at once (a `flow run` and a `flow
 /// runs`) both get it: the migrations are applied once, in one IMMEDIATE
 /// transaction, and the other opener finds them recorded. (Before, the

@@ -82,6 +82,9 @@ pub(crate) struct Writer {
     heads: Arc<Heads>,
     cache: CkptCaches<i64>,
     run_heads: HashMap<String, Head>,
+    /// Set by an append that failed after its fact was written: the
+    /// batch cannot commit (it holds part of a command), so it rolls back.
+    broken: Option<String>,
 }
 
 /// A runs row as the writer reads it: key, last_n, last_hash, ending, state, updated_ms, state_ms.
@@ -116,6 +119,7 @@ impl Writer {
             heads,
             cache: CkptCaches::new(),
             run_heads: HashMap::new(),
+            broken: None,
         }
     }
 
@@ -182,17 +186,27 @@ impl Writer {
         let mut control_error: Option<String> = None;
         let mut rest = cmds.into_iter();
         for cmd in rest.by_ref() {
-            if let Err(e) = self.control(&["SAVEPOINT cmd"]) {
+            // An append needs no savepoint of its own (see `append`): it
+            // writes nothing before it is admitted, then its fact in one
+            // statement, refused whole or done. (A savepoint per fact also
+            // copied each page it touched into SQLite's sub-journal.)
+            let guarded = !matches!(cmd, Command::Append { .. });
+            if guarded && let Err(e) = self.control(&["SAVEPOINT cmd"]) {
                 control_error = Some(e.to_string());
                 fail(cmd, &e.to_string());
                 break;
             }
             let (d, effects) = self.exec(cmd, &mut batch);
-            let end: &[&str] = if effects.is_some() {
-                &["RELEASE cmd"]
-            } else {
-                &["ROLLBACK TO cmd", "RELEASE cmd"]
+            let end: &[&str] = match (guarded, effects.is_some()) {
+                (false, _) => &[],
+                (true, true) => &["RELEASE cmd"],
+                (true, false) => &["ROLLBACK TO cmd", "RELEASE cmd"],
             };
+            if let Some(msg) = self.broken.take() {
+                control_error = Some(msg);
+                done.push(d);
+                break;
+            }
             if let Err(e) = self.control(end) {
                 control_error = Some(e.to_string());
                 done.push(d);
@@ -564,8 +578,14 @@ impl Writer {
                 prepare_change(run, &head, n, task, node, change, at_ms, base)?
             }
         };
-        self.insert_blobs(&p.blobs)?;
+        // Without a savepoint (see `commit_batch`): the fact first, whose
+        // INSERT is refused whole (a statement is atomic), then its blobs;
+        // once the fact is in, a failure leaves the batch broken.
         self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
+        if let Err(e) = self.insert_blobs(&p.blobs) {
+            self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
+            return Err(e);
+        }
         Ok((
             p.fact.appended(run),
             Effects {
