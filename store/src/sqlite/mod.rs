@@ -4,8 +4,8 @@
 //!   10): rusqlite is synchronous, an append-only log suits a single writer,
 //!   and SQLite has one writer anyway, so there is no `SQLITE_BUSY` churn and
 //!   no deferred→write upgrade deadlock. The thread drains up to
-//!   [`MAX_BATCH`] queued commands, runs each in its own SAVEPOINT inside one
-//!   `BEGIN IMMEDIATE` transaction and commits once (one fsync for the whole
+//!   [`MAX_BATCH`] queued commands, runs them inside one `BEGIN IMMEDIATE`
+//!   transaction (a refused one changing nothing) and commits once (one fsync for the whole
 //!   batch: group commit across concurrent runs). Only after COMMIT does it
 //!   answer callers and bump the live-tail heads, so an acknowledged fact is
 //!   durable and a subscriber never sees a fact that could still roll back.

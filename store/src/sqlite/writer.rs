@@ -1,7 +1,8 @@
 //! The writer thread: the only connection that writes (see the module doc of
 //! `sqlite`). Group commit: one `BEGIN IMMEDIATE` … `COMMIT` per drained
-//! batch, each command in its own SAVEPOINT so a refused command is rolled
-//! back alone and the rest of the batch commits.
+//! batch. A refused command changes nothing and the rest of the batch
+//! commits: creates, host records and imports run in a SAVEPOINT of their
+//! own, rolled back alone; an append needs none (see `append`).
 
 use super::MAX_BATCH;
 use crate::api::*;
