@@ -75,14 +75,16 @@ impl HeadColumns<'_> {
 impl Head {
     /// This head after an update at `at_ms` to `state` and `ending`.
     pub(crate) fn moved(&self, state: RunState, ending: Option<Ending>, at_ms: i64) -> Head {
-        let changed = state != self.state || ending != self.ending;
-        Head {
+        let mut h = Head {
             state,
             ending,
             updated_ms: at_ms,
-            state_ms: if changed { at_ms } else { self.state_ms },
             ..self.clone()
+        };
+        if !h.same_state(self) {
+            h.state_ms = at_ms;
         }
+        h
     }
 
     /// Whether `self`, a later head of the same run, has `before`'s state

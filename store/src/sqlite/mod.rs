@@ -5,10 +5,11 @@
 //!   and SQLite has one writer anyway, so there is no `SQLITE_BUSY` churn and
 //!   no deferred→write upgrade deadlock. The thread drains up to
 //!   [`MAX_BATCH`] queued commands, runs them inside one `BEGIN IMMEDIATE`
-//!   transaction (a refused one changing nothing) and commits once (one fsync for the whole
-//!   batch: group commit across concurrent runs). Only after COMMIT does it
-//!   answer callers and bump the live-tail heads, so an acknowledged fact is
-//!   durable and a subscriber never sees a fact that could still roll back.
+//!   transaction (a refused one changing nothing) and commits once (one
+//!   fsync for the whole batch: group commit across concurrent runs). Only
+//!   after COMMIT does it answer callers and bump the live-tail heads, so an
+//!   acknowledged fact is durable and a subscriber never sees a fact that
+//!   could still roll back.
 //! * Reads use a small pool of separate connections (WAL lets them run while
 //!   the writer commits); each read is one short read transaction, so it sees
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.

@@ -88,9 +88,6 @@ pub(crate) struct Writer {
     broken: Option<String>,
 }
 
-/// A runs row as the writer reads it: key, last_n, last_hash, ending, state, updated_ms, state_ms.
-type HeadRow = (i64, i64, Vec<u8>, Option<String>, String, i64, i64);
-
 /// Most run heads the writer remembers between batches.
 const HEADS_BUDGET: usize = 100_000;
 
@@ -305,35 +302,25 @@ impl Writer {
         {
             return Ok(h.clone());
         }
-        let row: Option<HeadRow> = self
+        let head = self
             .conn
             .prepare_cached(
                 "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
+                Ok(HeadColumns {
+                    key: r.get(0)?,
+                    last_n: r.get(1)?,
+                    last_hash: r.get_ref(2)?.as_blob()?,
+                    ending: r.get_ref(3)?.as_str_or_null()?,
+                    state: r.get_ref(4)?.as_str()?,
+                    updated_ms: r.get(5)?,
+                    state_ms: r.get(6)?,
+                }
+                .check(run))
             })
             .optional()?;
-        let (key, last_n, last_hash, ending, state, updated_ms, state_ms) =
-            row.ok_or_else(|| Error::UnknownRun(run.to_string()))?;
-        HeadColumns {
-            key,
-            last_n,
-            last_hash: &last_hash,
-            ending: ending.as_deref(),
-            state: &state,
-            updated_ms,
-            state_ms,
-        }
-        .check(run)
+        head.ok_or_else(|| Error::UnknownRun(run.to_string()))?
     }
 
     /// Runs one command; `None` effects means it failed and is rolled back.
