@@ -325,9 +325,26 @@ fn number(text: &str) -> Result<Number, String> {
 
 /// The exact value of a JSON number token, if it is one within the limits.
 pub fn decimal(text: &str) -> Option<BigDecimal> {
+    if let Some(i) = small_int(text) {
+        return Some(BigDecimal::from(i));
+    }
     let n = Num::parse(text.as_bytes()).ok()?;
     n.check_decimal().ok()?;
     BigDecimal::from_str(&n.canonical()).ok()
+}
+
+/// The value of a JSON integer token of at most 18 digits (`-?(0|[1-9]\d*)`,
+/// what most numbers a flow compares are), read without the general
+/// parse: such a token is within every limit and exact as an `i64`.
+fn small_int(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    let plain = match digits {
+        [b'0'] => true,
+        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    // Within 18 digits the parse cannot overflow.
+    plain.then(|| text.parse().ok()).flatten()
 }
 
 // ---------------------------------------------------------------- parser
@@ -695,6 +712,48 @@ mod tests {
                 .eval(&scope)
                 .unwrap()
         );
+    }
+
+    /// The short integer path reads what the general parse reads, and
+    /// leaves every other token to it.
+    #[test]
+    fn short_integers_read_as_the_general_parse_reads_them() {
+        let general = |t: &str| {
+            let n = Num::parse(t.as_bytes()).ok()?;
+            n.check_decimal().ok()?;
+            BigDecimal::from_str(&n.canonical()).ok()
+        };
+        for t in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "10",
+            "999999999999999999",
+            "-999999999999999999",
+            "1000000000000000000",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "01",
+            "-",
+            "",
+            "1.5",
+            "1e3",
+            "+1",
+            "1 ",
+        ] {
+            assert_eq!(decimal(t), general(t), "{t:?}");
+        }
+        assert_eq!(
+            small_int("999999999999999999"),
+            Some(999_999_999_999_999_999)
+        );
+        assert_eq!(
+            small_int("1000000000000000000"),
+            None,
+            "19 digits: the general parse"
+        );
+        assert_eq!(small_int("01"), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and node ids call ids are made of.
 
 use std::borrow::Borrow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
@@ -120,7 +120,13 @@ impl CallId {
         if k == 0 {
             return Err(IdError("a task's calls are counted from 1".into()));
         }
-        Ok(CallId(format!("c1:{task}#{k}")))
+        // Made once per Tool call: built by hand, not by `format!`.
+        let mut id = String::with_capacity(task.len() + 24);
+        id.push_str("c1:");
+        id.push_str(task);
+        id.push('#');
+        let _ = write!(id, "{k}");
+        Ok(CallId(id))
     }
 
     /// The task that made the call.

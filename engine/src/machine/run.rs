@@ -196,7 +196,7 @@ impl Machine {
         let mut args = Map::new();
         let tool = match &node.kind {
             NodeKind::ToolInvoke(t) => {
-                let tool = format!("{}#{}", module.path, t.tool_id);
+                let tool = [module.path.as_str(), "#", &t.tool_id].concat();
                 if t.input_map.is_empty() {
                     args = self.args_from_state(task, &node.id, &t.tool_id)?;
                 } else {
