@@ -21,8 +21,11 @@ use flow_abi::fact::{Fact, RunId};
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// One facts row: `(n, kind, hash, body)`.
-pub(crate) type FactRow = (i64, String, Vec<u8>, String);
+/// One facts row: `(n, kind, hash, body)`, the kind `None` when its
+/// column names no kind and the hash `None` when its column is not 32
+/// bytes (both then fail the row's checks), so a row costs one allocation,
+/// its body.
+pub(crate) type FactRow = (i64, Option<FactKind>, Option<[u8; 32]>, String);
 
 /// The queries a backend answers, all on one snapshot. A row that cannot
 /// be decoded is `Err(reason)` in place (reported as a storage failure
@@ -132,7 +135,7 @@ fn read_ahead(
         checked: check_stored(run, i as u64 + 1, body),
         chain: (*prev, chain_next(prev, body)),
     };
-    *prev = from_column(hash_col).unwrap_or([0; 32]);
+    *prev = hash_col.unwrap_or([0; 32]);
     Some(ahead)
 }
 
@@ -198,7 +201,7 @@ impl RowChecker<'_> {
             None => (check_stored(run, n, &body), None),
         };
         let (mut fact, kind) = checked.map_err(|reason| Error::corrupt(run, n, reason))?;
-        if kind.as_str() != kind_col {
+        if Some(kind) != kind_col {
             return Err(Error::corrupt(
                 run,
                 n,
@@ -209,7 +212,7 @@ impl RowChecker<'_> {
             Some((prev, h)) if prev == self.prev => h,
             _ => chain_next(&self.prev, &body),
         };
-        if from_column(&hash_col) != Some(h) {
+        if hash_col != Some(h) {
             return Err(Error::corrupt(run, n, "the chain hash does not match"));
         }
         let mut load = |hash: &[u8; 32]| db.load_blob(hash);
@@ -597,7 +600,7 @@ fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<(Va
     } else {
         rows.iter()
             .find(|r| r.0 as u64 == n - 1)
-            .and_then(|r| from_column(&r.2))
+            .and_then(|r| r.2)
             .ok_or_else(|| Error::corrupt(run.as_str(), n - 1, "fact is missing"))?
     };
     let (_, _, hash, body) = rows
@@ -606,7 +609,7 @@ fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<(Va
         .ok_or_else(|| Error::InvalidArgument(format!("run {run} has no fact {n}")))?;
     let (fact, kind) = check_stored_fact(run.as_str(), n, body)
         .map_err(|reason| Error::corrupt(run.as_str(), n, reason))?;
-    if from_column(hash) != Some(chain_next(&prev, body)) {
+    if *hash != Some(chain_next(&prev, body)) {
         return Err(Error::corrupt(
             run.as_str(),
             n,

@@ -322,9 +322,8 @@ impl Fact {
             },
             FactKind::Reply => {
                 let call = o.id("call", CallId::parse)?;
-                let at = o.path("outcome");
                 let outcome = Outcome::from_record_value(o.take("outcome")?)
-                    .map_err(|e| outcome_error(&at, e))?;
+                    .map_err(|e| outcome_error(&o.path("outcome"), e))?;
                 Fact::Reply { n, call, outcome }
             }
             FactKind::Close => Fact::Close {

@@ -13,6 +13,8 @@
 use super::Shared;
 use crate::api::{CheckedRunList, RunOrder, RunState};
 use crate::error::{Error, Result};
+use crate::fact::FactKind;
+use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{ListingColumns, prefix_range};
 use crate::merkle::collect_refs;
@@ -143,7 +145,14 @@ impl Session {
 
 fn fact_row(r: &Row) -> Result<FactRow, String> {
     let get = || -> Result<FactRow, tokio_postgres::Error> {
-        Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?))
+        let kind: &str = r.try_get(1)?;
+        let hash: &[u8] = r.try_get(2)?;
+        Ok((
+            r.try_get(0)?,
+            FactKind::parse(kind),
+            from_column(hash),
+            r.try_get(3)?,
+        ))
     };
     get().map_err(|e| Error::from(e).to_string())
 }

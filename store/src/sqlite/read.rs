@@ -5,10 +5,13 @@
 use crate::api::RunState;
 use crate::api::{CheckedRunList, RunOrder};
 use crate::error::Result;
+use crate::fact::FactKind;
+use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{ListingColumns, prefix_range};
 use crate::read::{FactRow, ReadDb};
 use flow_abi::fact::RunId;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 /// Runs `f` on a [`ReadDb`] inside a read transaction.
@@ -32,7 +35,15 @@ pub(super) fn on<T>(conn: &Connection, f: impl FnOnce(&mut dyn ReadDb) -> Result
 struct Db<'a>(&'a Connection);
 
 fn fact_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FactRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    let kind = match r.get_ref(1)? {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(FactKind::parse),
+        _ => None,
+    };
+    let hash = match r.get_ref(2)? {
+        ValueRef::Blob(b) => from_column(b),
+        _ => None,
+    };
+    Ok((r.get(0)?, kind, hash, r.get(3)?))
 }
 
 fn rows_of(
