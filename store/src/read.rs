@@ -251,7 +251,7 @@ impl RowChecker<'_> {
 
 pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> {
     let mut facts = Vec::new();
-    walk_stored(db, run, &mut |_, f| {
+    walk_stored(db, run, &mut |_, f, _| {
         facts.push(f.into_stored());
         Ok(true)
     })?;
@@ -261,17 +261,20 @@ pub(crate) fn read_history(db: &mut dyn ReadDb, run: &RunId) -> Result<History> 
     })
 }
 
+/// A visit of [`walk_stored`]: the database (for blobs), the row that
+/// checked out, and where to put what it is done with.
+type StoredVisit<'a> = dyn FnMut(&mut dyn ReadDb, CheckedRow, &mut Vec<Fact>) -> Result<bool> + 'a;
+
 /// The verified history, each stored fact handed to `visit` (with the
 /// database, for its blobs) once its own row checks out: numbered in
 /// order, canonical, chained to the one before, its blobs matching. The
 /// whole-history checks (as many facts as the runs index says, ending at
 /// its hash) come after the last; a visit that answers false ends the walk
-/// without them. One parsed fact is held at a time.
-fn walk_stored(
-    db: &mut dyn ReadDb,
-    run: &RunId,
-    visit: &mut dyn FnMut(&mut dyn ReadDb, CheckedRow) -> Result<bool>,
-) -> Result<()> {
+/// without them. One parsed fact is held at a time. A visit puts what it
+/// is done with in `spent`, to be dropped by the thread that parsed it
+/// (a block freed by the thread that made it goes straight back to that
+/// thread's free list, not through the allocator's cross-thread path).
+fn walk_stored(db: &mut dyn ReadDb, run: &RunId, visit: &mut StoredVisit<'_>) -> Result<()> {
     let RunRow { key, info } = run_row(db, run)?;
     let first = db.facts_after(key, 0, READ_WINDOW)?;
     let mut checker = RowChecker {
@@ -282,14 +285,17 @@ fn walk_stored(
         blobs: BlobVerifier::default(),
     };
     let mut count = 0u64;
-    let mut take = |db: &mut dyn ReadDb, row, ahead| -> Result<bool> {
+    let mut spent = Vec::new();
+    let mut take = |db: &mut dyn ReadDb, row, ahead, spent: &mut Vec<Fact>| -> Result<bool> {
         let f = checker.admit(db, row, ahead)?;
         count += 1;
-        visit(db, f)
+        visit(db, f, spent)
     };
     if first.len() < PARSE_AHEAD_FROM {
         for row in first {
-            if !take(db, row, None)? {
+            let more = take(db, row, None, &mut spent)?;
+            spent.clear();
+            if !more {
                 return Ok(());
             }
         }
@@ -298,12 +304,13 @@ fn walk_stored(
         // its own parses ahead, and hashes each row on the hash column of
         // the row before, while this one reads the next windows of rows,
         // checks numbering, that chain and the blobs, and hands the facts
-        // to the visitor (replay's engine, on this thread too). At most
-        // two windows are read and not yet checked, so memory stays
-        // bounded.
+        // to the visitor (replay's engine, on this thread too), whose
+        // spent facts go back to the parser to drop. At most two windows
+        // are read and not yet checked, so memory stays bounded.
         let whole = std::thread::scope(|scope| {
             let (rows_tx, rows_rx) = std::sync::mpsc::channel::<Vec<Result<FactRow, String>>>();
             let (tx, rx) = std::sync::mpsc::channel();
+            let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Fact>>();
             let name = run.as_str();
             scope.spawn(move || {
                 let mut batch = Vec::with_capacity(PARSE_BATCH);
@@ -311,18 +318,24 @@ fn walk_stored(
                 for (i, row) in rows_rx.into_iter().flatten().enumerate() {
                     let ahead = read_ahead(name, i, &row, &mut prev);
                     batch.push((row, ahead));
-                    if batch.len() == PARSE_BATCH
-                        && tx
+                    if batch.len() == PARSE_BATCH {
+                        if tx
                             .send(std::mem::replace(
                                 &mut batch,
                                 Vec::with_capacity(PARSE_BATCH),
                             ))
                             .is_err()
-                    {
-                        return;
+                        {
+                            return;
+                        }
+                        spent_rx.try_iter().for_each(drop);
                     }
                 }
                 let _ = tx.send(batch);
+                // The checks end when `tx` is gone; until then, what they
+                // are done with comes back here.
+                drop(tx);
+                spent_rx.into_iter().for_each(drop);
             });
             let mut window = Window::after(&first);
             let mut read = first.len();
@@ -346,9 +359,12 @@ fn walk_stored(
                 let Ok(batch) = rx.recv() else { break };
                 for (row, ahead) in batch {
                     checked += 1;
-                    if !take(db, row, ahead)? {
+                    if !take(db, row, ahead, &mut spent)? {
                         return Ok(false);
                     }
+                }
+                if !spent.is_empty() {
+                    let _ = spent_tx.send(std::mem::take(&mut spent));
                 }
             }
             Ok::<_, Error>(true)
@@ -466,11 +482,11 @@ pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
 pub(crate) fn walk_logical(
     db: &mut dyn ReadDb,
     run: &RunId,
-    visit: &mut dyn FnMut(Fact) -> bool,
+    visit: &mut dyn FnMut(&Fact) -> bool,
 ) -> Result<()> {
     let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
     let mut last: Option<(u64, Value)> = None;
-    walk_stored(db, run, &mut |db, f| {
+    walk_stored(db, run, &mut |db, f, spent| {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
         let fact = match f.fact {
             Checked::Logical(fact) => fact,
@@ -507,10 +523,14 @@ pub(crate) fn walk_logical(
                 fact
             }
         };
-        if let Fact::Checkpoint { state, .. } = &fact {
-            last = Some((f.n, state.clone()));
+        let more = visit(&fact);
+        let mut fact = fact;
+        // The next delta's base: this state, moved out of the fact.
+        if let Fact::Checkpoint { state, .. } = &mut fact {
+            last = Some((f.n, std::mem::take(state)));
         }
-        Ok(visit(fact))
+        spent.push(fact);
+        Ok(more)
     })
 }
 

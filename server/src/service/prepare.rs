@@ -130,9 +130,9 @@ impl RunService {
         let mut replaying: Option<(Arc<Program>, Replayer)> = None;
         let mut refused = None;
         let walked = store.walk_logical(run, &mut |f| {
-            see(&f);
+            see(f);
             if replaying.is_none() {
-                match Sources::from_start(store, &f).and_then(|s| self.program(&s)) {
+                match Sources::from_start(store, f).and_then(|s| self.program(&s)) {
                     Ok(p) => replaying = Some((p.clone(), Replayer::new(p))),
                     Err(e) => {
                         refused = Some(e);
@@ -141,7 +141,7 @@ impl RunService {
                 }
             }
             // A replay that diverged stops the walk.
-            replaying.as_mut().is_some_and(|(_, r)| r.push(&f))
+            replaying.as_mut().is_some_and(|(_, r)| r.push(f))
         });
         if let Some(e) = refused {
             return Err(e);

@@ -331,13 +331,16 @@ pub trait ReadHistory {
     /// own row checks out; a failed whole-history check (fewer facts than
     /// the runs index says, another last hash) is the walk's error, after
     /// the facts before it.
-    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()>;
+    /// The visitor borrows each fact: the walk keeps a Checkpoint's state
+    /// as the next delta's base without a copy, and drops the rest on the
+    /// thread that parsed it.
+    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(&Fact) -> bool) -> Result<()>;
     /// [`ReadHistory::walk_logical`] gathered: every fact in memory at
     /// once (every Checkpoint's whole state).
     fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
         let mut facts = Vec::new();
         self.walk_logical(run, &mut |f| {
-            facts.push(f);
+            facts.push(f.clone());
             true
         })?;
         Ok(facts)

@@ -283,7 +283,7 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
     // The walk hands over the same facts in order, and stops when told.
     let mut walked = Vec::new();
     s.walk_logical(&run, &mut |f| {
-        walked.push(f);
+        walked.push(f.clone());
         true
     })
     .map_err(e)?;

@@ -357,7 +357,7 @@ impl ReadHistory for PostgresStore {
         self.read(move |s| crate::read::read_history(s, &run))
     }
 
-    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(Fact) -> bool) -> Result<()> {
+    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(&Fact) -> bool) -> Result<()> {
         // The session's reads run on the runtime's blocking pool: facts
         // come over a bounded channel, so the walk holds a few at a time.
         let (tx, rx) = sync_channel::<Fact>(64);
@@ -365,12 +365,12 @@ impl ReadHistory for PostgresStore {
         let (done_tx, done_rx) = sync_channel(1);
         self.inner.shared.handle.spawn_blocking(move || {
             let mut s = Session::new(shared);
-            let out = crate::read::walk_logical(&mut s, &run, &mut |f| tx.send(f).is_ok());
+            let out = crate::read::walk_logical(&mut s, &run, &mut |f| tx.send(f.clone()).is_ok());
             s.finish();
             let _ = done_tx.send(out);
         });
         for f in rx.iter() {
-            if !visit(f) {
+            if !visit(&f) {
                 break;
             }
         }
