@@ -578,7 +578,8 @@ impl<'a> Cursor<'a> {
     where
         K: Ord + AsRef<str> + From<Cow<'a, str>>,
     {
-        let mut m: Vec<(K, Json)> = Vec::new();
+        // A fact has at most a dozen members: one allocation, no growth.
+        let mut m: Vec<(K, Json)> = Vec::with_capacity(12);
         let mut sorted = true;
         self.object(|c, key| {
             let key = K::from(key);
@@ -642,8 +643,26 @@ impl<'a> Cursor<'a> {
                 })?;
                 Json::Array(items)
             }
-            Kind::Object => Json::Object(self.members::<String>()?.into_iter().collect()),
+            Kind::Object => Json::Object(self.map()?),
         })
+    }
+
+    /// An object as a map, each member inserted as it is read (no list
+    /// gathered and sorted first): keys out of ascending order make the
+    /// text not canonical, a key twice is refused.
+    fn map(&mut self) -> Result<serde_json::Map<String, Json>, DecodeError> {
+        let mut m = serde_json::Map::new();
+        self.object(|c, key| {
+            if c.canonical && m.keys().next_back().is_some_and(|last| **last >= *key) {
+                c.canonical = false;
+            }
+            let v = c.any()?;
+            match m.insert(key.into_owned(), v) {
+                None => Ok(()),
+                Some(_) => Err(DecodeError::new("duplicate key")),
+            }
+        })?;
+        Ok(m)
     }
 
     /// Describes the value at the cursor for an error message, consuming it:
