@@ -8,13 +8,20 @@
 //!
 //! Recorded Replies are fed to the machine as they come; every other fact
 //! must equal (`==` on [`Fact`]s), in order, the next fact the machine
-//! derives. Resume uses the
+//! derives. A Checkpoint costs what changed, not the whole state: the
+//! machine gives Checkpoints by change ([`Machine::checkpoint_by_change`]),
+//! and one that follows a matched Checkpoint is compared field by field
+//! on the fields the machine wrote and the fields the record's delta names
+//! ([`RecordedChange`]), every other field being the same on both sides
+//! as it was in the Checkpoint before (held here, kept up to date by the
+//! machine's changes). Resume uses the
 //! same walk: the machine it ends with continues live, and the effects it
 //! derived past the end of the record are the ones still to record.
 
 use crate::machine::{Effect, Machine};
 use crate::program::Program;
-use flow_abi::fact::Fact;
+use flow_abi::fact::{Fact, FieldChange, RecordedChange, StateChange, Touched};
+use serde_json::Value as Json;
 use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::fmt;
@@ -78,7 +85,7 @@ where
 {
     let mut r = Replayer::new(program);
     for f in facts {
-        if !r.push(f.borrow()) {
+        if !r.push(f.borrow(), None) {
             break;
         }
     }
@@ -104,6 +111,9 @@ enum At {
         pending: VecDeque<Effect>,
         /// The number the next fact must have.
         next: u64,
+        /// The state of the last Checkpoint matched: the base of the
+        /// machine's next Checkpoint by change.
+        base: Option<Json>,
     },
     /// Diverged (or could not start): the outcome, whatever follows.
     Done(Replayed),
@@ -118,8 +128,10 @@ impl Replayer {
     }
 
     /// Takes the next recorded fact; false once the replay has diverged
-    /// (later facts change nothing).
-    pub fn push(&mut self, fact: &Fact) -> bool {
+    /// (later facts change nothing). `change` is what a Checkpoint's
+    /// stored delta changed against the Checkpoint recorded just before
+    /// it, when the reader knows it (a whole Checkpoint is compared whole).
+    pub fn push(&mut self, fact: &Fact, change: Option<&RecordedChange>) -> bool {
         let at = std::mem::replace(&mut self.at, At::Begin);
         self.at = match at {
             At::Begin => match fact {
@@ -145,9 +157,9 @@ impl Replayer {
                 };
                 let begun =
                     Machine::resume_at(self.program.clone(), &entry.module, node, state.clone());
-                started(begun).follow(fact)
+                started(begun).follow(fact, change)
             }
-            running @ At::Running { .. } => running.follow(fact),
+            running @ At::Running { .. } => running.follow(fact, change),
             done @ At::Done(_) => done,
         };
         !matches!(self.at, At::Done(_))
@@ -162,6 +174,7 @@ impl Replayer {
             At::Running {
                 mut machine,
                 mut pending,
+                base,
                 ..
             } => {
                 refill(&mut machine, &mut pending);
@@ -173,7 +186,7 @@ impl Replayer {
                 Replayed {
                     verdict,
                     machine: Some(machine),
-                    unrecorded: pending.into_iter().collect(),
+                    unrecorded: whole(pending, base),
                 }
             }
         }
@@ -183,22 +196,29 @@ impl Replayer {
 /// A replay begun, or one that could not start.
 fn started(begun: Result<(Machine, Vec<Effect>), crate::machine::Refusal>) -> At {
     match begun {
-        Ok((machine, first)) => At::Running {
-            machine,
-            pending: first.into_iter().filter(is_fact).collect(),
-            next: 2,
-        },
+        Ok((mut machine, first)) => {
+            // Its first Checkpoints (in `first`) are whole; the ones after
+            // a matched Checkpoint come by change.
+            machine.checkpoint_by_change();
+            At::Running {
+                machine,
+                pending: first.into_iter().filter(is_fact).collect(),
+                next: 2,
+                base: None,
+            }
+        }
         Err(e) => At::Done(diverged(1, format!("the run cannot start: {e}"))),
     }
 }
 
 impl At {
     /// A running replay, given the next recorded fact after Start.
-    fn follow(self, fact: &Fact) -> At {
+    fn follow(self, fact: &Fact, change: Option<&RecordedChange>) -> At {
         let At::Running {
             mut machine,
             mut pending,
             next: n,
+            mut base,
         } = self
         else {
             return self;
@@ -227,22 +247,48 @@ impl At {
                 match machine.expire(call.as_str()) {
                     Ok(effects) => {
                         pending.extend(effects.into_iter().filter(is_fact));
-                        compare(pending.pop_front(), fact)
+                        compare(pending.pop_front(), fact, change, &mut base)
                     }
                     Err(e) => Err(format!("a timeout of {call}, but {e}")),
                 }
             }
-            _ => compare(pending.pop_front(), fact),
+            _ => compare(pending.pop_front(), fact, change, &mut base),
         };
         match matched {
             Ok(()) => At::Running {
                 machine,
                 pending,
                 next: n + 1,
+                base,
             },
             Err(reason) => At::Done(diverged(n, reason)),
         }
     }
+}
+
+/// The effects past the record's end with every Checkpoint whole, as a
+/// host that did not ask for changes expects them: each one by change is
+/// made whole on the state of the Checkpoint before it (`base`, the last
+/// one matched, then each one made here).
+fn whole(pending: VecDeque<Effect>, mut base: Option<Json>) -> Vec<Effect> {
+    pending
+        .into_iter()
+        .map(|e| match e {
+            Effect::Changed { task, node, change } => {
+                let mut state = base.clone().unwrap_or(Json::Null);
+                // A change the machine took on its own previous Checkpoint
+                // applies to it; were it refused, the state stays the base.
+                let _ = change.apply(&mut state);
+                base = Some(state.clone());
+                Effect::Checkpoint { task, node, state }
+            }
+            Effect::Checkpoint { task, node, state } => {
+                base = Some(state.clone());
+                Effect::Checkpoint { task, node, state }
+            }
+            other => other,
+        })
+        .collect()
 }
 
 fn describe(e: &Effect) -> String {
@@ -265,8 +311,14 @@ fn is_fact(e: &Effect) -> bool {
 }
 
 /// Compares the next derived effect with a recorded fact: equal facts
-/// match; otherwise the reason names the first field that differs.
-fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
+/// match; otherwise the reason names the first field that differs. A
+/// matched Checkpoint's state becomes `base`.
+fn compare(
+    derived: Option<Effect>,
+    recorded: &Fact,
+    change: Option<&RecordedChange>,
+    base: &mut Option<Json>,
+) -> Result<(), String> {
     let kind = recorded.kind().as_str();
     let Some(d) = derived else {
         return Err(format!(
@@ -279,16 +331,44 @@ fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
             describe(&d)
         ));
     }
+    if let (
+        Effect::Changed {
+            task,
+            node,
+            change: derived,
+        },
+        Fact::Checkpoint {
+            task: rt,
+            node: rn,
+            state,
+            ..
+        },
+    ) = (&d, recorded)
+    {
+        if node != rn {
+            return Err(format!("other node: recorded {rn}, derived {node}"));
+        }
+        let Some(b) = base.as_mut() else {
+            return Err("internal: a Checkpoint by change without a base".into());
+        };
+        if task != rt || !same_change(b, derived, state, change) {
+            return Err(format!("other state at node {node}"));
+        }
+        let Effect::Changed { change: c, .. } = d else {
+            return Err("internal: a Checkpoint by change".into());
+        };
+        return c.apply(b).map_err(|e| format!("internal: {e}"));
+    }
     let Some(want) = d.into_fact() else {
         return Err("internal: a host record among facts".into());
     };
     let want = want.numbered(recorded.n());
-    if want == *recorded {
-        return Ok(());
-    }
     // Values equal as `json.Value`s may differ in how a number is spelled
     // in memory; their canonical texts settle it.
-    if want.to_canonical() == recorded.to_canonical() {
+    if want == *recorded || want.to_canonical() == recorded.to_canonical() {
+        if let Fact::Checkpoint { state, .. } = want {
+            *base = Some(state);
+        }
         return Ok(());
     }
     Err(match (&want, recorded) {
@@ -330,4 +410,69 @@ fn compare(derived: Option<Effect>, recorded: &Fact) -> Result<(), String> {
         (Fact::End { .. }, Fact::End { .. }) => "a different ending".into(),
         (w, _) => format!("a different {}", w.kind().as_str()),
     })
+}
+
+/// Whether `recorded` (a recorded Checkpoint's whole state) is `base`
+/// with the machine's `derived` change made, given that `base` is the
+/// state of the Checkpoint recorded before it. With what the record's
+/// delta changed (`change`), only the fields either side touched are
+/// looked at, and a list both sides only appended to only at its new
+/// items; without it, every field.
+fn same_change(
+    base: &Json,
+    derived: &StateChange,
+    recorded: &Json,
+    change: Option<&RecordedChange>,
+) -> bool {
+    let (Some(base), Some(rec)) = (base.as_object(), recorded.as_object()) else {
+        return false;
+    };
+    if rec.len() != derived.len {
+        return false;
+    }
+    // The field as the machine has it: `Some(Ok(v))` whole, `Some(Err((from,
+    // items)))` as `base`'s list with items appended, `None` absent.
+    let field = |k: &str| -> Option<Result<&Json, (usize, &[Json])>> {
+        match derived.fields.get(k) {
+            Some(FieldChange::Set(v)) => Some(Ok(v)),
+            Some(FieldChange::Append { from, items }) => Some(Err((*from, items))),
+            None => base.get(k).map(Ok),
+        }
+    };
+    let same_field = |k: &str| -> bool {
+        let r = rec.get(k);
+        match (field(k), r) {
+            (None, None) => true,
+            (Some(Ok(m)), Some(r)) => same(m, r),
+            (Some(Err((from, items))), Some(Json::Array(r))) => {
+                let only_appended =
+                    change.is_some_and(|c| c.fields.get(k) == Some(&Touched::Append));
+                r.len() == from + items.len()
+                    && r[from..].iter().zip(items).all(|(a, b)| same(a, b))
+                    && (only_appended
+                        || base.get(k).and_then(Json::as_array).is_some_and(|b| {
+                            b.len() == from && r[..from].iter().zip(b).all(|(a, b)| same(a, b))
+                        }))
+            }
+            _ => false,
+        }
+    };
+    match change {
+        Some(c) => derived
+            .fields
+            .keys()
+            .chain(c.fields.keys())
+            .all(|k| same_field(k)),
+        None => base
+            .keys()
+            .chain(rec.keys())
+            .chain(derived.fields.keys())
+            .all(|k| same_field(k)),
+    }
+}
+
+/// Equal values, or the same canonical text (a number spelled otherwise
+/// in memory).
+fn same(a: &Json, b: &Json) -> bool {
+    a == b || flow_abi::json::canonical(a) == flow_abi::json::canonical(b)
 }

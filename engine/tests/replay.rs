@@ -389,7 +389,7 @@ fn a_replay_fed_fact_by_fact_agrees_and_stops_at_divergence() {
     let run = parallel_run(json!("all"));
     let facts = typed(&run.facts);
     let mut r = Replayer::new(run.program.clone());
-    assert!(facts.iter().all(|f| r.push(f)));
+    assert!(facts.iter().all(|f| r.push(f, None)));
     let fed = r.finish();
     assert_eq!(fed.verdict, Verdict::Matched);
     assert_eq!(fed.verdict, replay(run.program.clone(), &facts).verdict);
@@ -398,10 +398,10 @@ fn a_replay_fed_fact_by_fact_agrees_and_stops_at_divergence() {
     f[4]["args"] = json!({"changed": true});
     let facts = typed(&f);
     let mut r = Replayer::new(run.program.clone());
-    let taken = facts.iter().take_while(|f| r.push(f)).count();
+    let taken = facts.iter().take_while(|f| r.push(f, None)).count();
     assert_eq!(taken, 4, "the fifth fact diverges and is the last taken");
     assert!(
-        !r.push(&facts[5]),
+        !r.push(&facts[5], None),
         "facts after a divergence change nothing"
     );
     assert!(matches!(
@@ -416,4 +416,157 @@ fn a_replay_fed_fact_by_fact_agrees_and_stops_at_divergence() {
             reason: "the history has no Start".into()
         }
     );
+}
+
+/// What a store's walk hands with each fact of `facts`: for a Checkpoint
+/// after another, what its delta would say changed (each field whose
+/// value differs, a list that only grew as appended to), as the walk
+/// hands a Checkpoint stored as a delta on the one before it.
+fn recorded_changes(facts: &[Json]) -> Vec<Option<flow_abi::fact::RecordedChange>> {
+    use flow_abi::fact::{RecordedChange, Touched};
+    let mut before: Option<&serde_json::Map<String, Json>> = None;
+    facts
+        .iter()
+        .map(|f| {
+            if f["fact"] != "Checkpoint" {
+                return None;
+            }
+            let state = f["state"].as_object()?;
+            let change = before.map(|b| {
+                let mut fields = BTreeMap::new();
+                for (k, v) in state {
+                    match (b.get(k), v) {
+                        (Some(old), _) if old == v => {}
+                        (Some(Json::Array(old)), Json::Array(new)) if new.starts_with(old) => {
+                            fields.insert(k.clone(), Touched::Append);
+                        }
+                        _ => {
+                            fields.insert(k.clone(), Touched::Set);
+                        }
+                    }
+                }
+                for k in b.keys().filter(|k| !state.contains_key(*k)) {
+                    fields.insert(k.clone(), Touched::Unset);
+                }
+                RecordedChange { fields }
+            });
+            before = Some(state);
+            change
+        })
+        .collect()
+}
+
+/// Replays `facts` as a store's walk feeds them, each Checkpoint after
+/// another with what changed.
+fn replay_by_change(p: &std::sync::Arc<flow_engine::program::Program>, facts: &[Json]) -> Verdict {
+    let typed_facts = typed(facts);
+    let changes = recorded_changes(facts);
+    let mut r = flow_engine::replay::Replayer::new(p.clone());
+    for (f, c) in typed_facts.iter().zip(&changes) {
+        if !r.push(f, c.as_ref()) {
+            break;
+        }
+    }
+    r.finish().verdict
+}
+
+/// A Checkpoint that follows a matched one is compared on what changed
+/// (the fields the machine wrote and the fields the record's delta names,
+/// a list both only appended to at its new items): an untouched history
+/// matches, and a field changed in the record diverges there, whether the
+/// machine wrote that field or only the record names it.
+#[test]
+fn checkpoints_compared_by_change_match_and_a_changed_field_diverges() {
+    let (mut run, _) = Run::of(
+        "reducers",
+        json!({"item": "i1", "obj": {"a": {"x": 1}, "b": [1]}}),
+    );
+    run.feed(
+        "c1:root#1",
+        ok(
+            json!({"log": ["i2", "i3"], "merged": {"a": {"y": 2}, "b": [2]},
+                  "plain": "p2", "lw": "l2"}),
+        ),
+    );
+    assert!(run.ending().is_some(), "the reducers flow ends");
+    assert_eq!(replay_by_change(&run.program, &run.facts), Verdict::Matched);
+    let checkpoints: Vec<usize> = (0..run.facts.len())
+        .filter(|&i| run.facts[i]["fact"] == "Checkpoint")
+        .collect();
+    assert!(checkpoints.len() >= 3, "{checkpoints:?}");
+    let last = *checkpoints.last().unwrap();
+    let node = run.facts[last]["node"].as_str().unwrap().to_string();
+    let other_state = Verdict::Diverged {
+        fact: last as u64 + 1,
+        reason: format!("other state at node {node}"),
+    };
+    // A field the last step wrote (appended to), given another item.
+    let mut f = run.facts.clone();
+    f[last]["state"]["log"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("extra"));
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    // The same list with its first item changed: no longer only appended
+    // to, so compared whole.
+    let mut f = run.facts.clone();
+    f[last]["state"]["log"][0] = json!("changed");
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    // A field no step after the first wrote, changed only in the record.
+    let mut f = run.facts.clone();
+    f[last]["state"]["item"] = json!("changed");
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    // A field removed, and one added.
+    let mut f = run.facts.clone();
+    f[last]["state"].as_object_mut().unwrap().remove("obj");
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    let mut f = run.facts.clone();
+    f[last]["state"]["new"] = json!(1);
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    // Without the changes (every Checkpoint read whole) the same verdicts.
+    assert_eq!(
+        replay(run.program.clone(), typed(&run.facts)).verdict,
+        Verdict::Matched
+    );
+    let mut f = run.facts.clone();
+    f[last]["state"]["item"] = json!("changed");
+    assert_eq!(replay(run.program.clone(), typed(&f)).verdict, other_state);
+
+    // The parallel flow's fact 15 (Cp done) follows fact 14 (Cp join) of
+    // the same state after the replay took its first Checkpoints: the
+    // machine gives it by change.
+    let run = parallel_run(json!("all"));
+    assert_eq!(replay_by_change(&run.program, &run.facts), Verdict::Matched);
+    let other_state = Verdict::Diverged {
+        fact: 15,
+        reason: "other state at node done".into(),
+    };
+    let mut f = run.facts.clone();
+    f[14]["state"]["last"] = json!("Z");
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    let mut f = run.facts.clone();
+    f[14]["state"]["found"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("Z"));
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    let mut f = run.facts.clone();
+    f[14]["state"].as_object_mut().unwrap().remove("topic");
+    f[14]["state"]["other"] = json!("t");
+    assert_eq!(replay_by_change(&run.program, &f), other_state);
+    // The effects past a cut after it are whole Checkpoints, as before.
+    let r = {
+        let facts = typed(&run.facts[..15]);
+        let changes = recorded_changes(&run.facts[..15]);
+        let mut r = flow_engine::replay::Replayer::new(run.program.clone());
+        assert!(
+            facts
+                .iter()
+                .zip(&changes)
+                .all(|(f, c)| r.push(f, c.as_ref()))
+        );
+        r.finish()
+    };
+    assert_eq!(r.verdict, Verdict::Incomplete);
+    assert!(r.unrecorded.iter().all(|e| e.fact().is_some()));
 }

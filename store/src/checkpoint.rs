@@ -22,10 +22,10 @@
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, store_fact, store_fact_without};
 use crate::merkle::{NewBlob, escape_key, externalize, logical_len, unescape_key};
-use flow_abi::fact::{FieldChange, StateChange};
+use flow_abi::fact::{FieldChange, RecordedChange, StateChange, Touched};
 use flow_abi::json::canonical;
 use serde_json::{Map, Number, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 /// At most this many deltas follow a snapshot.
@@ -368,6 +368,31 @@ pub(crate) fn apply_delta(
         }
     }
     Ok(())
+}
+
+/// What a stored delta changed, field by field (a field it both sets and
+/// appends to counts as set; one it removes, as removed).
+pub(crate) fn recorded_change(delta: &Map<String, Value>) -> RecordedChange {
+    let mut fields = BTreeMap::new();
+    let keys = |part: &str| {
+        delta
+            .get(part)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .map(|k| unescape_key(k).to_string())
+    };
+    for k in keys("append") {
+        fields.insert(k, Touched::Append);
+    }
+    for k in keys("set") {
+        fields.insert(k, Touched::Set);
+    }
+    let unset = delta.get("unset").and_then(Value::as_array);
+    for k in unset.into_iter().flatten().filter_map(Value::as_str) {
+        fields.insert(unescape_key(k).to_string(), Touched::Unset);
+    }
+    RecordedChange { fields }
 }
 
 /// The `base` of a stored delta Checkpoint, if it is one.

@@ -167,7 +167,7 @@ fn long_histories_name_the_damaged_fact() {
     let s = open(&db);
     assert_eq!(s.read_history(&run).unwrap().facts.len(), 5000);
     let mut seen = 0;
-    s.walk_logical(&run, &mut |_| {
+    s.walk_logical(&run, &mut |_, _| {
         seen += 1;
         seen < 10
     })
@@ -180,7 +180,7 @@ fn long_histories_name_the_damaged_fact() {
     assert_eq!(corrupt_at(s.read_history(&run).unwrap_err()), 4500);
     let mut seen = 0;
     let err = s
-        .walk_logical(&run, &mut |f| {
+        .walk_logical(&run, &mut |f, _| {
             seen = f.n();
             true
         })

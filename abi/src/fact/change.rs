@@ -74,6 +74,28 @@ impl StateChange {
     }
 }
 
+/// How a recorded Checkpoint's state differs from the recorded Checkpoint
+/// just before it, field by field, as its stored delta says (a reader
+/// knows it without comparing the two states): what lets a replay compare
+/// the Checkpoint at the cost of what changed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecordedChange {
+    /// Each top-level field the delta names, by name.
+    pub fields: BTreeMap<String, Touched>,
+}
+
+/// What a delta did to one field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touched {
+    /// Set to a whole new value.
+    Set,
+    /// Only appended to (it was a list and still is, holding the same
+    /// first items).
+    Append,
+    /// Removed.
+    Unset,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

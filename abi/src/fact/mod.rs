@@ -32,7 +32,7 @@ mod id;
 mod read;
 mod write;
 
-pub use change::{FieldChange, StateChange};
+pub use change::{FieldChange, RecordedChange, StateChange, Touched};
 pub use id::{CallId, IdError, RunId, is_node_id, is_task_id};
 pub use read::FactError;
 

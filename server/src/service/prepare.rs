@@ -129,7 +129,7 @@ impl RunService {
         let store: &dyn Store = &*self.inner.store;
         let mut replaying: Option<(Arc<Program>, Replayer)> = None;
         let mut refused = None;
-        let walked = store.walk_logical(run, &mut |f| {
+        let walked = store.walk_logical(run, &mut |f, change| {
             see(f);
             if replaying.is_none() {
                 match Sources::from_start(store, f).and_then(|s| self.program(&s)) {
@@ -141,7 +141,7 @@ impl RunService {
                 }
             }
             // A replay that diverged stops the walk.
-            replaying.as_mut().is_some_and(|(_, r)| r.push(f))
+            replaying.as_mut().is_some_and(|(_, r)| r.push(f, change))
         });
         if let Some(e) = refused {
             return Err(e);

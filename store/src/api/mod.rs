@@ -9,7 +9,7 @@
 use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
-use flow_abi::fact::{Fact, RunId, StateChange};
+use flow_abi::fact::{Fact, RecordedChange, RunId, StateChange};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -318,6 +318,10 @@ pub trait AppendFacts {
 /// What a queued append is answered with (see [`AppendFacts::append_all_then`]).
 pub type AppendDone = Box<dyn FnOnce(Result<Vec<Appended>>) + Send>;
 
+/// A visitor of [`ReadHistory::walk_logical`]: each fact, with what a
+/// Checkpoint's stored delta changed; false stops the walk.
+pub type Visit<'a> = dyn FnMut(&Fact, Option<&RecordedChange>) -> bool + 'a;
+
 /// Verified reads.
 pub trait ReadHistory {
     fn run_info(&self, run: &RunId) -> Result<RunInfo>;
@@ -333,13 +337,15 @@ pub trait ReadHistory {
     /// the facts before it.
     /// The visitor borrows each fact: the walk keeps a Checkpoint's state
     /// as the next delta's base without a copy, and drops the rest on the
-    /// thread that parsed it.
-    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(&Fact) -> bool) -> Result<()>;
+    /// thread that parsed it. A Checkpoint stored as a delta on the
+    /// Checkpoint handed just before comes with what that delta changed
+    /// (replay compares it at that cost); any other fact with `None`.
+    fn walk_logical(&self, run: &RunId, visit: &mut Visit<'_>) -> Result<()>;
     /// [`ReadHistory::walk_logical`] gathered: every fact in memory at
     /// once (every Checkpoint's whole state).
     fn logical_history(&self, run: &RunId) -> Result<Vec<Fact>> {
         let mut facts = Vec::new();
-        self.walk_logical(run, &mut |f| {
+        self.walk_logical(run, &mut |f, _| {
             facts.push(f.clone());
             true
         })?;

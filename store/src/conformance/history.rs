@@ -282,7 +282,7 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
     }
     // The walk hands over the same facts in order, and stops when told.
     let mut walked = Vec::new();
-    s.walk_logical(&run, &mut |f| {
+    s.walk_logical(&run, &mut |f, _| {
         walked.push(f.clone());
         true
     })
@@ -292,7 +292,7 @@ pub(super) fn checkpoint_states<B: Backend + Sync>(
         "the walk differs from the logical history"
     );
     let mut seen = 0;
-    s.walk_logical(&run, &mut |_| {
+    s.walk_logical(&run, &mut |_, _| {
         seen += 1;
         seen < 3
     })

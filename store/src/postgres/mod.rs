@@ -50,8 +50,8 @@ use crate::prepare::{queued, wait_for};
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
+use flow_abi::fact::{Fact, RecordedChange};
 use read::Session;
 use serde_json::Value;
 use std::sync::mpsc::{SyncSender, sync_channel};
@@ -357,20 +357,22 @@ impl ReadHistory for PostgresStore {
         self.read(move |s| crate::read::read_history(s, &run))
     }
 
-    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(&Fact) -> bool) -> Result<()> {
+    fn walk_logical(&self, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
         // The session's reads run on the runtime's blocking pool: facts
         // come over a bounded channel, so the walk holds a few at a time.
-        let (tx, rx) = sync_channel::<Fact>(64);
+        let (tx, rx) = sync_channel::<(Fact, Option<RecordedChange>)>(64);
         let (run, shared) = (run.clone(), self.inner.shared.clone());
         let (done_tx, done_rx) = sync_channel(1);
         self.inner.shared.handle.spawn_blocking(move || {
             let mut s = Session::new(shared);
-            let out = crate::read::walk_logical(&mut s, &run, &mut |f| tx.send(f.clone()).is_ok());
+            let out = crate::read::walk_logical(&mut s, &run, &mut |f, c| {
+                tx.send((f.clone(), c.cloned())).is_ok()
+            });
             s.finish();
             let _ = done_tx.send(out);
         });
-        for f in rx.iter() {
-            if !visit(&f) {
+        for (f, c) in rx.iter() {
+            if !visit(&f, c.as_ref()) {
                 break;
             }
         }

@@ -392,7 +392,7 @@ impl ReadHistory for SqliteStore {
         self.with_reader(|c| read::snapshot(c, |db| crate::read::read_history(db, run)))
     }
 
-    fn walk_logical(&self, run: &RunId, visit: &mut dyn FnMut(&Fact) -> bool) -> Result<()> {
+    fn walk_logical(&self, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
         self.with_reader(|c| read::snapshot(c, |db| crate::read::walk_logical(db, run, visit)))
     }
 
