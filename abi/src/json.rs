@@ -574,15 +574,11 @@ impl<'a> Cursor<'a> {
     /// Keys in ascending order (as canonical text has them) are distinct
     /// by that alone: each is compared with the one before. Out of order,
     /// the members are sorted once read and neighbours compared.
-    fn members<K>(&mut self) -> Result<Vec<(K, Json)>, DecodeError>
-    where
-        K: Ord + AsRef<str> + From<Cow<'a, str>>,
-    {
+    fn members(&mut self) -> Result<Members<'a>, DecodeError> {
         // A fact has at most a dozen members: one allocation, no growth.
-        let mut m: Vec<(K, Json)> = Vec::with_capacity(12);
+        let mut m: Members<'a> = Vec::with_capacity(12);
         let mut sorted = true;
         self.object(|c, key| {
-            let key = K::from(key);
             if sorted && m.last().is_some_and(|(last, _)| *last >= key) {
                 sorted = false;
                 c.canonical = false;

@@ -275,7 +275,7 @@ fn whole(pending: VecDeque<Effect>, mut base: Option<Json>) -> Vec<Effect> {
         .into_iter()
         .map(|e| match e {
             Effect::Changed { task, node, change } => {
-                let mut state = base.clone().unwrap_or(Json::Null);
+                let mut state = base.take().unwrap_or(Json::Null);
                 // A change the machine took on its own previous Checkpoint
                 // applies to it; were it refused, the state stays the base.
                 let _ = change.apply(&mut state);
@@ -331,34 +331,16 @@ fn compare(
             describe(&d)
         ));
     }
-    if let (
+    let d = match d {
         Effect::Changed {
             task,
             node,
-            change: derived,
-        },
-        Fact::Checkpoint {
-            task: rt,
-            node: rn,
-            state,
-            ..
-        },
-    ) = (&d, recorded)
-    {
-        if node != rn {
-            return Err(format!("other node: recorded {rn}, derived {node}"));
+            change: c,
+        } => {
+            return compare_changed(&task, &node, c, recorded, change, base);
         }
-        let Some(b) = base.as_mut() else {
-            return Err("internal: a Checkpoint by change without a base".into());
-        };
-        if task != rt || !same_change(b, derived, state, change) {
-            return Err(format!("other state at node {node}"));
-        }
-        let Effect::Changed { change: c, .. } = d else {
-            return Err("internal: a Checkpoint by change".into());
-        };
-        return c.apply(b).map_err(|e| format!("internal: {e}"));
-    }
+        d => d,
+    };
     let Some(want) = d.into_fact() else {
         return Err("internal: a host record among facts".into());
     };
@@ -410,6 +392,38 @@ fn compare(
         (Fact::End { .. }, Fact::End { .. }) => "a different ending".into(),
         (w, _) => format!("a different {}", w.kind().as_str()),
     })
+}
+
+/// Compares a Checkpoint the machine gave by change (`derived`, of `task`
+/// at `node`) with the recorded Checkpoint (of the same kind, checked
+/// before), then moves `base` on by that change.
+fn compare_changed(
+    task: &str,
+    node: &str,
+    derived: StateChange,
+    recorded: &Fact,
+    change: Option<&RecordedChange>,
+    base: &mut Option<Json>,
+) -> Result<(), String> {
+    let Fact::Checkpoint {
+        task: rt,
+        node: rn,
+        state,
+        ..
+    } = recorded
+    else {
+        return Err("internal: a Checkpoint by change against another fact".into());
+    };
+    if node != rn {
+        return Err(format!("other node: recorded {rn}, derived {node}"));
+    }
+    let Some(b) = base.as_mut() else {
+        return Err("internal: a Checkpoint by change without a base".into());
+    };
+    if task != rt || !same_change(b, &derived, state, change) {
+        return Err(format!("other state at node {node}"));
+    }
+    derived.apply(b).map_err(|e| format!("internal: {e}"))
 }
 
 /// Whether `recorded` (a recorded Checkpoint's whole state) is `base`

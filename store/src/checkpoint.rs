@@ -327,28 +327,33 @@ fn take_state(fact: &mut Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Applies a stored delta to the logical state of its base checkpoint.
-/// `expand` loads a stored value into its logical form.
+/// Applies a stored delta to the logical state of its base checkpoint,
+/// answering what it changed, field by field (a field both set and
+/// appended to counts as set; one removed, as removed). `expand` loads a
+/// stored value into its logical form.
 pub(crate) fn apply_delta(
     state: &mut Value,
     delta: &Map<String, Value>,
     expand: &mut dyn FnMut(&Value) -> Result<Value>,
-) -> Result<(), String> {
+) -> Result<RecordedChange, String> {
     let obj = state
         .as_object_mut()
         .ok_or("a delta's base state is not an object")?;
+    let mut fields = BTreeMap::new();
     if let Some(set) = delta.get("set") {
         let set = set.as_object().ok_or("delta.set is not an object")?;
         for (k, v) in set {
-            obj.insert(
-                unescape_key(k).to_string(),
-                expand(v).map_err(|e| e.to_string())?,
-            );
+            let k = unescape_key(k).to_string();
+            fields.insert(k.clone(), Touched::Set);
+            obj.insert(k, expand(v).map_err(|e| e.to_string())?);
         }
     }
     if let Some(app) = delta.get("append") {
         let app = app.as_object().ok_or("delta.append is not an object")?;
         for (k, items) in app {
+            fields
+                .entry(unescape_key(k).to_string())
+                .or_insert(Touched::Append);
             let items = items
                 .as_array()
                 .ok_or("delta.append items are not a list")?;
@@ -363,36 +368,12 @@ pub(crate) fn apply_delta(
     }
     if let Some(unset) = delta.get("unset") {
         for k in unset.as_array().ok_or("delta.unset is not a list")? {
-            let k = k.as_str().ok_or("delta.unset names are strings")?;
-            obj.remove(unescape_key(k));
+            let k = unescape_key(k.as_str().ok_or("delta.unset names are strings")?);
+            obj.remove(k);
+            fields.insert(k.to_string(), Touched::Unset);
         }
     }
-    Ok(())
-}
-
-/// What a stored delta changed, field by field (a field it both sets and
-/// appends to counts as set; one it removes, as removed).
-pub(crate) fn recorded_change(delta: &Map<String, Value>) -> RecordedChange {
-    let mut fields = BTreeMap::new();
-    let keys = |part: &str| {
-        delta
-            .get(part)
-            .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|m| m.keys())
-            .map(|k| unescape_key(k).to_string())
-    };
-    for k in keys("append") {
-        fields.insert(k, Touched::Append);
-    }
-    for k in keys("set") {
-        fields.insert(k, Touched::Set);
-    }
-    let unset = delta.get("unset").and_then(Value::as_array);
-    for k in unset.into_iter().flatten().filter_map(Value::as_str) {
-        fields.insert(unescape_key(k).to_string(), Touched::Unset);
-    }
-    RecordedChange { fields }
+    Ok(RecordedChange { fields })
 }
 
 /// The `base` of a stored delta Checkpoint, if it is one.

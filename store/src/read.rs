@@ -9,7 +9,7 @@
 //! alike.
 
 use crate::api::*;
-use crate::checkpoint::{CkptCache, MAX_DELTA_CHAIN, apply_delta, delta_of, recorded_change};
+use crate::checkpoint::{CkptCache, MAX_DELTA_CHAIN, apply_delta, delta_of};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::fact::ReadStored;
@@ -17,7 +17,7 @@ use crate::hash::{blob_hash, chain_next, chain_start, from_column, hash_text, pa
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns, RunRow, discovery_page};
 use crate::merkle::{self, BlobVerifier};
 use crate::verify::{Checked, check_stored, check_stored_fact};
-use flow_abi::fact::{Fact, RecordedChange, RunId};
+use flow_abi::fact::{Fact, RunId};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -479,17 +479,13 @@ pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
 /// the Checkpoint before it (as writers store them) is rebuilt from that
 /// one's state, already in hand (and handed on with what its delta
 /// changed); any other base is read as [`checkpoint_state`] reads it.
-pub(crate) fn walk_logical(
-    db: &mut dyn ReadDb,
-    run: &RunId,
-    visit: &mut dyn FnMut(&Fact, Option<&RecordedChange>) -> bool,
-) -> Result<()> {
+pub(crate) fn walk_logical(db: &mut dyn ReadDb, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
     let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
     let mut last: Option<(u64, Value)> = None;
     walk_stored(db, run, &mut |db, f, spent| {
         let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
         let mut change = None;
-        let fact = match f.fact {
+        let mut fact = match f.fact {
             Checked::Logical(fact) => fact,
             Checked::Stored(r) => {
                 let base = r.base();
@@ -511,11 +507,12 @@ pub(crate) fn walk_logical(
                             .map_err(|e| corrupt(&e))?,
                         Some(d) => match last.take() {
                             Some((b, mut state)) if base == Some(b) => {
-                                apply_delta(&mut state, &d, &mut |v| {
-                                    merkle::expand(v, &mut |h| blob(h, db))
-                                })
-                                .map_err(|e| corrupt(&e))?;
-                                change = Some(recorded_change(&d));
+                                change = Some(
+                                    apply_delta(&mut state, &d, &mut |v| {
+                                        merkle::expand(v, &mut |h| blob(h, db))
+                                    })
+                                    .map_err(|e| corrupt(&e))?,
+                                );
                                 state
                             }
                             _ => checkpoint_state(db, run, f.n)?,
@@ -526,7 +523,6 @@ pub(crate) fn walk_logical(
             }
         };
         let more = visit(&fact, change.as_ref());
-        let mut fact = fact;
         // The next delta's base: this state, moved out of the fact.
         if let Fact::Checkpoint { state, .. } = &mut fact {
             last = Some((f.n, std::mem::take(state)));

@@ -266,7 +266,6 @@ async fn w2(b: &mut Bench, tool: Tool) {
     );
 }
 
-/// Replay of `run` through the server and through `flow replay`.
 /// Replay of the W1 run just made, over HTTP and through `flow replay`;
 /// the target is for the plain history, the accumulating one shows what a
 /// growing state costs a replay.
