@@ -364,25 +364,30 @@ impl Server {
         panic!("the events of {run} ended before a {kind}");
     }
 
-    /// CPU ms the server process has used so far (user + system, from
-    /// `/proc/PID/stat`, its Tool processes not included); NaN where there
-    /// is no procfs. The difference over a row, per operation, says how
-    /// much of its wall time is the server's own work.
+    /// CPU ms the server process has used so far (its Tool processes not
+    /// included): [`cpu_ms_of`]. The difference over a row, per operation,
+    /// says how much of its wall time is the server's own work.
     pub fn cpu_ms(&self) -> f64 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())) else {
-            return f64::NAN;
-        };
-        // Fields after the parenthesised command name; utime and stime are
-        // the 14th and 15th fields, in clock ticks (USER_HZ, 100 on Linux).
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return f64::NAN;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
-        match (tick(11), tick(12)) {
-            (Some(u), Some(s)) => (u + s) * 10.0,
-            _ => f64::NAN,
-        }
+        cpu_ms_of(self.pid())
+    }
+}
+
+/// CPU ms process `pid` has used so far (user + system, from
+/// `/proc/PID/stat`); NaN where there is no procfs.
+pub fn cpu_ms_of(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are
+    // the 14th and 15th fields, in clock ticks (USER_HZ, 100 on Linux).
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
+    match (tick(11), tick(12)) {
+        (Some(u), Some(s)) => (u + s) * 10.0,
+        _ => f64::NAN,
     }
 }
 

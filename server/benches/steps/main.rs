@@ -364,7 +364,7 @@ async fn sse(b: &mut Bench, count: usize, steps: usize, alone: Option<f64>) -> f
             b.table.row(
                 format!("SSE: {count} subscriber(s) in another process, a run of {steps} steps"),
                 format!(
-                    "Tool answer → Reply delivered p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms over {} deliveries ({} missed, {} repeated, {}/{count} streams to End); {run_figure}",
+                    "Tool answer → Reply delivered p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms over {} deliveries ({} missed, {} repeated, {}/{count} streams to End; the subscribers' CPU {:.0} µs/step); {run_figure}",
                     r["p50_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
                     r["p99_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
                     r["max_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
@@ -372,6 +372,7 @@ async fn sse(b: &mut Bench, count: usize, steps: usize, alone: Option<f64>) -> f
                     r["missed"],
                     r["repeated"],
                     r["ended"],
+                    r["cpu_ms"].as_f64().unwrap_or(f64::NAN) * 1e3 / steps as f64,
                 ),
                 target,
             );

@@ -5,13 +5,17 @@
 //! Then it prints one JSON line: how many Replies arrived, how many facts
 //! a stream missed or saw twice, and the delivery latency of every Reply on
 //! every stream, from the Tool's answer (its stamp in STAMPS, written by
-//! the bench's Tool process, see `tool.rs`) to the Reply's arrival here.
+//! the bench's Tool process, see `tool.rs`) to the Reply's arrival here,
+//! and the CPU this process spent reading them (it shares the machine's
+//! cores with the server it measures).
 //!
 //! One async thread, so the subscribers take at most one of the machine's
-//! cores from the server they measure.
+//! cores from the server they measure, and each stream is read as plainly
+//! as it can be (its own connection, the chunked body decoded here, each
+//! frame looked at only for what is reported): on this shared machine
+//! what the subscribers spend is taken from the server.
 
 use super::tool::now_ns;
-use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -32,12 +36,32 @@ struct Seen {
 /// A frame's fact number, kind and (a Reply's) call id.
 type Frame<'a> = (u64, &'a [u8], Option<&'a [u8]>);
 
+/// The searches a stream makes in every frame, built once.
+struct Finders {
+    frame_end: memchr::memmem::Finder<'static>,
+    call: memchr::memmem::Finder<'static>,
+}
+
+impl Finders {
+    fn new() -> Finders {
+        Finders {
+            frame_end: memchr::memmem::Finder::new(b"\n\n"),
+            call: memchr::memmem::Finder::new(b"\"call\":\""),
+        }
+    }
+}
+
 /// One SSE frame's `id` and `event` (and, for a Reply, its call), read
 /// straight from the bytes: the subscribers' process parses millions of
-/// frames and must not be what the figures measure.
-fn frame(f: &[u8]) -> Option<Frame<'_>> {
+/// frames on the cores the server it measures runs on, so it looks only
+/// at what it reports (the lines' starts; a Reply's `call`).
+fn frame<'a>(f: &'a [u8], find: &Finders) -> Option<Frame<'a>> {
     let (mut id, mut event, mut call) = (None, &b""[..], None);
-    for line in f.split(|b| *b == b'\n') {
+    let mut rest = f;
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
         if let Some(v) = line.strip_prefix(b"id: ") {
             id = std::str::from_utf8(v).ok()?.parse().ok();
         } else if let Some(v) = line.strip_prefix(b"event: ") {
@@ -45,35 +69,124 @@ fn frame(f: &[u8]) -> Option<Frame<'_>> {
         } else if let Some(v) = line.strip_prefix(b"data: ")
             && event == b"Reply"
         {
-            let key = b"\"call\":\"";
-            let at = v.windows(key.len()).position(|w| w == key)? + key.len();
-            let end = v[at..].iter().position(|b| *b == b'"')?;
+            let at = find.call.find(v)? + find.call.needle().len();
+            let end = memchr::memchr(b'"', &v[at..])?;
             call = Some(&v[at..at + end]);
         }
     }
     Some((id?, event, call))
 }
 
-async fn follow(client: reqwest::Client, url: String, tx: tokio::sync::mpsc::Sender<()>) -> Seen {
-    let mut seen = Seen::default();
-    let r = match client.get(&url).send().await {
-        Ok(r) if r.status() == 200 => r,
-        Ok(r) => panic!("{url}: {}", r.status()),
-        Err(e) => panic!("{url}: {e}"),
+/// The body of a chunked HTTP/1.1 response, as it arrives: `feed` takes
+/// what a read gave and appends the chunks' payload to `out`; `done` once
+/// the last (empty) chunk came.
+#[derive(Default)]
+struct Chunked {
+    /// Bytes of the current chunk still to come (then its CRLF).
+    left: usize,
+    /// The CRLF after a chunk's data is still to be skipped.
+    crlf: bool,
+    /// An incomplete size line kept from the last read.
+    line: Vec<u8>,
+    done: bool,
+}
+
+impl Chunked {
+    fn feed(&mut self, mut raw: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        while !raw.is_empty() && !self.done {
+            if self.left > 0 {
+                let n = self.left.min(raw.len());
+                out.extend_from_slice(&raw[..n]);
+                (self.left, raw) = (self.left - n, &raw[n..]);
+                self.crlf = self.left == 0;
+                continue;
+            }
+            // A size line (after the last chunk's CRLF): `hex[;ext]\r\n`.
+            let Some(nl) = memchr::memchr(b'\n', raw) else {
+                self.line.extend_from_slice(raw);
+                return Ok(());
+            };
+            self.line.extend_from_slice(&raw[..nl]);
+            raw = &raw[nl + 1..];
+            let line = std::mem::take(&mut self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if self.crlf {
+                // The empty line that ends a chunk's data.
+                if !line.is_empty() {
+                    return Err("no CRLF after a chunk".into());
+                }
+                self.crlf = false;
+                continue;
+            }
+            let hex = line.split(|b| *b == b';').next().unwrap_or_default();
+            let size = std::str::from_utf8(hex)
+                .ok()
+                .and_then(|h| usize::from_str_radix(h.trim(), 16).ok())
+                .ok_or_else(|| format!("a bad chunk size line {line:?}"))?;
+            self.left = size;
+            self.done = size == 0;
+        }
+        Ok(())
+    }
+}
+
+/// `GET path` on a connection of its own, over plain HTTP/1.1 (a
+/// `text/event-stream` answer is one chunked body that never ends early):
+/// the connection and the body's first bytes once the answer's head came.
+async fn get(addr: &str, path: &str) -> (tokio::net::TcpStream, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let _ = s.set_nodelay(true);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("the request");
+    let mut head = Vec::with_capacity(4096);
+    let end = loop {
+        if let Some(at) = memchr::memmem::find(&head, b"\r\n\r\n") {
+            break at;
+        }
+        let n = s.read_buf(&mut head).await.expect("the answer's head");
+        assert!(n > 0 && head.len() < 64 * 1024, "{path}: no answer head");
     };
+    let text = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{path}: {text}");
+    assert!(
+        text.contains("transfer-encoding: chunked"),
+        "{path}: not chunked: {text}"
+    );
+    let rest = head[end + 4..].to_vec();
+    (s, rest)
+}
+
+async fn follow(addr: String, path: String, tx: tokio::sync::mpsc::Sender<()>) -> Seen {
+    use tokio::io::AsyncReadExt;
+    let find = Finders::new();
+    let mut seen = Seen::default();
+    let (mut s, first) = get(&addr, &path).await;
     let _ = tx.send(()).await;
     drop(tx);
     let mut last = 0u64;
-    let mut buf: Vec<u8> = Vec::new();
-    let mut body = r.bytes_stream();
-    'read: while let Some(Ok(chunk)) = body.next().await {
+    let (mut chunked, mut body) = (Chunked::default(), Vec::with_capacity(64 * 1024));
+    let mut raw = first;
+    raw.reserve(64 * 1024);
+    'read: loop {
+        if raw.is_empty() {
+            match s.read_buf(&mut raw).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         let at = now_ns();
-        buf.extend_from_slice(&chunk);
+        chunked
+            .feed(&raw, &mut body)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        raw.clear();
         let mut start = 0;
-        while let Some(end) = buf[start..].windows(2).position(|w| w == b"\n\n") {
-            let f = &buf[start..start + end];
+        while let Some(end) = find.frame_end.find(&body[start..]) {
+            let f = &body[start..start + end];
             start += end + 2;
-            let Some((n, event, call)) = frame(f) else {
+            let Some((n, event, call)) = frame(f, &find) else {
                 continue;
             };
             if n <= last {
@@ -91,7 +204,14 @@ async fn follow(client: reqwest::Client, url: String, tx: tokio::sync::mpsc::Sen
                 break 'read;
             }
         }
-        buf.drain(..start);
+        if start == body.len() {
+            body.clear();
+        } else {
+            body.drain(..start);
+        }
+        if chunked.done {
+            break;
+        }
     }
     seen
 }
@@ -116,14 +236,15 @@ pub fn serve(args: &[String]) {
         .build()
         .expect("runtime");
     let summary = rt.block_on(async move {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client");
-        let url = format!("{base}/v1/runs/{run}/events");
+        let addr = base
+            .strip_prefix("http://")
+            .expect("an http:// base")
+            .trim_end_matches('/')
+            .to_string();
+        let path = format!("/v1/runs/{run}/events");
         let (tx, mut rx) = tokio::sync::mpsc::channel(count.max(1));
         let tasks: Vec<_> = (0..count)
-            .map(|_| tokio::spawn(follow(client.clone(), url.clone(), tx.clone())))
+            .map(|_| tokio::spawn(follow(addr.clone(), path.clone(), tx.clone())))
             .collect();
         drop(tx);
         let mut connected = 0;
@@ -132,10 +253,12 @@ pub fn serve(args: &[String]) {
         }
         println!("connected {connected}");
         let _ = std::io::stdout().flush();
+        let cpu = super::harness::cpu_ms_of(std::process::id());
         let mut all = Vec::new();
         for t in tasks {
             all.push(t.await.expect("a subscriber"));
         }
+        let cpu = super::harness::cpu_ms_of(std::process::id()) - cpu;
         let stamped: HashMap<String, u128> = std::fs::read_to_string(&stamps)
             .unwrap_or_default()
             .lines()
@@ -160,6 +283,7 @@ pub fn serve(args: &[String]) {
             "p50_us": percentile(&lat, 0.5),
             "p99_us": percentile(&lat, 0.99),
             "max_us": lat.last().copied().unwrap_or(f64::NAN),
+            "cpu_ms": cpu,
         })
     });
     println!("{summary}");
