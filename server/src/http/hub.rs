@@ -26,9 +26,9 @@ pub const READ_BATCH: u32 = 256;
 const POLL_FIRST: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_secs(2);
 /// Subscribers per ms of a follower's pause between wake-ups.
-const COALESCE_PER_MS: usize = 100;
+const COALESCE_PER_MS: usize = 50;
 /// The longest pause between two wake-ups of a run's subscribers.
-const COALESCE_MAX: Duration = Duration::from_millis(10);
+const COALESCE_MAX: Duration = Duration::from_millis(20);
 
 /// The followed runs.
 #[derive(Default)]
