@@ -67,6 +67,33 @@ pub fn fsync_probe(dir: &Path) -> f64 {
     Stats::of(&times).p50
 }
 
+/// Median µs of 200 × (overwrite 48 KiB in place, fsync) in `dir`: what a
+/// step's commit waits for once SQLite's WAL has wrapped (three 16 KiB
+/// frames written over blocks the file already has). [`fsync_probe`]
+/// appends, so its fsync also writes the file's grown size and blocks, as
+/// a WAL's first fill does.
+pub fn fsync_overwrite_probe(dir: &Path) -> f64 {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("fsync-overwrite-probe");
+    let f = std::fs::File::create(&path).expect("probe file");
+    let frames = vec![7u8; 48 * 1024];
+    for i in 0..200u64 {
+        f.write_all_at(&frames, i * frames.len() as u64)
+            .expect("write");
+    }
+    f.sync_all().expect("fsync");
+    let mut times = Vec::new();
+    for i in 0..200u64 {
+        let t = Instant::now();
+        f.write_all_at(&frames, i * frames.len() as u64)
+            .expect("write");
+        f.sync_all().expect("fsync");
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let _ = std::fs::remove_file(&path);
+    Stats::of(&times).p50
+}
+
 /// An error and each of its causes (reqwest's own message leaves out
 /// whether it was a refusal, a reset or a timeout).
 pub fn causes(e: &dyn std::error::Error) -> String {

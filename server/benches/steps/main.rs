@@ -1,6 +1,10 @@
 //! Steady state at the physical limit (issue 16): durable steps through the
 //! real `flow serve`, side by side with the fsync latency of the same disk
-//! measured in the same run.
+//! measured in the same run — of an append (the figure each ratio is to)
+//! and of an overwrite in place (what a commit waits for once the WAL has
+//! wrapped: a fresh WAL's first fill, until the first auto-checkpoint
+//! about 330 steps in, appends, and its fsync writes the file's new size
+//! and blocks too).
 //!
 //! Every row starts the release `flow serve` as a child process on
 //! 127.0.0.1:0 with a fresh `--data` (SQLite, WAL, `synchronous=FULL`: each
@@ -437,6 +441,11 @@ fn main() {
     b.table.row(
         "fsync latency (4 KiB write + fsync, median of 200, the data disk)",
         format!("{fsync_us:.0} µs"),
+        "—",
+    );
+    b.table.row(
+        "fsync latency of an overwrite (48 KiB in place + fsync, median of 200: a wrapped WAL's commit)",
+        format!("{:.0} µs", harness::fsync_overwrite_probe(&fsync_dir)),
         "—",
     );
     b.table
