@@ -56,15 +56,9 @@ pub fn fsync_probe(dir: &Path) -> f64 {
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path).expect("probe file");
     let block = vec![7u8; 4096];
-    let mut times = Vec::new();
-    for _ in 0..200 {
-        let t = Instant::now();
-        f.write_all(&block).expect("write");
-        f.sync_all().expect("fsync");
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-    }
+    let p50 = fsync_p50(&mut f, |f, _| f.write_all(&block));
     let _ = std::fs::remove_file(&path);
-    Stats::of(&times).p50
+    p50
 }
 
 /// Median µs of 200 × (overwrite 48 KiB in place, fsync) in `dir`: what a
@@ -75,22 +69,33 @@ pub fn fsync_probe(dir: &Path) -> f64 {
 pub fn fsync_overwrite_probe(dir: &Path) -> f64 {
     use std::os::unix::fs::FileExt;
     let path = dir.join("fsync-overwrite-probe");
-    let f = std::fs::File::create(&path).expect("probe file");
+    let mut f = std::fs::File::create(&path).expect("probe file");
     let frames = vec![7u8; 48 * 1024];
-    for i in 0..200u64 {
-        f.write_all_at(&frames, i * frames.len() as u64)
-            .expect("write");
+    let at = |i: u64| i * frames.len() as u64;
+    for i in 0..PROBES {
+        f.write_all_at(&frames, at(i)).expect("write");
     }
     f.sync_all().expect("fsync");
+    let p50 = fsync_p50(&mut f, |f, i| f.write_all_at(&frames, at(i)));
+    let _ = std::fs::remove_file(&path);
+    p50
+}
+
+/// Writes and fsyncs a probe makes.
+const PROBES: u64 = 200;
+
+/// Median µs of [`PROBES`] × (`write(f, i)`, fsync).
+fn fsync_p50(
+    f: &mut std::fs::File,
+    mut write: impl FnMut(&mut std::fs::File, u64) -> std::io::Result<()>,
+) -> f64 {
     let mut times = Vec::new();
-    for i in 0..200u64 {
+    for i in 0..PROBES {
         let t = Instant::now();
-        f.write_all_at(&frames, i * frames.len() as u64)
-            .expect("write");
+        write(f, i).expect("write");
         f.sync_all().expect("fsync");
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let _ = std::fs::remove_file(&path);
     Stats::of(&times).p50
 }
 

@@ -204,11 +204,7 @@ async fn follow(addr: String, path: String, tx: tokio::sync::mpsc::Sender<()>) -
                 break 'read;
             }
         }
-        if start == body.len() {
-            body.clear();
-        } else {
-            body.drain(..start);
-        }
+        body.drain(..start);
         if chunked.done {
             break;
         }
