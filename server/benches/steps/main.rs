@@ -13,6 +13,11 @@
 //! Rust toolkit Tool (`tool.rs`, module `inc.json`) and the Python
 //! `benches/tools/inc.py` (module `count.json`). Rows:
 //!
+//! - The floor of a W1 step (`floor.rs`), in two shapes: a program that
+//!   makes only a step's system calls (a Tool round trip over pipes, the
+//!   WAL's three frame writes in place, one fsync), with the commit handed
+//!   to a writer thread as `flow serve` does and on one thread: µs and CPU
+//!   per step that no server of that shape can go under on this machine.
 //! - W1: one run of N sequential durable Tool steps (a loop of one
 //!   `tool_invoke` node, `POST /v1/runs` with `wait` until it completes),
 //!   N = 1,000 and 10,000, plain (the step replaces a counter) and
@@ -51,6 +56,7 @@ mod harness;
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
+mod floor;
 mod subscribers;
 mod tool;
 
@@ -425,6 +431,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some(tool::ROLE) => return tool::serve(&args[2..]),
         Some(subscribers::ROLE) => return subscribers::serve(&args[2..]),
+        Some(floor::ROLE) => return floor::serve(),
         _ => {}
     }
     let tmp = tempfile::tempdir().expect("tmp");
@@ -448,6 +455,28 @@ fn main() {
         format!("{:.0} µs", harness::fsync_overwrite_probe(&fsync_dir)),
         "—",
     );
+    let floor_steps = if harness::small() { 500 } else { 2000 };
+    for (shape, what) in [
+        (
+            floor::Shape::WriterThread,
+            "a handoff to a writer thread and back",
+        ),
+        (floor::Shape::OneThread, "on one thread"),
+    ] {
+        let f = floor::measure(&fsync_dir, shape, floor_steps);
+        b.table.row(
+            format!(
+                "floor of a W1 step, {what} (a Tool round trip over pipes, 3 WAL frames written in place, fsync; nothing else)"
+            ),
+            format!(
+                "{:.0} µs/step = {:.2}× fsync, CPU {:.0} µs/step",
+                f.us_per_step,
+                f.us_per_step / fsync_us,
+                f.cpu_us_per_step
+            ),
+            "—",
+        );
+    }
     b.table
         .note(format!("load average at the start: {}", harness::load()));
     let rt = tokio::runtime::Builder::new_multi_thread()
