@@ -60,6 +60,7 @@ pub enum Shape {
 }
 
 /// One shape's figures: wall µs and CPU µs (this process) per step.
+#[derive(Clone, Copy)]
 pub struct Floor {
     pub us_per_step: f64,
     pub cpu_us_per_step: f64,

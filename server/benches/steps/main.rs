@@ -22,9 +22,10 @@
 //!   `tool_invoke` node, `POST /v1/runs` with `wait` until it completes),
 //!   N = 1,000 and 10,000, plain (the step replaces a counter) and
 //!   accumulating (each result also appended to a list in state, reducer
-//!   `append`): µs per step, its ratio to the fsync latency, the server's
-//!   CPU per step (user + system of the `flow serve` process, from
-//!   `/proc/PID/stat`; the Tool processes apart), and the bytes the SQLite
+//!   `append`): µs per step, its ratio to the fsync latency and to the
+//!   writer-thread floor, the server's CPU per step (user + system of the
+//!   `flow serve` process, from `/proc/PID/stat`; the Tool processes
+//!   apart) and its ratio to the floor's, and the bytes the SQLite
 //!   file grew by per step (after `wal_checkpoint(TRUNCATE)`, before and
 //!   after).
 //! - W2: 50 runs × 100 such steps started at once: steps/s.
@@ -94,6 +95,8 @@ impl Tool {
 struct Bench {
     root: PathBuf,
     fsync_us: f64,
+    /// The floor of a W1 step in `flow serve`'s shape, this run.
+    floor: floor::Floor,
     table: Table,
     /// The Postgres schema the rows run on, when they are on Postgres.
     postgres: Option<common::Schema>,
@@ -229,6 +232,7 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu_ms() - cpu);
     assert_eq!(v["state"], "completed", "W1 run: {v}");
     let per_step = secs * 1e6 / steps as f64;
+    let cpu_per_step = cpu * 1e3 / steps as f64;
     let bytes = match (before, db_bytes(&data)) {
         (Some(a), Some(z)) => format!(", {} bytes/step on disk", (z - a) / steps as u64),
         _ => String::new(),
@@ -245,9 +249,10 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     b.table.row(
         format!("{}: W1 {what}, {steps} steps, {}", b.backend(), tool.name()),
         format!(
-            "{per_step:.0} µs/step = {:.2}× fsync, server CPU {:.0} µs/step{bytes}",
+            "{per_step:.0} µs/step = {:.2}× fsync, {:.2}× the floor; server CPU {cpu_per_step:.0} µs/step, {:.2}× the floor's{bytes}",
             per_step / b.fsync_us,
-            cpu * 1e3 / steps as f64
+            per_step / b.floor.us_per_step,
+            cpu_per_step / b.floor.cpu_us_per_step,
         ),
         target,
     );
@@ -438,9 +443,20 @@ fn main() {
     let fsync_dir = tmp.path().join("fsync");
     std::fs::create_dir_all(&fsync_dir).expect("fsync dir");
     let fsync_us = harness::fsync_probe(&fsync_dir);
+    let overwrite_us = harness::fsync_overwrite_probe(&fsync_dir);
+    let floor_steps = if harness::small() { 500 } else { 2000 };
+    let floors = [
+        (
+            floor::Shape::WriterThread,
+            "a handoff to a writer thread and back",
+        ),
+        (floor::Shape::OneThread, "on one thread"),
+    ]
+    .map(|(shape, what)| (floor::measure(&fsync_dir, shape, floor_steps), what));
     let mut b = Bench {
         root: tmp.path().to_path_buf(),
         fsync_us,
+        floor: floors[0].0,
         table: Table::default(),
         postgres: None,
         rows: 0,
@@ -452,18 +468,10 @@ fn main() {
     );
     b.table.row(
         "fsync latency of an overwrite (48 KiB in place + fsync, median of 200: a wrapped WAL's commit)",
-        format!("{:.0} µs", harness::fsync_overwrite_probe(&fsync_dir)),
+        format!("{overwrite_us:.0} µs"),
         "—",
     );
-    let floor_steps = if harness::small() { 500 } else { 2000 };
-    for (shape, what) in [
-        (
-            floor::Shape::WriterThread,
-            "a handoff to a writer thread and back",
-        ),
-        (floor::Shape::OneThread, "on one thread"),
-    ] {
-        let f = floor::measure(&fsync_dir, shape, floor_steps);
+    for (f, what) in floors {
         b.table.row(
             format!(
                 "floor of a W1 step, {what} (a Tool round trip over pipes, 3 WAL frames written in place, fsync; nothing else)"
