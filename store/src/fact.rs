@@ -4,10 +4,10 @@
 //! Checkpoint (docs/store.md). It never interprets a program.
 
 use crate::error::{Error, Result};
-use crate::merkle::{NewBlob, escape_value, externalize};
+use crate::merkle::{NewBlob, escape_value, externalize, write_stored};
 pub use flow_abi::fact::FactKind;
 use flow_abi::fact::{Fact, FactError};
-use flow_abi::json::Members;
+use flow_abi::json::{Members, write_str};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -149,6 +149,96 @@ fn check_delta(m: &Map<String, Value>) -> Result<()> {
 /// Merkle-style, every other field only has its keys escaped.
 pub(crate) fn store_fact(fact: &Value, kind: FactKind, blobs: &mut Vec<NewBlob>) -> Result<Value> {
     store_at(fact, value_paths(kind), 0, blobs)
+}
+
+/// The canonical stored text of a checked Call, Reply, Close or End: the
+/// text `canonical(&store_fact(&fact.to_json(), …))` is, with the same
+/// blobs, written from the typed fact in one pass (a step's write path
+/// builds no JSON tree of it). Keys are written in canonical (byte) order;
+/// none of a fact's own keys is escaped. `None` for a Start or a
+/// Checkpoint, which are stored through their trees (a Checkpoint may be a
+/// delta).
+pub(crate) fn stored_text(fact: &Fact, blobs: &mut Vec<NewBlob>) -> Result<Option<String>> {
+    use flow_abi::fact::Ending;
+    use flow_abi::protocol::Outcome;
+    let mut out = String::with_capacity(256);
+    let kind = |out: &mut String| {
+        out.push_str(",\"fact\":");
+        write_str(fact.kind().as_str(), out);
+        out.push_str(",\"n\":");
+        out.push_str(&fact.n().to_string());
+    };
+    match fact {
+        Fact::Call {
+            call,
+            task,
+            node,
+            tool,
+            fingerprint,
+            args,
+            ..
+        } => {
+            out.push_str("{\"args\":");
+            write_stored(args, &mut out, blobs)?;
+            out.push_str(",\"call\":");
+            write_str(call.as_str(), &mut out);
+            out.push_str(",\"fact\":\"Call\",\"fingerprint\":");
+            write_str(fingerprint, &mut out);
+            out.push_str(",\"n\":");
+            out.push_str(&fact.n().to_string());
+            out.push_str(",\"node\":");
+            write_str(node, &mut out);
+            out.push_str(",\"task\":");
+            write_str(task, &mut out);
+            out.push_str(",\"tool\":");
+            write_str(tool, &mut out);
+        }
+        Fact::Reply { call, outcome, .. } => {
+            out.push_str("{\"call\":");
+            write_str(call.as_str(), &mut out);
+            kind(&mut out);
+            out.push_str(",\"outcome\":{");
+            write_str(outcome.tag(), &mut out);
+            out.push(':');
+            match outcome {
+                Outcome::Ok(v) | Outcome::Failed(v) => {
+                    write_stored(v, &mut out, blobs)?;
+                }
+                Outcome::NotRun(r) | Outcome::Unknown(r) | Outcome::BadReply(r) => {
+                    write_str(r, &mut out)
+                }
+            }
+            out.push('}');
+        }
+        Fact::Close { call, reason, .. } => {
+            out.push_str("{\"call\":");
+            write_str(call.as_str(), &mut out);
+            kind(&mut out);
+            out.push_str(",\"reason\":");
+            write_str(reason, &mut out);
+        }
+        Fact::End { ending, .. } => {
+            out.push_str("{\"ending\":{");
+            match ending {
+                Ending::Completed { exit, output } => {
+                    out.push_str("\"Completed\":{\"exit\":");
+                    write_str(exit, &mut out);
+                    out.push_str(",\"output\":");
+                    write_stored(output, &mut out, blobs)?;
+                    out.push('}');
+                }
+                Ending::Faulted(why) => {
+                    out.push_str("\"Faulted\":");
+                    write_str(why, &mut out);
+                }
+            }
+            out.push('}');
+            kind(&mut out);
+        }
+        Fact::Start { .. } | Fact::Checkpoint { .. } => return Ok(None),
+    }
+    out.push('}');
+    Ok(Some(out))
 }
 
 /// Like [`store_fact`] but leaving the top-level field `skip` out.
@@ -348,5 +438,39 @@ mod tests {
         let mut blobs = Vec::new();
         assert_eq!(store_fact(&g, FactKind::Close, &mut blobs).unwrap(), g);
         assert!(blobs.is_empty());
+    }
+
+    proptest::proptest! {
+        /// A Call, Reply, Close or End written in one pass is the canonical
+        /// text of its stored tree, with the same blobs: the bytes the chain
+        /// hashes do not move.
+        #[test]
+        fn stored_text_is_the_stored_trees_canonical_text(
+            v in crate::merkle::props::value(),
+            text in "[a-z\"\\\\\n\u{e9}\u{1F600}]{0,12}",
+            which in 0usize..8,
+            n in 2u64..u64::MAX,
+        ) {
+            use flow_abi::fact::{CallId, Ending};
+            use flow_abi::protocol::Outcome;
+            let call = CallId::new("root/b", n).unwrap();
+            let fact = match which {
+                0 => Fact::Call { n, call, task: "root/b".into(), node: text.clone(), tool: format!("t{text}"), fingerprint: "sha256:00".into(), args: v },
+                1 => Fact::Reply { n, call, outcome: Outcome::Ok(v) },
+                2 => Fact::Reply { n, call, outcome: Outcome::Failed(v) },
+                3 => Fact::Reply { n, call, outcome: Outcome::Unknown(text) },
+                4 => Fact::Reply { n, call, outcome: Outcome::NotRun(text) },
+                5 => Fact::Close { n, call, reason: text },
+                6 => Fact::End { n, ending: Ending::Completed { exit: text, output: v } },
+                _ => Fact::End { n, ending: Ending::Faulted(text) },
+            };
+            let mut tree_blobs = Vec::new();
+            let tree = store_fact(&fact.to_json(), fact.kind(), &mut tree_blobs).unwrap();
+            let mut blobs = Vec::new();
+            let text = stored_text(&fact, &mut blobs).unwrap().unwrap();
+            proptest::prop_assert_eq!(text, flow_abi::json::canonical(&tree));
+            let pairs = |b: &[NewBlob]| b.iter().map(|b| (b.hash, b.body.clone())).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(pairs(&blobs), pairs(&tree_blobs));
+        }
     }
 }

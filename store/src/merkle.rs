@@ -157,6 +157,107 @@ fn ext(v: &Value, blobs: &mut Vec<NewBlob>, scratch: &mut String, depth: usize) 
     })
 }
 
+/// Appends the stored canonical text of logical value `v` to `out` and
+/// returns the length of its logical canonical text: the text
+/// `canonical(&externalize(v)?.value)` is, with the same blobs pushed in the
+/// same order, written in one pass without building the stored tree (the
+/// write path of a Call's args, a Reply's value and an End's output).
+pub(crate) fn write_stored(v: &Value, out: &mut String, blobs: &mut Vec<NewBlob>) -> Result<usize> {
+    ws(v, out, blobs, 0)
+}
+
+fn ws(v: &Value, out: &mut String, blobs: &mut Vec<NewBlob>, depth: usize) -> Result<usize> {
+    if depth > MAX_DEPTH {
+        return Err(Error::InvalidFact(format!(
+            "value nested deeper than {MAX_DEPTH}"
+        )));
+    }
+    let start = out.len();
+    let logical_len = match v {
+        Value::Object(m) if m.keys().any(|k| is_blob_key_family(k).is_some()) => {
+            escaped_object(m, out, blobs, depth)?
+        }
+        Value::Object(m) => {
+            // No key is escaped, so the stored keys are the user keys in
+            // the map's (canonical) order.
+            out.push('{');
+            let mut llen = 2;
+            for (i, (k, c)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                    llen += 1;
+                }
+                let at = out.len();
+                write_str(k, out);
+                out.push(':');
+                llen += out.len() - at;
+                llen += ws(c, out, blobs, depth + 1)?;
+            }
+            out.push('}');
+            llen
+        }
+        Value::Array(a) => {
+            out.push('[');
+            let mut llen = 2;
+            for (i, c) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                    llen += 1;
+                }
+                llen += ws(c, out, blobs, depth + 1)?;
+            }
+            out.push(']');
+            llen
+        }
+        scalar => {
+            write_canonical(scalar, out);
+            out.len() - start
+        }
+    };
+    if out.len() - start <= BLOB_THRESHOLD {
+        return Ok(logical_len);
+    }
+    let body = out.as_bytes()[start..].to_vec();
+    let hash = blob_hash(&body);
+    blobs.push(NewBlob { hash, body });
+    out.truncate(start);
+    write_canonical(&reference(&hash, logical_len as u64), out);
+    Ok(logical_len)
+}
+
+/// An object with a key to escape (rare): escaping can move a key in the
+/// canonical order, so its members are written apart, in the user keys'
+/// order (the order `ext` pushes their blobs in), then joined in the
+/// stored keys' order.
+fn escaped_object(
+    m: &Map<String, Value>,
+    out: &mut String,
+    blobs: &mut Vec<NewBlob>,
+    depth: usize,
+) -> Result<usize> {
+    let mut members = Vec::with_capacity(m.len());
+    let mut llen = 2 + m.len().saturating_sub(1);
+    let mut scratch = String::new();
+    for (k, c) in m {
+        let mut text = String::new();
+        llen += ws(c, &mut text, blobs, depth + 1)?;
+        llen += str_len(k, &mut scratch) + 1;
+        members.push((escape_key(k), text));
+    }
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    out.push('{');
+    for (i, (k, text)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(k, out);
+        out.push(':');
+        out.push_str(text);
+    }
+    out.push('}');
+    Ok(llen)
+}
+
 /// `{"$blob":"blake3:<hex>","length":L}`.
 pub fn reference(hash: &[u8; 32], length: u64) -> Value {
     let mut m = Map::new();
@@ -535,7 +636,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod props {
+pub(crate) mod props {
     use super::*;
     use proptest::prelude::*;
 
@@ -549,7 +650,7 @@ mod props {
         ]
     }
 
-    fn value() -> impl Strategy<Value = Value> {
+    pub(crate) fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
@@ -586,6 +687,23 @@ mod props {
             prop_assert_eq!(expand(&s.value, &mut load).unwrap(), v);
             let mut raw = |h: &[u8; 32]| Ok(blobs.iter().find(|b| b.hash == *h).map(|b| b.body.clone()));
             prop_assert!(BlobVerifier::default().verify_refs_in(&s.value, &mut raw).is_ok());
+        }
+
+        /// The one-pass writer gives the stored tree's canonical text, its
+        /// logical length and the same blobs in the same order, after
+        /// whatever `out` held.
+        #[test]
+        fn written_in_one_pass_as_the_tree_is(v in value()) {
+            let mut tree_blobs = Vec::new();
+            let s = externalize(&v, &mut tree_blobs).unwrap();
+            let mut blobs = Vec::new();
+            let before = "{\"args\":";
+            let mut out = String::from(before);
+            let logical = write_stored(&v, &mut out, &mut blobs).unwrap();
+            prop_assert_eq!(&out[before.len()..], canonical(&s.value));
+            prop_assert_eq!(logical, s.logical_len);
+            let hashes = |b: &[NewBlob]| b.iter().map(|b| (b.hash, b.body.clone())).collect::<Vec<_>>();
+            prop_assert_eq!(hashes(&blobs), hashes(&tree_blobs));
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, store_change, store_checkpoint};
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, read_logical, store_fact};
+use crate::fact::{FactKind, read_logical, store_fact, stored_text};
 use crate::hash::{blob_hash, chain_next, chain_start, hash_text, parse_hash};
 use crate::index::Head;
 use crate::merkle::NewBlob;
@@ -262,16 +262,14 @@ pub(crate) fn prepare_append(
     admit(run, head, n)?;
     let mut blobs = Vec::new();
     let end = ending_of(&typed);
-    let fact = typed.into_json();
-    let (stored, ckpt) = match kind {
-        FactKind::Checkpoint => {
-            let (s, c) = store_checkpoint(fact, n, prev_ckpt, &mut blobs)?;
-            (s, Some(Some(c)))
+    let (body, ckpt) = match stored_text(&typed, &mut blobs)? {
+        Some(text) => (text, (kind == FactKind::End).then_some(None)),
+        None => {
+            let (s, c) = store_checkpoint(typed.into_json(), n, prev_ckpt, &mut blobs)?;
+            (canonical(&s), Some(Some(c)))
         }
-        FactKind::End => (store_fact(&fact, kind, &mut blobs)?, Some(None)),
-        _ => (store_fact(&fact, kind, &mut blobs)?, None),
     };
-    Ok(prepared(head, n, kind, &stored, blobs, end, ckpt, at_ms))
+    Ok(prepared(head, n, kind, body, blobs, end, ckpt, at_ms))
 }
 
 /// [`prepare_append`] of a Checkpoint given by `change` against `base`,
@@ -304,7 +302,7 @@ pub(crate) fn prepare_change(
         head,
         n,
         FactKind::Checkpoint,
-        &stored,
+        canonical(&stored),
         blobs,
         None,
         Some(Some(c)),
@@ -337,13 +335,13 @@ fn prepared(
     head: &Head,
     n: u64,
     kind: FactKind,
-    stored: &serde_json::Value,
+    body: String,
     blobs: Vec<NewBlob>,
     end: Option<Ending>,
     ckpt: Option<Option<CkptCache>>,
     at_ms: i64,
 ) -> PreparedAppend {
-    let body: Arc<str> = canonical(stored).into();
+    let body: Arc<str> = body.into();
     let h = chain_next(&head.last_hash, &body);
     let state = match end {
         Some(Ending::Completed) => RunState::Completed,
