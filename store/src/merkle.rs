@@ -83,6 +83,17 @@ pub(crate) fn escape_value(v: &Value) -> Value {
     }
 }
 
+/// Refuses a value nested deeper than [`MAX_DEPTH`] (both writers of the
+/// stored form walk it).
+fn within_depth(depth: usize) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(Error::InvalidFact(format!(
+            "value nested deeper than {MAX_DEPTH}"
+        )));
+    }
+    Ok(())
+}
+
 /// Stores a logical value: escapes keys and replaces every node whose stored
 /// canonical text exceeds [`BLOB_THRESHOLD`] by a reference, innermost first.
 /// New blobs are pushed onto `blobs` (the caller writes them; equal blobs
@@ -93,11 +104,7 @@ pub(crate) fn externalize(v: &Value, blobs: &mut Vec<NewBlob>) -> Result<Stored>
 }
 
 fn ext(v: &Value, blobs: &mut Vec<NewBlob>, scratch: &mut String, depth: usize) -> Result<Stored> {
-    if depth > MAX_DEPTH {
-        return Err(Error::InvalidFact(format!(
-            "value nested deeper than {MAX_DEPTH}"
-        )));
-    }
+    within_depth(depth)?;
     let (value, stored_len, logical_len) = match v {
         Value::Object(m) => {
             let mut out = Map::new();
@@ -167,11 +174,7 @@ pub(crate) fn write_stored(v: &Value, out: &mut String, blobs: &mut Vec<NewBlob>
 }
 
 fn ws(v: &Value, out: &mut String, blobs: &mut Vec<NewBlob>, depth: usize) -> Result<usize> {
-    if depth > MAX_DEPTH {
-        return Err(Error::InvalidFact(format!(
-            "value nested deeper than {MAX_DEPTH}"
-        )));
-    }
+    within_depth(depth)?;
     let start = out.len();
     let logical_len = match v {
         Value::Object(m) if m.keys().any(|k| is_blob_key_family(k).is_some()) => {
