@@ -304,12 +304,15 @@ pub trait AppendFacts {
     /// sequential run pays one fsync per step"); each is durable when this
     /// returns. On an error, the facts before the failing one may be stored.
     fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>>;
-    /// [`AppendFacts::append_all`] without waiting: queues the facts (one
-    /// commit takes them all) and returns (at once unless the writer's queue
-    /// of thousands of commands is full); `done` gets what `append_all`
-    /// would return once each is durable. It is called on the store's
-    /// writer thread, so it must only hand the result on (a channel send),
-    /// and an async caller needs no thread of its own to wait.
+    /// [`AppendFacts::append_all`] without waiting for another thread: one
+    /// commit takes the facts; `done` gets what `append_all` would return
+    /// once each is durable. A backend may commit them on the caller's own
+    /// thread before returning, when its writer is idle (SQLite: one
+    /// commit, one fsync, so the caller blocks for no more than that), or
+    /// queue them and return at once (unless its queue of thousands of
+    /// commands is full). `done` runs on whichever thread committed, with
+    /// the writer held, so it must only hand the result on (a channel
+    /// send), and an async caller needs no thread of its own to wait.
     fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
         done(self.append_all(run, facts))
     }

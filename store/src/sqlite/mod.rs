@@ -1,19 +1,21 @@
 //! The embedded SQLite backend (ECOSYSTEM §3).
 //!
-//! * One dedicated writer thread owns the only write connection (STYLE rule
-//!   10): rusqlite is synchronous, an append-only log suits a single writer,
-//!   and SQLite has one writer anyway, so there is no `SQLITE_BUSY` churn and
-//!   no deferred→write upgrade deadlock. The thread drains up to
-//!   [`MAX_BATCH`] queued commands, runs them inside one `BEGIN IMMEDIATE`
-//!   transaction (a refused one changing nothing) and commits once (one
-//!   fsync for the whole batch: group commit across concurrent runs). Only
-//!   after COMMIT does it answer callers and bump the live-tail heads, so an
-//!   acknowledged fact is durable and a subscriber never sees a fact that
-//!   could still roll back.
+//! * One writer owns the only write connection (STYLE rule 10): rusqlite is
+//!   synchronous, an append-only log suits a single writer, and SQLite has
+//!   one writer anyway, so there is no `SQLITE_BUSY` churn and no
+//!   deferred→write upgrade deadlock. A command finding the writer idle is
+//!   committed by its caller's thread at once; otherwise the writer thread
+//!   drains up to [`MAX_BATCH`] queued commands (`committer`), runs them
+//!   inside one `BEGIN IMMEDIATE` transaction (a refused one changing
+//!   nothing) and commits once (one fsync for the whole batch: group commit
+//!   across concurrent runs). Only after COMMIT are callers answered and the
+//!   live-tail heads bumped, so an acknowledged fact is durable and a
+//!   subscriber never sees a fact that could still roll back.
 //! * Reads use a small pool of separate connections (WAL lets them run while
 //!   the writer commits); each read is one short read transaction, so it sees
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
+mod committer;
 mod leases;
 mod queue;
 mod read;
@@ -174,7 +176,7 @@ pub fn schema_version() -> i64 {
 pub(crate) struct Inner {
     path: PathBuf,
     opts: SqliteOptions,
-    tx: Mutex<Option<SyncSender<writer::Command>>>,
+    committer: Arc<committer::Committer>,
     thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     /// The worker queue's own writer (`queue`), started on first use.
@@ -184,11 +186,10 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing the channel ends the writer loop; joining it closes the
-        // write connection before the files can be removed.
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
+        // Closing the committer ends the writer thread once the queue is
+        // drained; joining it closes the write connection before the files
+        // can be removed.
+        self.committer.close();
         if let Ok(mut t) = self.thread.lock()
             && let Some(t) = t.take()
         {
@@ -210,17 +211,20 @@ impl SqliteStore {
         let path = path.as_ref().to_path_buf();
         let conn = open_writer(&path, &opts)?;
         let heads = Arc::new(Heads::default());
-        let (tx, rx) = sync_channel(opts.queue_depth.max(1));
-        let w = writer::Writer::new(conn, heads.clone());
+        let committer = Arc::new(committer::Committer::new(
+            writer::Writer::new(conn, heads.clone()),
+            opts.queue_depth,
+        ));
+        let c = committer.clone();
         let thread = std::thread::Builder::new()
             .name("flow-store-writer".into())
-            .spawn(move || w.run(rx))
+            .spawn(move || c.run())
             .map_err(|e| Error::io(&path, e))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
                 opts,
-                tx: Mutex::new(Some(tx)),
+                committer,
                 thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
                 queue: queue::QueueWriter::default(),
@@ -236,14 +240,7 @@ impl SqliteStore {
 
     fn send<T>(&self, make: impl FnOnce(SyncSender<Result<T>>) -> writer::Command) -> Result<T> {
         let (reply_tx, reply_rx) = sync_channel(1);
-        let sender = self
-            .inner
-            .tx
-            .lock()
-            .map_err(|_| Error::WriterGone)?
-            .clone()
-            .ok_or(Error::WriterGone)?;
-        sender.send(make(reply_tx)).map_err(|_| Error::WriterGone)?;
+        self.inner.committer.submit(make(reply_tx));
         reply_rx.recv().map_err(|_| Error::WriterGone)?
     }
 
@@ -344,15 +341,7 @@ impl AppendFacts for SqliteStore {
                 at_ms,
                 reply,
             }));
-        let sender = self.inner.tx.lock().ok().and_then(|t| t.clone());
-        match sender {
-            Some(s) => {
-                if let Err(std::sync::mpsc::SendError(cmd)) = s.send(cmd) {
-                    writer::refuse(cmd, &|| Error::WriterGone);
-                }
-            }
-            None => writer::refuse(cmd, &|| Error::WriterGone),
-        }
+        self.inner.committer.submit(cmd);
     }
 }
 

@@ -1,10 +1,9 @@
-//! The writer thread: the only connection that writes (see the module doc of
-//! `sqlite`). Group commit: one `BEGIN IMMEDIATE` … `COMMIT` per drained
-//! batch. A refused command changes nothing and the rest of the batch
+//! The writer: the only connection that writes (see the module doc of
+//! `sqlite`; `committer` says which thread runs each batch). Group commit:
+//! one `BEGIN IMMEDIATE` … `COMMIT` per batch. A refused command changes nothing and the rest of the batch
 //! commits: creates, host records and imports run in a SAVEPOINT of their
 //! own, rolled back alone; an append needs none (see `append`).
 
-use super::MAX_BATCH;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
@@ -24,7 +23,7 @@ use flow_abi::json::canonical;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 
 pub(crate) enum Command {
     Create {
@@ -121,34 +120,28 @@ impl Writer {
         }
     }
 
-    /// The loop: take one command, drain more without waiting, commit them
-    /// together. Ends when every handle is dropped.
-    pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        while let Ok(first) = rx.recv() {
-            let mut batch = Vec::new();
-            first.flatten_into(&mut batch);
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(c) => c.flatten_into(&mut batch),
-                    Err(_) => break,
+    /// Runs one batch (see `committer`): its commands in one transaction,
+    /// a WAL checkpoint among them between two transactions.
+    pub(crate) fn run_batch(&mut self, batch: Vec<Command>) {
+        let mut pending = Vec::with_capacity(batch.len());
+        for cmd in batch {
+            match cmd {
+                Command::Checkpoint(reply) => {
+                    self.commit_batch(std::mem::take(&mut pending));
+                    let r = self
+                        .conn
+                        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                        .map_err(Error::from);
+                    let _ = reply.send(r);
                 }
+                other => pending.push(other),
             }
-            let mut pending = Vec::with_capacity(batch.len());
-            for cmd in batch {
-                match cmd {
-                    Command::Checkpoint(reply) => {
-                        self.commit_batch(std::mem::take(&mut pending));
-                        let r = self
-                            .conn
-                            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-                            .map_err(Error::from);
-                        let _ = reply.send(r);
-                    }
-                    other => pending.push(other),
-                }
-            }
-            self.commit_batch(pending);
         }
+        self.commit_batch(pending);
+    }
+
+    /// The last thing the writer does: folds the WAL into the database.
+    pub(crate) fn close(&mut self) {
         let _ = self
             .conn
             .execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);");
@@ -651,7 +644,7 @@ impl Writer {
 
 impl Command {
     /// Adds this command to a batch, a [`Command::Many`] as its parts.
-    fn flatten_into(self, batch: &mut Vec<Command>) {
+    pub(crate) fn flatten_into(self, batch: &mut Vec<Command>) {
         match self {
             Command::Many(cmds) => cmds.into_iter().for_each(|c| c.flatten_into(batch)),
             c => batch.push(c),
