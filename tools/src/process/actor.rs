@@ -1,7 +1,7 @@
 //! The actor that owns one child: its table of open calls, the commands
 //! from handles and the events from the reader.
 
-use super::pipes::{Dialect, Event, Write};
+use super::pipes::{Dialect, Event, Write, Writes};
 use super::{Command, Key, ProcessOptions};
 use crate::manifest::Binding;
 use crate::mcp;
@@ -24,7 +24,7 @@ pub(super) struct Pending {
 
 pub(super) struct Live {
     pub(super) child: Child,
-    pub(super) writes: Option<mpsc::UnboundedSender<Write>>,
+    pub(super) writes: Option<Writes>,
     pub(super) writer: tokio::task::JoinHandle<()>,
     pub(super) events: mpsc::Receiver<Event>,
     pub(super) tasks: JoinSet<()>,
@@ -165,7 +165,7 @@ impl Actor {
         if let Some(w) = self.live.as_ref().and_then(|l| l.writes.as_ref()) {
             // A failed send leaves the flag unset: the call did not reach
             // the process, which the end of the process will settle.
-            let _ = w.send(Write {
+            w.send(Write {
                 line,
                 written: Some(written.clone()),
             });
@@ -193,7 +193,7 @@ impl Actor {
 
     fn write(&self, line: String) {
         if let Some(w) = self.live.as_ref().and_then(|l| l.writes.as_ref()) {
-            let _ = w.send(Write {
+            w.send(Write {
                 line,
                 written: None,
             });

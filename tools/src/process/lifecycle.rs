@@ -2,7 +2,7 @@
 //! the declarations, and ending the child.
 
 use super::actor::{Actor, Live};
-use super::pipes::{Dialect, Event, Write, mcp_exchange, reader, writer};
+use super::pipes::{Dialect, Event, Write, Writes, mcp_exchange, reader};
 use super::{Key, ProcessError};
 use crate::child;
 use crate::mcp;
@@ -28,8 +28,11 @@ impl Actor {
         })?;
         let (ev_tx, events) = mpsc::channel(1024);
         tasks.spawn(reader(started.stdout, ev_tx, self.dialect));
-        let (writes, w_rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(writer(started.stdin, w_rx));
+        let (writes, writer) = Writes::open(started.stdin).map_err(|e| ProcessError::Start {
+            process: process.clone(),
+            message: e.to_string(),
+        })?;
+        let writer = tokio::spawn(writer);
         let mut live = Live {
             child: started.child,
             writes: Some(writes),
@@ -65,7 +68,7 @@ impl Actor {
         self.next_id += 1;
         let id = Id::from(self.next_id);
         if let Some(w) = &live.writes {
-            let _ = w.send(Write {
+            w.send(Write {
                 line: protocol::write_describe(&id),
                 written: None,
             });
@@ -134,7 +137,7 @@ impl Actor {
             let init_id = format!("flowd-initialize-{n}");
             mcp_exchange(live, &label, mcp::initialize_request(&init_id), &init_id).await?;
             if let Some(w) = &live.writes {
-                let _ = w.send(Write {
+                w.send(Write {
                     line: mcp::initialized_notification(),
                     written: None,
                 });
@@ -284,7 +287,8 @@ impl Actor {
             .await;
             // With stdin closed, a well-behaved process exits by itself;
             // give it the grace period before `ended` kills it.
-            // (The writer task owns stdin and ends once `writes` is gone;
+            // (The writer task owns stdin and ends once `writes` is gone,
+            // with the actor's own handle on it;
             // `ended` awaits it, so it is not polled here.)
             let _ = tokio::time::timeout(grace, live.child.wait()).await;
             self.live = Some(live);

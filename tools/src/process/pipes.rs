@@ -1,5 +1,7 @@
 //! The child's pipes: the reader task (lines to events, in either
-//! dialect) and the writer task (batches, flushes, marks calls written).
+//! dialect), and the writes: a short line with nothing queued before it
+//! is written by the actor itself ([`Writes::send`]); the rest go to the
+//! writer task (batches, flushes, marks calls written).
 
 use super::Key;
 use super::actor::Live;
@@ -7,8 +9,9 @@ use crate::lines::{Line, Skim, read_line};
 use crate::mcp;
 use flow_abi::protocol::{self, Message};
 use serde_json::Value as Json;
+use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
@@ -26,6 +29,60 @@ pub(super) enum Dialect {
 pub(super) struct Write {
     pub(super) line: String,
     pub(super) written: Option<Arc<AtomicBool>>,
+}
+
+/// The way to the child's stdin, held by the actor; dropping it closes
+/// stdin once the writer task has written what it holds.
+pub(super) struct Writes {
+    tx: mpsc::UnboundedSender<Write>,
+    /// Stdin again (the same open pipe, non-blocking as tokio set it up),
+    /// for writes made at once.
+    direct: std::fs::File,
+    /// Lines handed to the writer task and not yet flushed by it.
+    queued: Arc<AtomicUsize>,
+}
+
+/// The longest line written at once: a non-blocking pipe write of at most
+/// `PIPE_BUF` bytes is atomic, all of it or nothing (EAGAIN), so a full
+/// pipe never leaves part of a line behind.
+#[cfg(target_os = "linux")]
+const DIRECT_MAX: usize = 4096;
+/// POSIX's least `PIPE_BUF`.
+#[cfg(not(target_os = "linux"))]
+const DIRECT_MAX: usize = 512;
+
+impl Writes {
+    /// The writes to `stdin` and the writer task that serves them.
+    pub(super) fn open(stdin: ChildStdin) -> std::io::Result<(Writes, impl Future<Output = ()>)> {
+        use std::os::fd::AsFd;
+        let direct = std::fs::File::from(stdin.as_fd().try_clone_to_owned()?);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let task = writer(stdin, rx, queued.clone());
+        Ok((Writes { tx, direct, queued }, task))
+    }
+
+    /// Writes `w` now if it is short and nothing is queued before it (so a
+    /// call's line costs the actor one write, no hand-off to the writer
+    /// task and back: issue 16); otherwise queues it for the writer task.
+    /// The line reaches the pipe in the order sent either way.
+    pub(super) fn send(&self, w: Write) {
+        if w.line.len() <= DIRECT_MAX
+            && self.queued.load(Ordering::Acquire) == 0
+            && (&self.direct).write(w.line.as_bytes()).ok() == Some(w.line.len())
+        {
+            if let Some(f) = w.written {
+                f.store(true, Ordering::Release);
+            }
+            return;
+        }
+        // The pipe is full (or the line long, or lines are queued): the
+        // writer task waits for room.
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if let Err(mpsc::error::SendError(_)) = self.tx.send(w) {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// What the reader saw.
@@ -156,7 +213,7 @@ pub(super) async fn mcp_exchange(
     id: &str,
 ) -> Result<Json, String> {
     if let Some(w) = &live.writes {
-        let _ = w.send(Write {
+        w.send(Write {
             line,
             written: None,
         });
@@ -177,7 +234,7 @@ pub(super) async fn mcp_exchange(
             Some(Event::BadResponseTo { reason, .. }) => return Err(reason),
             Some(Event::ServerRequest { id, method }) => {
                 if let Some(w) = &live.writes {
-                    let _ = w.send(Write {
+                    w.send(Write {
                         line: mcp::answer_server_request(&id, &method),
                         written: None,
                     });
@@ -252,8 +309,12 @@ fn is_response(line: &str) -> bool {
 }
 
 /// Writes lines to the child's stdin in batches; after each flush, marks
-/// the batch's calls as written.
-pub(super) async fn writer(stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Write>) {
+/// the batch's calls as written and counts them off `queued`.
+async fn writer(
+    stdin: ChildStdin,
+    mut rx: mpsc::UnboundedReceiver<Write>,
+    queued: Arc<AtomicUsize>,
+) {
     let mut w = BufWriter::with_capacity(64 * 1024, stdin);
     let mut batch: Vec<Write> = Vec::new();
     while let Some(first) = rx.recv().await {
@@ -272,11 +333,13 @@ pub(super) async fn writer(stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Wr
         if w.flush().await.is_err() {
             return;
         }
+        let flushed = batch.len();
         for x in batch.drain(..) {
             if let Some(f) = x.written {
                 f.store(true, Ordering::Release);
             }
         }
+        queued.fetch_sub(flushed, Ordering::AcqRel);
     }
     // Channel closed: close stdin so the child sees end of input.
     let _ = w.shutdown().await;
