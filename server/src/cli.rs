@@ -46,9 +46,13 @@ pub use args::{Cli, Color, Command, Global};
 
 /// Runs the CLI; returns the process exit code.
 pub fn main_with(cli: Cli) -> u8 {
+    // One worker per core, and never fewer than two: a step whose commit
+    // finds the store's writer idle commits on its worker (one fsync, see
+    // `service::drive`), and the other worker keeps serving meanwhile.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .worker_threads(2)
+        .worker_threads(workers)
         .build()
     {
         Ok(rt) => rt,

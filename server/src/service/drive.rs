@@ -7,6 +7,7 @@
 //! between them are appended together (one commit, one fsync per step),
 //! and nothing acts on a fact before its append returned.
 
+use super::calls::Calls;
 use super::nested::{Answer, NestedCall};
 use super::store::Store;
 use super::{RunResult, RunService, new_run_id};
@@ -19,9 +20,7 @@ use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{Appending, FactRef, HostRecord, HostRecordKind, RunId};
 use flow_tools::outcome::CallRequest;
-use futures_util::StreamExt;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
-use futures_util::stream::FuturesUnordered;
 use serde_json::{Map, Value as Json, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -52,7 +51,7 @@ pub(super) struct ToDispatch {
     pub nested: Option<NestedCall>,
 }
 
-type Pending<'a> =
+pub(super) type Pending<'a> =
     Pin<Box<dyn Future<Output = std::result::Result<(String, Answer), Aborted>> + Send + 'a>>;
 
 /// Held by each commit of a drive (and of its nested runs).
@@ -134,7 +133,7 @@ impl RunService {
             n: head,
             hash: String::new(),
         };
-        let mut inflight: FuturesUnordered<Pending<'h>> = FuturesUnordered::new();
+        let mut inflight = Calls::new();
         // Abort handles of dispatched calls: a Close drops the call's future,
         // which cancels it at its implementation.
         let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
@@ -396,9 +395,11 @@ impl RunService {
     /// start (host records, after the facts: a deadline counts from its
     /// durable Call); returns once every one is durable.
     ///
-    /// The store's writer commits whatever is queued in one transaction;
-    /// waiting for it happens off the async runtime (`spawn_blocking`), so
-    /// many runs queue at once and share each commit (group commit).
+    /// The store's writer commits whatever is queued in one transaction, so
+    /// many runs queue at once and share each commit (group commit). When
+    /// it is idle, SQLite's commits this step on the calling worker at once
+    /// (one fsync, no hand-off to its thread and back: the W1 step); with a
+    /// deadline the wait happens off the async runtime (`spawn_blocking`).
     async fn append_all(
         &self,
         run: &RunId,
@@ -430,7 +431,8 @@ impl RunService {
             Error::Unreadable(format!("the store's writer could not be reached: {e}"))
         };
         let appended = if deadlines.is_empty() {
-            // The common step: the writer answers this task itself, so no
+            // The common step: the writer answers this task itself (or
+            // this worker commits it, the writer being idle), so no other
             // thread waits for the commit.
             let (tx, rx) = tokio::sync::oneshot::channel();
             store.append_all_then(

@@ -24,6 +24,7 @@
 //! machine was left at; anything else replays the history.
 
 pub mod bind;
+mod calls;
 mod commits;
 mod deadlines;
 mod drive;
