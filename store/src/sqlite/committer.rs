@@ -10,6 +10,13 @@
 //! that is waiting, in one transaction (group commit across runs, as
 //! before).
 //!
+//! Inline commits are for a lone writer only: a command that has to queue
+//! (another commit was under way) turns them off, and they come back once
+//! the writer thread ran a batch of one command (nobody else was waiting).
+//! Under concurrent runs (W2) every commit is then a group commit; left on,
+//! an inline commit took one run's step alone, an fsync of its own, and
+//! blocked an async worker through it.
+//!
 //! Order holds: a command goes inline only when the queue is empty and no
 //! batch the thread took is still being run, and an inline commit holds
 //! the writer until it is done, so a command submitted after another one
@@ -36,6 +43,8 @@ struct Queue {
     cmds: VecDeque<Command>,
     /// Commands the writer thread took and has not finished.
     taken: usize,
+    /// Whether a caller finding the writer idle may commit inline.
+    inline: bool,
     closed: bool,
 }
 
@@ -45,6 +54,7 @@ impl Committer {
             queue: Mutex::new(Queue {
                 cmds: VecDeque::new(),
                 taken: 0,
+                inline: true,
                 closed: false,
             }),
             ready: Condvar::new(),
@@ -70,7 +80,8 @@ impl Committer {
             drop(q);
             return refuse(cmd, &|| Error::WriterGone);
         }
-        if q.cmds.is_empty()
+        if q.inline
+            && q.cmds.is_empty()
             && q.taken == 0
             && let Ok(mut w) = self.writer.try_lock()
         {
@@ -79,6 +90,8 @@ impl Committer {
             cmd.flatten_into(&mut batch);
             return w.run_batch(batch);
         }
+        // Contention: commits go to the writer thread, grouped.
+        q.inline = false;
         q.cmds.push_back(cmd);
         drop(q);
         self.ready.notify_one();
@@ -87,7 +100,7 @@ impl Committer {
     /// The writer thread: commits what is queued, batch by batch, until
     /// [`Committer::close`]; then folds the WAL in.
     pub(crate) fn run(&self) {
-        while let Some(batch) = self.take() {
+        while let Some((batch, submitted)) = self.take() {
             self.room.notify_all();
             match self.writer() {
                 Some(mut w) => w.run_batch(batch),
@@ -97,6 +110,8 @@ impl Committer {
             }
             if let Ok(mut q) = self.queue.lock() {
                 q.taken = 0;
+                // A batch of one: nobody else was waiting to commit.
+                q.inline |= submitted == 1 && q.cmds.is_empty();
             }
         }
         if let Some(mut w) = self.writer() {
@@ -114,8 +129,9 @@ impl Committer {
         self.room.notify_all();
     }
 
-    /// The next batch, waiting for one; `None` once closed and drained.
-    fn take(&self) -> Option<Vec<Command>> {
+    /// The next batch and how many submitted commands it holds, waiting
+    /// for one; `None` once closed and drained.
+    fn take(&self) -> Option<(Vec<Command>, usize)> {
         let mut q = self.queue.lock().ok()?;
         while q.cmds.is_empty() {
             if q.closed {
@@ -123,14 +139,15 @@ impl Committer {
             }
             q = self.ready.wait(q).ok()?;
         }
-        let mut batch = Vec::new();
+        let (mut batch, mut submitted) = (Vec::new(), 0);
         while batch.len() < MAX_BATCH
             && let Some(c) = q.cmds.pop_front()
         {
             c.flatten_into(&mut batch);
+            submitted += 1;
         }
         q.taken = batch.len();
-        Some(batch)
+        Some((batch, submitted))
     }
 
     /// The writer, unless a panic while it was held poisoned it.
