@@ -44,17 +44,22 @@ mod watch;
 
 pub use args::{Cli, Color, Command, Global};
 
-/// Runs the CLI; returns the process exit code.
-pub fn main_with(cli: Cli) -> u8 {
-    // One worker per core, and never fewer than two: a step whose commit
-    // finds the store's writer idle commits on its worker (one fsync, see
-    // `service::drive`), and the other worker keeps serving meanwhile.
+/// A multi-thread runtime whose workers are named `name`: one worker per
+/// core, and never fewer than two (a step whose commit finds the store's
+/// writer idle commits on its worker, one fsync, see `service::drive`; the
+/// other worker keeps serving meanwhile).
+pub(crate) fn runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .worker_threads(workers)
+        .thread_name(name)
         .build()
-    {
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main_with(cli: Cli) -> u8 {
+    let rt = match runtime("tokio-rt-worker") {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("flow: cannot start the runtime: {e}");
@@ -113,6 +118,7 @@ fn service_with(
             progress,
             max_steps: None,
             lease: None,
+            drives: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

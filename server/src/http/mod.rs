@@ -76,6 +76,10 @@ pub struct ServeOptions {
     /// Remote workers: which declarations they serve (`--workers`), and
     /// how long silence makes one lost.
     pub workers: WorkerOptions,
+    /// The runtime runs are driven on (`flow serve` builds one of its own:
+    /// [`crate::service::ServiceOptions::drives`]); `None` for the
+    /// server's own.
+    pub drives: Option<tokio::runtime::Handle>,
 }
 
 impl Default for ServeOptions {
@@ -92,6 +96,7 @@ impl Default for ServeOptions {
             max_steps: crate::service::MAX_STEPS,
             lease: None,
             workers: WorkerOptions::default(),
+            drives: None,
         }
     }
 }
@@ -123,6 +128,7 @@ impl AppState {
                 progress: None,
                 max_steps: Some(options.max_steps),
                 lease: options.lease.clone(),
+                drives: options.drives.clone(),
             },
             shutdown,
         );

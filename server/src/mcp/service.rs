@@ -101,6 +101,7 @@ impl Service {
                 progress: None,
                 max_steps: Some(crate::service::MAX_STEPS),
                 lease: None,
+                drives: None,
             },
             CancellationToken::new(),
         );

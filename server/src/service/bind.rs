@@ -146,13 +146,16 @@ impl Bindings {
 
     /// Binds every declaration `program` can reach, or refuses with every
     /// unbound or unfitting one. `dir` is the program's directory on disk
-    /// (read from disk, or recorded at Start for resume and fork).
+    /// (read from disk, or recorded at Start for resume and fork). The
+    /// Tool processes start on `runtime` when one is given (their pipes
+    /// and tasks belong to the runtime that starts them: the drives').
     pub async fn bind(
         &self,
         store: &StoreRef,
         program: &Arc<Program>,
         hash: &str,
         dir: Option<PathBuf>,
+        runtime: Option<&tokio::runtime::Handle>,
     ) -> Result<Bound> {
         match self {
             Bindings::Local {
@@ -160,14 +163,14 @@ impl Bindings {
                 manifests,
             } => {
                 approve(program, dir.as_deref(), *approval, manifests)?;
-                let mut opts = HostOptions {
+                let opts = HostOptions {
                     program_dir: dir,
                     resolver: resolver(manifests, program),
                     memory: Some(store.clone()),
                     ..HostOptions::default()
                 };
                 Ok(Bound {
-                    host: Arc::new(Host::bind(program, &mut opts).await?),
+                    host: Arc::new(bind_on(runtime, program, opts).await?),
                     pooled: false,
                 })
             }
@@ -191,14 +194,14 @@ impl Bindings {
                         pooled: true,
                     });
                 }
-                let mut opts = HostOptions {
+                let opts = HostOptions {
                     program_dir: None,
                     resolver: resolver(manifests, program),
                     memory: Some(store.clone()),
                     workers: workers.clone(),
                     ..HostOptions::default()
                 };
-                let host = match Host::bind(program, &mut opts).await {
+                let host = match bind_on(runtime, program, opts).await {
                     Ok(h) => Arc::new(h),
                     Err(Error::Bind(msgs)) => {
                         return Err(Error::Bind(
@@ -226,6 +229,21 @@ impl Bindings {
             }
         }
     }
+}
+
+/// [`Host::bind`], on `runtime` when one is given.
+async fn bind_on(
+    runtime: Option<&tokio::runtime::Handle>,
+    program: &Arc<Program>,
+    mut opts: HostOptions,
+) -> Result<Host> {
+    let Some(rt) = runtime else {
+        return Host::bind(program, &mut opts).await;
+    };
+    let program = program.clone();
+    rt.spawn(async move { Host::bind(&program, &mut opts).await })
+        .await
+        .map_err(|e| Error::Unavailable(format!("binding the Tools stopped: {e}")))?
 }
 
 impl Pool {
@@ -406,7 +424,13 @@ impl super::RunService {
         match self
             .inner
             .bindings
-            .bind(&self.inner.store, program, hash, dir.clone())
+            .bind(
+                &self.inner.store,
+                program,
+                hash,
+                dir.clone(),
+                self.inner.drives.as_ref(),
+            )
             .await
         {
             Ok(b) => Ok((b, dir)),

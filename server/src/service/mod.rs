@@ -89,6 +89,11 @@ pub struct ServiceOptions {
     /// run leases' options. `None` for a single process: no lease is ever
     /// asked for.
     pub lease: Option<LeaseOptions>,
+    /// The runtime drives and their Tool processes run on (`flow serve`:
+    /// one of their own, so a run's step is scheduled beside the SSE
+    /// fan-out and the HTTP handlers rather than queued behind them);
+    /// `None` for the runtime the service is called on.
+    pub drives: Option<tokio::runtime::Handle>,
 }
 
 /// The server's step ceiling unless `--max-steps` says otherwise.
@@ -113,6 +118,8 @@ struct Inner {
     active: Mutex<HashMap<RunId, Driving>>,
     /// Leases, when several servers share the store.
     leasing: Option<lease::Leasing>,
+    /// Where drives and Tool processes run ([`ServiceOptions::drives`]).
+    drives: Option<tokio::runtime::Handle>,
     /// Drive tasks (STYLE rule 7: spawned tasks live in a JoinSet).
     tasks: Mutex<JoinSet<()>>,
     events: broadcast::Sender<RunEvent>,
@@ -141,6 +148,7 @@ impl RunService {
                 paused: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashMap::new()),
                 leasing: options.lease.map(lease::Leasing::new),
+                drives: options.drives,
                 tasks: Mutex::new(JoinSet::new()),
                 events,
                 stats: Stats::default(),
@@ -294,7 +302,13 @@ impl RunService {
         let bound = self
             .inner
             .bindings
-            .bind(&self.inner.store, &program, &hash, sources.dir.clone())
+            .bind(
+                &self.inner.store,
+                &program,
+                &hash,
+                sources.dir.clone(),
+                self.inner.drives.as_ref(),
+            )
             .await?;
         let run = new_run_id();
         let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
@@ -414,7 +428,13 @@ impl RunService {
             Some(dir) => (
                 self.inner
                     .bindings
-                    .bind(&self.inner.store, &fork.program, &fork.hash, dir.clone())
+                    .bind(
+                        &self.inner.store,
+                        &fork.program,
+                        &fork.hash,
+                        dir.clone(),
+                        self.inner.drives.as_ref(),
+                    )
                     .await?,
                 dir,
             ),
@@ -783,7 +803,10 @@ impl RunService {
         if let Ok(mut set) = self.inner.tasks.lock() {
             // Reap finished tasks so the set does not grow.
             while set.try_join_next().is_some() {}
-            set.spawn(task);
+            match &self.inner.drives {
+                Some(rt) => set.spawn_on(task, rt),
+                None => set.spawn(task),
+            };
         }
         Accepted {
             run,
