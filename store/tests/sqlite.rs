@@ -194,6 +194,38 @@ fn long_histories_name_the_damaged_fact() {
     assert_eq!(corrupt_at(s.logical_history(&gap).unwrap_err()), 2049);
 }
 
+/// A long walk (several windows, parsed ahead) reads the history as it was
+/// when the walk began: facts appended while it goes on are not in it, and
+/// it agrees with the runs index it read.
+#[test]
+fn a_long_walk_reads_the_history_as_it_began() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = open(&tmp.path().join("s.db"));
+    let run = create(&s);
+    let calls = |from: u64, to: u64| -> Vec<Appending> {
+        (from..=to)
+            .map(|n| call_fact(n, n, json!({"n": n})).into())
+            .collect()
+    };
+    for chunk in calls(2, 5000).chunks(500) {
+        s.append_all(&run, chunk.to_vec()).unwrap();
+    }
+    // Appended once the walk has handed on its first fact.
+    let mut appended = false;
+    let mut seen = Vec::new();
+    s.walk_logical(&run, &mut |f, _| {
+        if !appended {
+            s.append_all(&run, calls(5001, 5100)).unwrap();
+            appended = true;
+        }
+        seen.push(f.n());
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, (1..=5000).collect::<Vec<_>>());
+    assert_eq!(s.read_history(&run).unwrap().facts.len(), 5100);
+}
+
 /// DESIGN §3: "Equal values share one blob across facts, runs and forks."
 #[test]
 fn equal_values_share_one_blob_across_runs() {
