@@ -210,13 +210,11 @@ fn a_long_walk_reads_the_history_as_it_began() {
     for chunk in calls(2, 5000).chunks(500) {
         s.append_all(&run, chunk.to_vec()).unwrap();
     }
-    // Appended once the walk has handed on its first fact.
-    let mut appended = false;
     let mut seen = Vec::new();
     s.walk_logical(&run, &mut |f, _| {
-        if !appended {
+        // Appended once the walk has handed on its first fact.
+        if f.n() == 1 {
             s.append_all(&run, calls(5001, 5100)).unwrap();
-            appended = true;
         }
         seen.push(f.n());
         true
