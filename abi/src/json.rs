@@ -13,7 +13,7 @@
 use crate::error::DecodeError;
 use crate::limits;
 use crate::number::Num;
-use serde_json::{Number, Value as Json};
+use serde_json::{Map, Number, Value as Json};
 use std::borrow::Cow;
 
 /// Reads one JSON text strictly into a `json.Value` with canonical numbers.
@@ -81,21 +81,24 @@ pub fn write_canonical(v: &Json, out: &mut String) {
             }
             out.push(']');
         }
-        Json::Object(map) => {
-            // serde_json's Map is a BTreeMap (preserve_order stays off), so
-            // iteration is in UTF-8 byte order, which is code-point order.
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(k, out);
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
+        Json::Object(map) => write_canonical_object(map, out),
     }
+}
+
+/// Appends the canonical text of the object `map` to `out`.
+pub fn write_canonical_object(map: &Map<String, Json>, out: &mut String) {
+    // serde_json's Map is a BTreeMap (preserve_order stays off), so
+    // iteration is in UTF-8 byte order, which is code-point order.
+    out.push('{');
+    for (i, (k, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(k, out);
+        out.push(':');
+        write_canonical(item, out);
+    }
+    out.push('}');
 }
 
 /// Writes a number token canonically. Numbers read by [`parse`] are already

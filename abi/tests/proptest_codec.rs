@@ -14,11 +14,13 @@
 //!   same value.
 //! - DEC-6/DEC-7: whatever the input, decoding ends in a value or a refusal,
 //!   never a panic.
+//! - PRO-9/PRO-10: a Tool call's line, written straight from the call, is
+//!   the canonical text of its message.
 
 mod arb;
 
 use arb::Lcg;
-use flow_abi::{Type, TypeSet, Value, decode};
+use flow_abi::{Type, TypeSet, Value, decode, protocol};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -180,6 +182,33 @@ proptest! {
         assert_canonical_surface(&c);
         let v = decode_ok(&text, &Type::Json, &TypeSet::new());
         prop_assert_eq!(v.canonical(), c);
+    }
+
+    /// PRO-9/PRO-10: a call line written straight from the call (no tree of
+    /// its message) is that message's canonical text, byte for byte, for
+    /// any ids, args and generic views; and it reads back as the call.
+    #[test]
+    fn a_call_line_is_its_messages_canonical_text(
+        run in arb::text(),
+        call in arb::text(),
+        tool in arb::text(),
+        args in proptest::collection::vec((arb::text(), arb::json_value()), 0..4),
+        generic in proptest::option::of((arb::json_value(), arb::json_value())),
+    ) {
+        // The reader refuses empty ids; any other text is an id.
+        let c = protocol::Call {
+            run: format!("r{run}"),
+            call: format!("c{call}"),
+            tool: format!("t{tool}"),
+            args: args.into_iter().collect(),
+            generic: generic.map(|(schema, types)| protocol::GenericViews { schema, types }),
+        };
+        let line = protocol::write_call(&c);
+        prop_assert_eq!(&line, &protocol::Message::Call(c.clone()).to_line().unwrap());
+        assert_canonical_surface(line.strip_suffix('\n').unwrap());
+        if c.generic.is_none() {
+            prop_assert_eq!(protocol::parse_line(&line).unwrap(), protocol::Message::Call(c));
+        }
     }
 }
 

@@ -423,7 +423,30 @@ pub fn write_described(id: &Id, result: &Result<DescribeResult, RpcError>) -> St
 
 /// The call notification as a line.
 pub fn write_call(call: &Call) -> String {
-    line_of(&Message::Call(call.clone()))
+    // Straight from the call, not through its message's tree (one line per
+    // Tool step): the members in code-point order, as canonical JSON has
+    // them, each value written once.
+    let mut line = String::with_capacity(128);
+    line.push_str("{\"jsonrpc\":");
+    json::write_str(JSONRPC, &mut line);
+    line.push_str(",\"method\":\"call\",\"params\":{\"args\":");
+    json::write_canonical_object(&call.args, &mut line);
+    line.push_str(",\"call\":");
+    json::write_str(&call.call, &mut line);
+    line.push_str(",\"run\":");
+    json::write_str(&call.run, &mut line);
+    if let Some(g) = &call.generic {
+        line.push_str(",\"schema\":");
+        json::write_canonical(&g.schema, &mut line);
+    }
+    line.push_str(",\"tool\":");
+    json::write_str(&call.tool, &mut line);
+    if let Some(g) = &call.generic {
+        line.push_str(",\"types\":");
+        json::write_canonical(&g.types, &mut line);
+    }
+    line.push_str("}}\n");
+    line
 }
 
 /// The reply notification as a line; refuses a BadReply outcome, which is
