@@ -20,11 +20,11 @@
 //! the whole state; the stored fact is what the chain covers.
 
 use crate::error::{Error, Result};
-use crate::fact::{FactKind, store_fact, store_fact_without};
+use crate::fact::{FactKind, store_fact};
 use crate::merkle::{NewBlob, escape_key, externalize, logical_len, unescape_key};
-use flow_abi::fact::{FieldChange, RecordedChange, StateChange, Touched};
-use flow_abi::json::canonical;
-use serde_json::{Map, Number, Value};
+use flow_abi::fact::{Fact, FieldChange, RecordedChange, StateChange, Touched};
+use flow_abi::json::{canonical, write_canonical, write_canonical_object, write_str};
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
@@ -173,22 +173,43 @@ impl Delta {
         Ok(())
     }
 
-    /// The stored delta against checkpoint `base`; empty parts are left
-    /// out: every byte here is paid per step.
-    fn into_value(self, base: u64) -> Value {
-        let mut d = Map::new();
-        d.insert("base".into(), Value::Number(Number::from(base)));
-        if !self.set.is_empty() {
-            d.insert("set".into(), Value::Object(self.set));
-        }
+    /// Appends the canonical text of the stored delta against checkpoint
+    /// `base`, its members in code-point order; empty parts are left out:
+    /// every byte here is paid per step.
+    fn write(&self, base: u64, out: &mut String) {
+        out.push('{');
         if !self.append.is_empty() {
-            d.insert("append".into(), Value::Object(self.append));
+            out.push_str("\"append\":");
+            write_canonical_object(&self.append, out);
+            out.push(',');
+        }
+        out.push_str("\"base\":");
+        out.push_str(&base.to_string());
+        if !self.set.is_empty() {
+            out.push_str(",\"set\":");
+            write_canonical_object(&self.set, out);
         }
         if !self.unset.is_empty() {
-            d.insert("unset".into(), Value::Array(self.unset));
+            out.push_str(",\"unset\":[");
+            for (i, k) in self.unset.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(k, out);
+            }
+            out.push(']');
         }
-        Value::Object(d)
+        out.push('}');
     }
+}
+
+/// A Checkpoint's members beside its state: what its stored text holds
+/// whether it is a snapshot or a delta.
+#[derive(Clone, Copy)]
+pub(crate) struct CkptHead<'a> {
+    pub n: u64,
+    pub task: &'a str,
+    pub node: &'a str,
 }
 
 /// Whether a delta of `bytes` after `p` is stored rather than a snapshot.
@@ -196,17 +217,18 @@ fn keeps_delta(p: &CkptCache, bytes: u64) -> bool {
     p.delta_bytes + bytes < SNAPSHOT_RATIO * p.snapshot_bytes
 }
 
-/// Stores a checked logical Checkpoint fact, as a delta against `prev` when
-/// that is cheaper (see the module doc), else as a snapshot.
+/// Stores a checked logical Checkpoint (`head` and its `state`), as a
+/// delta against `prev` when that is cheaper (see the module doc), else as
+/// a snapshot: its stored canonical text.
 pub(crate) fn store_checkpoint(
-    mut fact: Value,
-    n: u64,
+    head: CkptHead<'_>,
+    state: Value,
     prev: Option<&CkptCache>,
     blobs: &mut Vec<NewBlob>,
-) -> Result<(Value, CkptCache)> {
+) -> Result<(String, CkptCache)> {
     if let Some(p) = prev
         && p.chain_len < MAX_DELTA_CHAIN
-        && let Some(new_obj) = fact.get("state").and_then(Value::as_object)
+        && let Some(new_obj) = state.as_object()
         && let Some(old_obj) = p.state.as_object()
     {
         let mark = blobs.len();
@@ -222,26 +244,24 @@ pub(crate) fn store_checkpoint(
         }
         d.bytes += new_blob_bytes(&blobs[mark..]);
         if keeps_delta(p, d.bytes) {
-            let state = take_state(&mut fact);
-            return delta_fact(&fact, n, p, d, state, blobs);
+            return Ok(delta_fact(head, p, d, state));
         }
         blobs.truncate(mark);
     }
-    snapshot(fact, n, blobs)
+    snapshot(head, state, blobs)
 }
 
-/// Stores Checkpoint `n` given by `change` against `prev`, the state of the
-/// run's latest Checkpoint (consumed: it becomes the new state), as exactly
-/// the bytes [`store_checkpoint`] stores for the whole fact. `head` is the
-/// fact without its state. Refused when the change does not fit `prev`.
+/// Stores Checkpoint `head` given by `change` against `prev`, the state of
+/// the run's latest Checkpoint (consumed: it becomes the new state), as
+/// exactly the bytes [`store_checkpoint`] stores for the whole fact.
+/// Refused when the change does not fit `prev`.
 pub(crate) fn store_change(
-    head: Value,
-    n: u64,
+    head: CkptHead<'_>,
     change: StateChange,
     mut prev: CkptCache,
     blobs: &mut Vec<NewBlob>,
-) -> Result<(Value, CkptCache)> {
-    let refused = |e: String| Error::InvalidFact(format!("Checkpoint {n}: {e}"));
+) -> Result<(String, CkptCache)> {
+    let refused = |e: String| Error::InvalidFact(format!("Checkpoint {}: {e}", head.n));
     let old_obj = prev
         .state
         .as_object()
@@ -267,51 +287,65 @@ pub(crate) fn store_change(
     change.apply(&mut prev.state).map_err(refused)?;
     if prev.chain_len < MAX_DELTA_CHAIN && keeps_delta(&prev, d.bytes) {
         let state = std::mem::take(&mut prev.state);
-        return delta_fact(&head, n, &prev, d, state, blobs);
+        return Ok(delta_fact(head, &prev, d, state));
     }
     blobs.truncate(mark);
-    let mut fact = head;
-    if let Some(m) = fact.as_object_mut() {
-        m.insert("state".into(), std::mem::take(&mut prev.state));
-    }
-    snapshot(fact, n, blobs)
+    snapshot(head, std::mem::take(&mut prev.state), blobs)
 }
 
-/// The stored delta Checkpoint `n` after `p`, its logical state `state`.
-fn delta_fact(
-    fact: &Value,
-    n: u64,
-    p: &CkptCache,
-    d: Delta,
-    state: Value,
-    blobs: &mut Vec<NewBlob>,
-) -> Result<(Value, CkptCache)> {
-    let bytes = d.bytes;
-    let mut m = store_fact_without(fact, FactKind::Checkpoint, "state", blobs)?;
-    m.insert("delta".into(), d.into_value(p.n));
+/// The stored delta Checkpoint `head` after `p`, its logical state
+/// `state`: written straight from its parts in one pass (a step's write
+/// path builds no tree of it), the members in code-point order as
+/// canonical JSON has them. None of a Checkpoint's own keys is escaped.
+fn delta_fact(head: CkptHead<'_>, p: &CkptCache, d: Delta, state: Value) -> (String, CkptCache) {
+    let mut text = String::with_capacity(96);
+    text.push_str("{\"delta\":");
+    d.write(p.n, &mut text);
+    text.push_str(",\"fact\":\"Checkpoint\",\"n\":");
+    text.push_str(&head.n.to_string());
+    text.push_str(",\"node\":");
+    write_str(head.node, &mut text);
+    text.push_str(",\"task\":");
+    write_str(head.task, &mut text);
+    text.push('}');
     let cache = CkptCache {
-        n,
+        n: head.n,
         state,
-        logical_len: p.logical_len + bytes,
+        logical_len: p.logical_len + d.bytes,
         chain_len: p.chain_len + 1,
-        delta_bytes: p.delta_bytes + bytes,
+        delta_bytes: p.delta_bytes + d.bytes,
         snapshot_bytes: p.snapshot_bytes,
     };
-    Ok((Value::Object(m), cache))
+    (text, cache)
 }
 
-/// Checkpoint `fact` stored whole, beginning a new delta chain.
-fn snapshot(mut fact: Value, n: u64, blobs: &mut Vec<NewBlob>) -> Result<(Value, CkptCache)> {
+/// Checkpoint `head` with `state` stored whole, beginning a new delta
+/// chain (through the fact's tree: once per snapshot, not per step).
+fn snapshot(
+    head: CkptHead<'_>,
+    state: Value,
+    blobs: &mut Vec<NewBlob>,
+) -> Result<(String, CkptCache)> {
+    let mut fact = Fact::Checkpoint {
+        n: head.n,
+        task: head.task.to_string(),
+        node: head.node.to_string(),
+        state,
+    }
+    .into_json();
     let mark = blobs.len();
     let stored = store_fact(&fact, FactKind::Checkpoint, blobs)?;
     let stored_state = stored.get("state").cloned().unwrap_or(Value::Null);
     let bytes = canonical(&stored_state).len() as u64 + new_blob_bytes(&blobs[mark..]);
     let logical = logical_len(&stored_state).unwrap_or(bytes);
-    let state = take_state(&mut fact);
+    let state = fact
+        .as_object_mut()
+        .and_then(|m| m.remove("state"))
+        .unwrap_or(Value::Null);
     Ok((
-        stored,
+        canonical(&stored),
         CkptCache {
-            n,
+            n: head.n,
             state,
             logical_len: logical,
             chain_len: 0,
@@ -319,12 +353,6 @@ fn snapshot(mut fact: Value, n: u64, blobs: &mut Vec<NewBlob>) -> Result<(Value,
             snapshot_bytes: bytes,
         },
     ))
-}
-
-fn take_state(fact: &mut Value) -> Value {
-    fact.as_object_mut()
-        .and_then(|m| m.remove("state"))
-        .unwrap_or(Value::Null)
 }
 
 /// Applies a stored delta to the logical state of its base checkpoint,
@@ -395,13 +423,13 @@ pub(crate) fn delta_of(stored: &Value) -> Option<Result<(u64, &Map<String, Value
 mod tests {
     use super::*;
     use flow_abi::json::parse;
+    use serde_json::json;
 
-    fn ckpt(n: u64, state: &str) -> Value {
-        parse(&format!(
-            r#"{{"fact":"Checkpoint","n":{n},"task":"root","node":"a","state":{state}}}"#
-        ))
-        .unwrap()
-    }
+    const HEAD: CkptHead<'static> = CkptHead {
+        n: 0,
+        task: "root",
+        node: "a",
+    };
 
     #[test]
     fn append_becomes_a_delta_and_applies_back() {
@@ -414,15 +442,35 @@ mod tests {
         for step in 1..=20u64 {
             items.push(big(step as usize));
             let st = format!(r#"{{"count":{step},"msgs":[{}]}}"#, items.join(","));
-            let (stored, cache) =
-                store_checkpoint(ckpt(step, &st), step, prev.as_ref(), &mut blobs).unwrap();
-            if stored.get("delta").is_some() {
+            let head = CkptHead { n: step, ..HEAD };
+            let (text, cache) =
+                store_checkpoint(head, parse(&st).unwrap(), prev.as_ref(), &mut blobs).unwrap();
+            // The stored text is canonical, and the fact's own members
+            // are there beside the state or delta.
+            let stored = parse(&text).unwrap();
+            assert_eq!(canonical(&stored), text);
+            let m = stored.as_object().unwrap();
+            let members: Vec<&str> = m.keys().map(String::as_str).collect();
+            let body = if m.contains_key("delta") {
+                "delta"
+            } else {
+                "state"
+            };
+            let mut expected = vec![body, "fact", "n", "node", "task"];
+            expected.sort_unstable();
+            assert_eq!(members, expected, "step {step}: {text}");
+            assert_eq!(
+                (&m["fact"], &m["n"], &m["node"], &m["task"]),
+                (
+                    &json!("Checkpoint"),
+                    &json!(step),
+                    &json!("a"),
+                    &json!("root")
+                )
+            );
+            if body == "delta" {
                 // A delta carries one appended reference.
-                assert!(
-                    canonical(&stored).len() < 400,
-                    "step {step}: {}",
-                    canonical(&stored).len()
-                );
+                assert!(text.len() < 400, "step {step}: {}", text.len());
             } else {
                 snapshots += 1;
             }

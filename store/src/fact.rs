@@ -155,9 +155,9 @@ pub(crate) fn store_fact(fact: &Value, kind: FactKind, blobs: &mut Vec<NewBlob>)
 /// text `canonical(&store_fact(&fact.to_json(), …))` is, with the same
 /// blobs, written from the typed fact in one pass (a step's write path
 /// builds no JSON tree of it). Keys are written in canonical (byte) order;
-/// none of a fact's own keys is escaped. `None` for a Start or a
-/// Checkpoint, which are stored through their trees (a Checkpoint may be a
-/// delta).
+/// none of a fact's own keys is escaped. `None` for a Start (stored through
+/// its tree, once a run) or a Checkpoint (stored by `checkpoint`: a delta
+/// written from its parts, a snapshot through its tree).
 pub(crate) fn stored_text(fact: &Fact, blobs: &mut Vec<NewBlob>) -> Result<Option<String>> {
     use flow_abi::fact::Ending;
     use flow_abi::protocol::Outcome;
@@ -241,38 +241,12 @@ pub(crate) fn stored_text(fact: &Fact, blobs: &mut Vec<NewBlob>) -> Result<Optio
     Ok(Some(out))
 }
 
-/// Like [`store_fact`] but leaving the top-level field `skip` out.
-pub(crate) fn store_fact_without(
-    fact: &Value,
-    kind: FactKind,
-    skip: &str,
-    blobs: &mut Vec<NewBlob>,
-) -> Result<Map<String, Value>> {
-    match store_at_skipping(fact, value_paths(kind), 0, Some(skip), blobs)? {
-        Value::Object(m) => Ok(m),
-        _ => Err(Error::InvalidFact("a fact is a JSON object".into())),
-    }
-}
-
 fn store_at(v: &Value, paths: &[&[&str]], depth: usize, blobs: &mut Vec<NewBlob>) -> Result<Value> {
-    store_at_skipping(v, paths, depth, None, blobs)
-}
-
-fn store_at_skipping(
-    v: &Value,
-    paths: &[&[&str]],
-    depth: usize,
-    skip: Option<&str>,
-    blobs: &mut Vec<NewBlob>,
-) -> Result<Value> {
     let Value::Object(m) = v else {
         return Ok(escape_value(v));
     };
     let mut out = Map::new();
     for (k, c) in m {
-        if skip == Some(k.as_str()) {
-            continue;
-        }
         let here: Vec<&[&str]> = paths
             .iter()
             .copied()

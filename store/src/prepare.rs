@@ -6,7 +6,7 @@
 
 use crate::api::*;
 use crate::archive::VerifiedArchive;
-use crate::checkpoint::{CkptCache, store_change, store_checkpoint};
+use crate::checkpoint::{CkptCache, CkptHead, store_change, store_checkpoint};
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, read_logical, store_fact, stored_text};
 use crate::hash::{blob_hash, chain_next, chain_start, hash_text, parse_hash};
@@ -265,8 +265,22 @@ pub(crate) fn prepare_append(
     let (body, ckpt) = match stored_text(&typed, &mut blobs)? {
         Some(text) => (text, (kind == FactKind::End).then_some(None)),
         None => {
-            let (s, c) = store_checkpoint(typed.into_json(), n, prev_ckpt, &mut blobs)?;
-            (canonical(&s), Some(Some(c)))
+            let Fact::Checkpoint {
+                task, node, state, ..
+            } = typed
+            else {
+                return Err(Error::InvalidFact(format!(
+                    "{} has no stored text",
+                    kind.as_str()
+                )));
+            };
+            let head = CkptHead {
+                n,
+                task: &task,
+                node: &node,
+            };
+            let (text, c) = store_checkpoint(head, state, prev_ckpt, &mut blobs)?;
+            (text, Some(Some(c)))
         }
     };
     Ok(prepared(head, n, kind, body, blobs, end, ckpt, at_ms))
@@ -287,22 +301,17 @@ pub(crate) fn prepare_change(
 ) -> Result<PreparedAppend> {
     admit(run, head, n)?;
     let mut blobs = Vec::new();
-    let fact = Fact::Checkpoint {
+    let ckpt = CkptHead {
         n,
-        task,
-        node,
-        state: serde_json::Value::Null,
+        task: &task,
+        node: &node,
     };
-    let mut fact = fact.into_json();
-    if let Some(m) = fact.as_object_mut() {
-        m.remove("state");
-    }
-    let (stored, c) = store_change(fact, n, change, base, &mut blobs)?;
+    let (text, c) = store_change(ckpt, change, base, &mut blobs)?;
     Ok(prepared(
         head,
         n,
         FactKind::Checkpoint,
-        canonical(&stored),
+        text,
         blobs,
         None,
         Some(Some(c)),
