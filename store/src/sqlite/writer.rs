@@ -228,8 +228,7 @@ impl Writer {
                     self.run_heads.clear();
                 }
                 self.run_heads.extend(batch.heads);
-                let notes: Vec<HeadNote> =
-                    done.iter_mut().filter_map(|d| d.notify.take()).collect();
+                let notes = HeadNote::gather(done.iter_mut().filter_map(|d| d.notify.take()));
                 for d in done {
                     (d.answer)(None);
                 }
@@ -432,6 +431,10 @@ impl Writer {
     }
 
     fn insert_blobs(&self, blobs: &[NewBlob]) -> Result<()> {
+        // Most facts have none: no statement to find in the cache.
+        if blobs.is_empty() {
+            return Ok(());
+        }
         let mut st = self.conn.prepare_cached(
             "INSERT INTO blobs (hash, body) VALUES (?1, ?2) ON CONFLICT (hash) DO NOTHING",
         )?;
