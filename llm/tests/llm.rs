@@ -65,7 +65,10 @@ async fn offline_backend_is_deterministic() {
             serde_json::json!({"model": "m", "prompt": "Say hi"}),
         ))
         .await;
-    assert_eq!(out.to_json(), serde_json::json!({"Ok": {"text": "Say hi"}}));
+    assert_eq!(
+        out.into_outcome().to_json(),
+        serde_json::json!({"Ok": {"text": "Say hi"}})
+    );
     let schema = serde_json::json!({
         "type": "object",
         "properties": {"route": {"enum": ["a", "b", "c"]}, "n": {"type": "integer", "minimum": 3, "maximum": 4}},
@@ -75,7 +78,7 @@ async fn offline_backend_is_deterministic() {
     let a = p.call(chat("c2", args.clone())).await;
     let b = p.call(chat("c3", args)).await;
     assert_eq!(a, b);
-    let v = a.to_json()["Ok"].clone();
+    let v = a.into_outcome().to_json()["Ok"].clone();
     assert!(
         ["a", "b", "c"].contains(&v["route"].as_str().unwrap()),
         "{v}"
@@ -184,7 +187,7 @@ async fn openai_backend_against_a_local_server() {
         .call(chat("c1", serde_json::json!({"model": "ok", "prompt": "hi", "system": "sys", "params": {"temperature": 0.2}})))
         .await;
     assert_eq!(
-        out.to_json(),
+        out.into_outcome().to_json(),
         serde_json::json!({"Ok": {"text": "Hello from the model"}})
     );
     {
@@ -216,7 +219,7 @@ async fn openai_backend_against_a_local_server() {
         .await;
     // Exact numbers survive (no binary floating point).
     assert_eq!(
-        out.to_json().to_string(),
+        out.into_outcome().to_json().to_string(),
         r#"{"Ok":{"n":12345678901234567890,"route":"b"}}"#
     );
     {

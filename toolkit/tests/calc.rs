@@ -79,7 +79,7 @@ async fn calc_with_the_rust_toolkit() {
         ))
         .await;
     assert_eq!(
-        out.to_json().to_string(),
+        out.into_outcome().to_json().to_string(),
         r#"{"Ok":123456789012345678901234567891}"#
     );
     let out = p
@@ -89,7 +89,7 @@ async fn calc_with_the_rust_toolkit() {
             serde_json::json!({"a": 1, "b": 8}),
         ))
         .await;
-    assert_eq!(out.to_json().to_string(), r#"{"Ok":0.125}"#);
+    assert_eq!(out.into_outcome().to_json().to_string(), r#"{"Ok":0.125}"#);
     let out = p
         .call(call(
             "c3",
@@ -98,7 +98,7 @@ async fn calc_with_the_rust_toolkit() {
         ))
         .await;
     assert_eq!(
-        out.to_json(),
+        out.into_outcome().to_json(),
         serde_json::json!({"Failed": {"message": "division by zero"}})
     );
     let out = p

@@ -34,18 +34,18 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// The outcome as history writes it (DESIGN §3, the Reply fact):
-    /// `{"Ok": v}`, `{"Failed": v}`, `{"NotRun": why}`, `{"Unknown": why}`,
-    /// `{"BadReply": why}`.
-    pub fn to_json(&self) -> Json {
-        let (k, v) = match self {
-            CallOutcome::Ok(v) => ("Ok", v.to_json()),
-            CallOutcome::Failed(v) => ("Failed", v.to_json()),
-            CallOutcome::NotRun(s) => ("NotRun", Json::String(s.clone())),
-            CallOutcome::Unknown(s) => ("Unknown", Json::String(s.clone())),
-            CallOutcome::BadReply(s) => ("BadReply", Json::String(s.clone())),
-        };
-        Json::Object([(k.to_string(), v)].into_iter().collect())
+    /// The outcome as history records it (DESIGN §3, the Reply fact), the
+    /// values in their canonical JSON: `{"Ok": v}`, `{"Failed": v}`,
+    /// `{"NotRun": why}`, `{"Unknown": why}`, `{"BadReply": why}` once
+    /// written ([`Outcome::to_json`]).
+    pub fn into_outcome(self) -> Outcome {
+        match self {
+            CallOutcome::Ok(v) => Outcome::Ok(v.to_json()),
+            CallOutcome::Failed(v) => Outcome::Failed(v.to_json()),
+            CallOutcome::NotRun(s) => Outcome::NotRun(s),
+            CallOutcome::Unknown(s) => Outcome::Unknown(s),
+            CallOutcome::BadReply(s) => Outcome::BadReply(s),
+        }
     }
 
     /// The outcome's name, for logs.

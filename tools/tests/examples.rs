@@ -88,7 +88,7 @@ async fn kv_in_plain_python() {
         ))
         .await;
     assert_eq!(
-        out.to_json(),
+        out.into_outcome().to_json(),
         serde_json::json!({"Failed": {"message": "no value for nope"}})
     );
 }

@@ -130,7 +130,10 @@ async fn calls_map_to_outcomes() {
             serde_json::json!({"a": 2, "b": 40}),
         ))
         .await;
-    assert_eq!(out.to_json(), serde_json::json!({"Ok": {"sum": 42}}));
+    assert_eq!(
+        out.into_outcome().to_json(),
+        serde_json::json!({"Ok": {"sum": 42}})
+    );
     let out = p
         .call(req(
             "c1:root#3",
@@ -139,7 +142,7 @@ async fn calls_map_to_outcomes() {
         ))
         .await;
     assert_eq!(
-        out.to_json(),
+        out.into_outcome().to_json(),
         serde_json::json!({"Failed": {"message": "nope"}})
     );
     let msgs = log(dir.path());

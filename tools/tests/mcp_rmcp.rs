@@ -170,7 +170,7 @@ async fn client() -> Result<(), String> {
     ];
     for (r, want) in checks {
         let out: CallOutcome = p.call(r).await;
-        let got = flow_abi::json::canonical(&out.to_json());
+        let got = flow_abi::json::canonical(&out.into_outcome().to_json());
         if got != want {
             return Err(format!("want {want}, got {got}"));
         }

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host};
 use crate::source::Sources;
 use flow_abi::fact::Fact;
-use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{Appending, FactRef, HostRecord, HostRecordKind, RunId};
@@ -332,21 +331,21 @@ impl RunService {
                 Answer::Paused => continue,
             };
             serving.remove(&call);
-            let outcome_json = outcome.to_json();
             // A reply for a call closed meanwhile is dropped.
             if !machine.is_open(&call) {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
-            let o = Outcome::from_record(&outcome_json)
-                .map_err(|e| Error::Refused(format!("reply: {e}")))?;
-            facts.push(super::prepare::reply_fact(&call, o.clone())?.into());
+            let o = outcome.into_outcome();
             // A reply's first few effects are computed here (a Tool step's
             // Checkpoint and next Call: no thread hand-off per step); a
             // longer stretch goes on where it is recorded next, off the
             // async runtime (`machine.busy()` above), so a worker others
-            // need is never held for more than INLINE effects.
+            // need is never held for more than INLINE effects. The Reply
+            // is buffered before them all the same (the effects are
+            // recorded after the facts buffered here).
             let more = machine.feed_within(&call, &o, INLINE);
+            facts.push(super::prepare::reply_fact(&call, o)?.into());
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
     }

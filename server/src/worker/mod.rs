@@ -234,7 +234,7 @@ impl Worker {
                             worker,
                             run: k.0.clone(),
                             call: k.1.clone(),
-                            outcome: o.to_json(),
+                            outcome: o.into_outcome().to_json(),
                         });
                     }
                     k
