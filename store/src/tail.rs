@@ -70,8 +70,12 @@ impl Heads {
                 m.generation += 1;
             }
             for note in items {
-                let e = m.heads.entry(note.run.clone()).or_insert(0);
-                *e = (*e).max(note.n);
+                match m.heads.get_mut(&note.run) {
+                    Some(e) => *e = (*e).max(note.n),
+                    None => {
+                        m.heads.insert(note.run.clone(), note.n);
+                    }
+                }
             }
         }
         self.changed.notify_all();

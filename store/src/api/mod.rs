@@ -498,6 +498,26 @@ impl HeadNote {
             facts: vec![a.clone()],
         }
     }
+
+    /// A commit's notes, in commit order, a note that continues the one
+    /// before it (the same run, its facts next in order) folded into it:
+    /// a step's facts reach the observers as one note, not one a fact.
+    pub fn gather(notes: impl IntoIterator<Item = HeadNote>) -> Vec<HeadNote> {
+        let mut out: Vec<HeadNote> = Vec::new();
+        for note in notes {
+            if let Some(last) = out.last_mut()
+                && last.run == note.run
+                && let (Some(end), Some(first)) = (last.facts.last(), note.facts.first())
+                && end.n + 1 == first.n
+            {
+                last.n = note.n;
+                last.facts.extend(note.facts);
+                continue;
+            }
+            out.push(note);
+        }
+        out
+    }
 }
 
 /// Whoever wants to hear of every new durable head the store learns of —
@@ -530,4 +550,65 @@ impl<
         + crate::workers::WorkerQueue,
 > Backend for T
 {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn appended(run: &str, n: u64) -> Appended {
+        Appended {
+            run: RunId::parse(run).unwrap(),
+            n,
+            kind: FactKind::Reply,
+            hash: format!("h{n}"),
+            body: format!("{{\"n\":{n}}}").into(),
+        }
+    }
+
+    fn note(run: &str, ns: &[u64]) -> HeadNote {
+        HeadNote {
+            run: run.to_string(),
+            n: ns.last().copied().unwrap_or(9),
+            facts: ns.iter().map(|&n| appended(run, n)).collect(),
+        }
+    }
+
+    fn shape(notes: &[HeadNote]) -> Vec<(String, u64, Vec<u64>)> {
+        notes
+            .iter()
+            .map(|h| (h.run.clone(), h.n, h.facts.iter().map(|a| a.n).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn a_commits_notes_fold_only_where_one_continues_the_last() {
+        let (a, b) = (
+            "run-01arz3ndektsv4rrffq69g5fav",
+            "run-01arz3ndektsv4rrffq69g5faw",
+        );
+        let notes = HeadNote::gather([
+            note(a, &[5]),
+            note(a, &[6]),
+            note(a, &[7]),
+            note(b, &[3]),
+            note(a, &[8]),
+            // Not next in order: a note of its own.
+            note(a, &[10]),
+            // An imported run's note carries its number only.
+            note(b, &[]),
+            note(b, &[10]),
+        ]);
+        assert_eq!(
+            shape(&notes),
+            vec![
+                (a.to_string(), 7, vec![5, 6, 7]),
+                (b.to_string(), 3, vec![3]),
+                (a.to_string(), 8, vec![8]),
+                (a.to_string(), 10, vec![10]),
+                (b.to_string(), 9, vec![]),
+                (b.to_string(), 10, vec![10]),
+            ]
+        );
+    }
 }

@@ -235,18 +235,15 @@ impl Writer {
                 for (run, c) in plan.ckpt {
                     self.cache.set(run, c);
                 }
-                let notes: Vec<HeadNote> = outs
-                    .iter()
-                    .filter_map(|o| match o {
-                        Ok(Out::Appended(a)) => Some(HeadNote::of(a)),
-                        Ok(Out::Import(ImportOutcome::Imported { run, facts })) => Some(HeadNote {
-                            run: run.to_string(),
-                            n: *facts,
-                            facts: Vec::new(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
+                let notes = HeadNote::gather(outs.iter().filter_map(|o| match o {
+                    Ok(Out::Appended(a)) => Some(HeadNote::of(a)),
+                    Ok(Out::Import(ImportOutcome::Imported { run, facts })) => Some(HeadNote {
+                        run: run.to_string(),
+                        n: *facts,
+                        facts: Vec::new(),
+                    }),
+                    _ => None,
+                }));
                 for (cmd, out) in cmds.into_iter().zip(outs) {
                     cmd.answer(out);
                 }
