@@ -402,24 +402,72 @@ impl Server {
     pub fn cpu_ms(&self) -> f64 {
         cpu_ms_of(self.pid())
     }
+
+    /// [`Server::cpu_ms`] as user and system time.
+    pub fn cpu(&self) -> Cpu {
+        cpu_of(self.pid())
+    }
 }
 
 /// CPU ms process `pid` has used so far (user + system, from
 /// `/proc/PID/stat`); NaN where there is no procfs.
 pub fn cpu_ms_of(pid: u32) -> f64 {
+    let c = cpu_of(pid);
+    c.user_ms + c.system_ms
+}
+
+/// CPU ms a process has used so far, in user space and in the kernel.
+#[derive(Clone, Copy)]
+pub struct Cpu {
+    pub user_ms: f64,
+    pub system_ms: f64,
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, o: Cpu) -> Cpu {
+        Cpu {
+            user_ms: self.user_ms - o.user_ms,
+            system_ms: self.system_ms - o.system_ms,
+        }
+    }
+}
+
+impl Cpu {
+    /// `total µs/step (user U, system S)` over `ops` operations.
+    pub fn per_op(&self, ops: usize) -> String {
+        let us = |ms: f64| ms * 1e3 / ops as f64;
+        format!(
+            "{:.0} µs/step (user {:.0}, system {:.0})",
+            us(self.user_ms + self.system_ms),
+            us(self.user_ms),
+            us(self.system_ms)
+        )
+    }
+}
+
+/// [`cpu_ms_of`] as user and system time (NaN where there is no procfs).
+pub fn cpu_of(pid: u32) -> Cpu {
+    let none = Cpu {
+        user_ms: f64::NAN,
+        system_ms: f64::NAN,
+    };
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
+        return none;
     };
     // Fields after the parenthesised command name; utime and stime are
     // the 14th and 15th fields, in clock ticks (USER_HZ, 100 on Linux).
     let Some((_, rest)) = stat.rsplit_once(')') else {
-        return f64::NAN;
+        return none;
     };
     let f: Vec<&str> = rest.split_whitespace().collect();
     let tick = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
     match (tick(11), tick(12)) {
-        (Some(u), Some(s)) => (u + s) * 10.0,
-        _ => f64::NAN,
+        (Some(u), Some(s)) => Cpu {
+            user_ms: u * 10.0,
+            system_ms: s * 10.0,
+        },
+        _ => none,
     }
 }
 

@@ -59,11 +59,20 @@ pub enum Shape {
     OneThread,
 }
 
-/// One shape's figures: wall µs and CPU µs (this process) per step.
+/// One shape's figures: wall µs per step, and this process's CPU over
+/// its steps.
 #[derive(Clone, Copy)]
 pub struct Floor {
     pub us_per_step: f64,
-    pub cpu_us_per_step: f64,
+    pub cpu: super::harness::Cpu,
+    pub steps: usize,
+}
+
+impl Floor {
+    /// User + system µs per step.
+    pub fn cpu_us_per_step(&self) -> f64 {
+        (self.cpu.user_ms + self.cpu.system_ms) * 1e3 / self.steps as f64
+    }
 }
 
 /// The WAL-like file and where the next frame goes.
@@ -116,7 +125,7 @@ pub fn measure(dir: &Path, shape: Shape, steps: usize) -> Floor {
         from_tool.read_exact(&mut message).expect("from the Tool");
     };
     let me = std::process::id();
-    let (cpu0, t0) = (super::harness::cpu_ms_of(me), Instant::now());
+    let (cpu0, t0) = (super::harness::cpu_of(me), Instant::now());
     match shape {
         Shape::OneThread => {
             for _ in 0..steps {
@@ -143,12 +152,13 @@ pub fn measure(dir: &Path, shape: Shape, steps: usize) -> Floor {
         }
     }
     let wall = t0.elapsed().as_secs_f64() * 1e6;
-    let cpu = (super::harness::cpu_ms_of(me) - cpu0) * 1e3;
+    let cpu = super::harness::cpu_of(me) - cpu0;
     drop(round_trip);
     let _ = tool.wait();
     let _ = std::fs::remove_file(&path);
     Floor {
         us_per_step: wall / steps as f64,
-        cpu_us_per_step: cpu / steps as f64,
+        cpu,
+        steps,
     }
 }

@@ -24,8 +24,8 @@
 //!   accumulating (each result also appended to a list in state, reducer
 //!   `append`): µs per step, its ratio to the fsync latency and to the
 //!   writer-thread floor, the server's CPU per step (user + system of the
-//!   `flow serve` process, from `/proc/PID/stat`; the Tool processes
-//!   apart) and its ratio to the floor's, and the bytes the SQLite
+//!   `flow serve` process, from `/proc/PID/stat`, and each apart; the Tool
+//!   processes apart) and its ratio to the floor's, and the bytes the SQLite
 //!   file grew by per step (after `wal_checkpoint(TRUNCATE)`, before and
 //!   after).
 //! - W2: 50 runs × 100 such steps started at once: steps/s; and 50 runs ×
@@ -229,12 +229,12 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     let (s, data) = b.server(None);
     let before = db_bytes(&data);
     let body = start_body(tool, acc, false, steps);
-    let (cpu, t) = (s.cpu_ms(), Instant::now());
+    let (cpu, t) = (s.cpu(), Instant::now());
     let v = run_to_end(&s, &body).await;
-    let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu_ms() - cpu);
+    let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
     assert_eq!(v["state"], "completed", "W1 run: {v}");
     let per_step = secs * 1e6 / steps as f64;
-    let cpu_per_step = cpu * 1e3 / steps as f64;
+    let cpu_per_step = (cpu.user_ms + cpu.system_ms) * 1e3 / steps as f64;
     let bytes = match (before, db_bytes(&data)) {
         (Some(a), Some(z)) => format!(", {} bytes/step on disk", (z - a) / steps as u64),
         _ => String::new(),
@@ -251,10 +251,11 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     b.table.row(
         format!("{}: W1 {what}, {steps} steps, {}", b.backend(), tool.name()),
         format!(
-            "{per_step:.0} µs/step = {:.2}× fsync, {:.2}× the floor; server CPU {cpu_per_step:.0} µs/step, {:.2}× the floor's{bytes}",
+            "{per_step:.0} µs/step = {:.2}× fsync, {:.2}× the floor; server CPU {}, {:.2}× the floor's{bytes}",
             per_step / b.fsync_us,
             per_step / b.floor.us_per_step,
-            cpu_per_step / b.floor.cpu_us_per_step,
+            cpu.per_op(steps),
+            cpu_per_step / b.floor.cpu_us_per_step(),
         ),
         target,
     );
@@ -499,10 +500,10 @@ fn main() {
                 "floor of a W1 step, {what} (a Tool round trip over pipes, 3 WAL frames written in place, fsync; nothing else)"
             ),
             format!(
-                "{:.0} µs/step = {:.2}× fsync, CPU {:.0} µs/step",
+                "{:.0} µs/step = {:.2}× fsync, CPU {}",
                 f.us_per_step,
                 f.us_per_step / fsync_us,
-                f.cpu_us_per_step
+                f.cpu.per_op(f.steps)
             ),
             "—",
         );
