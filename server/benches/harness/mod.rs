@@ -412,8 +412,7 @@ impl Server {
 /// CPU ms process `pid` has used so far (user + system, from
 /// `/proc/PID/stat`); NaN where there is no procfs.
 pub fn cpu_ms_of(pid: u32) -> f64 {
-    let c = cpu_of(pid);
-    c.user_ms + c.system_ms
+    cpu_of(pid).total_ms()
 }
 
 /// CPU ms a process has used so far, in user space and in the kernel.
@@ -434,12 +433,22 @@ impl std::ops::Sub for Cpu {
 }
 
 impl Cpu {
+    /// User + system.
+    pub fn total_ms(&self) -> f64 {
+        self.user_ms + self.system_ms
+    }
+
+    /// User + system µs per operation over `ops` operations.
+    pub fn us_per_op(&self, ops: usize) -> f64 {
+        self.total_ms() * 1e3 / ops as f64
+    }
+
     /// `total µs/step (user U, system S)` over `ops` operations.
     pub fn per_op(&self, ops: usize) -> String {
         let us = |ms: f64| ms * 1e3 / ops as f64;
         format!(
             "{:.0} µs/step (user {:.0}, system {:.0})",
-            us(self.user_ms + self.system_ms),
+            self.us_per_op(ops),
             us(self.user_ms),
             us(self.system_ms)
         )

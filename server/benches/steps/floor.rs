@@ -71,7 +71,7 @@ pub struct Floor {
 impl Floor {
     /// User + system µs per step.
     pub fn cpu_us_per_step(&self) -> f64 {
-        (self.cpu.user_ms + self.cpu.system_ms) * 1e3 / self.steps as f64
+        self.cpu.us_per_op(self.steps)
     }
 }
 

@@ -234,7 +234,7 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
     assert_eq!(v["state"], "completed", "W1 run: {v}");
     let per_step = secs * 1e6 / steps as f64;
-    let cpu_per_step = (cpu.user_ms + cpu.system_ms) * 1e3 / steps as f64;
+    let cpu_per_step = cpu.us_per_op(steps);
     let bytes = match (before, db_bytes(&data)) {
         (Some(a), Some(z)) => format!(", {} bytes/step on disk", (z - a) / steps as u64),
         _ => String::new(),
