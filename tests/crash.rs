@@ -202,6 +202,9 @@ fn quickstart_triage_with_real_tool_processes() {
 
 /// An interrupt halts the run: exit 130, a halt host record, no End; the
 /// run resumes like a crashed one (running-a-program.txt, "How a run ends").
+/// The first Ctrl-C waits for the call out (issue 36: a halt is a decision
+/// the user makes knowingly); a second halts at once, and the resume then
+/// settles the call that was out `Unknown("halted")`, not "host restarted".
 #[test]
 fn interrupt_halts_with_exit_130() {
     if !have_flow_llm() {
@@ -224,11 +227,16 @@ fn interrupt_halts_with_exit_130() {
         .spawn()
         .unwrap();
     let run = first_call_recorded(data.path());
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let interrupt = || {
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    interrupt();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    interrupt();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     let v: Json = serde_json::from_slice(&out.stdout).unwrap();
@@ -239,6 +247,52 @@ fn interrupt_halts_with_exit_130() {
     assert_eq!(h["page"]["total"], 0);
     let (code, v) = json(flow(data.path()).args(["--json", "resume", &run, "--allow"]));
     assert_eq!(code, 1, "{v}");
+    let (_, h) = json(flow(data.path()).args(["--json", "history", &run, "--kind", "Reply"]));
+    let text = h.to_string();
+    assert!(
+        text.contains("halted") && !text.contains("host restarted"),
+        "{text}"
+    );
+}
+
+/// One Ctrl-C waits for the call out: its Reply is recorded, the next call
+/// is recorded and never sent, exit 130; `flow resume` sends it and the
+/// run goes on to its review (exit 3), nothing `Unknown`.
+#[test]
+fn an_interrupt_waits_for_the_call_out() {
+    if !have_flow_llm() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let flow_file = repo().join("examples/flows/triage/triage.json");
+    let child = flow(data.path())
+        .env("TRIAGE_DELAY_MS", "1500")
+        .args([
+            "--json",
+            "run",
+            flow_file.to_str().unwrap(),
+            "--allow",
+            "--input",
+        ])
+        .arg(r#"{"ticket":"refund please","customer":"Bo"}"#)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = first_call_recorded(data.path());
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let (_, h) = json(flow(data.path()).args(["--json", "history", &run, "--kind", "Reply"]));
+    assert_eq!(h["page"]["total"], 1, "{h}");
+    let (code, v) = json(flow(data.path()).args(["--json", "resume", &run, "--allow"]));
+    assert_eq!((code, v["state"].as_str()), (3, Some("paused")), "{v}");
+    let (_, h) = json(flow(data.path()).args(["--json", "history", &run]));
+    assert!(!h.to_string().contains("Unknown"), "{h}");
 }
 
 /// Refused runs record nothing: an unbound Tool, and a Tool process whose

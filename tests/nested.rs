@@ -368,8 +368,11 @@ async fn over_http_the_nested_call_is_listed_and_answered_across_a_restart() {
 
 /// NEST-19: while the nested run waits on a call (a ten-minute retry
 /// wait), halting it halts the outer run that drives it, and halting
-/// records a halt for each; `POST …/resume` with no call continues both
-/// (the call out at the halt settled as after a crash) to their endings.
+/// records a halt for each. A halt that waits for the calls out cuts the
+/// wait short (a host-served sleep has no effect: it counts as never
+/// sent), and a continue sends it again; a forced halt leaves it out, and
+/// `POST …/resume {"open": "unknown"}` settles it `Unknown("halted")`,
+/// both runs going on to their endings.
 #[tokio::test]
 async fn halting_the_outer_run_halts_the_nested_run_and_resume_continues_both() {
     let dir = tempfile::tempdir().unwrap();
@@ -384,10 +387,56 @@ async fn halting_the_outer_run_halts_the_nested_run_and_resume_continues_both() 
         assert_eq!(view["state"], "halted", "{r}: {view}");
         assert_eq!(view["driving"], false, "{view}");
     }
+    // Continued: the wait is sent again (the nested run waits once more).
+    let (status, v) = post(&c, format!("{}/v1/runs/{run}/resume", s.base), json!({})).await;
+    assert_eq!((status, v["state"].as_str()), (202, Some("running")), "{v}");
+    let facts = get_json(&c, format!("{}/v1/runs/{slow}/facts?kind=Reply", s.base)).await;
+    assert!(!facts.to_string().contains("Unknown"), "{facts}");
+    // The nested run's wait was sent again once its decision is recorded.
+    let db = rusqlite::Connection::open(dir.path().join("flow.db")).unwrap();
+    let last_decision = || -> Option<String> {
+        db.query_row(
+            "SELECT h.details FROM host_records h JOIN runs r ON r.key = h.run_key
+             WHERE r.id = ?1 AND h.kind = 'open-call-decision' ORDER BY h.seq DESC LIMIT 1",
+            [slow.as_str()],
+            |row| row.get(0),
+        )
+        .ok()
+    };
+    let mut decision = None;
+    for _ in 0..200 {
+        decision = last_decision();
+        if decision.as_deref().is_some_and(|d| d.contains("\"send\"")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        decision
+            .as_deref()
+            .is_some_and(|d| d.contains("never sent")),
+        "{decision:?}"
+    );
+    // Forced: the wait stays out, and the continue settles it Unknown.
+    let mut halted = json!(null);
+    for _ in 0..100 {
+        let (status, h) = post(
+            &c,
+            format!("{}/v1/runs/{run}/halt", s.base),
+            json!({"force": true}),
+        )
+        .await;
+        halted = h;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(halted["state"], "halted", "{halted}");
     let (status, v) = post(
         &c,
         format!("{}/v1/runs/{run}/resume", s.base),
-        json!({"wait": 10}),
+        json!({"wait": 10, "open": "unknown"}),
     )
     .await;
     assert_eq!(
@@ -399,9 +448,13 @@ async fn halting_the_outer_run_halts_the_nested_run_and_resume_continues_both() 
     let view = get_json(&c, format!("{}/v1/runs/{slow}", s.base)).await;
     assert_eq!(view["state"], "completed", "{view}");
     assert_eq!(view["exit"], "gave_up", "{view}");
-    // The wait out at the halt was settled as after a crash.
+    // The wait out at the halt was settled as the halt left it.
     let facts = get_json(&c, format!("{}/v1/runs/{slow}/facts?kind=Reply", s.base)).await;
-    assert!(facts.to_string().contains("host restarted"), "{facts}");
+    let facts = facts.to_string();
+    assert!(
+        facts.contains("halted") && !facts.contains("host restarted"),
+        "{facts}"
+    );
     let runs = get_json(&c, format!("{}/v1/runs", s.base)).await;
     for r in runs["runs"].as_array().unwrap() {
         let r = r["run"].as_str().unwrap();

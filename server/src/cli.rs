@@ -142,8 +142,19 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
             r.and_then(|r| show_result(g, service, &r, allow))
         }
         None => {
-            let _ = service.halt(&run, json!({"reason": "interrupt"})).await;
+            // The first interrupt waits for the calls out (their Replies
+            // recorded, nothing new sent); a second halts at once.
             clear_progress(g);
+            if !g.json {
+                eprintln!("halting {run} once its calls out finish; Ctrl-C again to halt now");
+            }
+            let reason = json!({"reason": "interrupt"});
+            tokio::select! {
+                _ = service.halt(&run, false, reason.clone()) => {}
+                _ = tokio::signal::ctrl_c() => {
+                    let _ = service.halt(&run, true, reason).await;
+                }
+            }
             halted(g, &run)
         }
     };
@@ -282,6 +293,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             run,
             call,
             reply,
+            open,
             allow,
             tools,
         } => {
@@ -298,9 +310,15 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 );
             }
             let service = service_with(&g, open_store(&g)?, allow, manifests);
-            let accepted = service.resume(&run, reply).await?;
+            let accepted = match reply {
+                Some(reply) => service.resume(&run, Some(reply)).await?,
+                None => service.continue_run(&run, open).await?,
+            };
             finish(&g, &service, accepted, allow).await
         }
+        Command::Halt { .. } => Err(Error::Refused(
+            "flow halt stops a run a server drives: pass --server URL; a run `flow run` drives here is halted by interrupting it (Ctrl-C)".into(),
+        )),
         Command::Fork {
             run,
             checkpoint,

@@ -319,11 +319,12 @@ async def cancel(t):
         check(row["record"] == "incomplete" and row["hostDecision"]["kind"] == "halt", "discovery shows the halt", row)
         v = await ok(c, "replay", {"run": run})
         check(v["verdict"] == "incomplete", "replays incomplete", v)
-        # Resumed like a crashed run: the open call is settled Unknown.
+        # Resumed like a crashed run: the open call is settled Unknown, its
+        # reason the halt (no host restarted).
         v = await ok(c, "resume", {"run": run})
-        check(v["state"] == "faulted" and "host restarted" in v["fault"], "settled as after a crash", v)
+        check(v["state"] == "faulted" and "halted" in v["fault"], "settled as after a halt", v)
         reply = next(f for f in (await history(c, run, kind="Reply"))["facts"])
-        check(reply["fact"]["outcome"] == {"Unknown": "host restarted"}, "Reply Unknown(host restarted)", reply)
+        check(reply["fact"]["outcome"] == {"Unknown": "halted"}, "Reply Unknown(halted)", reply)
         v = await ok(c, "replay", {"run": run})
         check(v["verdict"] == "matched", "replays matched after resume", v)
 

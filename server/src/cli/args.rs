@@ -76,6 +76,12 @@ pub enum Command {
         /// The outcome, e.g. '{"Ok": {...}}', or - for standard input.
         #[arg(long, requires = "call")]
         reply: Option<String>,
+        /// Continuing a halted or crashed run: send the Tool calls that were
+        /// out again (`resend`: they may run twice) or settle them
+        /// `unknown`. Left out, each call's binding decides (`resend =
+        /// true` in flow.toml sends it again). Calls never sent are sent.
+        #[arg(long, value_enum, conflicts_with = "call")]
+        open: Option<crate::service::OpenChoice>,
         /// Start the Tool commands the recorded flow.toml names without asking.
         #[arg(long)]
         allow: bool,
@@ -85,6 +91,20 @@ pub enum Command {
         /// names.
         #[arg(long = "tools")]
         tools: Vec<PathBuf>,
+    },
+    /// Halt a run a server drives (with --server): by default once the
+    /// calls out have finished (their Replies recorded, nothing new sent);
+    /// with --force at once, leaving them open for `flow resume --open`.
+    #[command(after_help = concat!(
+        "Example:\n  flow --server http://127.0.0.1:8080 halt run-01m8…\n\n",
+        "A run `flow run` drives here is halted by interrupting it (Ctrl-C).\n\n",
+        "Exit codes: 0 halted; 2 no such run, or it has ended."))]
+    Halt {
+        /// The run id.
+        run: String,
+        /// Halt at once, with the calls out left open.
+        #[arg(long)]
+        force: bool,
     },
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.

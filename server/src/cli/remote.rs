@@ -168,12 +168,19 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             show(g, &c.settle(v).await?)
         }
         Command::Resume {
-            run, call, reply, ..
+            run,
+            call,
+            reply,
+            open,
+            ..
         } => {
             let mut body = json!({"wait": WAIT});
             if let (Some(call), Some(reply)) = (call, reply) {
                 body["call"] = json!(call);
                 body["reply"] = parse(&read_arg(&reply)?, "--reply")?;
+            }
+            if let Some(o) = open {
+                body["open"] = json!(o.as_str());
             }
             let v = c.post(&format!("/v1/runs/{run}/resume"), body).await?;
             show(g, &c.settle(v).await?)
@@ -202,6 +209,17 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             }
             let v = c.post(&format!("/v1/runs/{run}/fork"), body).await?;
             show(g, &c.settle(v).await?)
+        }
+        Command::Halt { run, force } => {
+            let v = c
+                .post(&format!("/v1/runs/{run}/halt"), json!({"force": force}))
+                .await?;
+            if g.json {
+                out!("{v}");
+            } else {
+                eprintln!("{run} halted; continue it with: flow --server {base} resume {run}");
+            }
+            Ok(0)
         }
         Command::Replay { run } => {
             let v = c.post(&format!("/v1/runs/{run}/replay"), json!({})).await?;

@@ -97,7 +97,17 @@ pub struct ServeArgs {
     /// flow.toml. Polls are held half as long.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::service::remote::TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub worker_timeout: u64,
+    /// On SIGTERM (or Ctrl-C), how long the calls out may take to finish:
+    /// the server takes no new drive, records the Replies of the calls out
+    /// and sends nothing new, then lets go of each run (another server
+    /// continues it at once). Calls still out when it ends are settled as
+    /// after a crash. A second signal stops at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = DRAIN_SECONDS, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain_seconds: u64,
 }
+
+/// The drain grace unless --drain-seconds says otherwise.
+pub const DRAIN_SECONDS: u64 = 30;
 
 /// The lease time unless --lease-seconds says otherwise.
 pub const LEASE_SECONDS: u64 = 10;
@@ -212,17 +222,25 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
         let _ = out.flush();
     }
     let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
-        token.cancel();
-    });
     let drives = Drives(Some(crate::cli::runtime("flow-drive").map_err(|e| {
         Error::Refused(format!("cannot start the drives' runtime: {e}"))
     })?));
     opts.drives = drives.0.as_ref().map(|rt| rt.handle().clone());
     let state = AppState::new(store, opts, shutdown.clone());
+    // A signal drains (the server goes on answering meanwhile: reads, SSE,
+    // workers' replies, `/healthz` saying `draining`), then stops; a second
+    // signal stops at once.
+    let (token, service) = (shutdown.clone(), state.service().clone());
+    let grace = Duration::from_secs(args.drain_seconds);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!(grace_s = grace.as_secs(), "draining");
+        tokio::select! {
+            _ = service.drain(grace) => tracing::info!("drained; shutting down"),
+            _ = wait_for_signal() => tracing::info!("a second signal; shutting down now"),
+        }
+        token.cancel();
+    });
     super::run(listener, shutdown, state)
         .await
         .map_err(|e| Error::Refused(format!("the server stopped: {e}")))?;

@@ -182,27 +182,51 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else {
-                ApiError::bad_request(format!("cannot read the request body: {e}"))
-            }
-        })?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
-        if text.trim().is_empty() {
-            return Err(ApiError::bad_request(
+        match read_body(req, state).await? {
+            Some(t) => Ok(Body(t)),
+            None => Err(ApiError::bad_request(
                 "the request body is empty; send a JSON object",
-            ));
+            )),
         }
-        let v = flow_abi::json::parse(text).map_err(|e| {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        })?;
-        let t = serde_json::from_value(v)
-            .map_err(|e| ApiError::unprocessable(format!("the request body does not fit: {e}")))?;
-        Ok(Body(t))
     }
+}
+
+/// A JSON body that may be left out: an empty body is `T::default()`
+/// (a request whose every field is optional, such as a halt).
+pub struct OptionalBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        Ok(OptionalBody(
+            read_body(req, state).await?.unwrap_or_default(),
+        ))
+    }
+}
+
+/// The body read as JSON and decoded; `None` when it is empty.
+async fn read_body<S: Send + Sync, T: DeserializeOwned>(
+    req: Request,
+    state: &S,
+) -> ApiResult<Option<T>> {
+    let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {e}"))
+        }
+    })?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let v = flow_abi::json::parse(text)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| ApiError::unprocessable(format!("the request body does not fit: {e}")))
 }
 
 /// The 413 problem.

@@ -25,8 +25,10 @@ pub const PROBE: Duration = Duration::from_secs(2);
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
-    /// `ok`, `stalled` (the store did not answer within 2 s, or a commit
-    /// has waited longer) or `failing` (it answered with an error).
+    /// `ok`, `draining` (a graceful shutdown is under way: the server
+    /// takes no new drive, so a load balancer should send requests
+    /// elsewhere), `stalled` (the store did not answer within 2 s, or a
+    /// commit has waited longer) or `failing` (it answered with an error).
     pub status: String,
     /// What the store probe found: `ok`, or why not.
     pub store: String,
@@ -38,7 +40,7 @@ pub struct Health {
 #[utoipa::path(get, path = "/healthz", operation_id = "get_health", security(()),
     responses(
         (status = 200, description = "The server is up and its store answers", body = Health),
-        (status = 503, description = "The store is stalled or failing", body = Health)))]
+        (status = 503, description = "The server is draining, or its store is stalled or failing", body = Health)))]
 pub async fn get_health(State(state): State<AppState>) -> Response {
     let began = Instant::now();
     let s = state.clone();
@@ -62,6 +64,7 @@ pub async fn get_health(State(state): State<AppState>) -> Response {
                 waited.unwrap_or_default().as_millis()
             ),
         ),
+        Ok(Ok(Ok(_))) if state.service().draining() => ("draining", "ok".to_string()),
         Ok(Ok(Ok(_))) => ("ok", "ok".to_string()),
         Ok(Ok(Err(e))) => ("failing", e.to_string()),
         Ok(Err(e)) => ("failing", format!("the probe's task ended: {e}")),
@@ -70,14 +73,14 @@ pub async fn get_health(State(state): State<AppState>) -> Response {
             format!("the store did not answer within {} s", PROBE.as_secs()),
         ),
     };
-    if status != "ok" {
+    if status != "ok" && status != "draining" {
         tracing::warn!(status, store = %store, "health probe");
     }
     let body = Health {
         status: status.into(),
         store,
         store_ms: began.elapsed().as_millis() as u64,
-        shutting_down: state.shutdown().is_cancelled(),
+        shutting_down: state.shutdown().is_cancelled() || state.service().draining(),
     };
     let code = if status == "ok" {
         StatusCode::OK

@@ -97,6 +97,8 @@ impl Modify for Bearer {
         workers::WorkersAnswer,
         workers::WorkerView,
         routes::ResumeRequest,
+        routes::HaltRequest,
+        crate::service::OpenChoice,
         routes::ForkRequest,
         listing::RunList,
         listing::RunRow,

@@ -7,7 +7,7 @@ use super::answers::{
     CheckAnswer, ChildRef, EndingName, HaltAnswer, OuterRef, ParentRef, ReplayAnswer, RunAnswer,
     RunView, VerdictName,
 };
-use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
+use super::error::{ApiError, ApiResult, Body, OptionalBody, PathArgs, QueryArgs, run_id};
 use super::listing::{EntryView, StateName};
 use crate::service::Accepted;
 use crate::source::{Sources, module_name_ok};
@@ -136,8 +136,28 @@ pub struct ResumeRequest {
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub reply: Option<Json>,
+    /// With neither `call` nor `reply`: what to do with the Tool calls
+    /// that were out when the run was halted with `force` or its server
+    /// crashed — `resend` them (they may run twice) or settle them
+    /// `unknown`. Left out, each call's binding decides (`resend = true`
+    /// sends it again, else Unknown). Calls a draining server or a halt
+    /// never sent are sent either way.
+    #[serde(default)]
+    pub open: Option<crate::service::OpenChoice>,
     #[serde(default)]
     pub wait: Option<u64>,
+}
+
+/// `POST /v1/runs/{run}/halt`; the body may be left out.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HaltRequest {
+    /// Halt at once, leaving the Tool calls out open (a continue then
+    /// decides them: `open`). By default the halt waits for the calls out
+    /// to finish, records their Replies, sends nothing new, and halts
+    /// where no call is out.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// `POST /v1/runs/{run}/fork`.
@@ -565,9 +585,14 @@ pub async fn resume_run(
 ) -> ApiResult<Response> {
     state.accepting()?;
     let run = run_id(&run)?;
-    let reply = match (&req.call, &req.reply) {
-        (Some(c), Some(r)) => Some((c.clone(), flow_abi::json::canonical(r))),
-        (None, None) => None,
+    let reply = match (&req.call, &req.reply, req.open) {
+        (Some(c), Some(r), None) => Some((c.clone(), flow_abi::json::canonical(r))),
+        (None, None, _) => None,
+        (Some(_), Some(_), Some(_)) => {
+            return Err(ApiError::unprocessable(
+                "`open` decides the calls out when a halted or crashed run is continued; send it without call and reply",
+            ));
+        }
         _ => {
             return Err(ApiError::unprocessable(
                 "send both call and reply (admit a reply), or neither (continue a halted or crashed run)",
@@ -576,7 +601,10 @@ pub async fn resume_run(
     };
     // Every refusal comes back here, before anything is recorded; the
     // answer goes out once the Reply and its step are durable.
-    let mut accepted = state.service().resume(&run, reply).await?;
+    let mut accepted = match reply {
+        Some(reply) => state.service().resume(&run, Some(reply)).await?,
+        None => state.service().continue_run(&run, req.open).await?,
+    };
     state.metrics().resumes.inc();
     // A nested run is resumed through its outermost run: that run answers.
     let driven = accepted.run.clone();
@@ -588,18 +616,22 @@ pub async fn resume_run(
     answer(StatusCode::ACCEPTED, &body)
 }
 
-#[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run",
+#[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run", request_body(content = Option<HaltRequest>, description = "Optional: `{\"force\": true}` halts at once"),
     params(("run" = String, Path, description = "A run id")),
     responses(
-        (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it", body = HaltAnswer),
+        (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it. Without `force`, answered once the calls out have finished", body = HaltAnswer),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The run has ended", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn halt_run(
     State(state): State<AppState>,
     PathArgs(run): PathArgs<String>,
+    OptionalBody(req): OptionalBody<HaltRequest>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
-    let row = state.service().halt(&run, json!({"by": "http"})).await?;
+    let row = state
+        .service()
+        .halt(&run, req.force, json!({"by": "http"}))
+        .await?;
     typed_response(
         StatusCode::OK,
         &HaltAnswer {

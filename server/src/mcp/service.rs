@@ -331,7 +331,7 @@ impl Service {
     async fn halt(&self, run: &RunId) {
         match self
             .runs
-            .halt(run, json!({"by": "mcp", "reason": "cancelled"}))
+            .halt(run, true, json!({"by": "mcp", "reason": "cancelled"}))
             .await
         {
             Ok(_) => tracing::info!(run.id = %run, "mcp: run halted on cancellation"),

@@ -169,6 +169,11 @@ pub(super) async fn service(service: RunService) {
 /// (here or by another server) will pause again and re-arm its deadline.
 async fn fire(service: &RunService, run: &str) {
     let Ok(run) = RunId::parse(run) else { return };
+    // A draining server starts no drive; the deadline fires where the run
+    // is continued next (another server's reload, or this one's restart).
+    if !service.accepting() {
+        return;
+    }
     // A nested run's deadline is applied by the outermost run whose drive
     // carries it: continuing that run continues the nested one.
     let r = run.clone();

@@ -12,7 +12,7 @@ use super::nested::{Answer, NestedCall};
 use super::store::Store;
 use super::{RunResult, RunService, new_run_id};
 use crate::error::{Error, Result};
-use crate::host::{HUMAN, Host};
+use crate::host::{HUMAN, Host, SLEEP};
 use crate::source::Sources;
 use flow_abi::fact::Fact;
 use flow_engine::machine::{Effect, Machine};
@@ -21,7 +21,7 @@ use flow_store::{Appending, FactRef, HostRecord, HostRecordKind, RunId};
 use flow_tools::outcome::CallRequest;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
 use serde_json::{Map, Value as Json, json};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -53,8 +53,54 @@ pub(super) struct ToDispatch {
 pub(super) type Pending<'a> =
     Pin<Box<dyn Future<Output = std::result::Result<(String, Answer), Aborted>> + Send + 'a>>;
 
-/// Held by each commit of a drive (and of its nested runs).
-pub(super) type Writes = Arc<tokio::sync::Mutex<()>>;
+/// What a drive shares with the drives of its nested runs: the lock each
+/// commit holds, and the signal to drain.
+///
+/// Draining (a server's graceful shutdown, or a halt that waits for the
+/// calls out) lets the calls already sent finish and records their
+/// Replies, but sends nothing new: a call the program makes meanwhile is
+/// recorded (its Call is durable, as always, before anything else happens)
+/// and withheld, with an `open-call-decision` host record saying it was
+/// never sent. Once no call is out the drive ends ([`Driven::Drained`]) and
+/// whoever continues the run sends the withheld calls: they never ran, so
+/// sending them is no repeat whatever their binding's `resend` says.
+#[derive(Clone, Default)]
+pub(super) struct Writes {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    pub drain: tokio_util::sync::CancellationToken,
+}
+
+impl Writes {
+    pub(super) fn new(drain: tokio_util::sync::CancellationToken) -> Writes {
+        Writes {
+            lock: Arc::default(),
+            drain,
+        }
+    }
+
+    /// Waits for the commit under way, if any.
+    pub(super) async fn lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.lock.lock().await
+    }
+
+    /// Held by a commit until it is done.
+    async fn lock_owned(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.lock.clone().lock_owned().await
+    }
+}
+
+/// How a drive ended for now.
+pub(super) enum Driven {
+    /// Ended or paused.
+    Result(RunResult),
+    /// Drained: no call is out; the calls the program made meanwhile are
+    /// recorded and were never sent (see [`Writes`]). The run goes on where
+    /// it is continued next.
+    Drained,
+}
+
+/// The decision recorded for a call withheld by a draining drive.
+pub(super) const UNSENT: &str = "unsent";
 
 /// Told once the drive's first step is durable (its head then).
 pub(super) type Ack = tokio::sync::oneshot::Sender<Result<FactRef>>;
@@ -113,7 +159,7 @@ impl RunService {
         head: u64,
         mut ack: Option<Ack>,
         writes: &'h Writes,
-    ) -> Result<RunResult> {
+    ) -> Result<Driven> {
         let module = machine.module().to_string();
         // Every Checkpoint from here on is recorded in order, so one of the
         // state before can be given by what changed (the next is whole).
@@ -141,6 +187,13 @@ impl RunService {
         let mut facts: Vec<Appending> = Vec::new();
         // Replies that came while the machine computed a slice.
         let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
+        // Draining: Tool calls recorded and never sent, and whether a
+        // nested run drained with its own.
+        let mut withheld: Vec<String> = Vec::new();
+        let mut nested_withheld = false;
+        // `std/clock#sleep` calls out: a wait the host serves with no
+        // effect, so a drain cuts it short and it counts as never sent.
+        let mut sleeping: BTreeSet<String> = BTreeSet::new();
         loop {
             // Calls open at a crash whose binding says `resend = true` go out
             // again with the same (run, call) pair (DESIGN §5).
@@ -233,7 +286,18 @@ impl RunService {
                 }
             }
             if let Some(ending) = ended {
-                return Ok(RunResult::ended(run, ending));
+                return Ok(Driven::Result(RunResult::ended(run, ending)));
+            }
+            if writes.drain.is_cancelled() && !dispatch.is_empty() {
+                // Nothing new goes out while draining. A nested call's run
+                // is started or continued by whoever continues this run; a
+                // Tool call is recorded as never sent once none is out.
+                for d in dispatch.drain(..) {
+                    match d.nested {
+                        Some(_) => nested_withheld = true,
+                        None => withheld.push(d.call),
+                    }
+                }
             }
             for d in dispatch {
                 let ToDispatch {
@@ -264,6 +328,9 @@ impl RunService {
                     let fut = async move { (call, fut.await) };
                     inflight.push(Box::pin(Abortable::new(fut, registration)));
                     continue;
+                }
+                if tool == SLEEP {
+                    sleeping.insert(call.clone());
                 }
                 let req = CallRequest {
                     run: run.to_string(),
@@ -311,24 +378,50 @@ impl RunService {
             let next = match arrived.pop_front() {
                 Some(x) => Some(x),
                 None => loop {
-                    match inflight.next().await {
-                        // A call closed meanwhile: its future was dropped.
-                        Some(Err(Aborted)) => continue,
-                        Some(Ok(x)) => break Some(x),
-                        None => break None,
+                    tokio::select! {
+                        biased;
+                        x = inflight.next() => match x {
+                            // A call closed (or a sleep cut short by a
+                            // drain) meanwhile: its future was dropped.
+                            Some(Err(Aborted)) => continue,
+                            Some(Ok(x)) => break Some(x),
+                            None => break None,
+                        },
+                        _ = writes.drain.cancelled(), if !sleeping.is_empty() => {
+                            for call in std::mem::take(&mut sleeping) {
+                                if let Some(a) = aborts.remove(&call) {
+                                    a.abort();
+                                }
+                                withheld.push(call);
+                            }
+                        }
                     }
                 },
             };
             let Some((call, answer)) = next else {
-                return self.paused(run, last, program, machine).await;
+                if !withheld.is_empty() || nested_withheld {
+                    self.withheld(run, &withheld).await?;
+                    return Ok(Driven::Drained);
+                }
+                return self
+                    .paused(run, last, program, machine)
+                    .await
+                    .map(Driven::Result);
             };
             aborts.remove(&call);
+            sleeping.remove(&call);
             let outcome = match answer {
                 Answer::Reply(o) => o,
                 // A nested run paused, or the call is parked for an absent
                 // worker: it stays open, and this run pauses once nothing
                 // else is out.
                 Answer::Paused => continue,
+                // A nested run drained: the call stays open, and this run
+                // drains too once nothing else is out.
+                Answer::Drained => {
+                    nested_withheld = true;
+                    continue;
+                }
             };
             serving.remove(&call);
             // A reply for a call closed meanwhile is dropped.
@@ -348,6 +441,29 @@ impl RunService {
             facts.push(super::prepare::reply_fact(&call, o)?.into());
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
+    }
+
+    /// Records that the Tool calls `calls` (durable, open) were never sent:
+    /// the drive drained before sending them.
+    async fn withheld(&self, run: &RunId, calls: &[String]) -> Result<()> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let (r, calls) = (run.clone(), calls.to_vec());
+        super::store::blocking(&self.inner.store, move |s| {
+            for call in calls {
+                s.record_host(
+                    &r,
+                    HostRecord {
+                        kind: HostRecordKind::OpenCallDecision,
+                        at_ms: None,
+                        details: json!({"call": call, "decision": UNSENT, "reason": "draining"}),
+                    },
+                )?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Every live task waits on a call no live implementation will answer:
@@ -424,7 +540,7 @@ impl RunService {
         // The guard goes with the commit: a drive stopped while this commit
         // is under way lets go of its run only once it is done, so a halt
         // record never precedes a fact of the drive it halted.
-        let guard = writes.clone().lock_owned().await;
+        let guard = writes.lock_owned().await;
         let committing = self.inner.commits.begin();
         let lost = |e: &dyn std::fmt::Display| {
             Error::Unreadable(format!("the store's writer could not be reached: {e}"))

@@ -78,7 +78,11 @@ fn node_of(holder: &str) -> &str {
 
 /// A drive going on here.
 pub(super) struct Driving {
+    /// Stops the drive at once.
     pub(super) token: CancellationToken,
+    /// Drains it: the calls out finish, nothing new is sent
+    /// (`drive::Writes`).
+    pub(super) drain: CancellationToken,
     pub(super) epoch: Option<u64>,
 }
 
@@ -89,6 +93,7 @@ pub(super) struct Claim {
     pub(super) service: RunService,
     pub(super) run: RunId,
     pub(super) token: CancellationToken,
+    pub(super) drain: CancellationToken,
     epoch: Option<u64>,
     release: bool,
 }
@@ -147,10 +152,12 @@ impl RunService {
             )));
         }
         let token = self.inner.shutdown.child_token();
+        let drain = self.inner.draining.child_token();
         a.insert(
             run.clone(),
             Driving {
                 token: token.clone(),
+                drain: drain.clone(),
                 epoch,
             },
         );
@@ -158,6 +165,7 @@ impl RunService {
             service: self.clone(),
             run: run.clone(),
             token,
+            drain,
             epoch,
             release: true,
         })
@@ -313,6 +321,10 @@ async fn take_over(service: RunService) {
         tokio::select! {
             _ = token.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
+        }
+        // A draining server takes on no run: it is letting go of its own.
+        if !service.accepting() {
+            continue;
         }
         let (h, ttl) = (l.holder.clone(), l.ttl);
         let taken = match blocking(&service.inner.store, move |s| {

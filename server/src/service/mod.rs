@@ -63,6 +63,7 @@ pub use outcome::{
     Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
     new_run_id, record_start,
 };
+pub use prepare::OpenChoice;
 
 /// A paused run's machine, kept while the run's head is `head`.
 struct Paused {
@@ -111,6 +112,9 @@ struct Inner {
     progress: Option<Progress>,
     max_steps: Option<u64>,
     shutdown: CancellationToken,
+    /// Cancelled when a graceful shutdown begins ([`RunService::drain`]);
+    /// each drive's drain token is a child of it.
+    draining: CancellationToken,
     programs: Mutex<HashMap<String, Arc<Program>>>,
     paused: Mutex<HashMap<RunId, Paused>>,
     /// Runs a task drives now, each with the token that stops its drive (a
@@ -144,6 +148,7 @@ impl RunService {
                 progress: options.progress,
                 max_steps: options.max_steps,
                 shutdown,
+                draining: CancellationToken::new(),
                 programs: Mutex::new(HashMap::new()),
                 paused: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashMap::new()),
@@ -181,10 +186,41 @@ impl RunService {
         &self.inner.shutdown
     }
 
-    /// Refuses new work once shutdown began: runs started now would only
-    /// be cut short.
+    /// Refuses new work once draining or shutdown began: runs started now
+    /// would only be cut short.
     pub fn accepting(&self) -> bool {
-        !self.inner.shutdown.is_cancelled()
+        !self.inner.shutdown.is_cancelled() && !self.inner.draining.is_cancelled()
+    }
+
+    /// Whether a graceful shutdown is under way ([`RunService::drain`]).
+    pub fn draining(&self) -> bool {
+        self.inner.draining.is_cancelled()
+    }
+
+    /// The first half of a graceful shutdown (SIGTERM): no new drive starts
+    /// here (start, resume, fork, takeovers and deadlines are refused or
+    /// left to others), and every drive going on drains — the calls out
+    /// finish and their Replies are recorded, nothing new is sent — and
+    /// lets go of its run (its lease handed over at once, so another server
+    /// continues it). Returns once no drive is left, or `grace` passed
+    /// (true when none is left); [`RunService::shutdown`] then stops the
+    /// rest as a crash would.
+    pub async fn drain(&self, grace: Duration) -> bool {
+        self.inner.draining.cancel();
+        let left = tokio::time::timeout(grace, async {
+            while self.active_drives() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let drained = left.is_ok();
+        if !drained {
+            tracing::warn!(
+                drives = self.active_drives(),
+                "drain grace passed with calls still out; they are settled as after a crash"
+            );
+        }
+        drained
     }
 
     pub fn events(&self) -> broadcast::Receiver<RunEvent> {
@@ -341,10 +377,29 @@ impl RunService {
     /// run goes down to that run (`nested.rs`): the [`Accepted`] run is
     /// then that outermost run.
     pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
+        self.resume_with(run, reply, None).await
+    }
+
+    /// Continues a halted or crashed run (a resume with no reply), with
+    /// the host's decision for the calls that were out chosen: `open`
+    /// (see [`OpenChoice`]); `None` leaves it to each call's binding. The
+    /// choice is for the run's own calls; a nested run it continues
+    /// settles its calls by their bindings.
+    pub async fn continue_run(&self, run: &RunId, open: Option<OpenChoice>) -> Result<Accepted> {
+        self.resume_with(run, None, open).await
+    }
+
+    async fn resume_with(
+        &self,
+        run: &RunId,
+        reply: Option<(String, String)>,
+        open: Option<OpenChoice>,
+    ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
         let route = self.route(run, reply).await?;
         let claim = self.claim(&route.root, true).await?;
-        self.resume_routed(claim, route.reply, route.deep).await
+        self.resume_routed(claim, route.reply, route.deep, open)
+            .await
     }
 
     /// [`RunService::resume`] of a run claimed already: its head is read
@@ -354,7 +409,7 @@ impl RunService {
         claim: Claim,
         reply: Option<(String, String)>,
     ) -> Result<Accepted> {
-        self.resume_routed(claim, reply, None).await
+        self.resume_routed(claim, reply, None, None).await
     }
 
     async fn resume_routed(
@@ -362,6 +417,7 @@ impl RunService {
         claim: Claim,
         reply: Option<(String, String)>,
         deep: Option<nested::DeepReply>,
+        open: Option<OpenChoice>,
     ) -> Result<Accepted> {
         let run = &claim.run.clone();
         let info = {
@@ -382,7 +438,7 @@ impl RunService {
             resumed_call,
             bound,
         } = self
-            .prepare_resume(run, &info.last_fact, &info.program, reply, deep)
+            .prepare_resume(run, &info.last_fact, &info.program, reply, deep, open)
             .await?;
         self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
@@ -503,12 +559,28 @@ impl RunService {
         }
     }
 
-    /// Halts a run: stops its drive (bounded wait), then records the halt
-    /// (a host record, no End), so no fact follows the halt's head; every
-    /// nested run it drives records its own halt (NEST-19). A nested run is
-    /// halted with the outermost run whose drive carries it; the row
-    /// returned is the one of `run`.
-    pub async fn halt(&self, run: &RunId, details: Json) -> Result<HostRecordRow> {
+    /// Halts a run (a host record, no End), so no fact follows the halt's
+    /// head; every nested run it drives records its own halt (NEST-19). A
+    /// nested run is halted with the outermost run whose drive carries it;
+    /// the row returned is the one of `run`.
+    ///
+    /// By default the halt waits for the calls out: the drive drains (the
+    /// calls out finish and their Replies are recorded; a call the program
+    /// makes meanwhile is recorded and never sent) and the run halts at the
+    /// fact boundary where no call is out, so a continue sends only what
+    /// never went. `force` halts at once: calls out stay open, and a
+    /// continue decides them ([`OpenChoice`]). The halt goes on in a task
+    /// of its own, so a caller that gives up waiting does not leave it
+    /// half done.
+    pub async fn halt(&self, run: &RunId, force: bool, details: Json) -> Result<HostRecordRow> {
+        let this = self.clone();
+        let run = run.clone();
+        tokio::spawn(async move { this.halt_now(&run, force, details).await })
+            .await
+            .map_err(|e| Error::Unreadable(format!("the halt's task ended: {e}")))?
+    }
+
+    async fn halt_now(&self, run: &RunId, force: bool, details: Json) -> Result<HostRecordRow> {
         let asked = run.clone();
         let r = run.clone();
         let (info, root) = blocking(&self.inner.store, move |s| {
@@ -527,17 +599,40 @@ impl RunService {
                 "{run} has ended; there is nothing to halt"
             )));
         }
-        if !self.stop_drive(run).await {
-            return Err(Error::Conflict(format!(
-                "{run}'s drive did not stop in time; try again"
-            )));
+        if force {
+            if !self.stop_drive(run).await {
+                return Err(Error::Conflict(format!(
+                    "{run}'s drive did not stop in time; try again"
+                )));
+            }
+        } else {
+            self.drain_drive(run).await;
         }
         // Held until the halt is recorded: no other drive (here, or another
         // server's takeover) continues the run meanwhile.
         let claim = self.claim(run, true).await?;
+        let r = run.clone();
+        let (info, records) = blocking(&self.inner.store, move |s| {
+            Ok((s.run_info(&r)?, s.host_records(&r)?))
+        })
+        .await?;
+        if info.ending.is_some() {
+            return Err(Error::Conflict(format!(
+                "{run} ended while the halt waited for its calls out; there is nothing to halt"
+            )));
+        }
+        // Halted already (a second halt, or one that raced this one): the
+        // halt stands as recorded.
+        if let Some(row) = prepare::halt_at(&records, &info.last_fact).filter(|_| asked == root) {
+            return Ok(row.clone());
+        }
         self.take_paused(run);
         if let Some(w) = self.workers() {
             w.halted(run).await?;
+        }
+        let mut details = details;
+        if let Json::Object(m) = &mut details {
+            m.insert("force".into(), Json::Bool(force));
         }
         let (r, d) = (run.clone(), details.clone());
         let row = blocking(&self.inner.store, move |s| {
@@ -562,6 +657,23 @@ impl RunService {
             .find(|(n, _)| *n == asked)
             .map(|(_, row)| row)
             .ok_or_else(|| Error::Conflict(format!("{asked} was not halted with {root}")))
+    }
+
+    /// Drains the drive of `run`, if one is going (see `drive::Writes`),
+    /// and waits until its task has let go of the run: as long as its
+    /// calls out take.
+    async fn drain_drive(&self, run: &RunId) {
+        let drain = self
+            .inner
+            .active
+            .lock()
+            .ok()
+            .and_then(|a| a.get(run).map(|d| d.drain.clone()));
+        let Some(drain) = drain else { return };
+        drain.cancel();
+        while self.is_active(run) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Stops the drive of `run`, if one is going, and waits (bounded) until
@@ -710,7 +822,9 @@ impl RunService {
         if self.accepting() {
             Ok(())
         } else {
-            Err(Error::Unavailable("the server is shutting down".into()))
+            Err(Error::Unavailable(
+                "the server is shutting down (draining its runs); send the request to another server, or again once it is back".into(),
+            ))
         }
     }
 
@@ -733,7 +847,7 @@ impl RunService {
         let this = self.clone();
         let task = async move {
             let token = claim.token.clone();
-            let writes = drive::Writes::default();
+            let writes = drive::Writes::new(claim.drain.clone());
             let drive = async {
                 if let Some(gate) = gate {
                     // Open or dropped: either way, drive on.
@@ -760,18 +874,27 @@ impl RunService {
             // A commit handed to the store before the stop finishes first.
             let _done = writes.lock().await;
             // The lease goes when the run paused or ended, or (handed over)
-            // at shutdown; a drive that failed keeps it until it expires (a
-            // retry a lease time later), and one stopped by a halt or a
+            // when the drive drained or was stopped at shutdown; a drive
+            // that failed keeps it until it expires (a retry a lease time
+            // later), and one stopped or drained by a halt or stopped by a
             // fence keeps it for the halt or does not hold it.
+            let stopping = this.inner.shutdown.is_cancelled() || this.inner.draining.is_cancelled();
             let release = match &r {
+                Some(Ok(drive::Driven::Drained)) | None => stopping,
                 Some(r) => r.is_ok(),
-                None => this.inner.shutdown.is_cancelled(),
             };
             bound.release().await;
             let run = claim.run.clone();
             claim.finish(release).await;
             let r = match r {
-                Some(r) => r,
+                Some(Ok(drive::Driven::Result(r))) => Ok(r),
+                Some(Err(e)) => Err(e),
+                Some(Ok(drive::Driven::Drained)) => {
+                    // No call is out; the run goes on where it is continued
+                    // next. Its waiters hear nothing (it is still running).
+                    tracing::info!(run.id = %run, "drive drained");
+                    return;
+                }
                 None => {
                     // Halted or cut short by shutdown: the run stays as the
                     // halt left it; open calls are settled on resume.

@@ -20,7 +20,7 @@
 //! each with its own halt record (NEST-19); closing the outer call halts
 //! its nested run (NEST-18).
 
-use super::drive::{Ack, ToDispatch, Writes, create, start_machine, steps};
+use super::drive::{Ack, Driven, ToDispatch, Writes, create, start_machine, steps};
 use super::outcome::PendingCall;
 use super::store::{Store, blocking};
 use super::{RunResult, RunService};
@@ -79,6 +79,9 @@ pub(super) enum Answer {
     /// No outcome yet: the nested run paused, or the call is parked for
     /// a remote worker that is absent. The call stays open.
     Paused,
+    /// No outcome yet: the nested run drained (its drive let go with no
+    /// call out, see `drive::Writes`). The call stays open.
+    Drained,
 }
 
 /// The nested run serving each call of `run` (its `binding` host records).
@@ -237,7 +240,12 @@ pub(super) struct Route {
 }
 
 /// A nested run's ending as the outer call's outcome (NEST-13, NEST-14).
-fn ended_outcome(r: Result<RunResult>) -> Answer {
+fn ended_outcome(r: Result<Driven>) -> Answer {
+    let r = match r {
+        Ok(Driven::Drained) => return Answer::Drained,
+        Ok(Driven::Result(r)) => Ok(r),
+        Err(e) => Err(e),
+    };
     Answer::Reply(match r {
         Ok(RunResult::Completed { output, .. }) => {
             match flow_abi::decode_json(&output, &flow_abi::Type::Json, &flow_abi::TypeSet::new()) {
@@ -459,7 +467,9 @@ impl RunService {
                 }
                 Ok(Some(i)) if i.ending.is_some() => {
                     let (r, last) = (run.clone(), i.last_fact.n);
-                    blocking(&self.inner.store, move |s| recorded_ending(s, &r, last)).await
+                    blocking(&self.inner.store, move |s| recorded_ending(s, &r, last))
+                        .await
+                        .map(Driven::Result)
                 }
                 Ok(Some(i)) => {
                     let (direct, deep) = match reply {
@@ -474,6 +484,7 @@ impl RunService {
                                     host,
                                     &mut ready.machine,
                                     ready.crashed,
+                                    None,
                                     &mut ready.first,
                                 )
                                 .await;
@@ -520,12 +531,13 @@ impl RunService {
                 }
             };
             match &result {
-                Ok(r) => {
+                Ok(Driven::Result(r)) => {
                     if matches!(r, RunResult::Paused { .. }) {
                         self.inner.deadlines.watch_run(self, &run).await;
                     }
                     self.publish(run.as_str(), r.state(), json!({"outer": outer.as_str()}));
                 }
+                Ok(Driven::Drained) => {}
                 Err(e) => tracing::warn!(run.id = %run, error = %e, "nested run cut short"),
             }
             ended_outcome(result)
@@ -547,7 +559,7 @@ impl RunService {
         input: Json,
         host: &Host,
         writes: &Writes,
-    ) -> Result<RunResult> {
+    ) -> Result<Driven> {
         let outer_call = CallId::parse(call)
             .map_err(|e| Error::Refused(format!("{call} is not a call id: {e}")))?;
         let (machine, effects) =
@@ -555,10 +567,10 @@ impl RunService {
                 Ok(x) => x,
                 // The nested run is refused: a failure of the outer call.
                 Err(e) => {
-                    return Ok(RunResult::Faulted {
+                    return Ok(Driven::Result(RunResult::Faulted {
                         run: run.clone(),
                         why: format!("nested run refused: {e}"),
-                    });
+                    }));
                 }
             };
         let (s, r, o, c) = (

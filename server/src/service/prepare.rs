@@ -94,11 +94,57 @@ pub(super) struct Ready {
     pub machine: Machine,
     pub first: Vec<Step>,
     pub resend: Vec<ToDispatch>,
-    /// Tool calls a crash left open, to settle with the run's Tools.
-    pub crashed: Vec<OpenCall>,
+    /// Tool calls a crash or halt left open, to settle with the run's Tools.
+    pub crashed: Crashed,
     /// With a reply: the other calls open before it, whose remote workers
     /// may still hold them.
     pub others: Vec<OpenCall>,
+}
+
+/// Tool calls a crash, a halt or a drain left open, with what the host
+/// records say of them.
+#[derive(Default)]
+pub(super) struct Crashed {
+    pub calls: Vec<OpenCall>,
+    /// Calls a draining drive recorded and never sent (`drive::UNSENT`,
+    /// the latest decision recorded for the call).
+    pub unsent: BTreeSet<String>,
+    /// The run was halted at its head (no host restarted).
+    pub halted: bool,
+}
+
+/// The host's decision for the calls out when a run was halted or its
+/// host crashed, chosen by whoever continues it (`POST …/resume {"open":
+/// …}`, `flow resume --open …`); without one, each call's binding decides
+/// (`resend = true` sends it again, else `Unknown`). Calls never sent are
+/// sent either way, and calls held by remote workers stay theirs.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    utoipa::ToSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenChoice {
+    /// Send each call again with the same `(run, call)` pair: it may run
+    /// twice.
+    Resend,
+    /// Settle each call `Unknown`: it may or may not have happened.
+    Unknown,
+}
+
+impl OpenChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenChoice::Resend => "resend",
+            OpenChoice::Unknown => "unknown",
+        }
+    }
 }
 
 /// What a fork starts with.
@@ -201,6 +247,7 @@ impl RunService {
         hash: &str,
         reply: Option<(String, String)>,
         deep: Option<DeepReply>,
+        open: Option<OpenChoice>,
     ) -> Result<Resumed> {
         let resumed_call = reply
             .as_ref()
@@ -231,9 +278,9 @@ impl RunService {
                 });
             }
         }
-        if !crashed.is_empty() {
+        if !crashed.calls.is_empty() {
             match self
-                .settle(run, &bound.host, &mut machine, crashed, &mut first)
+                .settle(run, &bound.host, &mut machine, crashed, open, &mut first)
                 .await
             {
                 Ok(r) => resend.extend(r),
@@ -296,7 +343,11 @@ impl RunService {
         }
         let open = machine.open_calls();
         let mut resend = Vec::new();
-        let mut crashed = Vec::new();
+        let mut crashed = Crashed {
+            unsent: unsent_calls(&records),
+            halted: halted_at(&records, head),
+            ..Crashed::default()
+        };
         let answered = reply
             .as_ref()
             .map(|(c, _)| c.clone())
@@ -358,7 +409,7 @@ impl RunService {
                         args: args_of(&c),
                         nested: Some(NestedCall::start(m.to_string())),
                     }),
-                    (None, _) => crashed.push(c),
+                    (None, _) => crashed.calls.push(c),
                 }
             }
         }
@@ -372,34 +423,54 @@ impl RunService {
         })
     }
 
-    /// Decides each call a crash left open, with an open-call-decision host
-    /// record: resent when its binding says `resend = true`, else
-    /// `Unknown("host restarted")`.
+    /// Decides each call a crash, a halt or a drain left open, with an
+    /// open-call-decision host record: a call never sent is sent; one in
+    /// the worker queue stays its worker's; any other is sent again or
+    /// settled `Unknown`, as `open` chooses, or else as its binding's
+    /// `resend` says. The reason says what left it open: `halted`, or
+    /// `host restarted`.
     pub(super) async fn settle(
         &self,
         run: &RunId,
         host: &Host,
         machine: &mut Machine,
-        crashed: Vec<OpenCall>,
+        crashed: Crashed,
+        open: Option<OpenChoice>,
         first: &mut Vec<Step>,
     ) -> Result<Vec<ToDispatch>> {
         let module = machine.module().to_string();
         let mut resend = Vec::new();
         let mut records = Vec::new();
-        for c in crashed {
+        let left = if crashed.halted {
+            "halted"
+        } else {
+            "host restarted"
+        };
+        for c in crashed.calls {
+            let unsent = crashed.unsent.contains(&c.call);
             // A call in the worker queue is not lost with the host: the
             // drive attaches to it (waits for its worker, sends it if it
             // never went, admits the reply that came meanwhile).
-            let queued =
-                host.is_remote(&module, &c.tool) && self.worker_queued(host, run, &c).await;
-            let resending = queued || host.resends(&module, &c.tool);
-            let decision = match (queued, resending) {
-                (true, _) => "worker",
-                (_, true) => "resend",
-                _ => "unknown",
+            let queued = !unsent
+                && host.is_remote(&module, &c.tool)
+                && self.worker_queued(host, run, &c).await;
+            let (decision, reason, sending) = if unsent {
+                ("send", "never sent", true)
+            } else if queued {
+                ("worker", left, true)
+            } else {
+                let again = match open {
+                    Some(o) => o == OpenChoice::Resend,
+                    None => host.resends(&module, &c.tool),
+                };
+                (if again { "resend" } else { "unknown" }, left, again)
             };
-            records.push(json!({"call": c.call, "decision": decision, "reason": "host restarted"}));
-            if resending {
+            let mut record = json!({"call": c.call, "decision": decision, "reason": reason});
+            if let (Some(o), false, false) = (open, unsent, queued) {
+                record["chosen"] = json!(o.as_str());
+            }
+            records.push(record);
+            if sending {
                 resend.push(ToDispatch {
                     call: c.call.clone(),
                     tool: c.tool.clone(),
@@ -408,7 +479,7 @@ impl RunService {
                 });
                 continue;
             }
-            let outcome = Outcome::Unknown("host restarted".into());
+            let outcome = Outcome::Unknown(left.into());
             first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
             let more = machine
                 .feed(&c.call, &outcome)
@@ -664,4 +735,44 @@ fn args_of(c: &OpenCall) -> Map<String, Json> {
         Json::Object(m) => m.clone(),
         _ => Map::new(),
     }
+}
+
+/// The calls whose latest open-call decision is that a draining drive
+/// never sent them.
+fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<String> {
+    let mut latest = std::collections::BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind == HostRecordKind::OpenCallDecision)
+    {
+        if let (Some(call), Some(d)) = (
+            r.details.get("call").and_then(Json::as_str),
+            r.details.get("decision").and_then(Json::as_str),
+        ) {
+            latest.insert(call, d);
+        }
+    }
+    latest
+        .into_iter()
+        .filter(|(_, d)| *d == super::drive::UNSENT)
+        .map(|(c, _)| c.to_string())
+        .collect()
+}
+
+/// Whether the run's last pause or halt is a halt at `head` (the run was
+/// halted and nothing was recorded since).
+fn halted_at(records: &[flow_store::HostRecordRow], head: &FactRef) -> bool {
+    halt_at(records, head).is_some()
+}
+
+/// The run's last pause or halt, when it is a halt at `head`.
+pub(super) fn halt_at<'a>(
+    records: &'a [flow_store::HostRecordRow],
+    head: &FactRef,
+) -> Option<&'a flow_store::HostRecordRow> {
+    records
+        .iter()
+        .rev()
+        .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
+        .filter(|r| r.kind == HostRecordKind::Halt && r.head.n == head.n)
 }
