@@ -4,9 +4,7 @@ Python toolkit (toolkits/python), bound by flow.toml beside it.
 
 Declarations come from tools.json (`flow tools triage.json`), so describe
 answers with the declaration's own fingerprint. TRIAGE_DELAY_MS delays each
-reply (tests use it to crash a run while a call is out); TRIAGE_LOG names a
-file that gets one line, "RUN CALL", each time a classify call starts (tests
-count how often each call ran). Runs with plain
+reply (tests use it to crash a run while a call is out). Runs with plain
 python3: the toolkit is found in this repository, or on PYTHONPATH, or
 wherever it is installed.
 """
@@ -16,11 +14,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "toolkits", "python"))
-from flowd_toolkit import Call, Toolkit  # noqa: E402
+from flowd_toolkit import Toolkit  # noqa: E402
 
 tk = Toolkit.from_file(os.path.join(HERE, "tools.json"))
 DELAY = int(os.environ.get("TRIAGE_DELAY_MS", "0"))
-LOG = os.environ.get("TRIAGE_LOG")
 RULES = [
     ("high", "outage", ("down", "outage", "cannot log in", "data loss", "urgent")),
     ("medium", "billing", ("refund", "invoice", "charged", "billing")),
@@ -29,10 +26,7 @@ RULES = [
 
 
 @tk.tool("triage.json#classify")
-async def classify(ticket: str, call: Call) -> dict:
-    if LOG:
-        with open(LOG, "a") as f:
-            f.write(f"{call.run} {call.call}\n")
+async def classify(ticket: str) -> dict:
     await asyncio.sleep(DELAY / 1000)
     text = ticket.lower()
     for severity, category, words in RULES:
