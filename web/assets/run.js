@@ -110,7 +110,8 @@ export function mount(root, runId) {
       if (e.event === 'state') {
         let d = null;
         try { d = JSON.parse(e.data); } catch { return; }
-        if (view) { view.state = d.state; showState(); }
+        // The calls out are known again at the refresh below.
+        if (view) { view.state = d.state; view.callsOut = null; showState(); }
         refreshSoon();
         if (d.state === 'paused' || d.state === 'halted') checkChain();
         return;
@@ -148,7 +149,7 @@ export function mount(root, runId) {
     fill(actions,
       h('button', {type: 'button', class: 'btn', onclick: replay}, 'Replay'),
       ['running', 'paused'].includes(view.state) ? h('button', {type: 'button', class: 'btn btn-danger', onclick: halt}, 'Halt') : null,
-      view.state === 'halted' ? h('button', {type: 'button', class: 'btn', onclick: cont}, 'Continue') : null,
+      ...continueActions(),
       h('button', {type: 'button', class: 'btn-quiet', onclick: archive}, 'Download archive'),
       h('a', {class: 'btn-quiet', href: `#/start?from=${runId}`}, 'Start again'));
     markGraph();
@@ -268,9 +269,24 @@ export function mount(root, runId) {
     } catch (e) { toast(problemText(e), 'error'); }
   }
 
-  async function cont() {
+  // Continue after a halt. A halt that waited for the calls out leaves
+  // none out: one button. After a forced halt the calls that were out may
+  // or may not have happened, and the user decides (the seed's host
+  // decision): send them again, or settle them Unknown.
+  function continueActions() {
+    if (view.state !== 'halted' || !view.callsOut) return [];
+    const out = view.callsOut;
+    if (out.length === 0) return [h('button', {type: 'button', class: 'btn', onclick: () => cont()}, 'Continue')];
+    return [
+      h('span', {class: 'sub'}, `${out.length === 1 ? 'A call was' : `${out.length} calls were`} out at the halt (${out.join(', ')}): `),
+      h('button', {type: 'button', class: 'btn', onclick: () => cont('resend'), title: 'Send each call again under the same call id: it may run twice'}, 'Continue: send again'),
+      h('button', {type: 'button', class: 'btn', onclick: () => cont('unknown'), title: 'Settle each call Unknown: it may or may not have happened'}, 'Continue: settle Unknown'),
+    ];
+  }
+
+  async function cont(open) {
     try {
-      await api(`/v1/runs/${runId}/resume`, {method: 'POST', body: {}});
+      await api(`/v1/runs/${runId}/resume`, {method: 'POST', body: open ? {open} : {}});
       toast('Continuing');
       refreshSoon();
     } catch (e) { toast(problemText(e), 'error'); }

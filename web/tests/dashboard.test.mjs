@@ -260,6 +260,26 @@ test('6. halt a running run', LIMIT, async () => {
   assert.deepEqual(page.errors(), []);
 });
 
+test('6b. continue after a forced halt: the user decides the call that was out', LIMIT, async () => {
+  const flow = JSON.parse(readFileSync(TRIAGE, 'utf8'));
+  const r = await api(A.base, '/v1/runs', {method: 'POST', body: {flow, name: 'triage.json', input: {ticket: 'refund please', customer: 'Bo'}}});
+  await until(async () => (await api(A.base, `/v1/runs/${r.run}`)).callsOut.length === 1, {what: 'the classify call out'});
+  await api(A.base, `/v1/runs/${r.run}/halt`, {method: 'POST', body: {force: true}});
+  await page.goto(`${A.base}/#/run/${r.run}`);
+  await page.locator('.run-state .badge', {hasText: 'halted'}).waitFor();
+  await page.getByText('A call was out at the halt').waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Continue', exact: true}).count(), 0, 'no choice made for the user');
+  await page.getByRole('button', {name: 'Continue: send again'}).click();
+  await page.locator('.run-state .badge', {hasText: 'paused'}).waitFor();
+  const view = await api(A.base, `/v1/runs/${r.run}`);
+  assert.equal(view.state, 'paused');
+  assert.deepEqual(view.callsOut, []);
+  const replies = await api(A.base, `/v1/runs/${r.run}/facts?kind=Reply`);
+  assert.ok(replies.facts.every((f) => !JSON.stringify(f).includes('Unknown')), 'the call was sent again, not settled');
+  await api(A.base, `/v1/runs/${r.run}/halt`, {method: 'POST'});
+  assert.deepEqual(page.errors(), []);
+});
+
 test('the runs list: newest first, filters, lineage, and live — a run the CLI starts appears', LIMIT, async () => {
   await page.goto(`${A.base}/#/`);
   const rows = page.locator('table.runs tbody tr');

@@ -127,6 +127,12 @@ pub struct RunView {
     /// (each names its `run`).
     #[schema(value_type = Vec<Object>)]
     pub pending: Vec<Json>,
+    /// The run's own Tool calls that were sent and have no Reply: in
+    /// flight while the run is driven; after a forced halt or a crash, the
+    /// calls a continue decides (`POST …/resume {"open": "resend" |
+    /// "unknown"}`). Calls recorded and never sent (a drain, a halt that
+    /// waited) are not among them: a continue sends those.
+    pub calls_out: Vec<String>,
     pub last_fact: FactRefView,
     pub parent: Option<ParentRef>,
     pub outer: Option<OuterRef>,

@@ -398,6 +398,25 @@ pub(super) fn pending_calls(
     Ok((expand(state, run, open, 0)?, end))
 }
 
+/// The run's own pending Tool calls that were sent (see
+/// [`RunView::calls_out`]).
+fn calls_out(state: &AppState, run: &RunId, pending: &[Json]) -> flow_store::Result<Vec<String>> {
+    let mine: Vec<&str> = pending
+        .iter()
+        .filter(|c| c["run"] == run.as_str() && c["tool"] != crate::host::HUMAN)
+        .filter_map(|c| c["call"].as_str())
+        .collect();
+    if mine.is_empty() {
+        return Ok(Vec::new());
+    }
+    let unsent = crate::service::unsent(&**state.store(), run)?;
+    Ok(mine
+        .into_iter()
+        .filter(|c| !unsent.contains(*c))
+        .map(str::to_string)
+        .collect())
+}
+
 fn expand(
     state: &AppState,
     run: &RunId,
@@ -478,6 +497,7 @@ fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<ChildRe
 fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
     let info: RunInfo = state.store().run_info(run)?;
     let (pending, end) = pending_calls(state, run)?;
+    let calls_out = calls_out(state, run, &pending)?;
     let (children, children_truncated) = children(state, run, 2000)?;
     let mut v = RunView {
         run: run.to_string(),
@@ -496,6 +516,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         output: Json::Null,
         fault: Json::Null,
         pending,
+        calls_out,
         last_fact: (&info.last_fact).into(),
         parent: info
             .parent

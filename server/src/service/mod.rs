@@ -63,7 +63,7 @@ pub use outcome::{
     Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
     new_run_id, record_start,
 };
-pub use prepare::OpenChoice;
+pub use prepare::{OpenChoice, unsent};
 
 /// A paused run's machine, kept while the run's head is `head`.
 struct Paused {

@@ -737,6 +737,12 @@ fn args_of(c: &OpenCall) -> Map<String, Json> {
     }
 }
 
+/// The calls of `run` a draining drive recorded and never sent (and no
+/// one has sent since).
+pub fn unsent(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeSet<String>> {
+    Ok(unsent_calls(&store.host_records(run)?))
+}
+
 /// The calls whose latest open-call decision is that a draining drive
 /// never sent them.
 fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<String> {
