@@ -329,3 +329,31 @@ fn the_compose_file_validates() {
         "neither `docker compose` nor `docker-compose` is installed",
     );
 }
+
+/// Whatever `FLOWD_DB_PASSWORD` the operator sets, the servers' database
+/// URL and the database's own password are the same (read as compose
+/// reads the file; no namespaces needed).
+#[test]
+fn the_servers_and_the_database_agree_on_the_password() {
+    let vars = BTreeMap::from([("FLOWD_DB_PASSWORD".to_string(), "s3cret".to_string())]);
+    let file = ComposeFile::parse(&std::fs::read_to_string(compose_path()).unwrap(), &vars);
+    let db = file
+        .services
+        .values()
+        .find(|s| StandIn::is_image(&s.image))
+        .expect("a postgres service");
+    assert_eq!(db.environment["POSTGRES_PASSWORD"], "s3cret");
+    let mut servers = 0;
+    for (name, s) in &file.services {
+        for url in s
+            .command
+            .iter()
+            .filter_map(|a| a.strip_prefix("--postgres="))
+        {
+            let c: tokio_postgres::Config = url.parse().unwrap();
+            assert_eq!(c.get_password(), Some(&b"s3cret"[..]), "{name}: {url}");
+            servers += 1;
+        }
+    }
+    assert_eq!(servers, 2, "flow1 and flow2 name the database");
+}

@@ -77,6 +77,8 @@ impl Net {
             None => return Err("cannot read the uid from /proc/self/status".into()),
         }
         let pid = std::process::id();
+        let prefix = format!("fdc{pid}");
+        sweep(&prefix);
         let taken = Command::new("ip")
             .args(["-o", "-4", "addr", "show"])
             .output()
@@ -87,7 +89,7 @@ impl Net {
             .find(|n| !taken.contains(&format!(" 198.18.{n}.")))
             .expect("a free /24 in 198.18.0.0/16");
         let mut net = Net {
-            prefix: format!("fdc{pid}"),
+            prefix,
             subnet: [198, 18, third],
             bridge: None,
             namespaces: Vec::new(),
@@ -200,6 +202,21 @@ impl Net {
         }));
         bound
     }
+}
+
+/// Removes what a test process of the same pid left when it was killed
+/// before its drop ran (a reused pid would otherwise find its names taken).
+fn sweep(prefix: &str) {
+    let listed = Command::new("ip").args(["netns", "list"]).output();
+    let listed = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    for ns in listed.unwrap_or_default().lines() {
+        let name = ns.split_whitespace().next().unwrap_or_default();
+        if name.starts_with(&format!("{prefix}-")) {
+            ip_quiet(&["netns", "del", name]);
+            let _ = std::fs::remove_dir_all(format!("/etc/netns/{name}"));
+        }
+    }
+    ip_quiet(&["link", "del", prefix]);
 }
 
 impl Drop for Net {
