@@ -357,3 +357,38 @@ fn the_servers_and_the_database_agree_on_the_password() {
     }
     assert_eq!(servers, 2, "flow1 and flow2 name the database");
 }
+
+/// `docker stop` (a rolling update of the compose services) sends SIGTERM,
+/// then SIGKILL after the service's `stop_grace_period`: every flowd
+/// service, server or worker, gives its drain (`--drain-seconds`, default
+/// 30) that long and more, so a stop is a drain, not a kill -9 (issue 36).
+#[test]
+fn every_flowd_service_is_given_time_to_drain() {
+    let file = read_file();
+    let mut flowd = 0;
+    for (name, s) in &file.services {
+        if StandIn::is_image(&s.image) {
+            continue;
+        }
+        flowd += 1;
+        let drain: u64 = s
+            .command
+            .iter()
+            .find_map(|a| a.strip_prefix("--drain-seconds="))
+            .map_or(30, |n| n.parse().unwrap());
+        let grace = s.stop_grace_period.as_deref().unwrap_or_else(|| {
+            panic!("{name}: no stop_grace_period (compose's default 10s cuts a drain short)")
+        });
+        let grace: u64 = grace
+            .strip_suffix('s')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| {
+                panic!("{name}: stop_grace_period {grace:?}: write it in seconds, as 45s")
+            });
+        assert!(
+            grace > drain,
+            "{name}: stop_grace_period {grace}s does not outlast --drain-seconds {drain}"
+        );
+    }
+    assert_eq!(flowd, 3, "flow1, flow2 and the worker");
+}

@@ -47,6 +47,10 @@ pub struct Service {
     /// exits.
     #[serde(default, rename = "restart")]
     _restart: IgnoredAny,
+    /// How long `docker stop` waits after SIGTERM before SIGKILL (compose's
+    /// default: 10s): checked against the service's drain, not emulated.
+    #[serde(default)]
+    pub stop_grace_period: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
