@@ -455,6 +455,9 @@ async fn halting_the_outer_run_halts_the_nested_run_and_resume_continues_both() 
         facts.contains("halted") && !facts.contains("host restarted"),
         "{facts}"
     );
+    // The choice made for the outer run held for the nested one.
+    let decision = last_decision().unwrap();
+    assert!(decision.contains(r#""chosen":"unknown""#), "{decision}");
     let runs = get_json(&c, format!("{}/v1/runs", s.base)).await;
     for r in runs["runs"].as_array().unwrap() {
         let r = r["run"].as_str().unwrap();

@@ -383,8 +383,8 @@ impl RunService {
     /// Continues a halted or crashed run (a resume with no reply), with
     /// the host's decision for the calls that were out chosen: `open`
     /// (see [`OpenChoice`]); `None` leaves it to each call's binding. The
-    /// choice is for the run's own calls; a nested run it continues
-    /// settles its calls by their bindings.
+    /// choice holds for the nested runs it continues too (NEST-19: their
+    /// calls out at the halt are settled as any call out at a halt is).
     pub async fn continue_run(&self, run: &RunId, open: Option<OpenChoice>) -> Result<Accepted> {
         self.resume_with(run, None, open).await
     }

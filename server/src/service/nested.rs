@@ -22,6 +22,7 @@
 
 use super::drive::{Ack, Driven, ToDispatch, Writes, create, start_machine, steps};
 use super::outcome::PendingCall;
+use super::prepare::OpenChoice;
 use super::store::{Store, blocking};
 use super::{RunResult, RunService};
 use crate::error::{Error, Result};
@@ -51,6 +52,9 @@ pub(super) struct NestedCall {
     pub reply: Option<DeepReply>,
     /// Told once the reply is durable (the resume's acknowledgement).
     pub ack: Option<Ack>,
+    /// The decision for the calls out at a halt or crash, chosen for the
+    /// continue of the outer run: it holds for the nested runs too.
+    pub open: Option<OpenChoice>,
 }
 
 impl NestedCall {
@@ -60,6 +64,7 @@ impl NestedCall {
             run: None,
             reply: None,
             ack: None,
+            open: None,
         }
     }
 }
@@ -443,7 +448,11 @@ impl RunService {
     ) -> Pin<Box<dyn Future<Output = Answer> + Send + 'a>> {
         Box::pin(async move {
             let NestedCall {
-                module, reply, ack, ..
+                module,
+                reply,
+                ack,
+                open,
+                ..
             } = n;
             let input = args
                 .get("input")
@@ -476,7 +485,7 @@ impl RunService {
                         Some(d) if d.below.is_empty() => (Some((d.call, d.text)), None),
                         d => (None, d),
                     };
-                    match self.ready(&run, &i.last_fact, direct, deep).await {
+                    match self.ready(&run, &i.last_fact, direct, deep, open).await {
                         Ok(mut ready) => {
                             let settled = self
                                 .settle(
@@ -484,7 +493,7 @@ impl RunService {
                                     host,
                                     &mut ready.machine,
                                     ready.crashed,
-                                    None,
+                                    open,
                                     &mut ready.first,
                                 )
                                 .await;
@@ -629,6 +638,7 @@ pub(super) fn continue_call(
     c: &OpenCall,
     next: RunId,
     reply: Option<DeepReply>,
+    open: Option<OpenChoice>,
 ) -> Option<ToDispatch> {
     let module = program.nested_module(&c.tool)?.to_string();
     Some(ToDispatch {
@@ -643,6 +653,7 @@ pub(super) fn continue_call(
             run: Some(next),
             reply,
             ack: None,
+            open,
         }),
     })
 }

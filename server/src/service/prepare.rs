@@ -260,7 +260,7 @@ impl RunService {
             mut resend,
             crashed,
             others,
-        } = self.ready(run, head, reply, deep).await?;
+        } = self.ready(run, head, reply, deep, open).await?;
         // Bound after every refusal: a refused resume starts no Tool.
         let (bound, _) = self.bind_recorded(run, &program, hash).await?;
         // Calls parked for (or out at) remote workers stay theirs: the
@@ -312,6 +312,7 @@ impl RunService {
         head: &FactRef,
         reply: Option<(String, String)>,
         deep: Option<DeepReply>,
+        choice: Option<OpenChoice>,
     ) -> Result<Ready> {
         let (program, mut machine, mut first, recorded) = self.machine_at(run, head).await?;
         if machine.ending().is_some() {
@@ -388,6 +389,7 @@ impl RunService {
                 c,
                 next.clone(),
                 Some(carried),
+                None,
             ));
         } else {
             // Calls a crash left open (not the human ones, which stay open
@@ -400,9 +402,13 @@ impl RunService {
                 .filter(|c| recorded.as_ref().is_none_or(|r| r.contains(&c.call)))
             {
                 match (program.nested_module(&c.tool), links.get(&c.call)) {
-                    (Some(_), Some(n)) => {
-                        resend.extend(super::nested::continue_call(&program, &c, n.clone(), None))
-                    }
+                    (Some(_), Some(n)) => resend.extend(super::nested::continue_call(
+                        &program,
+                        &c,
+                        n.clone(),
+                        None,
+                        choice,
+                    )),
                     (Some(m), None) => resend.push(ToDispatch {
                         call: c.call.clone(),
                         tool: c.tool.clone(),
