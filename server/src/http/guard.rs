@@ -14,8 +14,10 @@
 //!   is authenticated, which a rebinding page cannot do, so any `Host` is
 //!   accepted.
 //! * **Origin** (CSRF): a request whose `Origin` is not the origin of its
-//!   own `Host` is refused (403 `origin-not-allowed`) unless the origin was
-//!   given with `--cors-origin`; those get CORS answers (preflight
+//!   own `Host` — the same scheme (`http`, or a TLS proxy's
+//!   `X-Forwarded-Proto`), host and port — is refused (403
+//!   `origin-not-allowed`) unless the origin was given with
+//!   `--cors-origin`; those get CORS answers (preflight
 //!   `OPTIONS`, `Access-Control-Allow-*`, `Vary: Origin`). The dashboard
 //!   at `/` is same-origin and passes.
 //! * **Content-Type**: a request with a body (or a declared type) to a JSON
@@ -71,6 +73,33 @@ impl Origin {
             port,
         })
     }
+}
+
+impl Origin {
+    /// Whether this is the origin of a request made with `scheme` to
+    /// `host`: scheme, host and port all equal (issue 36: a page from
+    /// `https://127.0.0.1:PORT` is not this plain-HTTP server's page). A
+    /// `Host` without a port names the request scheme's default port.
+    fn same_as(&self, scheme: &str, host: &Authority) -> bool {
+        self.scheme == scheme
+            && self.host == host.host
+            && Some(self.port) == host.port.or(default_port(scheme))
+    }
+}
+
+/// The scheme the client used: `http` (the server speaks no TLS), or what
+/// a TLS proxy in front says in `X-Forwarded-Proto`. Trusting that header
+/// opens nothing to a page: a cross-origin request can carry it only
+/// after a preflight, and the preflight (which cannot carry it) is
+/// refused as cross-origin.
+fn scheme(req: &Request) -> String {
+    req.headers()
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "http".to_string())
 }
 
 /// A `Host` value: the host (lowercase; an IPv6 literal keeps its
@@ -268,9 +297,7 @@ pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Res
         let text = String::from_utf8_lossy(o.as_bytes()).into_owned();
         let parsed = Origin::parse(&text);
         let same = match (&parsed, &host) {
-            (Some(p), Some(a)) => {
-                p.host == a.host && Some(p.port) == a.port.or(default_port(&p.scheme))
-            }
+            (Some(p), Some(a)) => p.same_as(&scheme(&req), a),
             _ => false,
         };
         if !same {
@@ -405,5 +432,42 @@ mod tests {
         }
         assert!(Guard::new("127.0.0.1:1".parse().unwrap(), true, &[], &["nope".into()]).is_err());
         assert!(Guard::new("127.0.0.1:1".parse().unwrap(), true, &["a:1".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn the_same_origin_has_the_same_scheme_host_and_port() {
+        let host = Authority::parse("127.0.0.1:8080").unwrap();
+        let same = |o: &str, scheme: &str| Origin::parse(o).unwrap().same_as(scheme, &host);
+        assert!(same("http://127.0.0.1:8080", "http"));
+        assert!(same("HTTP://127.0.0.1:8080", "http"));
+        assert!(same("https://127.0.0.1:8080", "https"));
+        for other in [
+            "https://127.0.0.1:8080",
+            "ws://127.0.0.1:8080",
+            "http://127.0.0.1:8081",
+            "http://127.0.0.1",
+            "http://127.0.0.1.:8080",
+            "http://localhost:8080",
+        ] {
+            assert!(!same(other, "http"), "{other}");
+        }
+        assert!(!same("http://127.0.0.1:8080", "https"));
+        // No port in Host: the request scheme's default port.
+        let bare = Authority::parse("flow.example").unwrap();
+        assert!(
+            Origin::parse("https://flow.example")
+                .unwrap()
+                .same_as("https", &bare)
+        );
+        assert!(
+            !Origin::parse("https://flow.example")
+                .unwrap()
+                .same_as("http", &bare)
+        );
+        assert!(
+            !Origin::parse("http://flow.example:443")
+                .unwrap()
+                .same_as("https", &bare)
+        );
     }
 }
