@@ -1,7 +1,8 @@
 //! The browser guard (issue 17 item 5): what keeps a web page from driving
 //! a tokenless local server, as Jupyter and the Docker API guard theirs.
-//! One middleware, in front of every route (`/mcp` included), applies three
-//! rules before anything else runs:
+//! One middleware ([`check`]), in front of every route (`/mcp` included),
+//! applies the first two rules before anything else runs; the third is a
+//! layer ([`typed`]) in front of every `/v1` handler that takes a body:
 //!
 //! * **Host** (DNS rebinding): on a server without `--tokens`, the `Host`
 //!   must name the server — `localhost`, a loopback address, the bound
@@ -25,7 +26,9 @@
 //!   `application/x-tar` or `application/octet-stream` (415
 //!   `unsupported-media-type`): the types a form or a no-CORS `fetch` can
 //!   send without a preflight are never accepted. `/mcp` checks its own
-//!   types (rmcp).
+//!   types (rmcp). This rule is a layer of each route's own methods
+//!   ([`typed`]): a method the route does not take is 405 with `Allow`
+//!   whatever its body.
 //!
 //! A refused request reaches no handler, so nothing is recorded.
 
@@ -35,6 +38,7 @@ use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -269,7 +273,23 @@ fn media_refusal(req: &Request) -> Option<ApiError> {
     }
 }
 
-/// The middleware (module documentation).
+/// The Content-Type rule on a route's own methods: every `/v1` route that
+/// takes a body is declared through this. A method router's route layer
+/// runs only once the route took the request's method, so a body sent
+/// with a method the route does not take is 405 with `Allow` (issue 36),
+/// not 415 (axum's `Router::route_layer` would run for the 405 too).
+pub fn typed<S: Clone + Send + Sync + 'static>(r: MethodRouter<S>) -> MethodRouter<S> {
+    r.route_layer(axum::middleware::from_fn(media))
+}
+
+async fn media(req: Request, next: Next) -> Response {
+    match media_refusal(&req) {
+        Some(e) => e.into_response(),
+        None => next.run(req).await,
+    }
+}
+
+/// The Host and Origin rules (module documentation).
 pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let host = authority(&req);
     if g.check_host {
@@ -342,11 +362,7 @@ pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Res
         h.append(header::VARY, HeaderValue::from_static("origin"));
         return r;
     }
-    let refusal = media_refusal(&req);
-    let mut r = match refusal {
-        Some(e) => e.into_response(),
-        None => next.run(req).await,
-    };
+    let mut r = next.run(req).await;
     let h = r.headers_mut();
     if origin.is_some() {
         h.append(header::VARY, HeaderValue::from_static("origin"));

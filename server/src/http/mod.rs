@@ -19,11 +19,13 @@ pub mod dashboard;
 pub mod error;
 pub mod feed;
 pub mod guard;
+pub mod headers;
 pub mod health;
 pub mod hub;
 pub mod listing;
 pub mod metrics;
 pub mod openapi;
+pub mod params;
 pub mod routes;
 pub mod sse;
 pub mod workers;
@@ -183,7 +185,8 @@ impl AppState {
 
 /// The router with every layer: the browser guard ([`guard`]), body
 /// limits (both axum's extractor limit and tower-http's; the archive
-/// upload has its own), request timeouts, tracing, panic catching, auth.
+/// upload has its own), request timeouts, tracing, panic catching, auth,
+/// security headers ([`headers`]).
 /// `bound` is the listening address, which the guard checks `Host`
 /// against.
 pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Router> {
@@ -240,6 +243,8 @@ pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Rout
                 ))
             },
         ))
+        // Around everything that answers, refusals and panics included.
+        .layer(axum::middleware::from_fn(headers::set))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .layer(
             tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([

@@ -8,6 +8,7 @@ use super::answers::{
     RunView, VerdictName,
 };
 use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
+use super::guard::typed;
 use super::listing::{EntryView, StateName};
 use crate::service::Accepted;
 use crate::source::{Sources, module_name_ok};
@@ -32,8 +33,11 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(super::health::get_health))
         .route("/metrics", get(get_metrics))
-        .route("/v1/check", post(check_flow))
-        .route("/v1/runs", post(start_run).get(super::listing::list_runs))
+        .route("/v1/check", typed(post(check_flow)))
+        .route(
+            "/v1/runs",
+            typed(post(start_run).get(super::listing::list_runs)),
+        )
         .route("/v1/runs/{run}", get(get_run))
         .route("/v1/runs/{run}/facts", get(list_facts))
         .route(
@@ -42,10 +46,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/runs/{run}/verify", get(super::listing::verify_run))
         .route("/v1/runs/{run}/events", get(super::sse::run_events))
-        .route("/v1/runs/{run}/resume", post(resume_run))
-        .route("/v1/runs/{run}/replay", post(replay_run))
-        .route("/v1/runs/{run}/fork", post(fork_run))
-        .route("/v1/runs/{run}/halt", post(halt_run))
+        .route("/v1/runs/{run}/resume", typed(post(resume_run)))
+        .route("/v1/runs/{run}/replay", typed(post(replay_run)))
+        .route("/v1/runs/{run}/fork", typed(post(fork_run)))
+        .route("/v1/runs/{run}/halt", typed(post(halt_run)))
         .route("/v1/runs/{run}/sources/{module}", get(get_source))
         .route(
             "/v1/runs/{run}/archive",
@@ -119,7 +123,7 @@ pub struct StartRequest {
     #[schema(value_type = Object)]
     pub input: Json,
     /// Seconds to wait for the run to end or pause (at most 30).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
     pub wait: Option<u64>,
 }
 
@@ -136,7 +140,7 @@ pub struct ResumeRequest {
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
     pub reply: Option<Json>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
     pub wait: Option<u64>,
 }
 
@@ -145,6 +149,7 @@ pub struct ResumeRequest {
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// The fact number of a root-task Checkpoint.
+    #[serde(deserialize_with = "super::params::body_int64")]
     pub checkpoint: u64,
     /// State fields to replace, each decoded against `state_schema`.
     #[schema(value_type = Option<Object>)]
@@ -163,7 +168,7 @@ pub struct ForkRequest {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
     pub wait: Option<u64>,
 }
 
@@ -173,11 +178,14 @@ pub struct ForkRequest {
 pub struct FactsQuery {
     pub kind: Option<String>,
     /// Only the fact with this recorded number.
+    #[serde(default, deserialize_with = "super::params::query_int64")]
     pub fact: Option<u64>,
     pub search: Option<String>,
+    #[serde(default, deserialize_with = "super::params::query_int64")]
     pub offset: Option<u64>,
     /// 1 to 200, default 50.
     #[param(minimum = 1, maximum = 200)]
+    #[serde(default, deserialize_with = "super::params::query_int32")]
     pub limit: Option<u32>,
 }
 

@@ -1,0 +1,244 @@
+//! What attack tests found (issue 36 item 6), each against the real
+//! `flow serve`: integers beyond their declared range, bodies on methods a
+//! route does not take, and the security headers of every kind of answer.
+
+mod common;
+
+use common::serve;
+use reqwest::{Client, Method, Response};
+use serde_json::{Value, json};
+
+fn client() -> Client {
+    Client::builder().no_proxy().build().unwrap()
+}
+
+/// A paused run (the review flow waits on a person): its id.
+async fn paused_run(c: &Client, base: &str) -> String {
+    let r = c
+        .post(format!("{base}/v1/runs"))
+        .json(&json!({"flow": common::review_flow(), "input": {"text": "x"}, "wait": 10}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["state"], "paused", "{v}");
+    v["run"].as_str().unwrap().to_string()
+}
+
+/// A problem+json answer of `status` whose detail names every word.
+async fn problem(r: Response, status: u16, words: &[&str], what: &str) {
+    assert_eq!(r.status().as_u16(), status, "{what}");
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/problem+json",
+        "{what}"
+    );
+    let v: Value = r.json().await.unwrap();
+    let detail = v["detail"].as_str().unwrap_or_default();
+    for w in words {
+        assert!(detail.contains(w), "{what}: {w:?} not in {v}");
+    }
+}
+
+/// Every integer a request carries (query, path, header, JSON body) is
+/// held to the range the OpenAPI document declares for it: one past it is
+/// 400 (422 in a body) naming the parameter and the range, and changes
+/// nothing; the largest value in range is taken.
+#[tokio::test]
+async fn integers_past_their_declared_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let base = &s.base;
+    let run = paused_run(&c, base).await;
+    const OVER: &str = "9223372036854775808";
+    const MAX: &str = "9223372036854775807";
+    let cases = [
+        (format!("/v1/runs/{run}/events?after={OVER}"), "after"),
+        (
+            format!("/v1/runs/{run}/events?after=18446744073709551616"),
+            "after",
+        ),
+        (format!("/v1/runs/{run}/events?after=-1"), "after"),
+        (format!("/v1/runs/{run}/facts?offset={OVER}"), "offset"),
+        (format!("/v1/runs/{run}/facts?fact={OVER}"), "fact"),
+        (format!("/v1/runs/{run}/facts?limit=4294967296"), "limit"),
+        ("/v1/runs?limit=2147483648".to_string(), "limit"),
+        ("/v1/calls?limit=99999999999999999999".to_string(), "limit"),
+        (format!("/v1/runs/{run}/checkpoints/{OVER}"), "fact"),
+    ];
+    for (path, name) in &cases {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        problem(r, 400, &[name, "from 0 to"], path).await;
+    }
+    let r = c
+        .get(format!("{base}/v1/runs/{run}/events"))
+        .header("last-event-id", OVER)
+        .send()
+        .await
+        .unwrap();
+    problem(r, 400, &["Last-Event-ID", MAX], "Last-Event-ID").await;
+
+    // The largest value in range is taken: the handler answers it.
+    let r = c
+        .get(format!("{base}/v1/runs/{run}/facts?offset={MAX}"))
+        .send()
+        .await
+        .unwrap();
+    problem(r, 400, &["past the"], "offset at the range's end").await;
+    let r = c
+        .get(format!("{base}/v1/runs/{run}/checkpoints/{MAX}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // JSON bodies: `wait` and `checkpoint`, refused before anything runs.
+    let runs_before = common::get_json(&c, format!("{base}/v1/runs")).await;
+    let over: u64 = OVER.parse().unwrap();
+    for (path, body) in [
+        (
+            "/v1/runs".to_string(),
+            json!({"flow": common::review_flow(), "input": {"text": "x"}, "wait": over}),
+        ),
+        (format!("/v1/runs/{run}/fork"), json!({"checkpoint": over})),
+        (format!("/v1/runs/{run}/resume"), json!({"wait": over})),
+    ] {
+        let r = c
+            .post(format!("{base}{path}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        problem(r, 422, &[MAX], &path).await;
+    }
+    assert_eq!(
+        common::get_json(&c, format!("{base}/v1/runs")).await,
+        runs_before
+    );
+}
+
+/// A body sent with a method the route does not take is 405 with `Allow`
+/// (the Content-Type rule runs only once a route took the method), whatever
+/// its type; the route's own method with a wrong type stays 415.
+#[tokio::test]
+async fn a_body_on_a_method_the_route_does_not_take_is_405() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let base = &s.base;
+    let run = paused_run(&c, base).await;
+    for (method, path, ty, allow) in [
+        (Method::POST, format!("/v1/runs/{run}"), "text/plain", "GET"),
+        (
+            Method::POST,
+            format!("/v1/runs/{run}/facts"),
+            "application/x-www-form-urlencoded",
+            "GET",
+        ),
+        (Method::PUT, "/v1/runs".to_string(), "text/plain", "POST"),
+        (
+            Method::PATCH,
+            format!("/v1/runs/{run}/halt"),
+            "text/plain",
+            "POST",
+        ),
+        (
+            Method::DELETE,
+            "/v1/runs".to_string(),
+            "application/json",
+            "GET",
+        ),
+        (
+            Method::PUT,
+            "/v1/archives".to_string(),
+            "text/plain",
+            "POST",
+        ),
+        (Method::GET, "/v1/check".to_string(), "text/plain", "POST"),
+    ] {
+        let what = format!("{method} {path} as {ty}");
+        let r = c
+            .request(method, format!("{base}{path}"))
+            .header("content-type", ty)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let allowed = r
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        assert!(allowed.contains(allow), "{what}: Allow {allowed:?}");
+        problem(r, 405, &["Allow"], &what).await;
+    }
+    let r = c
+        .post(format!("{base}/v1/runs"))
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    problem(r, 415, &["application/json"], "POST /v1/runs as text/plain").await;
+}
+
+/// Every kind of answer carries a Content-Security-Policy that forbids
+/// framing, `nosniff` and `no-referrer`: the dashboard and the API docs
+/// each their own policy, every API answer (JSON, problem+json, SSE, a
+/// guard's refusal, a 404, a 405) one that lets nothing load.
+#[tokio::test]
+async fn every_answer_carries_its_kinds_security_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let base = &s.base;
+    let run = paused_run(&c, base).await;
+    let csp = |r: &Response| -> String {
+        let h = r.headers();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{}", r.url());
+        assert_eq!(h["referrer-policy"], "no-referrer", "{}", r.url());
+        let p = h["content-security-policy"].to_str().unwrap().to_string();
+        assert!(p.contains("frame-ancestors 'none'"), "{}: {p}", r.url());
+        assert!(p.starts_with("default-src 'none'"), "{}: {p}", r.url());
+        p
+    };
+    let get = |path: String| c.get(format!("{base}{path}")).send();
+
+    let dashboard = csp(&get("/".into()).await.unwrap());
+    assert!(dashboard.contains("script-src 'self'"), "{dashboard}");
+    let r = get("/docs/".into()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let docs = csp(&r);
+    assert!(docs.contains("script-src 'self'"), "{docs}");
+    assert!(docs.contains("connect-src 'self'"), "{docs}");
+    let r = get("/docs/swagger-ui.css".into()).await.unwrap();
+    assert_eq!(csp(&r), docs);
+
+    let api = csp(&get("/v1/runs".into()).await.unwrap());
+    assert!(!api.contains("script-src"), "{api}");
+    assert_ne!(api, dashboard);
+    assert_ne!(api, docs);
+    for (what, r) in [
+        ("a run", get(format!("/v1/runs/{run}")).await.unwrap()),
+        ("health", get("/healthz".into()).await.unwrap()),
+        ("openapi", get("/openapi.json".into()).await.unwrap()),
+        ("404", get("/v1/nothing".into()).await.unwrap()),
+        (
+            "405",
+            c.delete(format!("{base}/v1/runs")).send().await.unwrap(),
+        ),
+        (
+            "a guard's refusal",
+            c.post(format!("{base}/v1/runs/{run}/halt"))
+                .header("origin", "http://attacker.example")
+                .send()
+                .await
+                .unwrap(),
+        ),
+        ("SSE", get(format!("/v1/runs/{run}/events")).await.unwrap()),
+    ] {
+        assert_eq!(csp(&r), api, "{what}");
+    }
+}
