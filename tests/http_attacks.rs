@@ -242,3 +242,103 @@ async fn every_answer_carries_its_kinds_security_headers() {
         assert_eq!(csp(&r), api, "{what}");
     }
 }
+
+/// A 2.5 MB flow of 18,000 nodes (the issue's size): a chain of
+/// transforms.
+fn large_flow() -> Value {
+    let mut nodes =
+        vec![json!({"id": "start", "type": "input", "output_schema": {"x": {"type": "string"}}})];
+    let mut edges = Vec::new();
+    let mut prev = "start".to_string();
+    for i in 0..17_998 {
+        let id = format!("n{i}");
+        nodes.push(json!({"id": id, "type": "transform", "mode": "mapping",
+            "mapping": [{"from": "$.state.x", "to": "y"}]}));
+        edges.push(json!({"from": prev, "to": id}));
+        prev = id;
+    }
+    nodes.push(json!({"id": "done", "type": "output"}));
+    edges.push(json!({"from": prev, "to": "done"}));
+    json!({
+        "spec_version": "1.0.0",
+        "id": "large",
+        "state_schema": {"type": "object",
+            "properties": {"x": {"type": "string"}, "y": {"type": "string"}}, "required": ["x"]},
+        "nodes": nodes,
+        "edges": edges
+    })
+}
+
+/// Several large `POST /v1/check` at once (issue 36: four held `/healthz`
+/// for 15 s): each checks off the async runtime, a bounded number at once,
+/// the rest refused 503 `busy` with `Retry-After`; `/healthz` answers
+/// within 1 s all the while (a generous bound: it answers in milliseconds).
+#[tokio::test]
+async fn large_checks_leave_the_server_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let base = s.base.clone();
+    let body = json!({ "flow": large_flow() }).to_string();
+    assert!(body.len() > 2_000_000, "{}", body.len());
+    let mut checks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (c, url, body) = (c.clone(), format!("{base}/v1/check"), body.clone());
+        checks.spawn(async move {
+            let r = c
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let retry = r.headers().get("retry-after").cloned();
+            let v: Value = r.json().await.unwrap();
+            (status, retry, v)
+        });
+    }
+    let (mut probes, mut slowest, mut served) = (0, std::time::Duration::ZERO, 0);
+    while !checks.is_empty() {
+        let t = std::time::Instant::now();
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            c.get(format!("{base}/healthz")).send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("/healthz did not answer within 1 s (probe {probes})"))
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        probes += 1;
+        slowest = slowest.max(t.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        while let Some(done) = checks.try_join_next() {
+            let (status, retry, v) = done.unwrap();
+            match status {
+                200 => {
+                    assert_eq!(v["ok"], true, "{v}");
+                    served += 1;
+                }
+                503 => {
+                    assert_eq!(v["type"], "urn:flowd:problem:busy", "{v}");
+                    assert!(retry.is_some(), "503 without Retry-After: {v}");
+                }
+                s => panic!("a large check answered {s}: {v}"),
+            }
+        }
+    }
+    eprintln!(
+        "{served} of 6 large checks served, the rest busy; /healthz asked {probes} times, slowest {slowest:?}"
+    );
+    assert!(served >= 1, "no large check was served");
+    assert!(probes > 1, "the checks ended before /healthz was asked");
+    // Once they are done, a large check is served again.
+    let r = c
+        .post(format!("{base}/v1/check"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}

@@ -11,8 +11,10 @@ use super::error::{ApiError, ApiResult, Body, PathArgs, QueryArgs, run_id};
 use super::guard::typed;
 use super::listing::{EntryView, StateName};
 use crate::service::Accepted;
+use crate::service::checks::Checks;
 use crate::source::{Sources, module_name_ok};
 use axum::Router;
+use axum::extract::FromRequest;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -254,10 +256,28 @@ pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
     responses(
         (status = 200, description = "Diagnostics (errors counts the error ones)", body = CheckAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A body of the wrong shape", body = super::openapi::Problem, content_type = "application/problem+json")))]
-pub async fn check_flow(Body(req): Body<CheckRequest>) -> ApiResult<Response> {
-    let sources = sources(&req.flow, &req.modules, &req.name)?;
-    let (all, errors) = sources.diagnostics();
+        (status = 422, description = "A body of the wrong shape", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Busy: as many large programs as the server checks at once are being checked; again after Retry-After", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn check_flow(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> ApiResult<Response> {
+    // A large program checks off the async runtime, a bounded number at
+    // once (service::checks; 503 busy past it). The body's length bounds
+    // the sources' (a chunked body counts as large); the permit is taken
+    // before the body is read, so a busy answer costs nothing.
+    let size = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(usize::MAX);
+    let permit = state.service().checks().permit(size)?;
+    let Body(req) = Body::<CheckRequest>::from_request(request, &state).await?;
+    let (all, errors) = Checks::under(permit, move || {
+        let sources = sources(&req.flow, &req.modules, &req.name)?;
+        Ok::<_, ApiError>(sources.diagnostics())
+    })
+    .await?;
     typed_response(
         StatusCode::OK,
         &CheckAnswer {
@@ -289,7 +309,8 @@ fn answer(status: StatusCode, a: &RunAnswer) -> ApiResult<Response> {
         (status = 201, description = "Started: `{run, state}` (with `wait`, the ending or the pending calls)", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The program does not check, a Tool is unbound, or the input does not decode; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "The program does not check, a Tool is unbound, or the input does not decode; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Busy: as many large programs as the server checks at once are being checked; again after Retry-After", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn start_run(
     State(state): State<AppState>,
     Body(req): Body<StartRequest>,
@@ -652,7 +673,8 @@ pub async fn replay_run(
         (status = 201, description = "The new run: `{run, state, parent}`", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a root checkpoint, a `set` value does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "Not a root checkpoint, a `set` value does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Busy: as many large programs as the server checks at once are being checked; again after Retry-After", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn fork_run(
     State(state): State<AppState>,
     PathArgs(parent): PathArgs<String>,
