@@ -342,3 +342,162 @@ async fn large_checks_leave_the_server_answering() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"attack-test","version":"1"}}}"#;
+
+/// An MCP `initialize` on `/mcp`, with a token or none: the status, the
+/// session id (when one opened), `Retry-After` and the problem document
+/// (when refused).
+async fn initialize(c: &Client, base: &str, token: Option<&str>) -> (u16, Option<String>, Value) {
+    let mut r = c
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    let r = r.body(INITIALIZE).send().await.unwrap();
+    let status = r.status().as_u16();
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let retry = r.headers().get("retry-after").is_some();
+    let problem = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v == "application/problem+json");
+    let text = r.text().await.unwrap();
+    let v = if problem {
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v["retryAfterHeader"] = json!(retry);
+        v
+    } else {
+        Value::Null
+    };
+    (status, session, v)
+}
+
+/// The resident set of a process (`VmRSS`), in kB.
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 36: 26,000 `initialize` took a server to 2.7 GB. Now 3,000 of
+/// them (16 at a time) on a tokenless server — one token's worth — open
+/// its 32 sessions and are refused 429 problem+json with `Retry-After`
+/// past that; the server's RSS grows by far less than 3,000 sessions would
+/// hold (~100 kB each: 300 MB).
+#[tokio::test]
+async fn idle_mcp_sessions_are_capped_and_memory_stays_bounded() {
+    const N: usize = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let pid = s.child.id();
+    // Warm up (the first session loads what every session shares).
+    let (status, _, _) = initialize(&c, &s.base, None).await;
+    assert_eq!(status, 200);
+    let before = rss_kb(pid);
+    let mut opened = 1;
+    let mut refused = 0;
+    let mut left = N - 1;
+    while left > 0 {
+        let batch = left.min(16);
+        left -= batch;
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..batch {
+            let (c, base) = (c.clone(), s.base.clone());
+            set.spawn(async move { initialize(&c, &base, None).await });
+        }
+        while let Some(r) = set.join_next().await {
+            let (status, session, v) = r.unwrap();
+            match status {
+                200 => {
+                    assert!(session.is_some());
+                    opened += 1;
+                }
+                429 => {
+                    assert_eq!(v["type"], "urn:flowd:problem:too-many-sessions", "{v}");
+                    assert_eq!(v["retryAfterHeader"], true, "{v}");
+                    refused += 1;
+                }
+                s => panic!("initialize answered {s}: {v}"),
+            }
+        }
+    }
+    let after = rss_kb(pid);
+    eprintln!("{N} initialize: {opened} opened, {refused} refused; RSS {before} kB -> {after} kB");
+    assert_eq!(opened, 32, "the per-token cap");
+    assert_eq!(refused, N - 32);
+    assert!(
+        after.saturating_sub(before) < 64 * 1024,
+        "RSS grew from {before} kB to {after} kB"
+    );
+}
+
+/// Caps per token (429) and for the server (503), a closed session's
+/// place given back, and idle sessions closed: with tokens, two per token,
+/// three on the server, one second of idleness.
+#[tokio::test]
+async fn mcp_sessions_are_capped_per_token_and_globally_and_expire_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let (a, b) = ("aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb");
+    std::fs::write(&tokens, format!("{a} read\n{b} read\n")).unwrap();
+    let s = serve(
+        &dir.path().join("data"),
+        &[
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--mcp-sessions",
+            "3",
+            "--mcp-sessions-per-token",
+            "2",
+            "--mcp-idle-seconds",
+            "1",
+        ],
+    );
+    let c = client();
+    let base = &s.base;
+    // Idle sessions are closed after a second; open them back to back and
+    // check the caps at once.
+    let (s1, a1, _) = initialize(&c, base, Some(a)).await;
+    let (s2, _, _) = initialize(&c, base, Some(a)).await;
+    let (s3, _, per_token) = initialize(&c, base, Some(a)).await;
+    let (s4, _, _) = initialize(&c, base, Some(b)).await;
+    let (s5, _, global) = initialize(&c, base, Some(b)).await;
+    assert_eq!((s1, s2, s3, s4, s5), (200, 200, 429, 200, 503));
+    assert_eq!(per_token["type"], "urn:flowd:problem:too-many-sessions");
+    assert_eq!(global["type"], "urn:flowd:problem:busy");
+    assert_eq!(global["retryAfterHeader"], true);
+    // A client's DELETE gives its place back at once.
+    let r = c
+        .delete(format!("{base}/mcp"))
+        .bearer_auth(a)
+        .header("mcp-session-id", a1.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let (s6, _, v) = initialize(&c, base, Some(b)).await;
+    assert_eq!(s6, 200, "{v}");
+    // Idle sessions are closed: every place comes back (the wait is a
+    // bound, not a measurement).
+    let mut freed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (s1, _, _) = initialize(&c, base, Some(a)).await;
+        let (s2, _, _) = initialize(&c, base, Some(a)).await;
+        let (s3, _, _) = initialize(&c, base, Some(b)).await;
+        if (s1, s2, s3) == (200, 200, 200) {
+            freed = true;
+            break;
+        }
+    }
+    assert!(freed, "idle sessions were not closed");
+}

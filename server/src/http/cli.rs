@@ -97,6 +97,18 @@ pub struct ServeArgs {
     /// flow.toml. Polls are held half as long.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::service::remote::TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub worker_timeout: u64,
+    /// The most MCP sessions (`/mcp`) open at once; past it an
+    /// `initialize` is refused 503.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub mcp_sessions: u64,
+    /// The most MCP sessions one token may hold open (a tokenless server
+    /// is one token); past it an `initialize` is refused 429.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub mcp_sessions_per_token: u64,
+    /// An MCP session with no request in flight for this many seconds is
+    /// closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub mcp_idle_seconds: u64,
 }
 
 /// The lease time unless --lease-seconds says otherwise.
@@ -165,6 +177,11 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             wait: args.worker_wait,
             timeout: Duration::from_secs(args.worker_timeout),
             cluster: args.postgres.is_some(),
+        },
+        mcp_sessions: crate::mcp::sessions::SessionLimits {
+            global: args.mcp_sessions as usize,
+            per_token: args.mcp_sessions_per_token as usize,
+            idle: Duration::from_secs(args.mcp_idle_seconds),
         },
         drives: None,
     })

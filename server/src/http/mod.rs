@@ -78,6 +78,8 @@ pub struct ServeOptions {
     /// Remote workers: which declarations they serve (`--workers`), and
     /// how long silence makes one lost.
     pub workers: WorkerOptions,
+    /// `/mcp` sessions: how many, and how long one may sit unused.
+    pub mcp_sessions: crate::mcp::sessions::SessionLimits,
     /// The runtime runs are driven on (`flow serve` builds one of its own:
     /// [`crate::service::ServiceOptions::drives`]); `None` for the
     /// server's own.
@@ -98,6 +100,7 @@ impl Default for ServeOptions {
             max_steps: crate::service::MAX_STEPS,
             lease: None,
             workers: WorkerOptions::default(),
+            mcp_sessions: Default::default(),
             drives: None,
         }
     }
