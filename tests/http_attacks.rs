@@ -501,3 +501,130 @@ async fn mcp_sessions_are_capped_per_token_and_globally_and_expire_when_idle() {
     }
     assert!(freed, "idle sessions were not closed");
 }
+
+/// The runs the view of `run` lists as its children.
+async fn children_of(c: &Client, base: &str, run: &str) -> Vec<Value> {
+    let v = common::get_json(c, format!("{base}/v1/runs/{run}")).await;
+    v["children"].as_array().cloned().unwrap_or_default()
+}
+
+/// A paused review run and a fork of it, on the server at `base`: their
+/// ids.
+async fn run_and_fork(c: &Client, base: &str) -> (String, String) {
+    let run = paused_run(c, base).await;
+    let cps = common::get_json(c, format!("{base}/v1/runs/{run}/facts?kind=Checkpoint")).await;
+    let cp = cps["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fact"]["node"] == "review")
+        .expect("a checkpoint at review")["n"]
+        .as_u64()
+        .unwrap();
+    let r = c
+        .post(format!("{base}/v1/runs/{run}/fork"))
+        .json(&json!({ "checkpoint": cp }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let f: Value = r.json().await.unwrap();
+    (run, f["run"].as_str().unwrap().to_string())
+}
+
+/// Issue 36: `GET /v1/runs/{run}` took 0.5-0.8 s on Postgres at 2,200
+/// runs — the run's children were found by reading every run after it.
+/// At 10,000 runs (inserted into the runs index by SQL, 100 of them forks
+/// of one another run, the index analysed as autovacuum would) the view
+/// lists the real fork, and the children's query plan reads no part of the
+/// runs table but by index (no `Seq Scan on runs`); the answer comes
+/// within 1 s (a generous bound: milliseconds).
+#[tokio::test]
+async fn run_view_on_postgres_reads_children_by_index() {
+    let Some(db) = common::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        &["--postgres", &db.url, "--postgres-schema", &db.name],
+    );
+    let c = client();
+    let (run, fork) = run_and_fork(&c, &s.base).await;
+    // Ids after the real runs' (the old scan read from the run on), in the
+    // run id form (`run-` and 26 base-32 digits).
+    db.query(
+        "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run,
+                           parent_checkpoint, last_n, last_hash, created_ms, updated_ms)
+         SELECT 'run-7' || lpad(g::text, 25, '0'), 'completed', 'flow.json', 'main', 'sha256:0',
+                CASE WHEN g % 100 = 0 THEN 'run-7' || lpad('1', 25, '0') END,
+                CASE WHEN g % 100 = 0 THEN 2 END,
+                3, '\\x00'::bytea, 0, 0
+         FROM generate_series(1, 10000) AS g;
+         ANALYZE runs;",
+    );
+    let n = db.query("SELECT count(*) FROM runs");
+    assert_eq!(n[0][0].as_deref(), Some("10002"));
+
+    let t = std::time::Instant::now();
+    let children = children_of(&c, &s.base, &run).await;
+    let took = t.elapsed();
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_eq!(children[0]["run"], fork.as_str());
+    assert_eq!(children[0]["kind"], "fork");
+    let fake = format!("run-7{:0>25}", 1);
+    assert_eq!(children_of(&c, &s.base, &fake).await.len(), 0, "not a run");
+    eprintln!("GET /v1/runs/{{run}} at 10,002 runs: {took:?}");
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+
+    // The plans the server's prepared statement may run: the generic one
+    // (the run a parameter) and a custom one. Each reads the runs table
+    // by the two indexes only: no sequential scan, and no walk of the id
+    // index filtering every row.
+    for mode in ["force_generic_plan", "force_custom_plan"] {
+        let plan = db.query(&format!(
+            "PREPARE children(text, bigint) AS {q};
+             SET plan_cache_mode = {mode};
+             EXPLAIN EXECUTE children('{run}', 2001);",
+            q = flow_store::postgres::CHILDREN_QUERY
+        ));
+        let text = plan
+            .into_iter()
+            .filter_map(|r| r[0].clone())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for bad in ["Seq Scan", "runs_id_key", "runs_pkey", "Filter"] {
+            assert!(!text.contains(bad), "{mode}: {bad}\n{text}");
+        }
+        assert!(text.contains("runs_by_parent"), "{mode}\n{text}");
+        assert!(text.contains("runs_by_outer"), "{mode}\n{text}");
+    }
+}
+
+/// The same query on SQLite reads the runs table by its two indexes.
+#[tokio::test]
+async fn run_view_on_sqlite_reads_children_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let (run, fork) = run_and_fork(&c, &s.base).await;
+    let children = children_of(&c, &s.base, &run).await;
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_eq!(children[0]["run"], fork.as_str());
+    let db = rusqlite::Connection::open(dir.path().join("flow.db")).unwrap();
+    let mut st = db
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            flow_store::sqlite::CHILDREN_QUERY
+        ))
+        .unwrap();
+    let plan: Vec<String> = st
+        .query_map(rusqlite::params![run, 2001], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let text = plan.join("\n");
+    assert!(!text.contains("SCAN runs"), "{text}");
+    assert!(text.contains("runs_by_parent"), "{text}");
+    assert!(text.contains("runs_by_outer"), "{text}");
+}

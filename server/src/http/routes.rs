@@ -20,7 +20,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use flow_engine::replay::Verdict;
-use flow_store::{DiscoveryQuery, FactKind, HistoryQuery, RunId, RunInfo};
+use flow_store::{ChildLink, FactKind, HistoryQuery, RunId, RunInfo};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -433,55 +433,29 @@ fn expand(
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
-fn children(state: &AppState, run: &RunId, cap: usize) -> ApiResult<(Vec<ChildRef>, bool)> {
-    let store = state.store();
-    let mut out = Vec::new();
-    let mut after = Some(run.to_string());
-    let mut seen = 0usize;
-    loop {
-        let q = DiscoveryQuery {
-            limit: Some(DiscoveryQuery::MAX_LIMIT),
-            after: after.clone(),
-            state: None,
-        };
-        let page = store.discover(&q)?;
-        for row in &page.runs {
-            seen += 1;
-            let Ok(id) = RunId::parse(&row.run) else {
-                continue;
-            };
-            let Ok(info) = store.run_info(&id) else {
-                continue;
-            };
-            if let Some((p, cp)) = &info.parent
-                && p == run.as_str()
-            {
-                out.push(ChildRef {
-                    run: row.run.clone(),
-                    kind: "fork".into(),
-                    checkpoint: Some(*cp),
-                    call: None,
-                });
-            }
-            if let Some((o, call)) = &info.outer
-                && o == run.as_str()
-            {
-                out.push(ChildRef {
-                    run: row.run.clone(),
-                    kind: "nested".into(),
-                    checkpoint: None,
-                    call: Some(call.clone()),
-                });
-            }
-        }
-        if seen >= cap {
-            return Ok((out, page.next_after.is_some()));
-        }
-        match page.next_after {
-            Some(n) => after = Some(n),
-            None => return Ok((out, false)),
-        }
-    }
+fn children(state: &AppState, run: &RunId, cap: u32) -> ApiResult<(Vec<ChildRef>, bool)> {
+    // By the runs index's parent and outer columns (issue 36: reading
+    // every run after this one took 0.5-0.8 s at 2,200 runs on Postgres).
+    let page = state.store().children(run, cap)?;
+    let out = page
+        .children
+        .into_iter()
+        .map(|c| match c.link {
+            ChildLink::Fork { checkpoint } => ChildRef {
+                run: c.run,
+                kind: "fork".into(),
+                checkpoint: Some(checkpoint),
+                call: None,
+            },
+            ChildLink::Nested { call } => ChildRef {
+                run: c.run,
+                kind: "nested".into(),
+                checkpoint: None,
+                call: Some(call),
+            },
+        })
+        .collect();
+    Ok((out, page.truncated))
 }
 
 fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
