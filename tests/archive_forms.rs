@@ -271,3 +271,59 @@ fn import_refuses_fifos_and_devices_without_reading_them() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["runs"], json!([]), "{v}");
 }
+
+/// A process's peak resident set (`VmHWM`), in kB.
+fn peak_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 36: an import held ~15× the archive in memory (33 MiB → 536
+/// MB). A 40,000-fact run's archive (~30 MB) imported over HTTP raises the
+/// importing server's peak resident set by well under that (a generous
+/// bound: five times the archive); the run is imported whole.
+#[tokio::test]
+async fn a_large_import_holds_a_bounded_multiple_of_the_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = large_run(&tmp.path().join("a"), 40_000);
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let tar = {
+        let a = serve(&tmp.path().join("a"), &[]);
+        c.get(format!("{}/v1/runs/{run}/archive", a.base))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    };
+    let b = serve(&tmp.path().join("b"), &[]);
+    let pid = b.child.id();
+    // The server's own baseline: a request served, the store open.
+    let _ = common::get_json(&c, format!("{}/v1/runs", b.base)).await;
+    let before = peak_kb(pid);
+    let r = c
+        .post(format!("{}/v1/archives", b.base))
+        .header("content-type", "application/x-tar")
+        .body(tar.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["facts"], 40_002, "{v}");
+    let grew = peak_kb(pid) - before;
+    let archive = tar.len() as u64 / 1024;
+    eprintln!(
+        "import of a {archive} kB archive: peak RSS +{grew} kB ({:.1}x)",
+        grew as f64 / archive as f64
+    );
+    assert!(
+        grew < 5 * archive,
+        "peak RSS +{grew} kB for a {archive} kB archive"
+    );
+}

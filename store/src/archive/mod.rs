@@ -49,14 +49,16 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// hostile archive from exhausting memory.
 pub const IMPORT_FILE_LIMIT: u64 = 1 << 30;
 
-/// One fact read from an archive, checked.
+/// One fact read from an archive, checked: its stored text, not its
+/// parsed value (a value tree is several times its text; issue 36: an
+/// import held ~15× the archive). The first and last facts' values are
+/// kept beside ([`VerifiedArchive`]).
 #[derive(Clone, Debug)]
 pub struct ArchivedFact {
     pub n: u64,
     pub kind: FactKind,
     pub hash: [u8; 32],
     pub body: String,
-    pub fact: Value,
 }
 
 /// An archive whose chain and every blob were verified. Only
@@ -66,6 +68,10 @@ pub struct ArchivedFact {
 pub struct VerifiedArchive {
     pub(crate) run: RunId,
     pub(crate) facts: Vec<ArchivedFact>,
+    /// The Start's value (the runs index reads its entry, parent, outer).
+    pub(crate) first: Value,
+    /// The last fact's value (an End's ending).
+    pub(crate) last: Value,
     pub(crate) blobs: Vec<NewBlob>,
     pub(crate) host: Vec<HostRecordRow>,
 }
@@ -249,6 +255,11 @@ fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
 #[derive(Debug, Default)]
 pub(crate) struct HistoryScan {
     pub facts: Vec<ArchivedFact>,
+    /// The first and last checked facts' values.
+    pub first: Option<Value>,
+    pub last: Option<Value>,
+    /// The fact `see` refused (see [`scan_history`]), and why.
+    pub refused: Option<(u64, String)>,
     /// An unfinished physical tail (seed: "truncated reports an unfinished
     /// physical tail").
     pub truncated: bool,
@@ -263,7 +274,7 @@ fn check_line(
     n: u64,
     prev: &[u8; 32],
     run: &mut Option<String>,
-) -> Result<ArchivedFact, String> {
+) -> Result<(ArchivedFact, Value), String> {
     let text = std::str::from_utf8(line.as_bytes()).map_err(|_| "not UTF-8".to_string())?;
     let (w, is_canonical) =
         flow_abi::json::parse_checking_canonical(text).map_err(|e| format!("not JSON: {e}"))?;
@@ -296,19 +307,28 @@ fn check_line(
         return Err("the chain hash does not match".into());
     }
     *run = Some(run_id);
-    Ok(ArchivedFact {
-        n,
-        kind,
-        hash: h,
-        body,
+    Ok((
+        ArchivedFact {
+            n,
+            kind,
+            hash: h,
+            body,
+        },
         fact,
-    })
+    ))
 }
 
 /// Checks a history file's bytes. `dir_run`: the run id the directory
 /// names (seed: "A Start whose run identity differs from the directory ID
-/// is unreadable").
-pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
+/// is unreadable"). `see` is shown each checked fact with its value while
+/// the value is at hand (import verifies its blobs there), and may refuse
+/// it: the scan stops, [`HistoryScan::refused`] saying why. Only the first
+/// and last values are kept.
+pub(crate) fn scan_history(
+    bytes: &[u8],
+    dir_run: Option<&str>,
+    see: &mut dyn FnMut(&ArchivedFact, &Value) -> Result<(), String>,
+) -> HistoryScan {
     let mut scan = HistoryScan::default();
     let complete_len = bytes
         .iter()
@@ -346,7 +366,7 @@ pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
             check_line(line, n, &prev, &mut run)
         };
         match result {
-            Ok(f) => {
+            Ok((f, value)) => {
                 if n == 1
                     && let Some(d) = dir_run
                     && run.as_deref() != Some(d)
@@ -360,7 +380,15 @@ pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
                     ));
                     return scan;
                 }
+                if let Err(reason) = see(&f, &value) {
+                    scan.refused = Some((n, reason));
+                    return scan;
+                }
                 prev = f.hash;
+                if n == 1 {
+                    scan.first = Some(value.clone());
+                }
+                scan.last = Some(value);
                 scan.facts.push(f);
             }
             Err(reason) if last_complete && !scan.truncated => {
@@ -454,9 +482,50 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         .file_name()
         .and_then(|n| n.to_str())
         .filter(|n| RunId::parse(n).is_ok());
-    let scan = scan_history(&bytes, dir_run);
+    // Every blob a fact names is verified (and loaded for the import)
+    // while the fact's value is at hand; only its text is kept.
+    let blob_dir = dir.join("blobs");
+    let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut verifier = BlobVerifier::default();
+    // Which file a refusal of `see` is about.
+    let mut refused_in = "blobs";
+    let scan = {
+        let mut see = |f: &ArchivedFact, fact: &Value| -> std::result::Result<(), String> {
+            let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
+                let b = read_import_file(&blob_dir.join(hex::encode(h)), "blobs")?;
+                if let Some(b) = &b {
+                    loaded.insert(*h, b.clone());
+                }
+                Ok(b)
+            };
+            verifier.verify_refs_in(fact, &mut load)?;
+            if f.kind == FactKind::Start {
+                for s in fact
+                    .get("sources")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let (Some(h), Some(l)) = (
+                        s.get("hash").and_then(Value::as_str).and_then(parse_hash),
+                        s.get("length").and_then(Value::as_u64),
+                    ) else {
+                        refused_in = "history.jsonl";
+                        return Err("a source entry is malformed".into());
+                    };
+                    verifier.verify_source(&h, l, &mut load)?;
+                }
+            }
+            Ok(())
+        };
+        scan_history(&bytes, dir_run, &mut see)
+    };
+    drop(bytes);
     if let Some((n, reason)) = scan.error {
         return Err(refuse("history.jsonl", Some(n), reason));
+    }
+    if let Some((n, reason)) = scan.refused {
+        return Err(refuse(refused_in, Some(n), reason));
     }
     if let Some((n, reason)) = scan.tail_reason {
         return Err(refuse(
@@ -465,54 +534,12 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
             format!("truncated: {reason}"),
         ));
     }
-    let Some(first) = scan.facts.first() else {
+    let (Some(first), Some(last)) = (scan.first, scan.last) else {
         return Err(refuse("history.jsonl", None, "the history is empty".into()));
     };
-    let run_text = first
-        .fact
-        .get("run")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let run_text = first.get("run").and_then(Value::as_str).unwrap_or_default();
     let run =
         RunId::parse(run_text).map_err(|e| refuse("history.jsonl", Some(1), e.to_string()))?;
-    let blob_dir = dir.join("blobs");
-    let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
-    let mut verifier = BlobVerifier::default();
-    for f in &scan.facts {
-        let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
-            let b = read_import_file(&blob_dir.join(hex::encode(h)), "blobs")?;
-            if let Some(b) = &b {
-                loaded.insert(*h, b.clone());
-            }
-            Ok(b)
-        };
-        verifier
-            .verify_refs_in(&f.fact, &mut load)
-            .map_err(|reason| refuse("blobs", Some(f.n), reason))?;
-        if f.kind == FactKind::Start {
-            for s in f
-                .fact
-                .get("sources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let (Some(h), Some(l)) = (
-                    s.get("hash").and_then(Value::as_str).and_then(parse_hash),
-                    s.get("length").and_then(Value::as_u64),
-                ) else {
-                    return Err(refuse(
-                        "history.jsonl",
-                        Some(1),
-                        "a source entry is malformed".into(),
-                    ));
-                };
-                verifier
-                    .verify_source(&h, l, &mut load)
-                    .map_err(|reason| refuse("blobs", Some(1), reason))?;
-            }
-        }
-    }
     let mut host = Vec::new();
     let hostp = dir.join("host.jsonl");
     if let Some(b) = read_import_file(&hostp, "host.jsonl")? {
@@ -549,6 +576,8 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     Ok(VerifiedArchive {
         run,
         facts: scan.facts,
+        first,
+        last,
         blobs,
         host,
     })
