@@ -440,32 +440,41 @@ async fn idle_mcp_sessions_are_capped_and_memory_stays_bounded() {
     );
 }
 
-/// Caps per token (429) and for the server (503), a closed session's
-/// place given back, and idle sessions closed: with tokens, two per token,
-/// three on the server, one second of idleness.
-#[tokio::test]
-async fn mcp_sessions_are_capped_per_token_and_globally_and_expire_when_idle() {
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
-    let (a, b) = ("aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb");
-    std::fs::write(&tokens, format!("{a} read\n{b} read\n")).unwrap();
-    let s = serve(
-        &dir.path().join("data"),
+/// `flow serve` with two tokens, two MCP sessions per token, three on the
+/// server, closed after `idle` seconds unused.
+fn capped_server(dir: &std::path::Path, idle: &str) -> common::Server {
+    std::fs::write(
+        dir.join("tokens"),
+        format!("{TOKEN_A} read\n{TOKEN_B} read\n"),
+    )
+    .unwrap();
+    serve(
+        &dir.join("data"),
         &[
             "--tokens",
-            tokens.to_str().unwrap(),
+            dir.join("tokens").to_str().unwrap(),
             "--mcp-sessions",
             "3",
             "--mcp-sessions-per-token",
             "2",
             "--mcp-idle-seconds",
-            "1",
+            idle,
         ],
-    );
+    )
+}
+
+const TOKEN_A: &str = "aaaaaaaaaaaaaaaaaaaa";
+const TOKEN_B: &str = "bbbbbbbbbbbbbbbbbbbb";
+
+/// Caps per token (429) and for the server (503), and a closed session's
+/// place given back: two per token, three on the server.
+#[tokio::test]
+async fn mcp_sessions_are_capped_per_token_and_globally() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = capped_server(dir.path(), "600");
+    let (a, b) = (TOKEN_A, TOKEN_B);
     let c = client();
     let base = &s.base;
-    // Idle sessions are closed after a second; open them back to back and
-    // check the caps at once.
     let (s1, a1, _) = initialize(&c, base, Some(a)).await;
     let (s2, _, _) = initialize(&c, base, Some(a)).await;
     let (s3, _, per_token) = initialize(&c, base, Some(a)).await;
@@ -486,17 +495,43 @@ async fn mcp_sessions_are_capped_per_token_and_globally_and_expire_when_idle() {
     assert!(r.status().is_success(), "{}", r.status());
     let (s6, _, v) = initialize(&c, base, Some(b)).await;
     assert_eq!(s6, 200, "{v}");
+}
+
+/// Sessions left unused are closed, and their places come back: three
+/// sessions (the server's cap) left idle, one second of idleness.
+#[tokio::test]
+async fn idle_mcp_sessions_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = capped_server(dir.path(), "1");
+    let (a, b) = (TOKEN_A, TOKEN_B);
+    let c = client();
+    let base = &s.base;
+    for token in [a, a, b] {
+        assert_eq!(initialize(&c, base, Some(token)).await.0, 200);
+    }
     // Idle sessions are closed: every place comes back (the wait is a
-    // bound, not a measurement).
+    // bound, not a measurement). A probe's own sessions are closed at once
+    // when not all three open, so only the idle ones hold places.
     let mut freed = false;
     for _ in 0..100 {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let (s1, _, _) = initialize(&c, base, Some(a)).await;
-        let (s2, _, _) = initialize(&c, base, Some(a)).await;
-        let (s3, _, _) = initialize(&c, base, Some(b)).await;
-        if (s1, s2, s3) == (200, 200, 200) {
+        let mut opened = Vec::new();
+        for token in [a, a, b] {
+            if let (200, Some(id), _) = initialize(&c, base, Some(token)).await {
+                opened.push((token, id));
+            }
+        }
+        if opened.len() == 3 {
             freed = true;
             break;
+        }
+        for (token, id) in opened {
+            c.delete(format!("{base}/mcp"))
+                .bearer_auth(token)
+                .header("mcp-session-id", id)
+                .send()
+                .await
+                .unwrap();
         }
     }
     assert!(freed, "idle sessions were not closed");

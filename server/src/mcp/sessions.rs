@@ -282,10 +282,20 @@ impl Drop for InFlight {
     }
 }
 
+/// The bearer token as the server's auth reads it (either case of the
+/// scheme, trimmed), so one token is one holder however it is spelled.
 fn holder(req: &Request) -> Holder {
     req.headers()
         .get(header::AUTHORIZATION)
-        .map(|v| Sha256::digest(v.as_bytes()).to_vec())
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            let token = v
+                .strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+                .unwrap_or(v)
+                .trim();
+            Sha256::digest(token.as_bytes()).to_vec()
+        })
         .unwrap_or_default()
 }
 
