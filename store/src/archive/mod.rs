@@ -329,37 +329,48 @@ pub(crate) fn scan_history(
     dir_run: Option<&str>,
     see: &mut dyn FnMut(&ArchivedFact, &Value) -> Result<(), String>,
 ) -> HistoryScan {
+    // Reading a slice cannot fail.
+    scan_lines(bytes, dir_run, see).unwrap_or_else(|e| HistoryScan {
+        error: Some((1, e.to_string())),
+        ..HistoryScan::default()
+    })
+}
+
+/// [`scan_history`] over a reader, a line at a time (import reads the file
+/// so: only one line's bytes are held, beside the facts' texts). A line is
+/// checked once the next one is read, which tells whether it is the last
+/// complete line and whether an unfinished tail follows.
+pub(crate) fn scan_lines(
+    mut r: impl std::io::BufRead,
+    dir_run: Option<&str>,
+    see: &mut dyn FnMut(&ArchivedFact, &Value) -> Result<(), String>,
+) -> std::io::Result<HistoryScan> {
     let mut scan = HistoryScan::default();
-    let complete_len = bytes
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    if complete_len < bytes.len() {
-        scan.truncated = true;
-    }
-    let Ok(text) = std::str::from_utf8(&bytes[..complete_len]) else {
-        // Find the first line that is not UTF-8 to name it.
-        let mut n = 0u64;
-        for line in bytes[..complete_len].split(|b| *b == b'\n') {
-            n += 1;
-            if std::str::from_utf8(line).is_err() {
-                break;
-            }
+    // The next complete line (without its newline), read ahead.
+    let read = |r: &mut dyn std::io::BufRead| -> std::io::Result<Option<(Vec<u8>, bool)>> {
+        let mut line = Vec::new();
+        if r.read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
         }
-        scan.error = Some((n, "not UTF-8".into()));
-        return scan;
+        let complete = line.last() == Some(&b'\n');
+        if complete {
+            line.pop();
+        }
+        Ok(Some((line, complete)))
     };
-    let lines: Vec<&str> = if text.is_empty() {
-        Vec::new()
-    } else {
-        text[..text.len() - 1].split('\n').collect()
-    };
+    let mut next = read(&mut r)?;
     let mut run: Option<String> = None;
     let mut prev = [0u8; 32];
-    for (i, line) in lines.iter().enumerate() {
-        let n = i as u64 + 1;
-        let last_complete = i + 1 == lines.len();
+    let mut n = 0u64;
+    while let Some((line, true)) = next {
+        n += 1;
+        next = read(&mut r)?;
+        let tail = matches!(next, Some((_, false)));
+        let last_complete = !matches!(next, Some((_, true)));
+        let Ok(line) = std::str::from_utf8(&line) else {
+            scan.error = Some((n, "not UTF-8".into()));
+            return Ok(scan);
+        };
         let result = if scan.facts.last().is_some_and(|f| f.kind == FactKind::End) {
             Err("a fact follows End".to_string())
         } else {
@@ -378,11 +389,11 @@ pub(crate) fn scan_history(
                             run.as_deref().unwrap_or("?")
                         ),
                     ));
-                    return scan;
+                    return Ok(scan);
                 }
                 if let Err(reason) = see(&f, &value) {
                     scan.refused = Some((n, reason));
-                    return scan;
+                    return Ok(scan);
                 }
                 prev = f.hash;
                 if n == 1 {
@@ -391,23 +402,24 @@ pub(crate) fn scan_history(
                 scan.last = Some(value);
                 scan.facts.push(f);
             }
-            Err(reason) if last_complete && !scan.truncated => {
+            Err(reason) if last_complete && !tail => {
                 scan.truncated = true;
                 scan.tail_reason = Some((n, reason));
             }
             Err(reason) => {
                 scan.error = Some((n, reason));
-                return scan;
+                return Ok(scan);
             }
         }
     }
-    if scan.truncated && scan.tail_reason.is_none() {
-        scan.tail_reason = Some((
-            lines.len() as u64 + 1,
-            "the last line has no newline".into(),
-        ));
+    if next.is_some() {
+        // An unfinished physical tail.
+        scan.truncated = true;
+        if scan.tail_reason.is_none() {
+            scan.tail_reason = Some((n + 1, "the last line has no newline".into()));
+        }
     }
-    scan
+    Ok(scan)
 }
 
 /// One file of an archive directory, read for import; `None` when it is
@@ -416,6 +428,27 @@ pub(crate) fn scan_history(
 /// byte is read, as is a file larger than [`IMPORT_FILE_LIMIT`] (by its
 /// size). The opened file is checked again (it may have been swapped).
 fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
+    let Some((f, len)) = open_import_file(path, component)? else {
+        return Ok(None);
+    };
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    f.take(IMPORT_FILE_LIMIT + 1)
+        .read_to_end(&mut buf)
+        .map_err(io(path))?;
+    if buf.len() as u64 > IMPORT_FILE_LIMIT {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return Err(Error::ArchiveRefused {
+            component: component.into(),
+            fact: None,
+            reason: format!("{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"),
+        });
+    }
+    Ok(Some(buf))
+}
+
+/// [`read_import_file`]'s checks, the file opened and its length, for a
+/// caller that reads it as it goes (at most [`IMPORT_FILE_LIMIT`] bytes).
+fn open_import_file(path: &Path, component: &str) -> Result<Option<(fs::File, u64)>> {
     let refuse = |reason: String| Error::ArchiveRefused {
         component: component.into(),
         fact: None,
@@ -439,16 +472,7 @@ fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
     if !f.metadata().map_err(io(path))?.is_file() {
         return Err(refuse(format!("{name} is not a regular file")));
     }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    f.take(IMPORT_FILE_LIMIT + 1)
-        .read_to_end(&mut buf)
-        .map_err(io(path))?;
-    if buf.len() as u64 > IMPORT_FILE_LIMIT {
-        return Err(refuse(format!(
-            "{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"
-        )));
-    }
-    Ok(Some(buf))
+    Ok(Some((f, meta.len())))
 }
 
 /// Reads and verifies an archive directory: every line, the chain, every
@@ -471,7 +495,7 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         Err(e) => return Err(Error::io(dir, e)),
     }
     let hp = dir.join("history.jsonl");
-    let Some(bytes) = read_import_file(&hp, "history.jsonl")? else {
+    let Some((history, _)) = open_import_file(&hp, "history.jsonl")? else {
         return Err(refuse(
             "history.jsonl",
             None,
@@ -518,9 +542,10 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
             }
             Ok(())
         };
-        scan_history(&bytes, dir_run, &mut see)
+        // Read a line at a time: the file's bytes are never all held.
+        let reader = std::io::BufReader::new(history.take(IMPORT_FILE_LIMIT));
+        scan_lines(reader, dir_run, &mut see).map_err(io(&hp))?
     };
-    drop(bytes);
     if let Some((n, reason)) = scan.error {
         return Err(refuse("history.jsonl", Some(n), reason));
     }
