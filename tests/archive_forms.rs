@@ -271,3 +271,139 @@ fn import_refuses_fifos_and_devices_without_reading_them() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["runs"], json!([]), "{v}");
 }
+
+/// A process's peak resident set (`VmHWM`), in kB.
+fn peak_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 36: an import held ~15× the archive in memory (33 MiB → 536
+/// MB). A 40,000-fact run's archive (~30 MB) imported over HTTP raises the
+/// importing server's peak resident set by well under that (a generous
+/// bound: five times the archive); the run is imported whole.
+#[tokio::test]
+async fn a_large_import_holds_a_bounded_multiple_of_the_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = large_run(&tmp.path().join("a"), 40_000);
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let tar = {
+        let a = serve(&tmp.path().join("a"), &[]);
+        c.get(format!("{}/v1/runs/{run}/archive", a.base))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    };
+    let b = serve(&tmp.path().join("b"), &[]);
+    let pid = b.child.id();
+    // The server's own baseline: a request served, the store open.
+    let _ = common::get_json(&c, format!("{}/v1/runs", b.base)).await;
+    let before = peak_kb(pid);
+    let r = c
+        .post(format!("{}/v1/archives", b.base))
+        .header("content-type", "application/x-tar")
+        .body(tar.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["facts"], 40_002, "{v}");
+    let grew = peak_kb(pid) - before;
+    let archive = tar.len() as u64 / 1024;
+    eprintln!(
+        "import of a {archive} kB archive: peak RSS +{grew} kB ({:.1}x)",
+        grew as f64 / archive as f64
+    );
+    assert!(
+        grew < 5 * archive,
+        "peak RSS +{grew} kB for a {archive} kB archive"
+    );
+}
+
+/// A pax extended header of `records` (type `x`).
+fn pax_header(records: &[u8]) -> Vec<u8> {
+    let mut h = tar::Header::new_ustar();
+    h.set_path("PaxHeaders/history.jsonl").unwrap();
+    h.set_size(records.len() as u64);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::XHeader);
+    h.set_cksum();
+    let mut out = h.as_bytes().to_vec();
+    out.extend_from_slice(records);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    out
+}
+
+/// Issue 36: a malformed pax record in an uploaded archive was skipped and
+/// the archive imported. A real export with a malformed pax header in front
+/// of its first entry is refused 400 naming the pax record, by the server
+/// and by `flow import`, and nothing is imported; the same export with a
+/// well-formed one (another tar tool's mtime) imports.
+#[tokio::test]
+async fn an_archive_with_a_malformed_pax_record_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = large_run(&tmp.path().join("a"), 3);
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let tar = {
+        let a = serve(&tmp.path().join("a"), &[]);
+        c.get(format!("{}/v1/runs/{run}/archive", a.base))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec()
+    };
+    let with = |records: &[u8]| {
+        let mut t = pax_header(records);
+        t.extend_from_slice(&tar);
+        t
+    };
+    let b = serve(&tmp.path().join("b"), &[]);
+    for (what, bad) in [
+        ("a record longer than said", with(b"99 mtime=1.5\n")),
+        ("a record without key=value", with(b"11 mtime15\n")),
+        ("a record renaming the entry", with(b"18 path=flow.json\n")),
+    ] {
+        let r = c
+            .post(format!("{}/v1/archives", b.base))
+            .header("content-type", "application/x-tar")
+            .body(bad.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{what}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let v: Value = r.json().await.unwrap();
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains("pax record 1"), "{what}: {v}");
+        let file = tmp.path().join("bad.tar");
+        std::fs::write(&file, &bad).unwrap();
+        let o = flow(
+            &tmp.path().join("c"),
+            &["import", file.to_str().unwrap()],
+            Duration::from_secs(60),
+        );
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("pax record 1"), "{what}");
+    }
+    let runs: Value = common::get_json(&c, format!("{}/v1/runs", b.base)).await;
+    assert_eq!(runs["runs"], json!([]), "nothing imported");
+    let r = c
+        .post(format!("{}/v1/archives", b.base))
+        .header("content-type", "application/x-tar")
+        .body(with(b"13 mtime=1.5\n"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "a well-formed pax header is ignored");
+}

@@ -5,7 +5,7 @@
 //! `Unknown("host restarted")` with a host record, then drives on.
 
 use serde_json::Value as Json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -211,22 +211,7 @@ fn interrupt_halts_with_exit_130() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
-    let flow_file = repo().join("examples/flows/triage/triage.json");
-    let child = flow(data.path())
-        .env("TRIAGE_DELAY_MS", "30000")
-        .args([
-            "--json",
-            "run",
-            flow_file.to_str().unwrap(),
-            "--allow",
-            "--input",
-        ])
-        .arg(r#"{"ticket":"refund please","customer":"Bo"}"#)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let run = first_call_recorded(data.path());
+    let (child, run) = triage_with_a_call_out(data.path(), "30000");
     let interrupt = || {
         let status = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -255,18 +240,13 @@ fn interrupt_halts_with_exit_130() {
     );
 }
 
-/// One Ctrl-C waits for the call out: its Reply is recorded, the next call
-/// is recorded and never sent, exit 130; `flow resume` sends it and the
-/// run goes on to its review (exit 3), nothing `Unknown`.
-#[test]
-fn an_interrupt_waits_for_the_call_out() {
-    if !have_flow_llm() {
-        return;
-    }
-    let data = tempfile::tempdir().unwrap();
+/// `flow --json run` of the triage quickstart on `data`, its classify call
+/// answered after `delay_ms`, once that call is recorded: the process and
+/// the run.
+fn triage_with_a_call_out(data: &Path, delay_ms: &str) -> (std::process::Child, String) {
     let flow_file = repo().join("examples/flows/triage/triage.json");
-    let child = flow(data.path())
-        .env("TRIAGE_DELAY_MS", "1500")
+    let child = flow(data)
+        .env("TRIAGE_DELAY_MS", delay_ms)
         .args([
             "--json",
             "run",
@@ -279,7 +259,19 @@ fn an_interrupt_waits_for_the_call_out() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let run = first_call_recorded(data.path());
+    (child, first_call_recorded(data))
+}
+
+/// One Ctrl-C waits for the call out: its Reply is recorded, the next call
+/// is recorded and never sent, exit 130; `flow resume` sends it and the
+/// run goes on to its review (exit 3), nothing `Unknown`.
+#[test]
+fn an_interrupt_waits_for_the_call_out() {
+    if !have_flow_llm() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let (child, run) = triage_with_a_call_out(data.path(), "1500");
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -101,31 +101,25 @@ async fn state(c: &reqwest::Client, base: &str, run: &str) -> Value {
     common::get_json(c, format!("{base}/v1/runs/{run}")).await
 }
 
-async fn replay(c: &reqwest::Client, base: &str, run: &str) -> Value {
-    c.post(format!("{base}/v1/runs/{run}/replay"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Answers the review `run` is paused at (`view` is the run's answer or
 /// view, with its pending calls); the run completes and replays matched.
 async fn approve(c: &reqwest::Client, base: &str, run: &str, view: &Value) {
     let call = view["pending"][0]["call"].as_str().unwrap();
-    let v: Value = c
-        .post(format!("{base}/v1/runs/{run}/resume"))
-        .json(&json!({"call": call, "reply": {"Ok": {"decision": "send"}}, "wait": 20}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = json!({"call": call, "reply": {"Ok": {"decision": "send"}}, "wait": 20});
+    let v = post(c, base, run, "resume", body).await.1;
     assert_eq!(v["state"], "completed", "{v}");
-    assert_eq!(replay(c, base, run).await["verdict"], "matched");
+    assert_eq!(common::verdict(c, base, run).await, "matched");
+}
+
+/// `POST /v1/runs/{run}/{action}` (halt, resume) with `body`.
+async fn post(
+    c: &reqwest::Client,
+    base: &str,
+    run: &str,
+    action: &str,
+    body: Value,
+) -> (u16, Value) {
+    common::post_json(c, format!("{base}/v1/runs/{run}/{action}"), &body).await
 }
 
 fn stop(mut child: Child) {
@@ -143,12 +137,8 @@ async fn a_halt_waits_for_the_call_out_and_a_continue_goes_on() {
     let c = client();
     let (child, base) = serve(dir.path(), 1500);
     let run = start_and_wait_for_call(&c, &base).await;
-    let r = c
-        .post(format!("{base}/v1/runs/{run}/halt"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (status, h) = post(&c, &base, &run, "halt", json!({})).await;
+    assert_eq!(status, 200, "{h}");
     let v = state(&c, &base, &run).await;
     assert_eq!(v["state"], "halted", "{v}");
     let f = facts(&c, &base, &run).await;
@@ -163,14 +153,8 @@ async fn a_halt_waits_for_the_call_out_and_a_continue_goes_on() {
         vec![(draft.clone(), "unsent".into(), "draining".into())]
     );
 
-    let r = c
-        .post(format!("{base}/v1/runs/{run}/resume"))
-        .json(&json!({"wait": 20}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
-    let v: Value = r.json().await.unwrap();
+    let (status, v) = post(&c, &base, &run, "resume", json!({"wait": 20})).await;
+    assert_eq!(status, 202, "{v}");
     assert_eq!(v["state"], "paused", "the run reached its review: {v}");
     let f = facts(&c, &base, &run).await;
     assert!(
@@ -197,36 +181,26 @@ async fn a_forced_halt_leaves_the_call_open_for_the_continue_to_decide() {
     let (child, base) = serve(dir.path(), 1500);
 
     let run = start_and_wait_for_call(&c, &base).await;
-    let r = c
-        .post(format!("{base}/v1/runs/{run}/halt"))
-        .json(&json!({"force": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let (status, _) = post(&c, &base, &run, "halt", json!({"force": true})).await;
+    assert_eq!(status, 200);
     let head = state(&c, &base, &run).await["lastFact"].clone();
     for bad in [
         json!({"open": "maybe"}),
         json!({"call": "c1:root#1", "reply": {"Ok": {}}, "open": "resend"}),
     ] {
-        let r = c
-            .post(format!("{base}/v1/runs/{run}/resume"))
-            .json(&bad)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 422, "{bad}");
+        let (status, _) = post(&c, &base, &run, "resume", bad.clone()).await;
+        assert_eq!(status, 422, "{bad}");
         assert_eq!(state(&c, &base, &run).await["lastFact"], head, "{bad}");
     }
-    let v: Value = c
-        .post(format!("{base}/v1/runs/{run}/resume"))
-        .json(&json!({"open": "unknown", "wait": 20}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = post(
+        &c,
+        &base,
+        &run,
+        "resume",
+        json!({"open": "unknown", "wait": 20}),
+    )
+    .await
+    .1;
     assert_eq!(v["state"], "faulted", "classify has no fail branch: {v}");
     let replies = replies_of(&facts(&c, &base, &run).await);
     assert_eq!(replies.len(), 1);
@@ -238,25 +212,20 @@ async fn a_forced_halt_leaves_the_call_open_for_the_continue_to_decide() {
     let d = decisions(dir.path(), &run);
     assert_eq!(d.len(), 1);
     assert_eq!((d[0].1.as_str(), d[0].2.as_str()), ("unknown", "halted"));
-    assert_eq!(replay(&c, &base, &run).await["verdict"], "matched");
+    assert_eq!(common::verdict(&c, &base, &run).await, "matched");
 
     let run = start_and_wait_for_call(&c, &base).await;
-    let r = c
-        .post(format!("{base}/v1/runs/{run}/halt"))
-        .json(&json!({"force": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = c
-        .post(format!("{base}/v1/runs/{run}/resume"))
-        .json(&json!({"open": "resend", "wait": 20}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, _) = post(&c, &base, &run, "halt", json!({"force": true})).await;
+    assert_eq!(status, 200);
+    let v = post(
+        &c,
+        &base,
+        &run,
+        "resume",
+        json!({"open": "resend", "wait": 20}),
+    )
+    .await
+    .1;
     assert_eq!(v["state"], "paused", "{v}");
     let f = facts(&c, &base, &run).await;
     let replies = replies_of(&f);

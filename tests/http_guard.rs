@@ -622,3 +622,173 @@ fn bad_guard_flags_are_refused_at_start() {
         assert!(err.contains(flag), "{flag} {value}: {err}");
     }
 }
+
+/// Issue 36 item 6: the same origin is the same scheme, host and port.
+/// Every other spelling of the server's origin — another scheme (the
+/// reported `https://127.0.0.1:PORT` on this plain-HTTP server), another
+/// port, the default port, another of its names, a trailing dot, userinfo,
+/// `null`, upper case over another scheme — is refused on every class of
+/// state-changing route (start, check, drive a run, import, workers, MCP),
+/// and nothing is recorded; the true origin (and `https` through a TLS
+/// proxy that says so in `X-Forwarded-Proto`) still passes.
+#[tokio::test]
+async fn every_cross_origin_spelling_is_refused_on_every_state_changing_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let c = client();
+    let base = &s.base;
+    let port = s.port;
+    let json_type = ("content-type", "application/json");
+    let r = send(
+        &c,
+        Method::POST,
+        format!("{base}/v1/runs"),
+        &[json_type, ("origin", base)],
+        Some(review_body()),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let tar = c
+        .get(format!("{base}/v1/runs/{run}/archive"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let runs_before = run_list(&c, base).await;
+    let facts_before = last_fact(&c, base, &run).await;
+    let workers_before = common::get_json(&c, format!("{base}/v1/workers")).await;
+
+    let flow = common::review_flow();
+    let reply = json!({"call": call, "reply": {"Ok": {"decision": "approved"}}}).to_string();
+    let worker = json!({"name": "guard", "tools": []}).to_string();
+    // Method, path, Content-Type, body: one of each class of route that
+    // records or drives something.
+    let routes: Vec<(Method, String, &str, Vec<u8>)> = vec![
+        (
+            Method::POST,
+            "/v1/runs".into(),
+            "application/json",
+            review_body().into_bytes(),
+        ),
+        (
+            Method::POST,
+            "/v1/check".into(),
+            "application/json",
+            json!({ "flow": flow }).to_string().into_bytes(),
+        ),
+        (
+            Method::POST,
+            format!("/v1/runs/{run}/resume"),
+            "application/json",
+            reply.into_bytes(),
+        ),
+        (Method::POST, format!("/v1/runs/{run}/halt"), "", vec![]),
+        (Method::POST, format!("/v1/runs/{run}/fork"), "", vec![]),
+        (Method::POST, format!("/v1/runs/{run}/replay"), "", vec![]),
+        (
+            Method::POST,
+            "/v1/archives".into(),
+            "application/x-tar",
+            tar,
+        ),
+        (
+            Method::POST,
+            "/v1/workers".into(),
+            "application/json",
+            worker.into_bytes(),
+        ),
+        (Method::DELETE, "/v1/workers/w-guard".into(), "", vec![]),
+        (
+            Method::POST,
+            "/v1/workers/w-guard/poll".into(),
+            "application/json",
+            b"{}".to_vec(),
+        ),
+        (
+            Method::POST,
+            "/mcp".into(),
+            "application/json",
+            INITIALIZE.as_bytes().to_vec(),
+        ),
+    ];
+    let spellings = [
+        format!("https://127.0.0.1:{port}"),
+        format!("HTTPS://127.0.0.1:{port}"),
+        format!("ws://127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{}", port.wrapping_add(1)),
+        "http://127.0.0.1".to_string(),
+        "https://127.0.0.1".to_string(),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+        format!("http://127.0.0.1.:{port}"),
+        format!("http://user@127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://127.0.0.1:{port}@attacker.example"),
+        format!("http://attacker.example:{port}"),
+        format!("http://127.0.0.1:{port}.attacker.example"),
+        "null".to_string(),
+        String::new(),
+    ];
+    for (method, path, ty, body) in &routes {
+        for origin in &spellings {
+            let mut r = c
+                .request(method.clone(), format!("{base}{path}"))
+                .header("origin", origin)
+                .header("accept", "application/json, text/event-stream")
+                .body(body.clone());
+            if !ty.is_empty() {
+                r = r.header("content-type", *ty);
+            }
+            let what = format!("{method} {path} from Origin {origin:?}");
+            refused(r.send().await.unwrap(), 403, "origin-not-allowed", &what).await;
+        }
+    }
+    assert_eq!(run_list(&c, base).await, runs_before);
+    assert_eq!(last_fact(&c, base, &run).await, facts_before);
+    assert_eq!(
+        common::get_json(&c, format!("{base}/v1/workers")).await,
+        workers_before
+    );
+
+    // The true origin passes; so does https when a TLS proxy in front says
+    // so (a page cannot set X-Forwarded-Proto without a preflight, which
+    // is refused above as cross-origin).
+    for (origin, proto) in [
+        (base.clone(), None),
+        (format!("https://127.0.0.1:{port}"), Some("https")),
+    ] {
+        let mut h = vec![json_type, ("origin", origin.as_str())];
+        if let Some(p) = proto {
+            h.push(("x-forwarded-proto", p));
+        }
+        let r = send(
+            &c,
+            Method::POST,
+            format!("{base}/v1/check"),
+            &h,
+            Some(json!({ "flow": flow }).to_string()),
+        )
+        .await;
+        assert_eq!(r.status(), 200, "Origin {origin}, proto {proto:?}");
+    }
+    // A proxy saying http does not make an https page same-origin.
+    let r = send(
+        &c,
+        Method::POST,
+        format!("{base}/v1/check"),
+        &[
+            json_type,
+            ("origin", &format!("https://127.0.0.1:{port}")),
+            ("x-forwarded-proto", "http"),
+        ],
+        Some(json!({ "flow": flow }).to_string()),
+    )
+    .await;
+    refused(r, 403, "origin-not-allowed", "https page, http proxy").await;
+}

@@ -156,15 +156,8 @@ async fn a_rolling_restart_of_two_servers_loses_nothing_and_faults_nothing() {
             !replies.to_string().contains("Unknown"),
             "{run}: no Reply is Unknown: {replies}"
         );
-        let verdict: Value = c
-            .post(format!("{}/v1/runs/{run}/replay", a.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(verdict["verdict"], "matched", "{run}: {verdict}");
+        let verdict = common::verdict(&c, &a.base, run).await;
+        assert_eq!(verdict, "matched", "{run}");
     }
     let mut ran: BTreeMap<String, u32> = BTreeMap::new();
     for line in std::fs::read_to_string(&log).unwrap().lines() {

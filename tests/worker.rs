@@ -829,7 +829,22 @@ async fn the_compose_topology_survives_the_loss_of_a_server() {
             seen
         })
     };
-    classify_call_out(&c, &two, &run).await;
+    let call = classify_call_out(&c, &two, &run).await;
+    // Out at the worker: queued and handed to it (a kill between the Call
+    // and its queuing would rightly settle it Unknown).
+    let handed = format!(
+        "SELECT 1 FROM worker_calls WHERE run = '{run}' AND call = '{call}' AND worker IS NOT NULL"
+    );
+    for _ in 0..200 {
+        if !db.query(&handed).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        !db.query(&handed).is_empty(),
+        "the call never reached the worker"
+    );
     let before = facts(&c, &two, &run).await;
     one.server.child.kill().unwrap();
     one.server.child.wait().unwrap();

@@ -40,6 +40,10 @@ pub enum Error {
     /// The service is shutting down and takes no new work.
     #[error("{0}")]
     Unavailable(String),
+    /// Too much of some work is under way now: send again shortly
+    /// (a large program's check: `service::checks`).
+    #[error("{0}")]
+    Busy(String),
     /// The store could not accept or give back a fact.
     #[error("storage failure: {0}")]
     Store(std::sync::Arc<flow_store::Error>),

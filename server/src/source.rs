@@ -221,6 +221,11 @@ impl Sources {
         (all, errors)
     }
 
+    /// The sources' size in bytes: what checking them costs grows with it.
+    pub fn size(&self) -> usize {
+        self.texts.values().map(String::len).sum()
+    }
+
     /// The texts as the store takes them.
     pub fn source_texts(&self) -> Vec<SourceText> {
         self.texts

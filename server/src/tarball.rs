@@ -12,6 +12,16 @@
 //! entry types and any other path are refused, an entry larger than the
 //! import limit is refused by its header, and a stream that ends before its
 //! entries or without the end-of-archive blocks is refused as truncated.
+//!
+//! The reader is strict where the `tar` crate is lenient (issue 36: a
+//! malformed pax record was skipped and the archive imported): entries are
+//! read raw, and pax extended headers are checked here — every record
+//! well formed (`LEN key=value\n`, its length its own, UTF-8), none that
+//! would change what the next entry is (`path`, `linkpath`, `size`,
+//! `hdrcharset`, sparse maps), each followed by the entry it describes. A
+//! well-formed one (another tar tool's times, owner names) is ignored. GNU
+//! long-name entries are refused with the other entry types: no name of a
+//! run archive needs one. Header checksums are the crate's to check.
 
 use flow_store::archive::IMPORT_FILE_LIMIT;
 use std::io::{Read, Write};
@@ -20,6 +30,53 @@ use tar::{EntryType, Header};
 
 /// Tar's block size: the end-of-archive marker is a zero block.
 const BLOCK: usize = 512;
+
+/// The largest pax extended header taken: times and names fit many times
+/// over.
+const PAX_LIMIT: u64 = 64 << 10;
+
+/// Checks a pax extended header's records (module documentation).
+fn check_pax(data: &[u8]) -> Result<(), String> {
+    let mut rest = data;
+    let mut i = 0;
+    while !rest.is_empty() {
+        i += 1;
+        let bad = |why: &str| format!("pax record {i} is malformed: {why}");
+        let space = rest
+            .iter()
+            .position(|b| *b == b' ')
+            .ok_or_else(|| bad("no length"))?;
+        let digits = &rest[..space];
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || digits.len() > 6 {
+            return Err(bad("its length is not a decimal number"));
+        }
+        let len: usize = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| bad("its length is not a decimal number"))?;
+        if len <= space + 1 || len > rest.len() {
+            return Err(bad("its length does not fit the header"));
+        }
+        let (record, next) = rest.split_at(len);
+        let Some(kv) = record[space + 1..].strip_suffix(b"\n") else {
+            return Err(bad("its length does not end it at a newline"));
+        };
+        let kv = std::str::from_utf8(kv).map_err(|_| bad("not UTF-8"))?;
+        let (key, _) = kv.split_once('=').ok_or_else(|| bad("no key=value"))?;
+        if key.is_empty() || key.contains('\n') {
+            return Err(bad("an empty key"));
+        }
+        if matches!(key, "path" | "linkpath" | "size" | "hdrcharset")
+            || key.starts_with("GNU.sparse.")
+        {
+            return Err(format!(
+                "pax record {i} sets {key}, which a run archive's entries never need"
+            ));
+        }
+        rest = next;
+    }
+    Ok(())
+}
 
 /// Why an unpack failed: the stream is not a run archive (the client's
 /// fault), or the temporary directory could not be written.
@@ -156,11 +213,39 @@ pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
         inner: reader,
         last: Vec::with_capacity(2 * BLOCK),
     });
-    let entries = archive.entries().map_err(|e| bad(e.to_string()))?;
+    // Raw: pax and GNU extension entries come to us, not to the crate's
+    // lenient handling.
+    let entries = archive.entries().map_err(|e| bad(e.to_string()))?.raw(true);
+    // A pax header waits for the entry it describes.
+    let mut described = false;
     for entry in entries {
         let mut entry = entry.map_err(|e| bad(e.to_string()))?;
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        match entry.header().entry_type() {
+        let kind = entry.header().entry_type();
+        if kind.is_pax_local_extensions() || kind.is_pax_global_extensions() {
+            if described {
+                return Err(bad("a pax header follows another".into()));
+            }
+            let size = entry.size();
+            if size > PAX_LIMIT {
+                return Err(bad(format!(
+                    "a pax header of {size} bytes (at most {PAX_LIMIT})"
+                )));
+            }
+            let mut data = Vec::new();
+            (&mut entry)
+                .take(size)
+                .read_to_end(&mut data)
+                .map_err(|e| bad(format!("a pax header: {e}")))?;
+            if data.len() as u64 != size {
+                return Err(bad("a pax header is truncated".into()));
+            }
+            check_pax(&data).map_err(bad)?;
+            described = kind.is_pax_local_extensions();
+            continue;
+        }
+        described = false;
+        match kind {
             EntryType::Directory if name == "blobs/" || name == "blobs" => {}
             EntryType::Regular if allowed(&name) => {
                 let size = entry.size();
@@ -183,6 +268,9 @@ pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
                 )));
             }
         }
+    }
+    if described {
+        return Err(bad("a pax header describes no entry".into()));
     }
     let tail = archive.into_inner();
     if tail.last.len() < BLOCK || tail.last.iter().any(|b| *b != 0) {
@@ -341,6 +429,27 @@ mod tests {
         assert_eq!(files(dst.path()), files(src.path()));
     }
 
+    /// A well-formed pax header of another tar tool (times, owner names) is
+    /// ignored: the entry it describes unpacks.
+    #[test]
+    fn well_formed_pax_headers_are_ignored() {
+        let mut tar = Vec::new();
+        old_form::append(
+            &mut tar,
+            "PaxHeaders/history.jsonl",
+            b"30 mtime=1700000000.123456789\n15 uname=alice\n",
+            b'x',
+        );
+        old_form::append(&mut tar, "history.jsonl", b"{}\n", b'0');
+        old_form::end(&mut tar);
+        let dst = tempfile::tempdir().unwrap();
+        unpack(&tar[..], dst.path()).unwrap();
+        assert_eq!(
+            std::fs::read(dst.path().join("history.jsonl")).unwrap(),
+            b"{}\n"
+        );
+    }
+
     /// Path traversal, links, other entry types, entries claiming more than
     /// the stream, a cut stream and a bad checksum: each is refused, and nothing
     /// is written outside the private directory (which import then drops).
@@ -376,7 +485,42 @@ mod tests {
         symlink[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
         let mut symlink = symlink.to_vec();
         old_form::end(&mut symlink);
+        // A pax header (`x`, or `g`) with `records`, then history.jsonl.
+        let pax = |flag: u8, records: &[u8]| {
+            let mut t = Vec::new();
+            old_form::append(&mut t, "PaxHeaders/history.jsonl", records, flag);
+            old_form::append(&mut t, "history.jsonl", b"{}\n", b'0');
+            old_form::end(&mut t);
+            t
+        };
+        let mut pax_at_end = Vec::new();
+        old_form::append(&mut pax_at_end, "history.jsonl", b"{}\n", b'0');
+        old_form::append(&mut pax_at_end, "PaxHeaders/x", b"13 mtime=1.5\n", b'x');
+        old_form::end(&mut pax_at_end);
+        let mut two_pax = Vec::new();
+        old_form::append(&mut two_pax, "PaxHeaders/a", b"13 mtime=1.5\n", b'x');
+        old_form::append(&mut two_pax, "PaxHeaders/b", b"13 mtime=1.5\n", b'x');
+        old_form::append(&mut two_pax, "history.jsonl", b"{}\n", b'0');
+        old_form::end(&mut two_pax);
         let cases: Vec<(&str, Vec<u8>)> = vec![
+            // Issue 36: the crate skipped a malformed record.
+            (
+                "pax record of the wrong length",
+                pax(b'x', b"99 mtime=1.5\n"),
+            ),
+            ("pax record shorter than said", pax(b'x', b"12 mtime=1.5\n")),
+            ("pax record without key=value", pax(b'x', b"11 mtime15\n")),
+            ("pax record without a length", pax(b'x', b"mtime=1.5\n")),
+            ("pax length not decimal", pax(b'x', b"1a mtime=1\n")),
+            ("pax record with an empty key", pax(b'x', b"9 =value\n")),
+            ("pax record not UTF-8", pax(b'x', b"10 key=\xff\xfe\n")),
+            ("global pax record malformed", pax(b'g', b"99 comment=x\n")),
+            ("pax path", pax(b'x', b"18 path=flow.json\n")),
+            ("pax size", pax(b'x', b"12 size=999\n")),
+            ("pax sparse map", pax(b'x', b"23 GNU.sparse.map=0,10\n")),
+            ("pax header describing no entry", pax_at_end),
+            ("two pax headers in a row", two_pax),
+            ("GNU long name", entry("././@LongLink", b'L')),
             ("parent path", entry("../history.jsonl", b'0')),
             ("absolute path", entry("/tmp/history.jsonl", b'0')),
             (
@@ -407,6 +551,9 @@ mod tests {
                 detail.starts_with("not a run archive tar"),
                 "{what}: {detail}"
             );
+            if what.contains("pax") {
+                assert!(detail.contains("pax"), "{what}: {detail}");
+            }
             let beside = sorted_names(parent.path(), false).unwrap();
             assert_eq!(beside, ["a"], "{what}: wrote outside the directory");
         }

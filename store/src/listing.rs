@@ -18,6 +18,46 @@ pub(crate) struct ListingColumns {
     pub decision: Option<(String, i64, i64, Vec<u8>)>,
 }
 
+/// A row naming another run: its id, `(parent_run, parent_checkpoint)`
+/// and `(outer_run, outer_call)`.
+pub(crate) struct ChildColumns {
+    pub id: String,
+    pub parent: Option<(String, i64)>,
+    pub outer: Option<(String, String)>,
+}
+
+/// A run's children (one row may be both a fork and a nested run of it:
+/// two entries), from `limit + 1` rows, so `truncated` needs no count.
+pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<ChildPage> {
+    let rows = db.child_columns(run.as_str(), limit.saturating_add(1))?;
+    let truncated = rows.len() > limit as usize;
+    let mut children = Vec::new();
+    for r in rows.into_iter().take(limit as usize) {
+        if let Some((p, cp)) = &r.parent
+            && p == run.as_str()
+        {
+            children.push(ChildRun {
+                run: r.id.clone(),
+                link: ChildLink::Fork {
+                    checkpoint: u64::try_from(*cp).unwrap_or(0),
+                },
+            });
+        }
+        if let Some((o, call)) = r.outer
+            && o == run.as_str()
+        {
+            children.push(ChildRun {
+                run: r.id,
+                link: ChildLink::Nested { call },
+            });
+        }
+    }
+    Ok(ChildPage {
+        children,
+        truncated,
+    })
+}
+
 /// Largest `limit` of [`changed_since`].
 pub const CHANGED_MAX: u32 = 10_000;
 

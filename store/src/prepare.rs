@@ -430,16 +430,18 @@ pub(crate) struct ImportPlan {
 /// recorded at its last fact.
 pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
     let (last_n, last_hash) = a.last();
-    let first = a.facts.first().ok_or_else(|| Error::ArchiveRefused {
-        component: "history.jsonl".into(),
-        fact: None,
-        reason: "empty history".into(),
-    })?;
+    if a.facts.is_empty() {
+        return Err(Error::ArchiveRefused {
+            component: "history.jsonl".into(),
+            fact: None,
+            reason: "empty history".into(),
+        });
+    }
     // Verified already; read again only for the runs index. A Start is
     // never a delta, and an End's output is opaque to the reader.
-    let meta = start_meta(&read_logical(first.fact.clone())?)?;
+    let meta = start_meta(&read_logical(a.first.clone())?)?;
     let ending = match a.facts.last() {
-        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(f.fact.clone())?),
+        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(a.last.clone())?),
         _ => None,
     };
     let decision = a

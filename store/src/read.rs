@@ -69,6 +69,9 @@ pub(crate) trait ReadDb {
     /// Ids of the runs whose row changed at or after `since_ms`, oldest
     /// change first, at most `limit`.
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>>;
+    /// Up to `limit` runs whose `parent_run` or `outer_run` is `run`, by id.
+    fn child_columns(&mut self, run: &str, limit: u32)
+    -> Result<Vec<crate::listing::ChildColumns>>;
 }
 
 fn run_row(db: &mut dyn ReadDb, run: &RunId) -> Result<RunRow> {

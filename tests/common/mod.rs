@@ -218,6 +218,24 @@ pub async fn get_json(client: &reqwest::Client, url: impl reqwest::IntoUrl) -> s
     client.get(url).send().await.unwrap().json().await.unwrap()
 }
 
+/// POSTs `body` as JSON: the status and the answer (`null` when it is not
+/// JSON).
+pub async fn post_json(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let r = client.post(url).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// The replay verdict (`matched`, `incomplete`, `diverged`) of `run`.
+pub async fn verdict(client: &reqwest::Client, base: &str, run: &str) -> serde_json::Value {
+    let url = format!("{base}/v1/runs/{run}/replay");
+    post_json(client, url, &serde_json::json!({})).await.1["verdict"].clone()
+}
+
 /// PostgreSQL for the tests that need it: `FLOW_TEST_POSTGRES`, or
 /// database `test` at 127.0.0.1:5432; `skip` skips them.
 pub fn pg_url() -> Option<String> {

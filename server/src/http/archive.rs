@@ -9,6 +9,7 @@
 use super::AppState;
 use super::answers::ImportAnswer;
 use super::error::{ApiError, ApiResult, PathArgs, run_id};
+use super::guard::typed;
 use crate::tarball::{TempDir, UnpackError, pack, unpack};
 use axum::Router;
 use axum::body::Body;
@@ -22,7 +23,7 @@ use tokio::io::AsyncWriteExt;
 
 /// The upload route, outside the JSON body limit.
 pub fn upload_router() -> Router<AppState> {
-    Router::new().route("/v1/archives", post(import_archive))
+    Router::new().route("/v1/archives", typed(post(import_archive)))
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive",

@@ -104,6 +104,18 @@ pub struct ServeArgs {
     /// after a crash. A second signal stops at once.
     #[arg(long, value_name = "SECONDS", default_value_t = DRAIN_SECONDS, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub drain_seconds: u64,
+    /// The most MCP sessions (`/mcp`) open at once; past it an
+    /// `initialize` is refused 503.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub mcp_sessions: u64,
+    /// The most MCP sessions one token may hold open (a tokenless server
+    /// is one token); past it an `initialize` is refused 429.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub mcp_sessions_per_token: u64,
+    /// An MCP session with no request in flight for this many seconds is
+    /// closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub mcp_idle_seconds: u64,
 }
 
 /// The drain grace unless --drain-seconds says otherwise.
@@ -175,6 +187,11 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             wait: args.worker_wait,
             timeout: Duration::from_secs(args.worker_timeout),
             cluster: args.postgres.is_some(),
+        },
+        mcp_sessions: crate::mcp::sessions::SessionLimits {
+            global: args.mcp_sessions as usize,
+            per_token: args.mcp_sessions_per_token as usize,
+            idle: Duration::from_secs(args.mcp_idle_seconds),
         },
         drives: None,
     })

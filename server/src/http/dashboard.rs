@@ -12,7 +12,9 @@
 //! * Any other `/assets/…` path is a problem+json 404.
 //!
 //! Every answer carries a Content-Security-Policy that allows only this
-//! origin (no inline script, no CDN), `nosniff` and `no-referrer`.
+//! origin (no inline script, no CDN), `nosniff` and `no-referrer`: set
+//! around the whole router, with the other kinds' policies
+//! ([`super::headers`]).
 
 use super::AppState;
 use super::error::ApiError;
@@ -61,9 +63,6 @@ static ASSETS: &[Asset] = assets! {
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");
-
-/// The policy every dashboard answer carries.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The version (12 hex digits of the SHA-256 of every file) and the
 /// rendered index page with its ETag.
@@ -137,13 +136,11 @@ async fn asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
             &b.etags[i],
             "public, max-age=31536000, immutable",
         ),
-        None => secure(
-            ApiError::not_found(format!(
-                "no dashboard asset {path:?}; the page links to /assets/{}/…",
-                b.version
-            ))
-            .into_response(),
-        ),
+        None => ApiError::not_found(format!(
+            "no dashboard asset {path:?}; the page links to /assets/{}/…",
+            b.version
+        ))
+        .into_response(),
     }
 }
 
@@ -172,23 +169,6 @@ fn answer(
     if let Ok(v) = HeaderValue::from_str(tag) {
         h.insert(header::ETAG, v);
     }
-    secure(r)
-}
-
-fn secure(mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
     r
 }
 

@@ -1,7 +1,8 @@
 //! The browser guard (issue 17 item 5): what keeps a web page from driving
 //! a tokenless local server, as Jupyter and the Docker API guard theirs.
-//! One middleware, in front of every route (`/mcp` included), applies three
-//! rules before anything else runs:
+//! One middleware ([`check`]), in front of every route (`/mcp` included),
+//! applies the first two rules before anything else runs; the third is a
+//! layer ([`typed`]) in front of every `/v1` handler that takes a body:
 //!
 //! * **Host** (DNS rebinding): on a server without `--tokens`, the `Host`
 //!   must name the server — `localhost`, a loopback address, the bound
@@ -14,8 +15,10 @@
 //!   is authenticated, which a rebinding page cannot do, so any `Host` is
 //!   accepted.
 //! * **Origin** (CSRF): a request whose `Origin` is not the origin of its
-//!   own `Host` is refused (403 `origin-not-allowed`) unless the origin was
-//!   given with `--cors-origin`; those get CORS answers (preflight
+//!   own `Host` — the same scheme (`http`, or a TLS proxy's
+//!   `X-Forwarded-Proto`), host and port — is refused (403
+//!   `origin-not-allowed`) unless the origin was given with
+//!   `--cors-origin`; those get CORS answers (preflight
 //!   `OPTIONS`, `Access-Control-Allow-*`, `Vary: Origin`). The dashboard
 //!   at `/` is same-origin and passes.
 //! * **Content-Type**: a request with a body (or a declared type) to a JSON
@@ -23,7 +26,9 @@
 //!   `application/x-tar` or `application/octet-stream` (415
 //!   `unsupported-media-type`): the types a form or a no-CORS `fetch` can
 //!   send without a preflight are never accepted. `/mcp` checks its own
-//!   types (rmcp).
+//!   types (rmcp). This rule is a layer of each route's own methods
+//!   ([`typed`]): a method the route does not take is 405 with `Allow`
+//!   whatever its body.
 //!
 //! A refused request reaches no handler, so nothing is recorded.
 
@@ -33,6 +38,7 @@ use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -71,6 +77,33 @@ impl Origin {
             port,
         })
     }
+}
+
+impl Origin {
+    /// Whether this is the origin of a request made with `scheme` to
+    /// `host`: scheme, host and port all equal (issue 36: a page from
+    /// `https://127.0.0.1:PORT` is not this plain-HTTP server's page). A
+    /// `Host` without a port names the request scheme's default port.
+    fn same_as(&self, scheme: &str, host: &Authority) -> bool {
+        self.scheme == scheme
+            && self.host == host.host
+            && Some(self.port) == host.port.or(default_port(scheme))
+    }
+}
+
+/// The scheme the client used: `http` (the server speaks no TLS), or what
+/// a TLS proxy in front says in `X-Forwarded-Proto`. Trusting that header
+/// opens nothing to a page: a cross-origin request can carry it only
+/// after a preflight, and the preflight (which cannot carry it) is
+/// refused as cross-origin.
+fn scheme(req: &Request) -> String {
+    req.headers()
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "http".to_string())
 }
 
 /// A `Host` value: the host (lowercase; an IPv6 literal keeps its
@@ -240,7 +273,23 @@ fn media_refusal(req: &Request) -> Option<ApiError> {
     }
 }
 
-/// The middleware (module documentation).
+/// The Content-Type rule on a route's own methods: every `/v1` route that
+/// takes a body is declared through this. A method router's route layer
+/// runs only once the route took the request's method, so a body sent
+/// with a method the route does not take is 405 with `Allow` (issue 36),
+/// not 415 (axum's `Router::route_layer` would run for the 405 too).
+pub fn typed<S: Clone + Send + Sync + 'static>(r: MethodRouter<S>) -> MethodRouter<S> {
+    r.route_layer(axum::middleware::from_fn(media))
+}
+
+async fn media(req: Request, next: Next) -> Response {
+    match media_refusal(&req) {
+        Some(e) => e.into_response(),
+        None => next.run(req).await,
+    }
+}
+
+/// The Host and Origin rules (module documentation).
 pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let host = authority(&req);
     if g.check_host {
@@ -268,9 +317,7 @@ pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Res
         let text = String::from_utf8_lossy(o.as_bytes()).into_owned();
         let parsed = Origin::parse(&text);
         let same = match (&parsed, &host) {
-            (Some(p), Some(a)) => {
-                p.host == a.host && Some(p.port) == a.port.or(default_port(&p.scheme))
-            }
+            (Some(p), Some(a)) => p.same_as(&scheme(&req), a),
             _ => false,
         };
         if !same {
@@ -315,11 +362,7 @@ pub async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Res
         h.append(header::VARY, HeaderValue::from_static("origin"));
         return r;
     }
-    let refusal = media_refusal(&req);
-    let mut r = match refusal {
-        Some(e) => e.into_response(),
-        None => next.run(req).await,
-    };
+    let mut r = next.run(req).await;
     let h = r.headers_mut();
     if origin.is_some() {
         h.append(header::VARY, HeaderValue::from_static("origin"));
@@ -405,5 +448,42 @@ mod tests {
         }
         assert!(Guard::new("127.0.0.1:1".parse().unwrap(), true, &[], &["nope".into()]).is_err());
         assert!(Guard::new("127.0.0.1:1".parse().unwrap(), true, &["a:1".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn the_same_origin_has_the_same_scheme_host_and_port() {
+        let host = Authority::parse("127.0.0.1:8080").unwrap();
+        let same = |o: &str, scheme: &str| Origin::parse(o).unwrap().same_as(scheme, &host);
+        assert!(same("http://127.0.0.1:8080", "http"));
+        assert!(same("HTTP://127.0.0.1:8080", "http"));
+        assert!(same("https://127.0.0.1:8080", "https"));
+        for other in [
+            "https://127.0.0.1:8080",
+            "ws://127.0.0.1:8080",
+            "http://127.0.0.1:8081",
+            "http://127.0.0.1",
+            "http://127.0.0.1.:8080",
+            "http://localhost:8080",
+        ] {
+            assert!(!same(other, "http"), "{other}");
+        }
+        assert!(!same("http://127.0.0.1:8080", "https"));
+        // No port in Host: the request scheme's default port.
+        let bare = Authority::parse("flow.example").unwrap();
+        assert!(
+            Origin::parse("https://flow.example")
+                .unwrap()
+                .same_as("https", &bare)
+        );
+        assert!(
+            !Origin::parse("https://flow.example")
+                .unwrap()
+                .same_as("http", &bare)
+        );
+        assert!(
+            !Origin::parse("http://flow.example:443")
+                .unwrap()
+                .same_as("https", &bare)
+        );
     }
 }

@@ -152,6 +152,7 @@ pub struct RunList {
 pub struct RunsQuery {
     /// 1 to 200, default 50.
     #[param(minimum = 1, maximum = 200)]
+    #[serde(default, deserialize_with = "super::params::query_int32")]
     pub limit: Option<u32>,
     /// Oldest first: excludes this id and earlier ones.
     pub after: Option<String>,
@@ -401,6 +402,7 @@ pub struct CallsQuery {
     pub state: Option<String>,
     /// At most this many calls (1 to 1000, default 200).
     #[param(minimum = 1, maximum = 1000)]
+    #[serde(default, deserialize_with = "super::params::query_int32")]
     pub limit: Option<u32>,
 }
 
@@ -598,9 +600,10 @@ pub struct CheckpointView {
         (status = 404, description = "No such run, or that fact is not a Checkpoint", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_checkpoint(
     State(state): State<AppState>,
-    PathArgs((run, fact)): PathArgs<(String, u64)>,
+    PathArgs((run, fact)): PathArgs<(String, String)>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
+    let fact = super::params::int64("fact", &fact)?;
     let v = blocking(&state, move |s| {
         let info = s.store().run_info(&run)?;
         let none = || ApiError::not_found(format!("{run} has no Checkpoint at fact {fact}"));

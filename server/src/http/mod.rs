@@ -19,11 +19,13 @@ pub mod dashboard;
 pub mod error;
 pub mod feed;
 pub mod guard;
+pub mod headers;
 pub mod health;
 pub mod hub;
 pub mod listing;
 pub mod metrics;
 pub mod openapi;
+pub mod params;
 pub mod routes;
 pub mod sse;
 pub mod workers;
@@ -76,6 +78,8 @@ pub struct ServeOptions {
     /// Remote workers: which declarations they serve (`--workers`), and
     /// how long silence makes one lost.
     pub workers: WorkerOptions,
+    /// `/mcp` sessions: how many, and how long one may sit unused.
+    pub mcp_sessions: crate::mcp::sessions::SessionLimits,
     /// The runtime runs are driven on (`flow serve` builds one of its own:
     /// [`crate::service::ServiceOptions::drives`]); `None` for the
     /// server's own.
@@ -96,6 +100,7 @@ impl Default for ServeOptions {
             max_steps: crate::service::MAX_STEPS,
             lease: None,
             workers: WorkerOptions::default(),
+            mcp_sessions: Default::default(),
             drives: None,
         }
     }
@@ -183,7 +188,8 @@ impl AppState {
 
 /// The router with every layer: the browser guard ([`guard`]), body
 /// limits (both axum's extractor limit and tower-http's; the archive
-/// upload has its own), request timeouts, tracing, panic catching, auth.
+/// upload has its own), request timeouts, tracing, panic catching, auth,
+/// security headers ([`headers`]).
 /// `bound` is the listening address, which the guard checks `Host`
 /// against.
 pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Router> {
@@ -240,6 +246,8 @@ pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Rout
                 ))
             },
         ))
+        // Around everything that answers, refusals and panics included.
+        .layer(axum::middleware::from_fn(headers::set))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .layer(
             tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([

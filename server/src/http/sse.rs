@@ -43,6 +43,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub struct EventsQuery {
     /// Yield facts after this number (`Last-Event-ID` wins when both are
     /// given).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
     pub after: Option<u64>,
     /// Also send `event: state` frames (no `id`) when the run pauses, is
     /// halted or goes on, each after the fact it happened at (issue 13).
@@ -89,11 +90,10 @@ pub async fn run_events(
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let after = match headers.get("last-event-id") {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be a fact number"))?,
+        Some(v) => super::params::int64(
+            "Last-Event-ID (a fact number)",
+            String::from_utf8_lossy(v.as_bytes()).trim(),
+        )?,
         None => q.after.unwrap_or(0),
     };
     // State changes are taken before the run's row is read, so none

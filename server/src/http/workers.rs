@@ -23,6 +23,7 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, Body, PathArgs};
+use super::guard::typed;
 use super::routes::typed_response;
 use crate::service::remote::{WorkerReply, Workers};
 use axum::Router;
@@ -44,10 +45,13 @@ const MAX_POLL: u32 = 256;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/workers", post(register_worker).get(list_workers))
-        .route("/v1/workers/{worker}", delete(delete_worker))
-        .route("/v1/workers/{worker}/poll", post(poll_worker))
-        .route("/v1/workers/{worker}/replies", post(reply_worker))
+        .route(
+            "/v1/workers",
+            typed(post(register_worker).get(list_workers)),
+        )
+        .route("/v1/workers/{worker}", typed(delete(delete_worker)))
+        .route("/v1/workers/{worker}/poll", typed(post(poll_worker)))
+        .route("/v1/workers/{worker}/replies", typed(post(reply_worker)))
 }
 
 /// A declaration a worker serves.
@@ -98,7 +102,7 @@ pub struct PollRequest {
     #[schema(minimum = 1, maximum = 256)]
     pub max: u32,
     /// How long to wait for a call, at most the server's hold (ms).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
     pub wait_ms: Option<u64>,
 }
 

@@ -7,10 +7,12 @@
 //! - [`tools`]: the tools themselves and the accepted-Start notification;
 //! - [`service`]: the one contact with the run service (the CLI's and the
 //!   HTTP server's) and the store;
-//! - [`stdio`] and [`http`]: the two transports.
+//! - [`stdio`] and [`http`]: the two transports;
+//! - [`sessions`]: `/mcp`'s sessions capped and expired when unused.
 
 pub mod args;
 pub mod http;
 pub mod service;
+pub mod sessions;
 pub mod stdio;
 pub mod tools;

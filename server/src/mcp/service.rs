@@ -139,7 +139,12 @@ impl Service {
     /// /v1/check` give them.
     pub async fn check(&self, p: ProgramArgs) -> Answer<Json> {
         let sources = self.sources(p).await?;
-        let (all, errors) = off_runtime(move || Ok(sources.diagnostics()))
+        let (all, errors) = self
+            .runs
+            .checks()
+            .run(sources.size(), move || {
+                Ok::<_, Error>(sources.diagnostics())
+            })
             .await
             .map_err(|e| self.refusal(e))?;
         Ok(json!({"diagnostics": all, "errors": errors, "ok": errors == 0}))
@@ -370,6 +375,7 @@ impl Service {
                 format!("{run} was halted before it ended or paused"),
             ),
             Error::Unavailable(m) => Refusal::new("unavailable", m),
+            Error::Busy(m) => Refusal::new("busy", m),
             e @ Error::Unreadable(_) => Refusal::new("unreadable", e.to_string()),
             e @ Error::Store(_) => Refusal::new("storage", e.to_string()),
         }

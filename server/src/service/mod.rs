@@ -25,6 +25,7 @@
 
 pub mod bind;
 mod calls;
+pub mod checks;
 mod commits;
 mod deadlines;
 mod drive;
@@ -131,6 +132,8 @@ struct Inner {
     deadlines: Deadlines,
     heads: Arc<heads::Heads>,
     commits: Arc<commits::Commits>,
+    /// Large programs' checks, off the async runtime and bounded.
+    checks: checks::Checks,
 }
 
 impl RunService {
@@ -160,12 +163,18 @@ impl RunService {
                 deadlines: Deadlines::default(),
                 heads,
                 commits: Arc::default(),
+                checks: checks::Checks::default(),
             }),
         }
     }
 
     pub fn store(&self) -> &StoreRef {
         &self.inner.store
+    }
+
+    /// Where large programs are checked ([`checks`]).
+    pub fn checks(&self) -> &checks::Checks {
+        &self.inner.checks
     }
 
     /// Live heads of the runs followed now (SSE).
@@ -326,7 +335,16 @@ impl RunService {
         gate: Option<tokio::sync::oneshot::Receiver<()>>,
     ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
-        let program = self.program(&sources)?;
+        let (sources, program) = {
+            let this = self.clone();
+            self.inner
+                .checks
+                .run(sources.size(), move || {
+                    let p = this.program(&sources)?;
+                    Ok::<_, Error>((sources, p))
+                })
+                .await?
+        };
         let input = flow_abi::json::parse(input)
             .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
         self.within_step_limit(&program)?;
@@ -472,11 +490,20 @@ impl RunService {
     ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
         let onto_dir = onto.as_ref().map(|s| s.dir.clone());
+        // Onto a large program: its check holds a permit (the recorded
+        // program is checked once and cached).
+        let permit = self
+            .inner
+            .checks
+            .permit(onto.as_ref().map_or(0, Sources::size))?;
         let fork = {
             let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
-            tokio::task::spawn_blocking(move || this.prepare_fork(&p, checkpoint, &sets, onto))
-                .await
-                .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
+            tokio::task::spawn_blocking(move || {
+                let _held = permit;
+                this.prepare_fork(&p, checkpoint, &sets, onto)
+            })
+            .await
+            .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
         };
         self.within_step_limit(&fork.program)?;
         let (bound, dir) = match onto_dir {

@@ -399,6 +399,10 @@ pub trait ListRuns {
     /// Runs whose row changed at or after `since_ms` (host clock), oldest
     /// change first, at most `limit` (1 to 10,000).
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>>;
+    /// The runs that name `run` as their parent (forks) or outer run
+    /// (nested runs), by id, at most `limit`: by index, whatever the
+    /// number of runs.
+    fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage>;
 }
 
 /// Host records beside each history.

@@ -204,6 +204,31 @@ pub struct ListedRun {
     pub updated_ms: i64,
 }
 
+/// A run that names another: a fork its parent, a nested run its outer
+/// run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildRun {
+    pub run: String,
+    pub link: ChildLink,
+}
+
+/// How a [`ChildRun`] names its run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChildLink {
+    /// Forked from the run's Checkpoint at this fact.
+    Fork { checkpoint: u64 },
+    /// Run for the run's call with this id.
+    Nested { call: String },
+}
+
+/// A run's children in id order, at most the limit asked for;
+/// `truncated` when it has more.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ChildPage {
+    pub children: Vec<ChildRun>,
+    pub truncated: bool,
+}
+
 /// A page of a run listing; `next` is the cursor of the next page, `None`
 /// at the end.
 #[derive(Clone, Debug, PartialEq, Eq)]

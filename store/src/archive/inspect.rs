@@ -109,7 +109,7 @@ fn inspect_run(dir: &Path, id: &str, budget: &mut Budget) -> DiscoveryRow {
         }
     };
     row.history_present = true;
-    let scan = scan_history(&bytes, Some(id));
+    let scan = scan_history(&bytes, Some(id), &mut |_, _| Ok(()));
     row.truncated = scan.truncated;
     if let Some((n, reason)) = scan.error {
         row.record = RecordStatus::Unreadable;
@@ -120,25 +120,27 @@ fn inspect_run(dir: &Path, id: &str, budget: &mut Budget) -> DiscoveryRow {
         );
         return row;
     }
-    let (Some(first), Some(last)) = (scan.facts.first(), scan.facts.last()) else {
+    let (Some(last), Some(first_value), Some(last_value)) =
+        (scan.facts.last(), scan.first.as_ref(), scan.last.as_ref())
+    else {
         return row;
     };
     let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
     row.entry = match (
-        s(first.fact.pointer("/entry/module")),
-        s(first.fact.pointer("/entry/function")),
+        s(first_value.pointer("/entry/module")),
+        s(first_value.pointer("/entry/function")),
     ) {
         (Some(module), Some(function)) => Some(Entry { module, function }),
         _ => None,
     };
-    row.program = s(first.fact.get("program"));
+    row.program = s(first_value.get("program"));
     let last_ref = FactRef {
         n: last.n,
         hash: hash_text(&last.hash),
     };
     if last.kind == FactKind::End {
         row.record = RecordStatus::Complete;
-        row.ending = match last.fact.get("ending").and_then(Value::as_object) {
+        row.ending = match last_value.get("ending").and_then(Value::as_object) {
             Some(e) if e.contains_key("Completed") => Some(Ending::Completed),
             Some(e) if e.contains_key("Faulted") => Some(Ending::Faulted),
             _ => None,

@@ -49,14 +49,16 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// hostile archive from exhausting memory.
 pub const IMPORT_FILE_LIMIT: u64 = 1 << 30;
 
-/// One fact read from an archive, checked.
+/// One fact read from an archive, checked: its stored text, not its
+/// parsed value (a value tree is several times its text; issue 36: an
+/// import held ~15× the archive). The first and last facts' values are
+/// kept beside ([`VerifiedArchive`]).
 #[derive(Clone, Debug)]
 pub struct ArchivedFact {
     pub n: u64,
     pub kind: FactKind,
     pub hash: [u8; 32],
     pub body: String,
-    pub fact: Value,
 }
 
 /// An archive whose chain and every blob were verified. Only
@@ -66,6 +68,10 @@ pub struct ArchivedFact {
 pub struct VerifiedArchive {
     pub(crate) run: RunId,
     pub(crate) facts: Vec<ArchivedFact>,
+    /// The Start's value (the runs index reads its entry, parent, outer).
+    pub(crate) first: Value,
+    /// The last fact's value (an End's ending).
+    pub(crate) last: Value,
     pub(crate) blobs: Vec<NewBlob>,
     pub(crate) host: Vec<HostRecordRow>,
 }
@@ -249,6 +255,11 @@ fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
 #[derive(Debug, Default)]
 pub(crate) struct HistoryScan {
     pub facts: Vec<ArchivedFact>,
+    /// The first and last checked facts' values.
+    pub first: Option<Value>,
+    pub last: Option<Value>,
+    /// The fact `see` refused (see [`scan_history`]), and why.
+    pub refused: Option<(u64, String)>,
     /// An unfinished physical tail (seed: "truncated reports an unfinished
     /// physical tail").
     pub truncated: bool,
@@ -263,7 +274,7 @@ fn check_line(
     n: u64,
     prev: &[u8; 32],
     run: &mut Option<String>,
-) -> Result<ArchivedFact, String> {
+) -> Result<(ArchivedFact, Value), String> {
     let text = std::str::from_utf8(line.as_bytes()).map_err(|_| "not UTF-8".to_string())?;
     let (w, is_canonical) =
         flow_abi::json::parse_checking_canonical(text).map_err(|e| format!("not JSON: {e}"))?;
@@ -296,57 +307,77 @@ fn check_line(
         return Err("the chain hash does not match".into());
     }
     *run = Some(run_id);
-    Ok(ArchivedFact {
-        n,
-        kind,
-        hash: h,
-        body,
+    Ok((
+        ArchivedFact {
+            n,
+            kind,
+            hash: h,
+            body,
+        },
         fact,
-    })
+    ))
 }
 
 /// Checks a history file's bytes. `dir_run`: the run id the directory
 /// names (seed: "A Start whose run identity differs from the directory ID
-/// is unreadable").
-pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
+/// is unreadable"). `see` is shown each checked fact with its value while
+/// the value is at hand (import verifies its blobs there), and may refuse
+/// it: the scan stops, [`HistoryScan::refused`] saying why. Only the first
+/// and last values are kept.
+pub(crate) fn scan_history(
+    bytes: &[u8],
+    dir_run: Option<&str>,
+    see: &mut dyn FnMut(&ArchivedFact, &Value) -> Result<(), String>,
+) -> HistoryScan {
+    // Reading a slice cannot fail.
+    scan_lines(bytes, dir_run, see).unwrap_or_else(|e| HistoryScan {
+        error: Some((1, e.to_string())),
+        ..HistoryScan::default()
+    })
+}
+
+/// [`scan_history`] over a reader, a line at a time (import reads the file
+/// so: only one line's bytes are held, beside the facts' texts). A line is
+/// checked once the next one is read, which tells whether it is the last
+/// complete line and whether an unfinished tail follows.
+pub(crate) fn scan_lines(
+    mut r: impl std::io::BufRead,
+    dir_run: Option<&str>,
+    see: &mut dyn FnMut(&ArchivedFact, &Value) -> Result<(), String>,
+) -> std::io::Result<HistoryScan> {
     let mut scan = HistoryScan::default();
-    let complete_len = bytes
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    if complete_len < bytes.len() {
-        scan.truncated = true;
-    }
-    let Ok(text) = std::str::from_utf8(&bytes[..complete_len]) else {
-        // Find the first line that is not UTF-8 to name it.
-        let mut n = 0u64;
-        for line in bytes[..complete_len].split(|b| *b == b'\n') {
-            n += 1;
-            if std::str::from_utf8(line).is_err() {
-                break;
-            }
+    // The next complete line (without its newline), read ahead.
+    let read = |r: &mut dyn std::io::BufRead| -> std::io::Result<Option<(Vec<u8>, bool)>> {
+        let mut line = Vec::new();
+        if r.read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
         }
-        scan.error = Some((n, "not UTF-8".into()));
-        return scan;
+        let complete = line.last() == Some(&b'\n');
+        if complete {
+            line.pop();
+        }
+        Ok(Some((line, complete)))
     };
-    let lines: Vec<&str> = if text.is_empty() {
-        Vec::new()
-    } else {
-        text[..text.len() - 1].split('\n').collect()
-    };
+    let mut next = read(&mut r)?;
     let mut run: Option<String> = None;
     let mut prev = [0u8; 32];
-    for (i, line) in lines.iter().enumerate() {
-        let n = i as u64 + 1;
-        let last_complete = i + 1 == lines.len();
+    let mut n = 0u64;
+    while let Some((line, true)) = next {
+        n += 1;
+        next = read(&mut r)?;
+        let tail = matches!(next, Some((_, false)));
+        let last_complete = !matches!(next, Some((_, true)));
+        let Ok(line) = std::str::from_utf8(&line) else {
+            scan.error = Some((n, "not UTF-8".into()));
+            return Ok(scan);
+        };
         let result = if scan.facts.last().is_some_and(|f| f.kind == FactKind::End) {
             Err("a fact follows End".to_string())
         } else {
             check_line(line, n, &prev, &mut run)
         };
         match result {
-            Ok(f) => {
+            Ok((f, value)) => {
                 if n == 1
                     && let Some(d) = dir_run
                     && run.as_deref() != Some(d)
@@ -358,28 +389,37 @@ pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
                             run.as_deref().unwrap_or("?")
                         ),
                     ));
-                    return scan;
+                    return Ok(scan);
+                }
+                if let Err(reason) = see(&f, &value) {
+                    scan.refused = Some((n, reason));
+                    return Ok(scan);
                 }
                 prev = f.hash;
+                if n == 1 {
+                    scan.first = Some(value.clone());
+                }
+                scan.last = Some(value);
                 scan.facts.push(f);
             }
-            Err(reason) if last_complete && !scan.truncated => {
+            Err(reason) if last_complete && !tail => {
                 scan.truncated = true;
                 scan.tail_reason = Some((n, reason));
             }
             Err(reason) => {
                 scan.error = Some((n, reason));
-                return scan;
+                return Ok(scan);
             }
         }
     }
-    if scan.truncated && scan.tail_reason.is_none() {
-        scan.tail_reason = Some((
-            lines.len() as u64 + 1,
-            "the last line has no newline".into(),
-        ));
+    if next.is_some() {
+        // An unfinished physical tail.
+        scan.truncated = true;
+        if scan.tail_reason.is_none() {
+            scan.tail_reason = Some((n + 1, "the last line has no newline".into()));
+        }
     }
-    scan
+    Ok(scan)
 }
 
 /// One file of an archive directory, read for import; `None` when it is
@@ -388,6 +428,27 @@ pub(crate) fn scan_history(bytes: &[u8], dir_run: Option<&str>) -> HistoryScan {
 /// byte is read, as is a file larger than [`IMPORT_FILE_LIMIT`] (by its
 /// size). The opened file is checked again (it may have been swapped).
 fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
+    let Some((f, len)) = open_import_file(path, component)? else {
+        return Ok(None);
+    };
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    f.take(IMPORT_FILE_LIMIT + 1)
+        .read_to_end(&mut buf)
+        .map_err(io(path))?;
+    if buf.len() as u64 > IMPORT_FILE_LIMIT {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return Err(Error::ArchiveRefused {
+            component: component.into(),
+            fact: None,
+            reason: format!("{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"),
+        });
+    }
+    Ok(Some(buf))
+}
+
+/// [`read_import_file`]'s checks, the file opened and its length, for a
+/// caller that reads it as it goes (at most [`IMPORT_FILE_LIMIT`] bytes).
+fn open_import_file(path: &Path, component: &str) -> Result<Option<(fs::File, u64)>> {
     let refuse = |reason: String| Error::ArchiveRefused {
         component: component.into(),
         fact: None,
@@ -411,16 +472,7 @@ fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
     if !f.metadata().map_err(io(path))?.is_file() {
         return Err(refuse(format!("{name} is not a regular file")));
     }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    f.take(IMPORT_FILE_LIMIT + 1)
-        .read_to_end(&mut buf)
-        .map_err(io(path))?;
-    if buf.len() as u64 > IMPORT_FILE_LIMIT {
-        return Err(refuse(format!(
-            "{name} is larger than the import limit ({IMPORT_FILE_LIMIT} bytes)"
-        )));
-    }
-    Ok(Some(buf))
+    Ok(Some((f, meta.len())))
 }
 
 /// Reads and verifies an archive directory: every line, the chain, every
@@ -443,7 +495,7 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         Err(e) => return Err(Error::io(dir, e)),
     }
     let hp = dir.join("history.jsonl");
-    let Some(bytes) = read_import_file(&hp, "history.jsonl")? else {
+    let Some((history, _)) = open_import_file(&hp, "history.jsonl")? else {
         return Err(refuse(
             "history.jsonl",
             None,
@@ -454,9 +506,51 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         .file_name()
         .and_then(|n| n.to_str())
         .filter(|n| RunId::parse(n).is_ok());
-    let scan = scan_history(&bytes, dir_run);
+    // Every blob a fact names is verified (and loaded for the import)
+    // while the fact's value is at hand; only its text is kept.
+    let blob_dir = dir.join("blobs");
+    let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut verifier = BlobVerifier::default();
+    // Which file a refusal of `see` is about.
+    let mut refused_in = "blobs";
+    let scan = {
+        let mut see = |f: &ArchivedFact, fact: &Value| -> std::result::Result<(), String> {
+            let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
+                let b = read_import_file(&blob_dir.join(hex::encode(h)), "blobs")?;
+                if let Some(b) = &b {
+                    loaded.insert(*h, b.clone());
+                }
+                Ok(b)
+            };
+            verifier.verify_refs_in(fact, &mut load)?;
+            if f.kind == FactKind::Start {
+                for s in fact
+                    .get("sources")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let (Some(h), Some(l)) = (
+                        s.get("hash").and_then(Value::as_str).and_then(parse_hash),
+                        s.get("length").and_then(Value::as_u64),
+                    ) else {
+                        refused_in = "history.jsonl";
+                        return Err("a source entry is malformed".into());
+                    };
+                    verifier.verify_source(&h, l, &mut load)?;
+                }
+            }
+            Ok(())
+        };
+        // Read a line at a time: the file's bytes are never all held.
+        let reader = std::io::BufReader::new(history.take(IMPORT_FILE_LIMIT));
+        scan_lines(reader, dir_run, &mut see).map_err(io(&hp))?
+    };
     if let Some((n, reason)) = scan.error {
         return Err(refuse("history.jsonl", Some(n), reason));
+    }
+    if let Some((n, reason)) = scan.refused {
+        return Err(refuse(refused_in, Some(n), reason));
     }
     if let Some((n, reason)) = scan.tail_reason {
         return Err(refuse(
@@ -465,54 +559,12 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
             format!("truncated: {reason}"),
         ));
     }
-    let Some(first) = scan.facts.first() else {
+    let (Some(first), Some(last)) = (scan.first, scan.last) else {
         return Err(refuse("history.jsonl", None, "the history is empty".into()));
     };
-    let run_text = first
-        .fact
-        .get("run")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let run_text = first.get("run").and_then(Value::as_str).unwrap_or_default();
     let run =
         RunId::parse(run_text).map_err(|e| refuse("history.jsonl", Some(1), e.to_string()))?;
-    let blob_dir = dir.join("blobs");
-    let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
-    let mut verifier = BlobVerifier::default();
-    for f in &scan.facts {
-        let mut load = |h: &[u8; 32]| -> Result<Option<Vec<u8>>> {
-            let b = read_import_file(&blob_dir.join(hex::encode(h)), "blobs")?;
-            if let Some(b) = &b {
-                loaded.insert(*h, b.clone());
-            }
-            Ok(b)
-        };
-        verifier
-            .verify_refs_in(&f.fact, &mut load)
-            .map_err(|reason| refuse("blobs", Some(f.n), reason))?;
-        if f.kind == FactKind::Start {
-            for s in f
-                .fact
-                .get("sources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let (Some(h), Some(l)) = (
-                    s.get("hash").and_then(Value::as_str).and_then(parse_hash),
-                    s.get("length").and_then(Value::as_u64),
-                ) else {
-                    return Err(refuse(
-                        "history.jsonl",
-                        Some(1),
-                        "a source entry is malformed".into(),
-                    ));
-                };
-                verifier
-                    .verify_source(&h, l, &mut load)
-                    .map_err(|reason| refuse("blobs", Some(1), reason))?;
-            }
-        }
-    }
     let mut host = Vec::new();
     let hostp = dir.join("host.jsonl");
     if let Some(b) = read_import_file(&hostp, "host.jsonl")? {
@@ -549,6 +601,8 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     Ok(VerifiedArchive {
         run,
         facts: scan.facts,
+        first,
+        last,
         blobs,
         host,
     })

@@ -220,3 +220,69 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
     );
     Ok(())
 }
+
+/// A run's children by the index (issue 36): forks name their parent, a
+/// nested run its outer run; in id order, at most the limit, `truncated`
+/// past it; a run with none, or one nobody names, has none.
+pub(super) fn children_by_index<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    _: &Path,
+) -> Result<(), String> {
+    let s = new();
+    let (parent, _) = seed_run(&s, 1).map_err(e)?;
+    let (other, _) = seed_run(&s, 1).map_err(e)?;
+    let mut want = Vec::new();
+    for i in 0..4u64 {
+        let run = new_run_id();
+        let (mut start, sources) = start_fact(&run, json!({"i": i}));
+        let link = if let Fact::Start {
+            parent: p, outer, ..
+        } = &mut start
+        {
+            if i % 2 == 0 {
+                *p = Some(flow_abi::fact::Parent {
+                    run: parent.clone(),
+                    checkpoint: 4,
+                });
+                ChildLink::Fork { checkpoint: 4 }
+            } else {
+                *outer = Some(flow_abi::fact::Outer {
+                    run: parent.clone(),
+                    call: root_call(i),
+                });
+                ChildLink::Nested {
+                    call: root_call(i).to_string(),
+                }
+            }
+        } else {
+            return Err("start_fact gives a Start".into());
+        };
+        s.create_run(start, &sources, Vec::new()).map_err(e)?;
+        want.push(ChildRun {
+            run: run.to_string(),
+            link,
+        });
+    }
+    want.sort_by(|a, b| a.run.cmp(&b.run));
+    let all = s.children(&parent, 10).map_err(e)?;
+    ensure!(
+        all == ChildPage {
+            children: want.clone(),
+            truncated: false
+        },
+        "children of the parent: {all:?}, want {want:?}"
+    );
+    let first = s.children(&parent, 3).map_err(e)?;
+    ensure!(
+        first.children == want[..3] && first.truncated,
+        "three children and truncated: {first:?}"
+    );
+    for (run, what) in [
+        (&other, "a run without children"),
+        (&new_run_id(), "no run"),
+    ] {
+        let none = s.children(run, 10).map_err(e)?;
+        ensure!(none == ChildPage::default(), "{what}: {none:?}");
+    }
+    Ok(())
+}

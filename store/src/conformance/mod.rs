@@ -66,6 +66,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
             "host_records_and_decisions",
             host_records_and_decisions::<B>,
         ),
+        ("children_by_index", children_by_index::<B>),
         ("live_tail", live_tail::<B>),
         ("history_pages", history_pages::<B>),
         ("archive_round_trip", archive_round_trip::<B>),

@@ -37,6 +37,7 @@ mod connect;
 mod leases;
 mod listen;
 mod read;
+pub use read::CHILDREN_QUERY;
 mod sql;
 mod workers;
 mod writer;
@@ -429,6 +430,11 @@ impl ListRuns for PostgresStore {
 
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
         self.read(move |s| crate::listing::changed_since(s, since_ms, limit))
+    }
+
+    fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
+        let run = run.clone();
+        self.read(move |s| crate::listing::children(s, &run, limit))
     }
 }
 

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
-use crate::listing::{ListingColumns, prefix_range};
+use crate::listing::{ChildColumns, ListingColumns, prefix_range};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
 use deadpool_postgres::Object;
@@ -182,6 +182,15 @@ fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
         }
     }
 }
+
+/// A run's forks and nested runs (`$1`), at most `$2`, by id:
+/// runs_by_parent and runs_by_outer (migration 8) serve the two halves,
+/// and a run has few children to sort. A union, not an `OR`: with `ORDER
+/// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
+/// index filtering each row. Public so a test can EXPLAIN it.
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = $1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = $1 \
+     ORDER BY id LIMIT $2";
 
 impl ReadDb for Session {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
@@ -415,6 +424,23 @@ impl ReadDb for Session {
             &[&since_ms, &i64::from(limit)],
         )?;
         rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+
+    fn child_columns(&mut self, run: &str, limit: u32) -> Result<Vec<ChildColumns>> {
+        let rows = self.query(CHILDREN_QUERY, &[&run, &i64::from(limit)])?;
+        rows.iter()
+            .map(|r| {
+                let parent: Option<String> = r.try_get(1)?;
+                let cp: Option<i64> = r.try_get(2)?;
+                let outer: Option<String> = r.try_get(3)?;
+                let call: Option<String> = r.try_get(4)?;
+                Ok(ChildColumns {
+                    id: r.try_get(0)?,
+                    parent: parent.zip(cp),
+                    outer: outer.zip(call),
+                })
+            })
+            .collect()
     }
 }
 

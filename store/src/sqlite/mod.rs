@@ -19,6 +19,7 @@ mod committer;
 mod leases;
 mod queue;
 mod read;
+pub use read::CHILDREN_QUERY;
 mod workers;
 mod writer;
 
@@ -426,6 +427,10 @@ impl ListRuns for SqliteStore {
         self.with_reader(|c| {
             read::snapshot(c, |db| crate::listing::changed_since(db, since_ms, limit))
         })
+    }
+
+    fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
+        self.with_reader(|c| read::snapshot(c, |db| crate::listing::children(db, run, limit)))
     }
 }
 

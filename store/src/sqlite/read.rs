@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::fact::FactKind;
 use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
-use crate::listing::{ListingColumns, prefix_range};
+use crate::listing::{ChildColumns, ListingColumns, prefix_range};
 use crate::read::{FactRow, ReadDb};
 use flow_abi::fact::RunId;
 use rusqlite::types::ValueRef;
@@ -51,6 +51,15 @@ fn rows_of(
 ) -> impl Iterator<Item = Result<FactRow, String>> {
     rows.map(|r| r.map_err(|e| e.to_string()))
 }
+
+/// A run's forks and nested runs (`?1`), at most `?2`, by id:
+/// runs_by_parent and runs_by_outer (migration 8) serve the two halves,
+/// and a run has few children to sort. A union, not an `OR`: with `ORDER
+/// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
+/// index filtering each row. Public so a test can EXPLAIN it.
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = ?1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = ?1 \
+     ORDER BY id LIMIT ?2";
 
 impl ReadDb for Db<'_> {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
@@ -285,6 +294,23 @@ impl ReadDb for Db<'_> {
         )?;
         Ok(st
             .query_map(params![since_ms, i64::from(limit)], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn child_columns(&mut self, run: &str, limit: u32) -> Result<Vec<ChildColumns>> {
+        let mut st = self.0.prepare_cached(CHILDREN_QUERY)?;
+        Ok(st
+            .query_map(params![run, i64::from(limit)], |r| {
+                let parent: Option<String> = r.get(1)?;
+                let cp: Option<i64> = r.get(2)?;
+                let outer: Option<String> = r.get(3)?;
+                let call: Option<String> = r.get(4)?;
+                Ok(ChildColumns {
+                    id: r.get(0)?,
+                    parent: parent.zip(cp),
+                    outer: outer.zip(call),
+                })
+            })?
             .collect::<rusqlite::Result<_>>()?)
     }
 }
