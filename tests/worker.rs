@@ -868,3 +868,248 @@ async fn the_compose_topology_survives_the_loss_of_a_server() {
     assert_eq!(numbers, (1..=total).collect::<Vec<_>>(), "{seen:?}");
     assert_eq!(seen.last().map(|s| s.1.as_str()), Some("End"));
 }
+
+/// Issue 36 §3, worker identity: a worker is bound to the token that
+/// registered it. Under another worker token, polling it (no call args
+/// handed over), replying as it (the forged `{"i": 4242}` never becomes a
+/// Reply) and deleting it are 403 problem+json and change nothing: the
+/// call is still queued for its worker, which then gets it, answers it
+/// and stays live. A worker token confined by its line
+/// (`token worker KEY[,KEY]`) registering another declaration is 403,
+/// naming it, and nothing is registered; an `admin` token may act for any
+/// worker. (PRO-24: authority is the host's, around the call.)
+#[tokio::test]
+async fn forged_worker_actions_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_t, read, admin, mine, thief, confined) = (
+        "run-token-0123456789",
+        "read-token-0123456789",
+        "admin-token-0123456789",
+        "worker-mine-0123456789",
+        "worker-thief-0123456789",
+        "worker-confined-0123456789",
+    );
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!(
+            "{run_t} run\n{read} read\n{admin} admin\n{mine} worker triage.json\n{thief} worker\n{confined} worker other.json,std/llm\n"
+        ),
+    )
+    .unwrap();
+    let s = Serve::start(
+        &server_tools(dir.path()),
+        &[
+            "--workers",
+            "triage.json",
+            "--tokens",
+            tokens.to_str().unwrap(),
+        ],
+    );
+    let c = client();
+    let postm = reqwest::Method::POST;
+    let register = json!({"name": "by-hand", "tools": [{"tool": CLASSIFY, "fingerprint": classify_fingerprint()}]});
+    let live = |c: reqwest::Client, url: String| async move {
+        let (_, v) = send(&c, reqwest::Method::GET, url, Some(read), None).await;
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["worker"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+
+    // A confined token registering a declaration its line does not name.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(confined),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(v["title"].is_string(), "problem+json: {v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains(CLASSIFY),
+        "names the declaration: {v}"
+    );
+    assert!(
+        live(c.clone(), s.url("/v1/workers")).await.is_empty(),
+        "nothing registered"
+    );
+
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(mine),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let me = v["worker"].as_str().unwrap().to_string();
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(thief),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let other = v["worker"].as_str().unwrap().to_string();
+
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/runs"),
+        Some(run_t),
+        Some(start_body("Where is my invoice?", None)),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let history = |c: reqwest::Client| {
+        let url = s.url(&format!("/v1/runs/{run}/facts?limit=200"));
+        async move {
+            let (_, v) = send(&c, reqwest::Method::GET, url, Some(read), None).await;
+            v["facts"].as_array().unwrap().clone()
+        }
+    };
+    // The classifier's Call is durable and queued.
+    let mut before = Vec::new();
+    for _ in 0..200 {
+        before = history(c.clone()).await;
+        if before.iter().any(|f| f["kind"] == "Call") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Polling as another worker: 403, no call handed over.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(thief),
+        Some(json!({"max": 8, "waitMs": 0})),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(
+        v.get("calls").is_none() && !v.to_string().contains("invoice"),
+        "{v}"
+    );
+    assert!(
+        v["detail"].as_str().unwrap().contains("another token"),
+        "{v}"
+    );
+
+    // Its own token gets the call, once.
+    let (status, polled) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(mine),
+        Some(json!({"max": 8, "waitMs": 2000})),
+    )
+    .await;
+    assert_eq!(status, 200, "{polled}");
+    let got = &polled["calls"][0];
+    assert_eq!(
+        got["args"],
+        json!({"ticket": "Where is my invoice?"}),
+        "{polled}"
+    );
+    let call = got["call"].as_str().unwrap().to_string();
+
+    // Replying as another worker: 403, no Reply.
+    let forged = json!({"replies": [{"run": run, "call": call, "outcome": {"Ok": {"i": 4242}}}]});
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/replies")),
+        Some(thief),
+        Some(forged.clone()),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    // Under its own id the thief's reply is for a call not sent to it.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{other}/replies")),
+        Some(thief),
+        Some(forged),
+    )
+    .await;
+    assert_eq!(
+        (status, &v["replies"][0]["admitted"]),
+        (200, &json!(false)),
+        "{v}"
+    );
+
+    // Deleting another worker: 403, it stays live.
+    let (status, v) = send(
+        &c,
+        reqwest::Method::DELETE,
+        s.url(&format!("/v1/workers/{me}")),
+        Some(thief),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(live(c.clone(), s.url("/v1/workers")).await.contains(&me));
+    assert_eq!(history(c.clone()).await, before, "the history is unchanged");
+
+    // The real worker's reply is the one admitted.
+    let real = json!({"Ok": {"severity": "low", "category": "question"}});
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/replies")),
+        Some(mine),
+        Some(json!({"replies": [{"run": run, "call": call, "outcome": real}]})),
+    )
+    .await;
+    assert_eq!(
+        (status, &v["replies"][0]["admitted"]),
+        (200, &json!(true)),
+        "{v}"
+    );
+    let mut outcomes = Vec::new();
+    for _ in 0..200 {
+        outcomes = history(c.clone())
+            .await
+            .into_iter()
+            .filter(|f| f["kind"] == "Reply" && f["fact"]["call"] == call.as_str())
+            .map(|f| f["fact"]["outcome"].clone())
+            .collect();
+        if !outcomes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outcomes, vec![real]);
+
+    // An admin token acts for any worker.
+    let (status, v) = send(
+        &c,
+        postm,
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(admin),
+        Some(json!({"max": 1, "waitMs": 0})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = send(
+        &c,
+        reqwest::Method::DELETE,
+        s.url(&format!("/v1/workers/{me}")),
+        Some(admin),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{v}");
+}

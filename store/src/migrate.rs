@@ -46,6 +46,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "runs_by_state_change",
         include_str!("../../migrations/sqlite/0007_runs_by_state_change.sql"),
     ),
+    (
+        8,
+        "worker_owner",
+        include_str!("../../migrations/sqlite/0008_worker_owner.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -84,6 +89,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         7,
         "runs_by_state_change",
         include_str!("../../migrations/postgres/0007_runs_by_state_change.sql"),
+    ),
+    (
+        8,
+        "worker_owner",
+        include_str!("../../migrations/postgres/0008_worker_owner.sql"),
     ),
 ];
 

@@ -92,8 +92,18 @@ pub struct Claimed {
 
 /// The queue of calls for remote workers, and the workers.
 pub trait WorkerQueue {
-    /// Records a worker and the declarations it serves, heard from now.
-    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()>;
+    /// Records a worker, the token tag `owner` it belongs to (`""` for
+    /// none) and the declarations it serves, heard from now.
+    fn register_worker(
+        &self,
+        id: &str,
+        name: &str,
+        owner: &str,
+        tools: &[ServedTool],
+    ) -> Result<()>;
+    /// The owner tag `id` was registered with (live or not); `None` for a
+    /// worker the store does not know (never registered, or swept).
+    fn worker_owner(&self, id: &str) -> Result<Option<String>>;
     /// Marks `id` as heard from now, if it is still live (heard from within
     /// `within`); false for a worker unknown or already judged lost, which
     /// must register again.

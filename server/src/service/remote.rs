@@ -51,6 +51,24 @@ const MAX_HOLD: Duration = Duration::from_secs(25);
 /// Scans between sweeps of ended runs' calls and long-lost workers.
 const SCANS_PER_SWEEP: u32 = 30;
 
+/// Whether `key` reads as a declaration key, as flow.toml keys them: a
+/// module (`triage.json`), one Tool (`triage.json#classify`) or a built-in
+/// module (`std/llm`) — for `--workers` and a worker token's line.
+pub fn key_ok(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with('#')
+        && !key.ends_with('#')
+        && key.matches('#').count() <= 1
+        && !key.chars().any(char::is_control)
+}
+
+/// Whether one of `keys` names declaration `identity`: its own key or its
+/// module's.
+pub fn key_covers(keys: &[String], identity: &str) -> bool {
+    let module = identity.rsplit_once('#').map_or(identity, |(m, _)| m);
+    keys.iter().any(|k| k == identity || k == module)
+}
+
 /// How this server routes Tool calls to workers.
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
@@ -97,6 +115,9 @@ struct Inner {
     arrived: Notify,
     /// When this server last marked each worker heard from in the store.
     touched: Mutex<HashMap<String, std::time::Instant>>,
+    /// Each worker's owner tag, as read from the store once: it never
+    /// changes (an id is minted at registration, never reused).
+    owners: Mutex<HashMap<String, String>>,
     shutdown: CancellationToken,
 }
 
@@ -126,6 +147,7 @@ impl Workers {
                 waiting: Mutex::new(HashMap::new()),
                 arrived: Notify::new(),
                 touched: Mutex::new(HashMap::new()),
+                owners: Mutex::new(HashMap::new()),
                 shutdown,
             }),
         }
@@ -155,12 +177,7 @@ impl Workers {
     /// Whether `--workers` routes declaration `identity` to workers: its
     /// own key or its module's.
     pub fn serves(&self, identity: &str) -> bool {
-        let module = identity.rsplit_once('#').map_or(identity, |(m, _)| m);
-        self.inner
-            .options
-            .keys
-            .iter()
-            .any(|k| k == identity || k == module)
+        key_covers(&self.inner.options.keys, identity)
     }
 
     /// Bind before start: every worker-served declaration `(identity,
@@ -411,18 +428,53 @@ impl Workers {
         .await
     }
 
-    /// Records a worker and what it serves; returns its id.
-    pub async fn register(&self, name: &str, tools: Vec<ServedTool>) -> Result<String> {
+    /// Records a worker, the owner tag of the token that registers it
+    /// (`""` without tokens) and what it serves; returns its id.
+    pub async fn register(
+        &self,
+        name: &str,
+        owner: &str,
+        tools: Vec<ServedTool>,
+    ) -> Result<String> {
         let id = super::new_run_id();
         let id = format!("worker-{}", id.as_str().trim_start_matches("run-"));
-        let (i, n) = (id.clone(), name.to_string());
+        let (i, n, o) = (id.clone(), name.to_string(), owner.to_string());
         blocking(&self.inner.store, move |s| {
-            Ok(s.register_worker(&i, &n, &tools)?)
+            Ok(s.register_worker(&i, &n, &o, &tools)?)
         })
         .await?;
+        if let Ok(mut known) = self.inner.owners.lock() {
+            if known.len() >= 4096 {
+                known.clear();
+            }
+            known.insert(id.clone(), owner.to_string());
+        }
         tracing::info!(worker = %id, worker.name = %name, "worker registered");
         self.inner.arrived.notify_one();
         Ok(id)
+    }
+
+    /// The owner tag `worker` was registered with; `None` for a worker the
+    /// store does not know. Read from the store once per server.
+    pub async fn owner(&self, worker: &str) -> Result<Option<String>> {
+        if let Some(o) = self
+            .inner
+            .owners
+            .lock()
+            .ok()
+            .and_then(|k| k.get(worker).cloned())
+        {
+            return Ok(Some(o));
+        }
+        let w = worker.to_string();
+        let owner = blocking(&self.inner.store, move |s| Ok(s.worker_owner(&w)?)).await?;
+        if let (Some(o), Ok(mut known)) = (&owner, self.inner.owners.lock()) {
+            if known.len() >= 4096 {
+                known.clear();
+            }
+            known.insert(worker.to_string(), o.clone());
+        }
+        Ok(owner)
     }
 
     /// Marks `worker` heard from; false when it is unknown or was judged

@@ -70,8 +70,13 @@ pub(super) fn workers<B: Backend + Sync>(
     );
 
     // A worker with another fingerprint is handed nothing.
-    s.register_worker("w-old", "old", &[served("t.json#a", "sha256:bb", false)])
-        .map_err(e)?;
+    s.register_worker(
+        "w-old",
+        "old",
+        "",
+        &[served("t.json#a", "sha256:bb", false)],
+    )
+    .map_err(e)?;
     ensure!(
         s.claim_calls("w-old", 10).map_err(e)?.calls.is_empty(),
         "a call went to a worker of another fingerprint"
@@ -96,8 +101,14 @@ pub(super) fn workers<B: Backend + Sync>(
         },
     )
     .map_err(e)?;
-    s.register_worker("w1", "one", &[served("t.json#a", fp, true)])
+    s.register_worker("w1", "one", "tag-a", &[served("t.json#a", fp, true)])
         .map_err(e)?;
+    ensure!(
+        s.worker_owner("w1").map_err(e)?.as_deref() == Some("tag-a")
+            && s.worker_owner("w-old").map_err(e)?.as_deref() == Some("")
+            && s.worker_owner("w-none").map_err(e)?.is_none(),
+        "each worker keeps the owner it registered with"
+    );
     ensure!(
         s.parked_runs(live, 10).map_err(e)? == vec![run.clone()],
         "a paused run with a parked call a live worker serves is found"
@@ -211,7 +222,7 @@ pub(super) fn workers<B: Backend + Sync>(
         !s.settle_call(&run, &c2.call, Some("w1"), None).map_err(e)?,
         "queued again twice"
     );
-    s.register_worker("w2", "two", &[served("t.json#a", fp, false)])
+    s.register_worker("w2", "two", "tag-b", &[served("t.json#a", fp, false)])
         .map_err(e)?;
     ensure!(
         s.claim_calls("w2", 5).map_err(e)?.calls == vec![c2.clone()],

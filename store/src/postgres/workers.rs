@@ -77,8 +77,14 @@ fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
 }
 
 impl WorkerQueue for PostgresStore {
-    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
-        let (id, name) = (id.to_string(), name.to_string());
+    fn register_worker(
+        &self,
+        id: &str,
+        name: &str,
+        owner: &str,
+        tools: &[ServedTool],
+    ) -> Result<()> {
+        let (id, name, owner) = (id.to_string(), name.to_string(), owner.to_string());
         let names: Vec<String> = tools.iter().map(|t| t.tool.clone()).collect();
         let fps: Vec<String> = tools.iter().map(|t| t.fingerprint.clone()).collect();
         let resend: Vec<bool> = tools.iter().map(|t| t.resend).collect();
@@ -86,10 +92,10 @@ impl WorkerQueue for PostgresStore {
             let tx = conn.transaction().await?;
             tx.execute(
                 &format!(
-                    "INSERT INTO workers (id, name, seen_ms) VALUES ($1, $2, {NOW_MS})
-                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms"
+                    "INSERT INTO workers (id, name, seen_ms, owner) VALUES ($1, $2, {NOW_MS}, $3)
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms, owner = excluded.owner"
                 ),
-                &[&id, &name],
+                &[&id, &name, &owner],
             )
             .await?;
             tx.execute("DELETE FROM worker_tools WHERE worker = $1", &[&id])
@@ -104,6 +110,16 @@ impl WorkerQueue for PostgresStore {
             tx.commit().await?;
             Ok(())
         })
+    }
+
+    fn worker_owner(&self, id: &str) -> Result<Option<String>> {
+        let id = id.to_string();
+        let row = self.on_pool(move |conn| async move {
+            Ok(conn
+                .query_opt("SELECT owner FROM workers WHERE id = $1", &[&id])
+                .await?)
+        })?;
+        row.map(|r| r.try_get(0)).transpose().map_err(Into::into)
     }
 
     fn touch_worker(&self, id: &str, within: Duration) -> Result<bool> {
