@@ -85,6 +85,31 @@ impl Serve {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.server.base)
     }
+
+    /// The worker `run`'s calls were handed to, once one was (read from the
+    /// server's SQLite file, as another process may).
+    async fn claimed(&self, run: &str) -> String {
+        let db = self._data.path().join("flow.db");
+        for _ in 0..300 {
+            let c = rusqlite::Connection::open_with_flags(
+                &db,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            let worker: Option<String> = c
+                .query_row(
+                    "SELECT worker FROM worker_calls WHERE run = ?1 AND worker IS NOT NULL",
+                    [run],
+                    |r| r.get(0),
+                )
+                .ok();
+            if let Some(w) = worker {
+                return w;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no call of {run} was handed to a worker");
+    }
 }
 
 /// A `flow worker` process (its own process group), killed with the guard.
@@ -95,10 +120,12 @@ struct Worker {
 
 impl Worker {
     fn start(server: &str, tools: &Path, token: Option<&str>, env: &[(&str, &str)]) -> Worker {
-        let mut child = Worker::command(server, tools, token, env)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        Worker::spawn(Worker::command(server, tools, token, env))
+    }
+
+    /// Starts `cmd` and waits for its first line, which names the worker.
+    fn spawn(mut cmd: Command) -> Worker {
+        let mut child = cmd.stderr(Stdio::null()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -131,6 +158,28 @@ impl Worker {
             cmd.env(k, v);
         }
         cmd
+    }
+
+    /// SIGTERM to the worker's process alone (as `docker stop` sends it to
+    /// a container's first process): its Tools get no signal.
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the worker to exit (at most `secs`); its exit code.
+    fn exited(&mut self, secs: u64) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the worker did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILL to the worker and its Tools (the whole host gone).
@@ -1112,4 +1161,105 @@ async fn forged_worker_actions_are_refused_and_change_nothing() {
     )
     .await;
     assert_eq!(status, 204, "{v}");
+}
+
+/// No Reply of `run` says Unknown.
+async fn no_unknown(c: &reqwest::Client, s: &Serve, run: &str) {
+    let all = facts(c, s, run).await;
+    assert!(
+        !all.iter()
+            .any(|f| f["kind"] == "Reply" && f["fact"]["outcome"].get("Unknown").is_some()),
+        "a Reply says Unknown: {all:?}"
+    );
+}
+
+/// Issue 36 §1, the worker's drain: SIGTERM to a worker (its process
+/// alone, as `docker stop` sends it) while its slow call is out. It takes
+/// no more calls but keeps polling for none, so the server does not judge
+/// it lost although the call takes twice `--worker-timeout`; the call's
+/// Tool gets no signal and finishes, its reply is sent, and the worker
+/// leaves and exits 0. The run goes on with an Ok Reply: no Unknown
+/// anywhere in the history.
+#[tokio::test]
+async fn sigterm_lets_a_workers_slow_call_finish_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(
+        &server_tools(dir.path()),
+        &["--workers", "triage.json", "--worker-timeout", "2"],
+    );
+    let c = client();
+    let mut w = Worker::start(
+        &s.server.base,
+        &example("triage/flow.toml"),
+        None,
+        &[("TRIAGE_DELAY_MS", "4000")],
+    );
+    let (status, v) = post(&c, s.url("/v1/runs"), start_body("The site is down!", None)).await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(s.claimed(&run).await, w.id);
+    w.sigterm();
+
+    let v = until(&c, &s, &run, 30, paused_at_review).await;
+    assert_eq!(
+        replies(&c, &s, &run, "c1:root#1").await,
+        vec![json!({"Ok": {"category": "outage", "severity": "high"}})]
+    );
+    no_unknown(&c, &s, &run).await;
+    assert_eq!(w.exited(30), Some(0), "a drained worker exits 0");
+    let listed = common::get_json(&c, s.url("/v1/workers")).await;
+    assert_eq!(listed["workers"], json!([]), "it left: {listed}");
+    // Resuming needs a live worker for the classifier again (bind before
+    // start), though the run calls it no more.
+    let _next = Worker::start(&s.server.base, &example("triage/flow.toml"), None, &[]);
+    finish(&c, &s, &run, v["pending"][0]["call"].as_str().unwrap()).await;
+}
+
+/// Issue 36 §1: a worker whose grace (`--drain-seconds 1`) is shorter than
+/// its call hands the call back instead of answering it: with `resend =
+/// true` the server queues it again at once (the worker left), a second
+/// worker serves it under the same call id, and the run goes on — one
+/// Call, one Ok Reply, no Unknown.
+#[tokio::test]
+async fn a_call_longer_than_the_grace_is_handed_back_and_served_by_another_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&server_tools(dir.path()), &["--workers", "triage.json"]);
+    let tools = resend_tools(dir.path());
+    let c = client();
+    let mut cmd = Worker::command(
+        &s.server.base,
+        &tools,
+        None,
+        &[("TRIAGE_DELAY_MS", "60000")],
+    );
+    cmd.args(["--drain-seconds", "1"]);
+    let mut slow = Worker::spawn(cmd);
+    let (status, v) = post(
+        &c,
+        s.url("/v1/runs"),
+        start_body("I was charged twice", None),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = classify_call_out(&c, &s, &run).await;
+    assert_eq!(s.claimed(&run).await, slow.id);
+
+    let next = Worker::start(&s.server.base, &tools, None, &[]);
+    slow.sigterm();
+    assert_eq!(slow.exited(30), Some(0));
+    let v = until(&c, &s, &run, 30, paused_at_review).await;
+    assert_eq!(s.claimed(&run).await, next.id, "served by the other worker");
+    let calls = facts(&c, &s, &run)
+        .await
+        .iter()
+        .filter(|f| f["kind"] == "Call" && f["fact"]["call"] == call.as_str())
+        .count();
+    assert_eq!(calls, 1, "sent again under the same call id");
+    assert_eq!(
+        replies(&c, &s, &run, &call).await,
+        vec![json!({"Ok": {"category": "billing", "severity": "medium"}})]
+    );
+    no_unknown(&c, &s, &run).await;
+    finish(&c, &s, &run, v["pending"][0]["call"].as_str().unwrap()).await;
 }

@@ -99,8 +99,11 @@ pub struct RegisterAnswer {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PollRequest {
-    /// Calls the worker takes now (1 to 256).
-    #[schema(minimum = 1, maximum = 256)]
+    /// Calls the worker can start now — its free slots (`flow worker`
+    /// sends its `--concurrency` less the calls it holds), so calls left
+    /// over go to other workers; at most 256. 0 while it drains: no call is
+    /// handed out, the poll keeps it heard from and brings cancels.
+    #[schema(minimum = 0, maximum = 256)]
     pub max: u32,
     /// How long to wait for a call, at most the server's hold (ms).
     #[serde(default)]
@@ -323,7 +326,7 @@ pub async fn register_worker(
         (status = 200, description = "Calls for the worker (none after the hold)", body = PollAnswer),
         (status = 403, description = "The worker was registered with another token; nothing was handed out", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown or lost worker: register again", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "max out of 1..256", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "max out of 0..256", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn poll_worker(
     State(state): State<AppState>,
     PathArgs(worker): PathArgs<String>,
@@ -332,9 +335,9 @@ pub async fn poll_worker(
 ) -> ApiResult<Response> {
     let worker = worker_id(&worker)?;
     let w = workers(&state)?;
-    if req.max == 0 || req.max > MAX_POLL {
+    if req.max > MAX_POLL {
         return Err(ApiError::unprocessable(format!(
-            "max must be 1 to {MAX_POLL}"
+            "max must be 0 to {MAX_POLL}"
         )));
     }
     act_for(w, &worker, caller.as_deref()).await?;

@@ -329,7 +329,7 @@ impl Workers {
                     ..
                 })) => {
                     let decision = (!resend).then(|| {
-                        json!({"Unknown": format!("worker {worker} was lost with the call out (not heard from within {} s)", timeout.as_secs())})
+                        json!({"Unknown": format!("worker {worker} was lost with the call out (it left before the call finished, or was not heard from within {} s)", timeout.as_secs())})
                     });
                     tracing::warn!(run.id = %run, call.id = %req.call, worker = %worker, resend, "a worker was lost with a call out");
                     !self.settle(&run, &req.call, Some(worker), decision).await
@@ -581,6 +581,13 @@ impl Workers {
         let w = worker.to_string();
         blocking(&self.inner.store, move |s| Ok(s.remove_worker(&w)?)).await?;
         tracing::info!(worker = %worker, "worker left");
+        // The calls it handed back are settled now, not at the drives'
+        // next look: every drive waiting here looks again.
+        if let Ok(waiting) = self.inner.waiting.lock() {
+            for w in waiting.values() {
+                w.notify.notify_one();
+            }
+        }
         Ok(())
     }
 
