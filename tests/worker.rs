@@ -1263,3 +1263,46 @@ async fn a_call_longer_than_the_grace_is_handed_back_and_served_by_another_worke
     no_unknown(&c, &s, &run).await;
     finish(&c, &s, &run, v["pending"][0]["call"].as_str().unwrap()).await;
 }
+
+/// Issue 36 §3, claims are spread: a poll takes at most what the worker
+/// can start now (its free slots of `--concurrency`), so with two workers
+/// of concurrency 2 and five slow calls queued, the first worker cannot
+/// hold them all: both end up serving calls, and every run goes on.
+#[tokio::test]
+async fn two_workers_share_more_calls_than_one_can_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&server_tools(dir.path()), &["--workers", "triage.json"]);
+    let c = client();
+    let worker = || {
+        let mut cmd = Worker::command(
+            &s.server.base,
+            &example("triage/flow.toml"),
+            None,
+            &[("TRIAGE_DELAY_MS", "1500")],
+        );
+        cmd.args(["--concurrency", "2"]);
+        Worker::spawn(cmd)
+    };
+    let (a, b) = (worker(), worker());
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let (status, v) = post(
+            &c,
+            s.url("/v1/runs"),
+            start_body(&format!("The site is down ({i})"), None),
+        )
+        .await;
+        assert_eq!(status, 201, "{v}");
+        runs.push(v["run"].as_str().unwrap().to_string());
+    }
+    let mut served = std::collections::BTreeSet::new();
+    for run in &runs {
+        until(&c, &s, run, 30, paused_at_review).await;
+        served.insert(s.claimed(run).await);
+    }
+    assert_eq!(
+        served,
+        [a.id.clone(), b.id.clone()].into_iter().collect(),
+        "both workers served calls"
+    );
+}
