@@ -796,18 +796,23 @@ fn two_servers(db: &Schema, dir: &Path, extra: &[&str]) -> (Serve, Serve) {
 /// A has its classifier call queued in the database, taken by the worker
 /// through B, and its reply admitted by A, which drives the run on. The
 /// run is then finished through B and replays matched on A.
+///
+/// Issue 36 §4: nobody polls for it. With `--worker-timeout 60` the
+/// servers' safety look is 15 s, yet the run reaches its review within
+/// the start's 10 s wait: B's held poll is woken by A's queuing, and A's
+/// drive by B's admitting the reply, through Postgres NOTIFY.
 #[tokio::test]
 async fn a_worker_on_server_b_serves_a_run_started_on_server_a() {
     let Some(db) = Schema::new() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = two_servers(&db, dir.path(), &[]);
+    let (a, b) = two_servers(&db, dir.path(), &["--worker-timeout", "60"]);
     let w = Worker::start(&b.server.base, &example("triage/flow.toml"), None, &[]);
     let c = client();
 
     let (status, v) = post(
         &c,
         a.url("/v1/runs"),
-        start_body("The site is down!", Some(15)),
+        start_body("The site is down!", Some(10)),
     )
     .await;
     assert_eq!(status, 201, "{v}");

@@ -161,7 +161,6 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             keys: args.workers.clone(),
             wait: args.worker_wait,
             timeout: Duration::from_secs(args.worker_timeout),
-            cluster: args.postgres.is_some(),
         },
         drives: None,
     })

@@ -9,10 +9,12 @@
 //!   fingerprint ([`Workers::check`]) — or, with `--worker-wait`, accepted,
 //!   its calls then parked until a worker comes.
 //! * **A call** ([`Workers::call`]) is queued once its Call fact is durable,
-//!   then waited for: woken at once, and handed the outcome, by a reply
-//!   admitted on this server; with other servers on the store, reading it
-//!   on a backing-off tick (2 ms to 100 ms) for a reply admitted on
-//!   another. The tick also notices a lost worker. A call that no live
+//!   then waited for, never polled for: woken at once, and handed the
+//!   outcome, by a reply admitted on this server; woken by the store's
+//!   note (Postgres NOTIFY, [`flow_store::QueueNote`]) for a reply
+//!   admitted on another server, then reading the row once. A slow look
+//!   (a quarter of `--worker-timeout`) remains, for a lost notification
+//!   and to notice a worker gone silent. A call that no live
 //!   worker serves is parked (marked so in the queue): `None` goes back to
 //!   the drive, which pauses the run once nothing else is under way
 //!   (DESIGN §4). The queue's scan ([`RunService::serve_workers`]) resumes
@@ -33,7 +35,7 @@ use super::RunService;
 use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
 use flow_abi::protocol::Outcome;
-use flow_store::{Claimed, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
+use flow_store::{Claimed, QueueNote, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
 use flow_tools::outcome::{CallOutcome, CallRequest, Declarations};
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeSet, HashMap};
@@ -81,9 +83,6 @@ pub struct WorkerOptions {
     pub wait: bool,
     /// `--worker-timeout`: a worker not heard from within it is lost.
     pub timeout: Duration,
-    /// Other servers share the store: their calls and replies are looked
-    /// for often (there is no cross-server wake-up).
-    pub cluster: bool,
 }
 
 impl Default for WorkerOptions {
@@ -92,7 +91,6 @@ impl Default for WorkerOptions {
             keys: Vec::new(),
             wait: false,
             timeout: Duration::from_secs(TIMEOUT_SECONDS),
-            cluster: false,
         }
     }
 }
@@ -121,6 +119,33 @@ struct Inner {
     shutdown: CancellationToken,
 }
 
+impl Inner {
+    /// A note of the store: wakes whoever waits for what it says. The
+    /// woken look at the store themselves (nothing is handed over).
+    fn noted(&self, note: &QueueNote) {
+        match note {
+            QueueNote::Queued => self.queued.notify_waiters(),
+            QueueNote::Settled { run, call } => {
+                if let Ok(waiting) = self.waiting.lock()
+                    && let Some(w) = waiting.get(&(run.clone(), call.clone()))
+                {
+                    w.notify.notify_one();
+                }
+            }
+            QueueNote::Everyone | QueueNote::Resync => {
+                if let Ok(waiting) = self.waiting.lock() {
+                    for w in waiting.values() {
+                        w.notify.notify_one();
+                    }
+                }
+                if *note == QueueNote::Resync {
+                    self.queued.notify_waiters();
+                }
+            }
+        }
+    }
+}
+
 /// A drive waiting for a call: woken by a reply admitted here, which it is
 /// handed (stored already: the store took it first).
 #[derive(Default)]
@@ -139,7 +164,7 @@ pub struct WorkerReply {
 
 impl Workers {
     pub fn new(store: StoreRef, options: WorkerOptions, shutdown: CancellationToken) -> Workers {
-        Workers {
+        let workers = Workers {
             inner: Arc::new(Inner {
                 store,
                 options,
@@ -150,7 +175,19 @@ impl Workers {
                 owners: Mutex::new(HashMap::new()),
                 shutdown,
             }),
-        }
+        };
+        // What other servers of the store write wakes this one's drives and
+        // polls (a weak handle: the store outlives no Workers through it).
+        let weak = Arc::downgrade(&workers.inner);
+        workers
+            .inner
+            .store
+            .observe_queue(Arc::new(move |note: &QueueNote| {
+                if let Some(inner) = weak.upgrade() {
+                    inner.noted(note);
+                }
+            }));
+        workers
     }
 
     pub fn options(&self) -> &WorkerOptions {
@@ -164,14 +201,11 @@ impl Workers {
         (self.inner.options.timeout / 2).clamp(Duration::from_millis(250), MAX_HOLD)
     }
 
-    /// The longest wait between two looks at the store for what another
-    /// server wrote.
+    /// The safety look: the longest wait between two looks at the store
+    /// without a wake-up. What it finds is a worker gone silent, or a
+    /// note lost (every write another server waits for sends one).
     fn tick(&self) -> Duration {
-        if self.inner.options.cluster {
-            Duration::from_millis(100)
-        } else {
-            (self.inner.options.timeout / 4).max(Duration::from_millis(50))
-        }
+        (self.inner.options.timeout / 4).max(Duration::from_millis(50))
     }
 
     /// Whether `--workers` routes declaration `identity` to workers: its
@@ -265,14 +299,6 @@ impl Workers {
                 }
             };
         self.inner.queued.notify_waiters();
-        // Alone on the store, every reply comes through this server and
-        // wakes the drive: the tick only watches the worker's liveness.
-        let first = if self.inner.options.cluster {
-            Duration::from_millis(2)
-        } else {
-            self.tick()
-        };
-        let mut tick = first;
         loop {
             let notified = waiter.notify.notified();
             tokio::pin!(notified);
@@ -347,8 +373,8 @@ impl Workers {
             };
             if wait {
                 tokio::select! {
-                    _ = &mut notified => tick = first,
-                    _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
+                    _ = &mut notified => {}
+                    _ = tokio::time::sleep(self.tick()) => {}
                 }
                 if waiter.outcome.lock().is_ok_and(|o| o.is_some()) {
                     continue;

@@ -6,6 +6,13 @@
 //!
 //! * Claims take rows `FOR UPDATE SKIP LOCKED`, so workers polling several
 //!   servers at once never wait on each other and never get one call twice.
+//! * Every write another server waits for NOTIFYs it on
+//!   `flow_workers:<schema>` in its own statement or transaction (so it is
+//!   delivered on commit, to every server's LISTEN connection): a call
+//!   queued, queued again or cancelled (`q`: held polls look again), an
+//!   outcome stored (`o <run> <call>`: its driver looks again), a worker
+//!   gone (`*`: every driver looks again). Nobody polls for them; a slow
+//!   safety look remains for a lost notification and for liveness.
 //! * Liveness is the database's clock (`clock_timestamp()`), as for leases.
 //! * Queue writes commit with `synchronous_commit = off` (`SET LOCAL`):
 //!   visible to every server at once, made durable by the next synchronous
@@ -20,6 +27,56 @@ use crate::workers::*;
 use flow_abi::fact::RunId;
 use serde_json::Value;
 use std::time::Duration;
+
+/// The worker queue's notification channel of `schema`.
+pub(super) fn channel(schema: &str) -> String {
+    format!("flow_workers:{schema}")
+}
+
+/// The longest payload sent; a longer `o` note is sent as `*`
+/// (Postgres takes 8000 bytes).
+const MAX_PAYLOAD: usize = 7900;
+
+/// The payload of [`QueueNote::Settled`].
+fn settled(run: &str, call: &str) -> String {
+    let p = format!("o {run} {call}");
+    if p.len() > MAX_PAYLOAD { "*".into() } else { p }
+}
+
+/// Reads a payload of the queue's channel (a run id has no space; a call
+/// id is the rest).
+pub(super) fn parse_note(payload: &str) -> Option<QueueNote> {
+    match payload {
+        "q" => Some(QueueNote::Queued),
+        "*" => Some(QueueNote::Everyone),
+        p => {
+            let (run, call) = p.strip_prefix("o ")?.split_once(' ')?;
+            Some(QueueNote::Settled {
+                run: run.to_string(),
+                call: call.to_string(),
+            })
+        }
+    }
+}
+
+/// The observers of one store's queue notes.
+#[derive(Default)]
+pub(super) struct Observers(std::sync::Mutex<Vec<QueueObserver>>);
+
+impl Observers {
+    pub(super) fn add(&self, o: QueueObserver) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(o);
+        }
+    }
+
+    pub(super) fn note(&self, note: &QueueNote) {
+        let all = self.0.lock().map(|v| v.clone()).unwrap_or_default();
+        for o in all {
+            o(note);
+        }
+    }
+}
 
 /// The database's clock in unix ms.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -76,7 +133,17 @@ fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
     })
 }
 
+impl PostgresStore {
+    fn queue_channel(&self) -> String {
+        channel(&self.inner.schema)
+    }
+}
+
 impl WorkerQueue for PostgresStore {
+    fn observe_queue(&self, observer: QueueObserver) {
+        self.inner.queue.add(observer);
+    }
+
     fn register_worker(
         &self,
         id: &str,
@@ -137,10 +204,14 @@ impl WorkerQueue for PostgresStore {
     }
 
     fn remove_worker(&self, id: &str) -> Result<()> {
-        let id = id.to_string();
+        let (id, chan) = (id.to_string(), self.queue_channel());
         self.on_pool(move |conn| async move {
-            conn.execute("UPDATE workers SET seen_ms = 0 WHERE id = $1", &[&id])
-                .await?;
+            conn.query(
+                "WITH gone AS (UPDATE workers SET seen_ms = 0 WHERE id = $1 RETURNING id)
+                 SELECT pg_notify($2, '*')::text FROM gone",
+                &[&id, &chan],
+            )
+            .await?;
             Ok(())
         })
     }
@@ -188,14 +259,19 @@ impl WorkerQueue for PostgresStore {
         let c = call.clone();
         let args = flow_abi::json::canonical(&call.args);
         let within_ms = millis(within);
+        let chan = self.queue_channel();
         let row = self.on_pool(move |conn| async move {
             let run = c.run.to_string();
             // A new row, or a cancel or park of a call never sent
             // withdrawn; then where the call is, in the same transaction.
+            // The note goes in the same round trip as the SET (the
+            // channel is a checked schema name: no quoting needed).
             let mut conn = conn;
             let tx = conn.transaction().await?;
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .await?;
+            tx.batch_execute(&format!(
+                "SET LOCAL synchronous_commit = off; SELECT pg_notify('{chan}', 'q')"
+            ))
+            .await?;
             tx.execute(
                 &format!(
                     "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
@@ -274,12 +350,14 @@ impl WorkerQueue for PostgresStore {
     fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
         let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
         let text = flow_abi::json::canonical(outcome);
+        let (chan, note) = (self.queue_channel(), settled(&run, &call));
         self.on_pool(move |conn| async move {
             let rows = quick!(
                 conn,
-                "UPDATE worker_calls SET outcome = $1
-                 WHERE run = $2 AND call = $3 AND worker = $4 AND outcome IS NULL RETURNING run",
-                &[&text, &run, &call, &worker]
+                "WITH set AS (UPDATE worker_calls SET outcome = $1
+                    WHERE run = $2 AND call = $3 AND worker = $4 AND outcome IS NULL RETURNING run)
+                 SELECT pg_notify($5, $6)::text FROM set",
+                &[&text, &run, &call, &worker, &chan, &note]
             );
             Ok(rows.len() == 1)
         })
@@ -310,20 +388,23 @@ impl WorkerQueue for PostgresStore {
         let (run, call) = (run.to_string(), call.to_string());
         let worker = worker.map(str::to_string);
         let outcome = outcome.map(flow_abi::json::canonical);
+        let (chan, note) = (self.queue_channel(), settled(&run, &call));
         self.on_pool(move |conn| async move {
             let rows = match (outcome, &worker) {
                 (Some(o), _) => quick!(
                     conn,
-                    "UPDATE worker_calls SET outcome = $4
-                     WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
-                     RETURNING run",
-                    &[&run, &call, &worker, &o]
+                    "WITH set AS (UPDATE worker_calls SET outcome = $4
+                        WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
+                        RETURNING run)
+                     SELECT pg_notify($5, $6)::text FROM set",
+                    &[&run, &call, &worker, &o, &chan, &note]
                 ),
                 (None, Some(_)) => quick!(
                     conn,
-                    "UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
-                     WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run",
-                    &[&run, &call, &worker]
+                    "WITH set AS (UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
+                        WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run)
+                     SELECT pg_notify($4, 'q')::text FROM set",
+                    &[&run, &call, &worker, &chan]
                 ),
                 (None, None) => Vec::new(),
             };
@@ -332,13 +413,14 @@ impl WorkerQueue for PostgresStore {
     }
 
     fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
-        let (run, call) = (run.to_string(), call.to_string());
+        let (run, call, chan) = (run.to_string(), call.to_string(), self.queue_channel());
         self.on_pool(move |conn| async move {
             quick!(
                 conn,
-                "UPDATE worker_calls SET cancel = 1
-                 WHERE run = $1 AND call = $2 AND cancel = 0 AND outcome IS NULL",
-                &[&run, &call]
+                "WITH set AS (UPDATE worker_calls SET cancel = 1
+                    WHERE run = $1 AND call = $2 AND cancel = 0 AND outcome IS NULL RETURNING run)
+                 SELECT pg_notify($3, 'q')::text FROM set",
+                &[&run, &call, &chan]
             );
             Ok(())
         })

@@ -105,6 +105,8 @@ fn state_of(
 }
 
 impl WorkerQueue for SqliteStore {
+    fn observe_queue(&self, _: QueueObserver) {}
+
     fn register_worker(
         &self,
         id: &str,
