@@ -153,6 +153,15 @@ pub trait WorkerQueue {
     /// Stores `outcome` for a call sent to `worker` that has none; false
     /// (the reply is dropped) otherwise.
     fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool>;
+    /// [`WorkerQueue::reply_call`] for each of a worker's replies `(run,
+    /// call, outcome)`, in order (a second reply to one call in the batch
+    /// is dropped); Postgres stores them in one statement.
+    fn reply_calls(&self, worker: &str, replies: &[(RunId, String, Value)]) -> Result<Vec<bool>> {
+        replies
+            .iter()
+            .map(|(run, call, outcome)| self.reply_call(worker, run, call, outcome))
+            .collect()
+    }
     /// The state of a queued call; `None` when it was never queued (or its
     /// run ended and the row is gone).
     fn call_state(

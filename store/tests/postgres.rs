@@ -273,6 +273,12 @@ fn queue_notes_reach_another_store() {
     other.observe_queue(std::sync::Arc::new(move |n: &QueueNote| {
         let _ = tx.lock().unwrap().send(n.clone());
     }));
+    // The writer's own notes do not come back to it (it woke its own).
+    let (own_tx, own) = std::sync::mpsc::channel();
+    let own_tx = std::sync::Mutex::new(own_tx);
+    writer.observe_queue(std::sync::Arc::new(move |n: &QueueNote| {
+        let _ = own_tx.lock().unwrap().send(n.clone());
+    }));
     let next = || rx.recv_timeout(Duration::from_secs(30)).expect("a note");
     let run = create(&writer);
     let live = Duration::from_secs(60);
@@ -332,6 +338,10 @@ fn queue_notes_reach_another_store() {
     );
     writer.remove_worker("w1").unwrap();
     assert_eq!(next(), QueueNote::Everyone);
+    assert!(
+        own.try_iter().all(|n| n == QueueNote::Resync),
+        "a store heard its own notes"
+    );
 }
 
 /// Refused commands inside a group commit are rolled back alone; the

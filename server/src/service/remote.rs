@@ -571,12 +571,12 @@ impl Workers {
             .map(|r| ((r.run.clone(), r.call.clone()), r.outcome.clone()))
             .collect();
         let admitted = blocking(&self.inner.store, move |s| {
-            let mut out = Vec::with_capacity(replies.len());
-            for r in &replies {
+            let mut items = Vec::with_capacity(replies.len());
+            for r in replies {
                 let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
-                out.push(s.reply_call(&w, &run, &r.call, &r.outcome)?);
+                items.push((run, r.call, r.outcome));
             }
-            Ok(out)
+            Ok(s.reply_calls(&w, &items)?)
         })
         .await?;
         // A worker judged lost may still have a reply admitted (its call

@@ -337,6 +337,41 @@ pub(super) fn workers<B: Backend + Sync>(
         "a halted run is resumed by no worker"
     );
 
+    // A batch of replies: each admitted once, in order — a second reply
+    // to one call in the batch, and one for a call never sent, dropped.
+    let (c7, c8) = (
+        remote(&run, 7, "t.json#a", fp),
+        remote(&run, 8, "t.json#a", fp),
+    );
+    s.queue_call(&c7, live).map_err(e)?;
+    s.queue_call(&c8, live).map_err(e)?;
+    let got = s.claim_calls("w2", 5).map_err(e)?.calls;
+    ensure!(
+        got.contains(&c7) && got.contains(&c8),
+        "both claimed: {got:?}"
+    );
+    let batch = vec![
+        (run.clone(), c7.call.clone(), json!({"Ok": 7})),
+        (run.clone(), c7.call.clone(), json!({"Ok": 77})),
+        (run.clone(), c8.call.clone(), json!({"Failed": 8})),
+        (run.clone(), root_call(99).to_string(), json!({"Ok": 9})),
+    ];
+    ensure!(
+        s.reply_calls("w2", &batch).map_err(e)? == vec![true, false, true, false],
+        "a batch's replies each admitted once"
+    );
+    ensure!(
+        state(&s, &c7, live)?
+            == RemoteCallState::Done {
+                outcome: json!({"Ok": 7})
+            }
+            && state(&s, &c8, live)?
+                == RemoteCallState::Done {
+                    outcome: json!({"Failed": 8})
+                },
+        "the first replies stand"
+    );
+
     // An ended run's queued call is handed out no more.
     let c6 = remote(&run, 6, "t.json#a", fp);
     s.queue_call(&c6, live).map_err(e)?;

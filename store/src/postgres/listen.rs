@@ -91,7 +91,7 @@ async fn listen(
             }
             m = std::future::poll_fn(|cx| conn.poll_message(cx)) => match m {
                 Some(Ok(AsyncMessage::Notification(n))) if n.channel() == channels.queue => {
-                    if let Some(note) = super::workers::parse_note(n.payload()) {
+                    if let Some(note) = super::workers::parse_note(n.payload(), queue.origin()) {
                         queue.note(&note);
                     }
                 }
