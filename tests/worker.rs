@@ -85,6 +85,31 @@ impl Serve {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.server.base)
     }
+
+    /// The worker `run`'s calls were handed to, once one was (read from the
+    /// server's SQLite file, as another process may).
+    async fn claimed(&self, run: &str) -> String {
+        let db = self._data.path().join("flow.db");
+        for _ in 0..300 {
+            let c = rusqlite::Connection::open_with_flags(
+                &db,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            let worker: Option<String> = c
+                .query_row(
+                    "SELECT worker FROM worker_calls WHERE run = ?1 AND worker IS NOT NULL",
+                    [run],
+                    |r| r.get(0),
+                )
+                .ok();
+            if let Some(w) = worker {
+                return w;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no call of {run} was handed to a worker");
+    }
 }
 
 /// A `flow worker` process (its own process group), killed with the guard.
@@ -95,10 +120,12 @@ struct Worker {
 
 impl Worker {
     fn start(server: &str, tools: &Path, token: Option<&str>, env: &[(&str, &str)]) -> Worker {
-        let mut child = Worker::command(server, tools, token, env)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        Worker::spawn(Worker::command(server, tools, token, env))
+    }
+
+    /// Starts `cmd` and waits for its first line, which names the worker.
+    fn spawn(mut cmd: Command) -> Worker {
+        let mut child = cmd.stderr(Stdio::null()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -131,6 +158,28 @@ impl Worker {
             cmd.env(k, v);
         }
         cmd
+    }
+
+    /// SIGTERM to the worker's process alone (as `docker stop` sends it to
+    /// a container's first process): its Tools get no signal.
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the worker to exit (at most `secs`); its exit code.
+    fn exited(&mut self, secs: u64) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the worker did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILL to the worker and its Tools (the whole host gone).
@@ -747,18 +796,23 @@ fn two_servers(db: &Schema, dir: &Path, extra: &[&str]) -> (Serve, Serve) {
 /// A has its classifier call queued in the database, taken by the worker
 /// through B, and its reply admitted by A, which drives the run on. The
 /// run is then finished through B and replays matched on A.
+///
+/// Issue 36 §4: nobody polls for it. With `--worker-timeout 60` the
+/// servers' safety look is 15 s, yet the run reaches its review within
+/// the start's 10 s wait: B's held poll is woken by A's queuing, and A's
+/// drive by B's admitting the reply, through Postgres NOTIFY.
 #[tokio::test]
 async fn a_worker_on_server_b_serves_a_run_started_on_server_a() {
     let Some(db) = Schema::new() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = two_servers(&db, dir.path(), &[]);
+    let (a, b) = two_servers(&db, dir.path(), &["--worker-timeout", "60"]);
     let w = Worker::start(&b.server.base, &example("triage/flow.toml"), None, &[]);
     let c = client();
 
     let (status, v) = post(
         &c,
         a.url("/v1/runs"),
-        start_body("The site is down!", Some(15)),
+        start_body("The site is down!", Some(10)),
     )
     .await;
     assert_eq!(status, 201, "{v}");
@@ -882,4 +936,393 @@ async fn the_compose_topology_survives_the_loss_of_a_server() {
     let total = facts(&c, &two, &run).await.len() as u64;
     assert_eq!(numbers, (1..=total).collect::<Vec<_>>(), "{seen:?}");
     assert_eq!(seen.last().map(|s| s.1.as_str()), Some("End"));
+}
+
+/// Issue 36 §3, worker identity: a worker is bound to the token that
+/// registered it. Under another worker token, polling it (no call args
+/// handed over), replying as it (the forged `{"i": 4242}` never becomes a
+/// Reply) and deleting it are 403 problem+json and change nothing: the
+/// call is still queued for its worker, which then gets it, answers it
+/// and stays live. A worker token confined by its line
+/// (`token worker KEY[,KEY]`) registering another declaration is 403,
+/// naming it, and nothing is registered; an `admin` token may act for any
+/// worker. (PRO-24: authority is the host's, around the call.)
+#[tokio::test]
+async fn forged_worker_actions_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_t, read, admin, mine, thief, confined) = (
+        "run-token-0123456789",
+        "read-token-0123456789",
+        "admin-token-0123456789",
+        "worker-mine-0123456789",
+        "worker-thief-0123456789",
+        "worker-confined-0123456789",
+    );
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!(
+            "{run_t} run\n{read} read\n{admin} admin\n{mine} worker triage.json\n{thief} worker\n{confined} worker other.json,std/llm\n"
+        ),
+    )
+    .unwrap();
+    let s = Serve::start(
+        &server_tools(dir.path()),
+        &[
+            "--workers",
+            "triage.json",
+            "--tokens",
+            tokens.to_str().unwrap(),
+        ],
+    );
+    let c = client();
+    let postm = reqwest::Method::POST;
+    let register = json!({"name": "by-hand", "tools": [{"tool": CLASSIFY, "fingerprint": classify_fingerprint()}]});
+    let live = |c: reqwest::Client, url: String| async move {
+        let (_, v) = send(&c, reqwest::Method::GET, url, Some(read), None).await;
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["worker"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+
+    // A confined token registering a declaration its line does not name.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(confined),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(v["title"].is_string(), "problem+json: {v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains(CLASSIFY),
+        "names the declaration: {v}"
+    );
+    assert!(
+        live(c.clone(), s.url("/v1/workers")).await.is_empty(),
+        "nothing registered"
+    );
+
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(mine),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let me = v["worker"].as_str().unwrap().to_string();
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/workers"),
+        Some(thief),
+        Some(register.clone()),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let other = v["worker"].as_str().unwrap().to_string();
+
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url("/v1/runs"),
+        Some(run_t),
+        Some(start_body("Where is my invoice?", None)),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let history = |c: reqwest::Client| {
+        let url = s.url(&format!("/v1/runs/{run}/facts?limit=200"));
+        async move {
+            let (_, v) = send(&c, reqwest::Method::GET, url, Some(read), None).await;
+            v["facts"].as_array().unwrap().clone()
+        }
+    };
+    // The classifier's Call is durable and queued.
+    let mut before = Vec::new();
+    for _ in 0..200 {
+        before = history(c.clone()).await;
+        if before.iter().any(|f| f["kind"] == "Call") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Polling as another worker: 403, no call handed over.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(thief),
+        Some(json!({"max": 8, "waitMs": 0})),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(
+        v.get("calls").is_none() && !v.to_string().contains("invoice"),
+        "{v}"
+    );
+    assert!(
+        v["detail"].as_str().unwrap().contains("another token"),
+        "{v}"
+    );
+
+    // Its own token gets the call, once.
+    let (status, polled) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(mine),
+        Some(json!({"max": 8, "waitMs": 2000})),
+    )
+    .await;
+    assert_eq!(status, 200, "{polled}");
+    let got = &polled["calls"][0];
+    assert_eq!(
+        got["args"],
+        json!({"ticket": "Where is my invoice?"}),
+        "{polled}"
+    );
+    let call = got["call"].as_str().unwrap().to_string();
+
+    // Replying as another worker: 403, no Reply.
+    let forged = json!({"replies": [{"run": run, "call": call, "outcome": {"Ok": {"i": 4242}}}]});
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/replies")),
+        Some(thief),
+        Some(forged.clone()),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    // Under its own id the thief's reply is for a call not sent to it.
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{other}/replies")),
+        Some(thief),
+        Some(forged),
+    )
+    .await;
+    assert_eq!(
+        (status, &v["replies"][0]["admitted"]),
+        (200, &json!(false)),
+        "{v}"
+    );
+
+    // Deleting another worker: 403, it stays live.
+    let (status, v) = send(
+        &c,
+        reqwest::Method::DELETE,
+        s.url(&format!("/v1/workers/{me}")),
+        Some(thief),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert!(live(c.clone(), s.url("/v1/workers")).await.contains(&me));
+    assert_eq!(history(c.clone()).await, before, "the history is unchanged");
+
+    // The real worker's reply is the one admitted.
+    let real = json!({"Ok": {"severity": "low", "category": "question"}});
+    let (status, v) = send(
+        &c,
+        postm.clone(),
+        s.url(&format!("/v1/workers/{me}/replies")),
+        Some(mine),
+        Some(json!({"replies": [{"run": run, "call": call, "outcome": real}]})),
+    )
+    .await;
+    assert_eq!(
+        (status, &v["replies"][0]["admitted"]),
+        (200, &json!(true)),
+        "{v}"
+    );
+    let mut outcomes = Vec::new();
+    for _ in 0..200 {
+        outcomes = history(c.clone())
+            .await
+            .into_iter()
+            .filter(|f| f["kind"] == "Reply" && f["fact"]["call"] == call.as_str())
+            .map(|f| f["fact"]["outcome"].clone())
+            .collect();
+        if !outcomes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outcomes, vec![real]);
+
+    // An admin token acts for any worker.
+    let (status, v) = send(
+        &c,
+        postm,
+        s.url(&format!("/v1/workers/{me}/poll")),
+        Some(admin),
+        Some(json!({"max": 1, "waitMs": 0})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = send(
+        &c,
+        reqwest::Method::DELETE,
+        s.url(&format!("/v1/workers/{me}")),
+        Some(admin),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{v}");
+}
+
+/// No Reply of `run` says Unknown.
+async fn no_unknown(c: &reqwest::Client, s: &Serve, run: &str) {
+    let all = facts(c, s, run).await;
+    assert!(
+        !all.iter()
+            .any(|f| f["kind"] == "Reply" && f["fact"]["outcome"].get("Unknown").is_some()),
+        "a Reply says Unknown: {all:?}"
+    );
+}
+
+/// Issue 36 §1, the worker's drain: SIGTERM to a worker (its process
+/// alone, as `docker stop` sends it) while its slow call is out. It takes
+/// no more calls but keeps polling for none, so the server does not judge
+/// it lost although the call takes twice `--worker-timeout`; the call's
+/// Tool gets no signal and finishes, its reply is sent, and the worker
+/// leaves and exits 0. The run goes on with an Ok Reply: no Unknown
+/// anywhere in the history.
+#[tokio::test]
+async fn sigterm_lets_a_workers_slow_call_finish_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(
+        &server_tools(dir.path()),
+        &["--workers", "triage.json", "--worker-timeout", "2"],
+    );
+    let c = client();
+    let mut w = Worker::start(
+        &s.server.base,
+        &example("triage/flow.toml"),
+        None,
+        &[("TRIAGE_DELAY_MS", "4000")],
+    );
+    let (status, v) = post(&c, s.url("/v1/runs"), start_body("The site is down!", None)).await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(s.claimed(&run).await, w.id);
+    w.sigterm();
+
+    let v = until(&c, &s, &run, 30, paused_at_review).await;
+    assert_eq!(
+        replies(&c, &s, &run, "c1:root#1").await,
+        vec![json!({"Ok": {"category": "outage", "severity": "high"}})]
+    );
+    no_unknown(&c, &s, &run).await;
+    assert_eq!(w.exited(30), Some(0), "a drained worker exits 0");
+    let listed = common::get_json(&c, s.url("/v1/workers")).await;
+    assert_eq!(listed["workers"], json!([]), "it left: {listed}");
+    // Resuming needs a live worker for the classifier again (bind before
+    // start), though the run calls it no more.
+    let _next = Worker::start(&s.server.base, &example("triage/flow.toml"), None, &[]);
+    finish(&c, &s, &run, v["pending"][0]["call"].as_str().unwrap()).await;
+}
+
+/// Issue 36 §1: a worker whose grace (`--drain-seconds 1`) is shorter than
+/// its call hands the call back instead of answering it: with `resend =
+/// true` the server queues it again at once (the worker left), a second
+/// worker serves it under the same call id, and the run goes on — one
+/// Call, one Ok Reply, no Unknown.
+#[tokio::test]
+async fn a_call_longer_than_the_grace_is_handed_back_and_served_by_another_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&server_tools(dir.path()), &["--workers", "triage.json"]);
+    let tools = resend_tools(dir.path());
+    let c = client();
+    let mut cmd = Worker::command(
+        &s.server.base,
+        &tools,
+        None,
+        &[("TRIAGE_DELAY_MS", "60000")],
+    );
+    cmd.args(["--drain-seconds", "1"]);
+    let mut slow = Worker::spawn(cmd);
+    let (status, v) = post(
+        &c,
+        s.url("/v1/runs"),
+        start_body("I was charged twice", None),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = classify_call_out(&c, &s, &run).await;
+    assert_eq!(s.claimed(&run).await, slow.id);
+
+    let next = Worker::start(&s.server.base, &tools, None, &[]);
+    slow.sigterm();
+    assert_eq!(slow.exited(30), Some(0));
+    let v = until(&c, &s, &run, 30, paused_at_review).await;
+    assert_eq!(s.claimed(&run).await, next.id, "served by the other worker");
+    let calls = facts(&c, &s, &run)
+        .await
+        .iter()
+        .filter(|f| f["kind"] == "Call" && f["fact"]["call"] == call.as_str())
+        .count();
+    assert_eq!(calls, 1, "sent again under the same call id");
+    assert_eq!(
+        replies(&c, &s, &run, &call).await,
+        vec![json!({"Ok": {"category": "billing", "severity": "medium"}})]
+    );
+    no_unknown(&c, &s, &run).await;
+    finish(&c, &s, &run, v["pending"][0]["call"].as_str().unwrap()).await;
+}
+
+/// Issue 36 §3, claims are spread: a poll takes at most what the worker
+/// can start now (its free slots of `--concurrency`), so with two workers
+/// of concurrency 2 and five slow calls queued, the first worker cannot
+/// hold them all: both end up serving calls, and every run goes on.
+#[tokio::test]
+async fn two_workers_share_more_calls_than_one_can_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Serve::start(&server_tools(dir.path()), &["--workers", "triage.json"]);
+    let c = client();
+    let worker = || {
+        let mut cmd = Worker::command(
+            &s.server.base,
+            &example("triage/flow.toml"),
+            None,
+            &[("TRIAGE_DELAY_MS", "1500")],
+        );
+        cmd.args(["--concurrency", "2"]);
+        Worker::spawn(cmd)
+    };
+    let (a, b) = (worker(), worker());
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let (status, v) = post(
+            &c,
+            s.url("/v1/runs"),
+            start_body(&format!("The site is down ({i})"), None),
+        )
+        .await;
+        assert_eq!(status, 201, "{v}");
+        runs.push(v["run"].as_str().unwrap().to_string());
+    }
+    let mut served = std::collections::BTreeSet::new();
+    for run in &runs {
+        until(&c, &s, run, 30, paused_at_review).await;
+        served.insert(s.claimed(run).await);
+    }
+    assert_eq!(
+        served,
+        [a.id.clone(), b.id.clone()].into_iter().collect(),
+        "both workers served calls"
+    );
 }

@@ -1,26 +1,31 @@
-//! Worker dispatch overhead (issue 12 §5): a Tool call through a remote
-//! `flow worker` against the same Tool as the server's own child process.
+//! Worker dispatch overhead (issue 12 §5, issue 36 §4): a Tool call
+//! through a remote `flow worker` against the same Tool as the server's
+//! own child process, on SQLite and on Postgres.
 //!
 //! Workload: the Rust toolkit's `calc` example (`calc.json#add(a, b)`,
-//! answered at once), bound two ways on one `flow serve` each (SQLite,
-//! `synchronous = FULL`):
+//! answered at once), bound two ways on one `flow serve` each, for each
+//! store (SQLite at `synchronous = FULL`; Postgres, a fresh schema each):
 //! - **local**: `--tools flow.toml`, `calc` a child process of the server;
 //! - **worker**: `--workers calc.json`, `calc` a child of a `flow worker`
 //!   on the same machine, long-polling the server over HTTP (loopback).
 //!
 //! Rows: a run of N sequential `add` nodes (µs per call = the run's wall
 //! time / N), and 32 runs of M steps at once, so 32 calls are outstanding
-//! (calls/s). An fsync probe in the server's data directory runs in the
+//! (calls/s). An fsync probe in the bench's temp directory runs in the
 //! same process, since durable steps wait on it.
 //!
 //! Run: `cargo build --release -p flow-toolkit --bin flow-example-calc &&
 //! cargo bench -p flowd --bench workers`. `FLOW_BENCH_SCALE=small` for a
 //! quick look; `FLOW_BENCH_STEPS` (N, default 1000) and
-//! `FLOW_BENCH_RUN_STEPS` (M, default 100).
+//! `FLOW_BENCH_RUN_STEPS` (M, default 100). Postgres: `FLOW_TEST_POSTGRES`
+//! or `postgres://postgres@127.0.0.1:5432/test`; without one, SQLite only.
 
 // Shared with the service bench; this one uses part of it.
 #[allow(dead_code)]
 mod harness;
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
 use harness::{Server, Table, env_usize};
 use serde_json::{Value as Json, json};
@@ -167,6 +172,79 @@ async fn rows(s: &Server, how: &str, n: usize, m: usize, table: &mut Table) -> (
     (per_call, rate)
 }
 
+/// One store's four rows; `(local µs per call, local calls/s, remote µs
+/// per call, remote calls/s)`.
+fn store_rows(
+    rt: &tokio::runtime::Runtime,
+    store: &str,
+    root: &Path,
+    tools: &Path,
+    pg: Option<(&common::Schema, &common::Schema)>,
+    (n, m): (usize, usize),
+    table: &mut Table,
+) -> [f64; 4] {
+    let args = |db: Option<&common::Schema>| -> Vec<String> {
+        db.map(|d| {
+            vec![
+                "--postgres".into(),
+                d.url.clone(),
+                "--postgres-schema".into(),
+                d.name.clone(),
+            ]
+        })
+        .unwrap_or_default()
+    };
+    let local_args = args(pg.map(|p| p.0));
+    let local_args: Vec<&str> = local_args.iter().map(String::as_str).collect();
+    let local = Server::start_with(
+        &root.join(format!("{store}-local")),
+        &[tools.to_path_buf()],
+        &local_args,
+    );
+    let (local_seq, local_rate) = rt.block_on(rows(
+        &local,
+        &format!("{store}, local child process"),
+        n,
+        m,
+        table,
+    ));
+    drop(local);
+
+    let mut remote_args = args(pg.map(|p| p.1));
+    remote_args.extend(["--workers".into(), "calc.json".into()]);
+    let remote_args: Vec<&str> = remote_args.iter().map(String::as_str).collect();
+    let remote = Server::start_with(&root.join(format!("{store}-remote")), &[], &remote_args);
+    let worker = Worker::start(
+        &remote.base,
+        tools,
+        &root.join(format!("{store}-worker.log")),
+    );
+    let (remote_seq, remote_rate) = rt.block_on(rows(
+        &remote,
+        &format!("{store}, remote flow worker"),
+        n,
+        m,
+        table,
+    ));
+    drop(worker);
+    drop(remote);
+    table.row(
+        format!("{store}: worker overhead, sequential"),
+        format!(
+            "+{:.0} µs per call ({:.2}× the local call)",
+            remote_seq - local_seq,
+            remote_seq / local_seq
+        ),
+        "",
+    );
+    table.row(
+        format!("{store}: worker throughput at {OUTSTANDING} outstanding"),
+        format!("{:.2}× the local child's", remote_rate / local_rate),
+        "",
+    );
+    [local_seq, local_rate, remote_seq, remote_rate]
+}
+
 fn main() {
     let small = harness::small();
     let n = env_usize("FLOW_BENCH_STEPS", if small { 200 } else { 1000 });
@@ -179,36 +257,45 @@ fn main() {
         .expect("runtime");
     let mut table = Table::default();
     table.note(format!("load average at the start: {}", harness::load()));
+    let fsync_us = harness::fsync_probe(tmp.path());
 
-    let local_data = tmp.path().join("local");
-    let local = Server::start(&local_data, std::slice::from_ref(&tools));
-    let fsync_us = harness::fsync_probe(&local_data);
-    let (local_seq, local_rate) =
-        rt.block_on(rows(&local, "local child process", n, m, &mut table));
-    drop(local);
-
-    let remote_data = tmp.path().join("remote");
-    let remote = Server::start_with(&remote_data, &[], &["--workers", "calc.json"]);
-    let _worker = Worker::start(&remote.base, &tools, &tmp.path().join("worker.log"));
-    let (remote_seq, remote_rate) =
-        rt.block_on(rows(&remote, "remote flow worker", n, m, &mut table));
-
-    table.row(
-        "worker overhead, sequential",
-        format!(
-            "+{:.0} µs per call ({:.2}× the local call)",
-            remote_seq - local_seq,
-            remote_seq / local_seq
-        ),
-        "",
-    );
-    table.row(
-        format!("worker throughput at {OUTSTANDING} outstanding"),
-        format!("{:.2}× the local child's", remote_rate / local_rate),
-        "",
-    );
+    let sqlite = store_rows(&rt, "SQLite", tmp.path(), &tools, None, (n, m), &mut table);
+    let schemas = (common::Schema::new(), common::Schema::new());
+    if let (Some(a), Some(b)) = (&schemas.0, &schemas.1) {
+        let pg = store_rows(
+            &rt,
+            "Postgres",
+            tmp.path(),
+            &tools,
+            Some((a, b)),
+            (n, m),
+            &mut table,
+        );
+        table.row(
+            "remote dispatch, Postgres against SQLite, sequential",
+            format!(
+                "{:.2}× ({:.0} against {:.0} µs per call)",
+                pg[2] / sqlite[2],
+                pg[2],
+                sqlite[2]
+            ),
+            "≤ 2×",
+        );
+        table.row(
+            format!("remote dispatch, Postgres against SQLite, {OUTSTANDING} outstanding"),
+            format!(
+                "{:.2}× the cost ({:.0} against {:.0} calls/s)",
+                sqlite[3] / pg[3],
+                pg[3],
+                sqlite[3]
+            ),
+            "≤ 2×",
+        );
+    } else {
+        table.note("no Postgres (FLOW_TEST_POSTGRES): SQLite rows only");
+    }
     table.note(format!(
-        "fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync) in the server's data directory"
+        "fsync probe: median {fsync_us:.0} µs (4 KiB write + fsync) in the bench's temp directory"
     ));
     table.note(format!("load average at the end: {}", harness::load()));
     table.print();

@@ -47,7 +47,10 @@ pub use id::GenerateRunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
-pub use workers::{Claimed, RemoteCall, RemoteCallState, ServedTool, WorkerInfo, WorkerQueue};
+pub use workers::{
+    Claimed, QueueNote, QueueObserver, RemoteCall, RemoteCallState, ServedTool, WorkerInfo,
+    WorkerQueue,
+};
 
 /// The Start entry of a source text: `(hash, length)` with `hash` =
 /// `blake3:<hex>` of its UTF-8 bytes and `length` its code points.

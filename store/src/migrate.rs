@@ -51,6 +51,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "runs_by_parent",
         include_str!("../../migrations/sqlite/0008_runs_by_parent.sql"),
     ),
+    (
+        9,
+        "worker_owner",
+        include_str!("../../migrations/sqlite/0009_worker_owner.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -94,6 +99,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         8,
         "runs_by_parent",
         include_str!("../../migrations/postgres/0008_runs_by_parent.sql"),
+    ),
+    (
+        9,
+        "worker_owner",
+        include_str!("../../migrations/postgres/0009_worker_owner.sql"),
     ),
 ];
 

@@ -90,10 +90,48 @@ pub struct Claimed {
     pub cancels: Vec<(RunId, String)>,
 }
 
+/// What a queue write tells the servers of the store, so none has to poll
+/// for it: on Postgres a NOTIFY on `flow_workers:<schema>`, sent inside the
+/// write's transaction and so delivered on its commit, to every server's
+/// LISTEN connection (the writer's own included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueNote {
+    /// A call was queued (or queued again, or a cancel asked for): held
+    /// polls look again.
+    Queued,
+    /// `(run, call)` has its outcome stored (a worker's reply, or the
+    /// host's decision): its driver looks again.
+    Settled { run: String, call: String },
+    /// A worker left (its calls out are now a lost worker's), or a note
+    /// too long to send: every driver looks again.
+    Everyone,
+    /// Notes may have been missed (the LISTEN connection was opened again):
+    /// everything is looked at again.
+    Resync,
+}
+
+/// Called with each [`QueueNote`], on the store's own thread: it must only
+/// wake tasks, never block.
+pub type QueueObserver = std::sync::Arc<dyn Fn(&QueueNote) + Send + Sync>;
+
 /// The queue of calls for remote workers, and the workers.
 pub trait WorkerQueue {
-    /// Records a worker and the declarations it serves, heard from now.
-    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()>;
+    /// Registers `observer` for every [`QueueNote`] of this store. SQLite
+    /// sends none: its store is one server's, whose own wake-ups cover
+    /// every write it makes.
+    fn observe_queue(&self, observer: QueueObserver);
+    /// Records a worker, the token tag `owner` it belongs to (`""` for
+    /// none) and the declarations it serves, heard from now.
+    fn register_worker(
+        &self,
+        id: &str,
+        name: &str,
+        owner: &str,
+        tools: &[ServedTool],
+    ) -> Result<()>;
+    /// The owner tag `id` was registered with (live or not); `None` for a
+    /// worker the store does not know (never registered, or swept).
+    fn worker_owner(&self, id: &str) -> Result<Option<String>>;
     /// Marks `id` as heard from now, if it is still live (heard from within
     /// `within`); false for a worker unknown or already judged lost, which
     /// must register again.
@@ -115,6 +153,15 @@ pub trait WorkerQueue {
     /// Stores `outcome` for a call sent to `worker` that has none; false
     /// (the reply is dropped) otherwise.
     fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool>;
+    /// [`WorkerQueue::reply_call`] for each of a worker's replies `(run,
+    /// call, outcome)`, in order (a second reply to one call in the batch
+    /// is dropped); Postgres stores them in one statement.
+    fn reply_calls(&self, worker: &str, replies: &[(RunId, String, Value)]) -> Result<Vec<bool>> {
+        replies
+            .iter()
+            .map(|(run, call, outcome)| self.reply_call(worker, run, call, outcome))
+            .collect()
+    }
     /// The state of a queued call; `None` when it was never queued (or its
     /// run ended and the row is gone).
     fn call_state(

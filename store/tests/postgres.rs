@@ -257,6 +257,93 @@ fn a_tail_sees_facts_appended_through_another_store() {
     assert_eq!(got, (2..=11).collect::<Vec<_>>());
 }
 
+/// Issue 36 §4: the worker queue's writes reach every store of the schema
+/// as notes, delivered on commit: a call queued (`Queued`), a reply
+/// admitted (`Settled` naming the call), a call settled by the host, a
+/// worker gone (`Everyone`). A reply dropped sends nothing.
+#[test]
+fn queue_notes_reach_another_store() {
+    use flow_store::{QueueNote, RemoteCall, ServedTool, WorkerQueue};
+    let Some(db) = TestDb::new() else { return };
+    let opts = db.options();
+    let writer = PostgresStore::open(opts.clone()).unwrap();
+    let other = PostgresStore::open(opts).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    other.observe_queue(std::sync::Arc::new(move |n: &QueueNote| {
+        let _ = tx.lock().unwrap().send(n.clone());
+    }));
+    // The writer's own notes do not come back to it (it woke its own).
+    let (own_tx, own) = std::sync::mpsc::channel();
+    let own_tx = std::sync::Mutex::new(own_tx);
+    writer.observe_queue(std::sync::Arc::new(move |n: &QueueNote| {
+        let _ = own_tx.lock().unwrap().send(n.clone());
+    }));
+    let next = || rx.recv_timeout(Duration::from_secs(30)).expect("a note");
+    let run = create(&writer);
+    let live = Duration::from_secs(60);
+    let fp = "sha256:aa";
+    writer
+        .register_worker(
+            "w1",
+            "one",
+            "",
+            &[ServedTool {
+                tool: "t.json#a".into(),
+                fingerprint: fp.into(),
+                resend: false,
+            }],
+        )
+        .unwrap();
+    let call = |k: u64| RemoteCall {
+        run: run.clone(),
+        call: format!("c{k}:root#{k}"),
+        tool: "t.json#a".into(),
+        fingerprint: fp.into(),
+        args: json!({"k": k}),
+    };
+    writer.queue_call(&call(1), live).unwrap();
+    assert_eq!(next(), QueueNote::Queued);
+    assert_eq!(writer.claim_calls("w1", 5).unwrap().calls.len(), 1);
+    assert!(
+        writer
+            .reply_call("w1", &run, "c1:root#1", &json!({"Ok": 1}))
+            .unwrap()
+    );
+    assert_eq!(
+        next(),
+        QueueNote::Settled {
+            run: run.to_string(),
+            call: "c1:root#1".into()
+        }
+    );
+    assert!(
+        !writer
+            .reply_call("w1", &run, "c1:root#1", &json!({"Ok": 2}))
+            .unwrap()
+    );
+    writer.queue_call(&call(2), live).unwrap();
+    assert_eq!(next(), QueueNote::Queued, "a dropped reply sends nothing");
+    assert!(
+        writer
+            .settle_call(&run, "c2:root#2", None, Some(&json!({"NotRun": "no"})))
+            .unwrap()
+    );
+    assert_eq!(
+        next(),
+        QueueNote::Settled {
+            run: run.to_string(),
+            call: "c2:root#2".into()
+        }
+    );
+    writer.remove_worker("w1").unwrap();
+    assert_eq!(next(), QueueNote::Everyone);
+    assert!(
+        own.try_iter().all(|n| n == QueueNote::Resync),
+        "a store heard its own notes"
+    );
+}
+
 /// Refused commands inside a group commit are rolled back alone; the
 /// accepted ones around them commit (issue 3 §2, DESIGN §7).
 #[test]

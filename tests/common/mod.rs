@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod roll;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -2,9 +2,13 @@
 //! per line, scopes `read`, `run`, `admin` (each implies the ones before
 //! it) and `worker`, which stands alone: a `flow worker`'s token serves
 //! Tool calls (`/v1/workers`) and can do nothing else, and no other token
-//! but `admin` may act as a worker. A presented token is hashed with SHA-256 and compared with every
-//! configured hash in constant time (`subtle`), so neither the length nor
-//! the prefix of a token leaks through timing, and the loop never exits
+//! but `admin` may act as a worker. A worker line may name the
+//! declarations its workers may serve (`token worker triage.json,std/llm`,
+//! keyed as `--workers` keys them); a worker is bound to the token that
+//! registered it ([`Caller::owner`]), so no other token may poll, reply or
+//! leave as it. A presented token is hashed with SHA-256 and compared with
+//! every configured hash in constant time (`subtle`), so neither the length
+//! nor the prefix of a token leaks through timing, and the loop never exits
 //! early.
 
 use super::AppState;
@@ -14,6 +18,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// What a token may do.
@@ -59,10 +64,51 @@ impl Scope {
     }
 }
 
+/// Who sent a request, as its token says: what it may do, and the tag the
+/// workers it registers are bound to. Put in the request's extensions by
+/// [`require`]; absent on a server without tokens (no request has an
+/// identity there, so any may act for any worker).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub scope: Scope,
+    /// A tag derived from the token (SHA-256 of a fixed prefix and the
+    /// token, 16 bytes in hex): the same on every server of a cluster that
+    /// lists the token, and no use for recovering it. The store keeps it
+    /// beside each worker the token registers.
+    pub owner: String,
+    /// A worker token's declarations, keyed as `--workers` keys them; `None`
+    /// when its line names none (it may register any declaration).
+    pub serves: Option<Arc<[String]>>,
+}
+
+impl Caller {
+    /// Whether this caller may act for a worker registered with `owner`:
+    /// the token that registered it, or any `admin` token.
+    pub fn acts_for(&self, owner: &str) -> bool {
+        self.scope == Scope::Admin || self.owner == owner
+    }
+
+    /// Whether this caller's workers may serve declaration `identity`.
+    pub fn may_serve(&self, identity: &str) -> bool {
+        self.serves
+            .as_deref()
+            .is_none_or(|keys| crate::service::remote::key_covers(keys, identity))
+    }
+}
+
+/// One configured token.
+#[derive(Clone)]
+struct Entry {
+    hash: [u8; 32],
+    scope: Scope,
+    owner: String,
+    serves: Option<Arc<[String]>>,
+}
+
 /// The configured tokens, kept only as hashes.
 #[derive(Clone)]
 pub struct Tokens {
-    entries: Vec<([u8; 32], Scope)>,
+    entries: Vec<Entry>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -75,10 +121,21 @@ fn digest(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }
 
+/// The owner tag of a token (see [`Caller::owner`]): a hash of its own,
+/// unlike the one compared, so the tag stored in the database is not the
+/// in-memory digest.
+fn owner_tag(token: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"flowd worker owner\0");
+    h.update(token);
+    hex::encode(&h.finalize()[..16])
+}
+
 impl Tokens {
-    /// Parses the tokens file text. Blank lines and `#` comments are
-    /// skipped; a line's highest scope is what the token may do. Errors
-    /// name the line, never the token.
+    /// Parses the tokens file text: `token scope[,scope]`, or `token worker
+    /// KEY[,KEY]` for a worker token confined to those declarations. Blank
+    /// lines and `#` comments are skipped; a line's highest scope is what
+    /// the token may do. Errors name the line, never the token.
     pub fn parse(text: &str) -> Result<Tokens, String> {
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -87,9 +144,13 @@ impl Tokens {
                 continue;
             }
             let mut words = line.split_whitespace();
-            let (Some(token), Some(scopes), None) = (words.next(), words.next(), words.next())
+            let (Some(token), Some(scopes), keys, None) =
+                (words.next(), words.next(), words.next(), words.next())
             else {
-                return Err(format!("line {}: expected `token scope[,scope]`", i + 1));
+                return Err(format!(
+                    "line {}: expected `token scope[,scope]` or `token worker KEY[,KEY]`",
+                    i + 1
+                ));
             };
             if token.len() < 16 {
                 return Err(format!(
@@ -115,8 +176,32 @@ impl Tokens {
                     i + 1
                 ));
             }
-            if let Some(sc) = best {
-                entries.push((digest(token.as_bytes()), sc));
+            let serves = match keys {
+                None => None,
+                Some(_) if best != Some(Scope::Worker) => {
+                    return Err(format!(
+                        "line {}: only a worker token names the declarations it serves (`token worker KEY[,KEY]`)",
+                        i + 1
+                    ));
+                }
+                Some(keys) => {
+                    let keys: Vec<String> = keys.split(',').map(str::to_string).collect();
+                    if let Some(bad) = keys.iter().find(|k| !crate::service::remote::key_ok(k)) {
+                        return Err(format!(
+                            "line {}: {bad:?} is not a declaration key: a module (triage.json), one Tool (triage.json#classify) or a built-in module (std/llm)",
+                            i + 1
+                        ));
+                    }
+                    Some(Arc::from(keys))
+                }
+            };
+            if let Some(scope) = best {
+                entries.push(Entry {
+                    hash: digest(token.as_bytes()),
+                    scope,
+                    owner: owner_tag(token.as_bytes()),
+                    serves,
+                });
             }
         }
         if entries.is_empty() {
@@ -125,17 +210,21 @@ impl Tokens {
         Ok(Tokens { entries })
     }
 
-    /// The scope of a presented token, compared with every entry in
-    /// constant time.
-    pub fn scope_of(&self, presented: &str) -> Option<Scope> {
+    /// Who a presented token is: every entry is compared, in constant time;
+    /// a token listed twice is its highest scope's line.
+    pub fn caller_of(&self, presented: &str) -> Option<Caller> {
         let d = digest(presented.as_bytes());
-        let mut found = None;
-        for (h, s) in &self.entries {
-            if bool::from(h.ct_eq(&d)) {
-                found = found.max(Some(*s));
+        let mut found: Option<&Entry> = None;
+        for e in &self.entries {
+            if bool::from(e.hash.ct_eq(&d)) && found.is_none_or(|f| e.scope > f.scope) {
+                found = Some(e);
             }
         }
-        found
+        found.map(|e| Caller {
+            scope: e.scope,
+            owner: e.owner.clone(),
+            serves: e.serves.clone(),
+        })
     }
 }
 
@@ -200,9 +289,9 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
     let Some(presented) = presented else {
         return unauthorized("send `Authorization: Bearer <token>`");
     };
-    match tokens.scope_of(presented) {
+    match tokens.caller_of(presented) {
         None => unauthorized("the bearer token is not known to this server"),
-        Some(have) if !have.allows(need) => ApiError::new(
+        Some(Caller { scope: have, .. }) if !have.allows(need) => ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
@@ -214,10 +303,11 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
             ),
         )
         .into_response(),
-        Some(have) => {
+        Some(caller) => {
             // What the token may do, for handlers that check per operation
-            // (the MCP tools).
-            req.extensions_mut().insert(have);
+            // (the MCP tools), and who it is (the worker routes).
+            req.extensions_mut().insert(caller.scope);
+            req.extensions_mut().insert(caller);
             next.run(req).await
         }
     }
@@ -235,4 +325,43 @@ fn unauthorized(detail: &str) -> Response {
 /// Whether an address is loopback (the default, safe without tokens).
 pub fn is_loopback(addr: &std::net::SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_line_may_name_the_declarations_it_serves() {
+        let t = Tokens::parse(
+            "confined-0123456789 worker triage.json#classify,std/llm\nfree-0123456789abc worker\nadmin-0123456789abc admin\n",
+        )
+        .unwrap();
+        let confined = t.caller_of("confined-0123456789").unwrap();
+        assert!(confined.may_serve("triage.json#classify"));
+        assert!(confined.may_serve("std/llm#chat"));
+        assert!(!confined.may_serve("triage.json#route"));
+        let free = t.caller_of("free-0123456789abc").unwrap();
+        assert!(free.may_serve("anything.json#x"));
+        assert_ne!(confined.owner, free.owner, "each token its own tag");
+        assert!(!free.acts_for(&confined.owner));
+        assert!(
+            t.caller_of("admin-0123456789abc")
+                .unwrap()
+                .acts_for(&confined.owner)
+        );
+    }
+
+    #[test]
+    fn only_a_worker_line_names_declarations_and_each_must_be_a_key() {
+        let e = Tokens::parse("run-token-0123456789 run triage.json\n").unwrap_err();
+        assert!(
+            e.contains("line 1") && e.contains("only a worker token"),
+            "{e}"
+        );
+        let e = Tokens::parse("worker-token-0123456789 worker triage.json,#x\n").unwrap_err();
+        assert!(e.contains("\"#x\" is not a declaration key"), "{e}");
+        let e = Tokens::parse("worker-token-0123456789 worker a b\n").unwrap_err();
+        assert!(e.contains("expected"), "{e}");
+    }
 }

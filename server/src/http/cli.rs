@@ -20,7 +20,9 @@ pub struct ServeArgs {
     /// A non-loopback address needs --tokens (or --insecure).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// Bearer tokens: one `token scope[,scope]` per line (read, run, admin).
+    /// Bearer tokens: one `token scope[,scope]` per line (read, run, admin,
+    /// worker); `token worker KEY[,KEY]` confines a worker token to those
+    /// declarations (docs/deploy.md "Tokens").
     #[arg(long)]
     pub tokens: Option<PathBuf>,
     /// flow.toml files whose bindings serve submitted flows' Tools
@@ -157,12 +159,7 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
         manifests.push(Manifest::read(p).map_err(|e| Error::Refused(e.to_string()))?);
     }
     for k in &args.workers {
-        let ok = !k.is_empty()
-            && !k.starts_with('#')
-            && !k.ends_with('#')
-            && k.matches('#').count() <= 1
-            && !k.chars().any(char::is_control);
-        if !ok {
+        if !crate::service::remote::key_ok(k) {
             return Err(Error::Refused(format!(
                 "--workers {k:?}: expected a module (triage.json), one Tool (triage.json#classify) or a built-in module (std/llm)"
             )));
@@ -186,7 +183,6 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             keys: args.workers.clone(),
             wait: args.worker_wait,
             timeout: Duration::from_secs(args.worker_timeout),
-            cluster: args.postgres.is_some(),
         },
         mcp_sessions: crate::mcp::sessions::SessionLimits {
             global: args.mcp_sessions as usize,

@@ -19,18 +19,23 @@
 //!
 //! A 404 on poll or replies means the server no longer knows the worker
 //! (judged lost): it registers again. Tokens: scope `worker` (or `admin`)
-//! for all of these; listing the workers (`GET`) is a read.
+//! for all of these; listing the workers (`GET`) is a read. A worker is
+//! bound to the token that registered it: its poll, replies and leaving
+//! under another token are 403 and change nothing (an `admin` token may act
+//! for any worker); a worker token whose line names declarations registers
+//! only those (403 naming the others, nothing registered).
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Body, PathArgs};
 use super::guard::typed;
 use super::routes::typed_response;
 use crate::service::remote::{WorkerReply, Workers};
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, post};
+use axum::{Extension, Router};
 use flow_abi::protocol::Outcome;
 use flow_store::ServedTool;
 use serde::{Deserialize, Serialize};
@@ -98,8 +103,11 @@ pub struct RegisterAnswer {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PollRequest {
-    /// Calls the worker takes now (1 to 256).
-    #[schema(minimum = 1, maximum = 256)]
+    /// Calls the worker can start now — its free slots (`flow worker`
+    /// sends its `--concurrency` less the calls it holds), so calls left
+    /// over go to other workers; at most 256. 0 while it drains: no call is
+    /// handed out, the poll keeps it heard from and brings cancels.
+    #[schema(minimum = 0, maximum = 256)]
     pub max: u32,
     /// How long to wait for a call, at most the server's hold (ms).
     #[serde(default, deserialize_with = "super::params::body_opt_int64")]
@@ -205,6 +213,23 @@ fn worker_id(s: &str) -> ApiResult<String> {
     }
 }
 
+/// Checks that `caller` may act for `worker`: 404 for a worker the store
+/// does not know (register again), 403 for one another token registered.
+/// Without tokens there is no identity to check.
+async fn act_for(w: &Workers, worker: &str, caller: Option<&Caller>) -> ApiResult<()> {
+    let owner = w.owner(worker).await?.ok_or_else(|| gone(worker))?;
+    match caller {
+        Some(c) if !c.acts_for(&owner) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "worker {worker} was registered with another token: a worker polls, replies and leaves only with the token that registered it (or an admin token)"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn gone(worker: &str) -> ApiError {
     ApiError::not_found(format!(
         "worker {worker} is not known here or was judged lost; register again (POST /v1/workers)"
@@ -224,10 +249,11 @@ fn fingerprint_ok(fp: &str) -> bool {
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 201, description = "Registered", body = RegisterAnswer),
-        (status = 403, description = "The token's scope is not worker (or admin)", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token's scope is not worker (or admin), or its line does not name a declaration listed; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A declaration that is not `<module>#<tool>` with a sha256 fingerprint; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn register_worker(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Body(req): Body<RegisterRequest>,
 ) -> ApiResult<Response> {
     state.accepting()?;
@@ -266,7 +292,26 @@ pub async fn register_worker(
             resend: t.resend,
         });
     }
-    let id = w.register(&req.name, tools).await?;
+    let caller = caller.map(|Extension(c)| c);
+    if let Some(c) = &caller {
+        let refused: Vec<&str> = tools
+            .iter()
+            .filter(|t| !c.may_serve(&t.tool))
+            .map(|t| t.tool.as_str())
+            .collect();
+        if !refused.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "this worker token may not serve {}: its line in the server's tokens file names the declarations it serves (`token worker KEY[,KEY]`); nothing was registered",
+                    refused.join(", ")
+                ),
+            ));
+        }
+    }
+    let owner = caller.as_ref().map_or("", |c| c.owner.as_str());
+    let id = w.register(&req.name, owner, tools).await?;
     typed_response(
         StatusCode::CREATED,
         &RegisterAnswer {
@@ -283,20 +328,23 @@ pub async fn register_worker(
     responses(
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 200, description = "Calls for the worker (none after the hold)", body = PollAnswer),
+        (status = 403, description = "The worker was registered with another token; nothing was handed out", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown or lost worker: register again", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "max out of 1..256", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "max out of 0..256", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn poll_worker(
     State(state): State<AppState>,
     PathArgs(worker): PathArgs<String>,
+    caller: Option<Extension<Caller>>,
     Body(req): Body<PollRequest>,
 ) -> ApiResult<Response> {
     let worker = worker_id(&worker)?;
     let w = workers(&state)?;
-    if req.max == 0 || req.max > MAX_POLL {
+    if req.max > MAX_POLL {
         return Err(ApiError::unprocessable(format!(
-            "max must be 1 to {MAX_POLL}"
+            "max must be 0 to {MAX_POLL}"
         )));
     }
+    act_for(w, &worker, caller.as_deref()).await?;
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(u64::MAX / 4));
     let claimed = w
         .poll(&worker, req.max, wait)
@@ -333,15 +381,18 @@ pub async fn poll_worker(
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 200, description = "Each reply admitted once, or dropped (`admitted: false`)", body = RepliesAnswer),
+        (status = 403, description = "The worker was registered with another token; nothing was admitted", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such worker id", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "A reply that is not an outcome, or a run id that is not one; nothing was admitted", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn reply_worker(
     State(state): State<AppState>,
     PathArgs(worker): PathArgs<String>,
+    caller: Option<Extension<Caller>>,
     Body(req): Body<RepliesRequest>,
 ) -> ApiResult<Response> {
     let worker = worker_id(&worker)?;
     let w = workers(&state)?;
+    act_for(w, &worker, caller.as_deref()).await?;
     if req.replies.len() > MAX_ITEMS {
         return Err(ApiError::unprocessable(format!(
             "replies: at most {MAX_ITEMS} in one request"
@@ -385,13 +436,17 @@ pub async fn reply_worker(
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
         (status = 204, description = "Left: calls still out at it are settled as a lost worker's"),
+        (status = 403, description = "The worker was registered with another token; it stays", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such worker id", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn delete_worker(
     State(state): State<AppState>,
     PathArgs(worker): PathArgs<String>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
     let worker = worker_id(&worker)?;
-    workers(&state)?.leave(&worker).await?;
+    let w = workers(&state)?;
+    act_for(w, &worker, caller.as_deref()).await?;
+    w.leave(&worker).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -9,10 +9,12 @@
 //!   fingerprint ([`Workers::check`]) — or, with `--worker-wait`, accepted,
 //!   its calls then parked until a worker comes.
 //! * **A call** ([`Workers::call`]) is queued once its Call fact is durable,
-//!   then waited for: woken at once, and handed the outcome, by a reply
-//!   admitted on this server; with other servers on the store, reading it
-//!   on a backing-off tick (2 ms to 100 ms) for a reply admitted on
-//!   another. The tick also notices a lost worker. A call that no live
+//!   then waited for, never polled for: woken at once, and handed the
+//!   outcome, by a reply admitted on this server; woken by the store's
+//!   note (Postgres NOTIFY, [`flow_store::QueueNote`]) for a reply
+//!   admitted on another server, then reading the row once. A slow look
+//!   (a quarter of `--worker-timeout`) remains, for a lost notification
+//!   and to notice a worker gone silent. A call that no live
 //!   worker serves is parked (marked so in the queue): `None` goes back to
 //!   the drive, which pauses the run once nothing else is under way
 //!   (DESIGN §4). The queue's scan ([`RunService::serve_workers`]) resumes
@@ -33,7 +35,7 @@ use super::RunService;
 use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
 use flow_abi::protocol::Outcome;
-use flow_store::{Claimed, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
+use flow_store::{Claimed, QueueNote, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
 use flow_tools::outcome::{CallOutcome, CallRequest, Declarations};
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeSet, HashMap};
@@ -51,6 +53,24 @@ const MAX_HOLD: Duration = Duration::from_secs(25);
 /// Scans between sweeps of ended runs' calls and long-lost workers.
 const SCANS_PER_SWEEP: u32 = 30;
 
+/// Whether `key` reads as a declaration key, as flow.toml keys them: a
+/// module (`triage.json`), one Tool (`triage.json#classify`) or a built-in
+/// module (`std/llm`) — for `--workers` and a worker token's line.
+pub fn key_ok(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with('#')
+        && !key.ends_with('#')
+        && key.matches('#').count() <= 1
+        && !key.chars().any(char::is_control)
+}
+
+/// Whether one of `keys` names declaration `identity`: its own key or its
+/// module's.
+pub fn key_covers(keys: &[String], identity: &str) -> bool {
+    let module = identity.rsplit_once('#').map_or(identity, |(m, _)| m);
+    keys.iter().any(|k| k == identity || k == module)
+}
+
 /// How this server routes Tool calls to workers.
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
@@ -63,9 +83,6 @@ pub struct WorkerOptions {
     pub wait: bool,
     /// `--worker-timeout`: a worker not heard from within it is lost.
     pub timeout: Duration,
-    /// Other servers share the store: their calls and replies are looked
-    /// for often (there is no cross-server wake-up).
-    pub cluster: bool,
 }
 
 impl Default for WorkerOptions {
@@ -74,7 +91,6 @@ impl Default for WorkerOptions {
             keys: Vec::new(),
             wait: false,
             timeout: Duration::from_secs(TIMEOUT_SECONDS),
-            cluster: false,
         }
     }
 }
@@ -97,7 +113,37 @@ struct Inner {
     arrived: Notify,
     /// When this server last marked each worker heard from in the store.
     touched: Mutex<HashMap<String, std::time::Instant>>,
+    /// Each worker's owner tag, as read from the store once: it never
+    /// changes (an id is minted at registration, never reused).
+    owners: Mutex<HashMap<String, String>>,
     shutdown: CancellationToken,
+}
+
+impl Inner {
+    /// A note of the store: wakes whoever waits for what it says. The
+    /// woken look at the store themselves (nothing is handed over).
+    fn noted(&self, note: &QueueNote) {
+        match note {
+            QueueNote::Queued => self.queued.notify_waiters(),
+            QueueNote::Settled { run, call } => {
+                if let Ok(waiting) = self.waiting.lock()
+                    && let Some(w) = waiting.get(&(run.clone(), call.clone()))
+                {
+                    w.notify.notify_one();
+                }
+            }
+            QueueNote::Everyone | QueueNote::Resync => {
+                if let Ok(waiting) = self.waiting.lock() {
+                    for w in waiting.values() {
+                        w.notify.notify_one();
+                    }
+                }
+                if *note == QueueNote::Resync {
+                    self.queued.notify_waiters();
+                }
+            }
+        }
+    }
 }
 
 /// A drive waiting for a call: woken by a reply admitted here, which it is
@@ -118,7 +164,7 @@ pub struct WorkerReply {
 
 impl Workers {
     pub fn new(store: StoreRef, options: WorkerOptions, shutdown: CancellationToken) -> Workers {
-        Workers {
+        let workers = Workers {
             inner: Arc::new(Inner {
                 store,
                 options,
@@ -126,9 +172,22 @@ impl Workers {
                 waiting: Mutex::new(HashMap::new()),
                 arrived: Notify::new(),
                 touched: Mutex::new(HashMap::new()),
+                owners: Mutex::new(HashMap::new()),
                 shutdown,
             }),
-        }
+        };
+        // What other servers of the store write wakes this one's drives and
+        // polls (a weak handle: the store outlives no Workers through it).
+        let weak = Arc::downgrade(&workers.inner);
+        workers
+            .inner
+            .store
+            .observe_queue(Arc::new(move |note: &QueueNote| {
+                if let Some(inner) = weak.upgrade() {
+                    inner.noted(note);
+                }
+            }));
+        workers
     }
 
     pub fn options(&self) -> &WorkerOptions {
@@ -142,25 +201,17 @@ impl Workers {
         (self.inner.options.timeout / 2).clamp(Duration::from_millis(250), MAX_HOLD)
     }
 
-    /// The longest wait between two looks at the store for what another
-    /// server wrote.
+    /// The safety look: the longest wait between two looks at the store
+    /// without a wake-up. What it finds is a worker gone silent, or a
+    /// note lost (every write another server waits for sends one).
     fn tick(&self) -> Duration {
-        if self.inner.options.cluster {
-            Duration::from_millis(100)
-        } else {
-            (self.inner.options.timeout / 4).max(Duration::from_millis(50))
-        }
+        (self.inner.options.timeout / 4).max(Duration::from_millis(50))
     }
 
     /// Whether `--workers` routes declaration `identity` to workers: its
     /// own key or its module's.
     pub fn serves(&self, identity: &str) -> bool {
-        let module = identity.rsplit_once('#').map_or(identity, |(m, _)| m);
-        self.inner
-            .options
-            .keys
-            .iter()
-            .any(|k| k == identity || k == module)
+        key_covers(&self.inner.options.keys, identity)
     }
 
     /// Bind before start: every worker-served declaration `(identity,
@@ -248,14 +299,6 @@ impl Workers {
                 }
             };
         self.inner.queued.notify_waiters();
-        // Alone on the store, every reply comes through this server and
-        // wakes the drive: the tick only watches the worker's liveness.
-        let first = if self.inner.options.cluster {
-            Duration::from_millis(2)
-        } else {
-            self.tick()
-        };
-        let mut tick = first;
         loop {
             let notified = waiter.notify.notified();
             tokio::pin!(notified);
@@ -312,7 +355,7 @@ impl Workers {
                     ..
                 })) => {
                     let decision = (!resend).then(|| {
-                        json!({"Unknown": format!("worker {worker} was lost with the call out (not heard from within {} s)", timeout.as_secs())})
+                        json!({"Unknown": format!("worker {worker} was lost with the call out (it left before the call finished, or was not heard from within {} s)", timeout.as_secs())})
                     });
                     tracing::warn!(run.id = %run, call.id = %req.call, worker = %worker, resend, "a worker was lost with a call out");
                     !self.settle(&run, &req.call, Some(worker), decision).await
@@ -330,8 +373,8 @@ impl Workers {
             };
             if wait {
                 tokio::select! {
-                    _ = &mut notified => tick = first,
-                    _ = tokio::time::sleep(tick) => tick = (tick * 2).min(self.tick()),
+                    _ = &mut notified => {}
+                    _ = tokio::time::sleep(self.tick()) => {}
                 }
                 if waiter.outcome.lock().is_ok_and(|o| o.is_some()) {
                     continue;
@@ -411,18 +454,53 @@ impl Workers {
         .await
     }
 
-    /// Records a worker and what it serves; returns its id.
-    pub async fn register(&self, name: &str, tools: Vec<ServedTool>) -> Result<String> {
+    /// Records a worker, the owner tag of the token that registers it
+    /// (`""` without tokens) and what it serves; returns its id.
+    pub async fn register(
+        &self,
+        name: &str,
+        owner: &str,
+        tools: Vec<ServedTool>,
+    ) -> Result<String> {
         let id = super::new_run_id();
         let id = format!("worker-{}", id.as_str().trim_start_matches("run-"));
-        let (i, n) = (id.clone(), name.to_string());
+        let (i, n, o) = (id.clone(), name.to_string(), owner.to_string());
         blocking(&self.inner.store, move |s| {
-            Ok(s.register_worker(&i, &n, &tools)?)
+            Ok(s.register_worker(&i, &n, &o, &tools)?)
         })
         .await?;
+        if let Ok(mut known) = self.inner.owners.lock() {
+            if known.len() >= 4096 {
+                known.clear();
+            }
+            known.insert(id.clone(), owner.to_string());
+        }
         tracing::info!(worker = %id, worker.name = %name, "worker registered");
         self.inner.arrived.notify_one();
         Ok(id)
+    }
+
+    /// The owner tag `worker` was registered with; `None` for a worker the
+    /// store does not know. Read from the store once per server.
+    pub async fn owner(&self, worker: &str) -> Result<Option<String>> {
+        if let Some(o) = self
+            .inner
+            .owners
+            .lock()
+            .ok()
+            .and_then(|k| k.get(worker).cloned())
+        {
+            return Ok(Some(o));
+        }
+        let w = worker.to_string();
+        let owner = blocking(&self.inner.store, move |s| Ok(s.worker_owner(&w)?)).await?;
+        if let (Some(o), Ok(mut known)) = (&owner, self.inner.owners.lock()) {
+            if known.len() >= 4096 {
+                known.clear();
+            }
+            known.insert(worker.to_string(), o.clone());
+        }
+        Ok(owner)
     }
 
     /// Marks `worker` heard from; false when it is unknown or was judged
@@ -493,12 +571,12 @@ impl Workers {
             .map(|r| ((r.run.clone(), r.call.clone()), r.outcome.clone()))
             .collect();
         let admitted = blocking(&self.inner.store, move |s| {
-            let mut out = Vec::with_capacity(replies.len());
-            for r in &replies {
+            let mut items = Vec::with_capacity(replies.len());
+            for r in replies {
                 let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
-                out.push(s.reply_call(&w, &run, &r.call, &r.outcome)?);
+                items.push((run, r.call, r.outcome));
             }
-            Ok(out)
+            Ok(s.reply_calls(&w, &items)?)
         })
         .await?;
         // A worker judged lost may still have a reply admitted (its call
@@ -529,6 +607,13 @@ impl Workers {
         let w = worker.to_string();
         blocking(&self.inner.store, move |s| Ok(s.remove_worker(&w)?)).await?;
         tracing::info!(worker = %worker, "worker left");
+        // The calls it handed back are settled now, not at the drives'
+        // next look: every drive waiting here looks again.
+        if let Ok(waiting) = self.inner.waiting.lock() {
+            for w in waiting.values() {
+                w.notify.notify_one();
+            }
+        }
         Ok(())
     }
 
@@ -614,7 +699,9 @@ async fn scan(service: RunService, workers: Workers) {
             }
         };
         for run in parked {
-            if service.is_active(&run) {
+            // A draining server resumes nothing: another server, or this
+            // one once restarted, will.
+            if service.is_active(&run) || !service.accepting() {
                 continue;
             }
             tracing::info!(run.id = %run, "a worker serves a parked call: resuming the run");

@@ -15,10 +15,16 @@
 //!   (404) registers again, under a new id; replies of calls it got
 //!   before go back under the old one, and are admitted if the server has
 //!   not settled those calls yet.
-//! * SIGINT or SIGTERM: polling stops, calls out get 10 s to finish and
-//!   their replies are sent, the rest are cancelled without a reply (the
-//!   server settles them as a lost worker's: Unknown, or sent again with
-//!   `resend = true`), the worker leaves (`DELETE`), and the Tools stop.
+//! * SIGINT or SIGTERM drains the worker: it takes no more calls (its
+//!   polls ask for none, and keep it heard from), the calls it holds get
+//!   `--drain-seconds` to finish and their replies are sent; a call still
+//!   out when the grace ends is handed back — abandoned without a reply,
+//!   never answered Unknown — and the worker leaves (`DELETE`), so the
+//!   server settles it at once as a lost worker's call: queued again for
+//!   another worker with `resend = true`, else Unknown. Only then are the
+//!   Tools stopped: they run under a token of their own, so the signal
+//!   does not cancel the calls they are serving. A second signal ends the
+//!   grace at once.
 //!
 //! Exit codes: 0 after a signal; 2 refused (no `--server`, a flow.toml
 //! that does not read or bind, a server that refuses the worker's token).
@@ -54,13 +60,17 @@ pub struct WorkerArgs {
     /// Calls served at once, at most.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
+    /// On SIGTERM or SIGINT, how long the calls out may take to finish
+    /// before those still out are handed back to the server.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain_seconds: u64,
 }
 
 /// Replies sent in one request, at most.
 const BATCH: usize = 256;
-/// How long a stopping worker waits for its calls out, and then for their
-/// replies to be sent.
-const GRACE: Duration = Duration::from_secs(10);
+/// How long a stopping worker waits for its last replies to be sent, and
+/// for the server to hear that it leaves.
+const SEND_GRACE: Duration = Duration::from_secs(10);
 /// The longest wait before trying an unreachable server again.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -82,21 +92,32 @@ pub async fn run(server: Option<String>, token: Option<String>, args: WorkerArgs
     })?;
     let client = Client::new(&server, token)?;
     let manifest = Manifest::read(&args.tools).map_err(|e| Error::Refused(e.to_string()))?;
-    let shutdown = CancellationToken::new();
-    let signal = shutdown.clone();
+    // The first signal drains; a second ends the grace at once.
+    let (shutdown, hurry) = (CancellationToken::new(), CancellationToken::new());
+    let (first, second) = (shutdown.clone(), hurry.clone());
     tokio::spawn(async move {
         crate::http::cli::wait_for_signal().await;
-        tracing::info!("stopping");
-        signal.cancel();
+        tracing::info!("draining: no more calls taken; the calls out get their grace");
+        first.cancel();
+        crate::http::cli::wait_for_signal().await;
+        tracing::info!("a second signal: the calls still out are handed back now");
+        second.cancel();
     });
-    let served = Arc::new(Served::bind(&manifest, &shutdown).await?);
+    // The Tools' own token: cancelled only once the drain is over, so the
+    // signal does not reach the calls they serve.
+    let tools = CancellationToken::new();
+    let served = Served::bind(&manifest, &tools).await;
+    let _stop_tools = tools.clone().drop_guard();
+    let served = Arc::new(served?);
     let name = args.name.clone().unwrap_or_else(host_name);
     let worker = Worker {
         client,
         served,
         name,
         concurrency: args.concurrency,
+        drain: Duration::from_secs(args.drain_seconds),
         shutdown,
+        hurry,
     };
     let Some(session) = worker.register().await? else {
         worker.served.shutdown().await;
@@ -124,7 +145,12 @@ struct Worker {
     served: Arc<Served>,
     name: String,
     concurrency: u32,
+    /// `--drain-seconds`.
+    drain: Duration,
+    /// The first signal: take no more calls.
     shutdown: CancellationToken,
+    /// A second signal: hand back what is still out now.
+    hurry: CancellationToken,
 }
 
 impl Worker {
@@ -242,13 +268,22 @@ impl Worker {
                 out.insert(key, h);
             }
         }
-        // Stopping: calls out get the grace period; the rest are cancelled
-        // without a reply (the server decides them).
-        let _ =
-            tokio::time::timeout(GRACE, async { while calls.join_next().await.is_some() {} }).await;
+        if failure.is_none() {
+            self.drain(&session, &mut calls, &mut out).await;
+        }
+        // Handed back: abandoned without a reply (the Tool is told to
+        // cancel); the server settles each as a lost worker's call once
+        // this worker has left.
+        if !calls.is_empty() {
+            tracing::warn!(
+                calls = calls.len(),
+                "handing back the calls still out: the server sends them again (resend = true) or settles them"
+            );
+        }
         calls.abort_all();
+        while calls.join_next().await.is_some() {}
         drop(tx);
-        let _ = tokio::time::timeout(GRACE, sender).await;
+        let _ = tokio::time::timeout(SEND_GRACE, sender).await;
         if let Err(e) = self.client.leave(&session.worker).await {
             tracing::warn!(
                 "could not tell the server this worker leaves ({e}); it will judge it lost in its time"
@@ -258,6 +293,63 @@ impl Worker {
         match failure {
             Some(e) => Err(e),
             None => Ok(0),
+        }
+    }
+}
+
+impl Worker {
+    /// The drain: the calls out get `--drain-seconds` (or until a second
+    /// signal) to finish, their replies going out as they come. Meanwhile
+    /// the worker polls for no calls (`max: 0`): it stays heard from, so
+    /// the server does not judge it lost while it finishes them, and it
+    /// still hears of cancels.
+    async fn drain(
+        &self,
+        session: &Session,
+        calls: &mut JoinSet<(String, String)>,
+        out: &mut HashMap<(String, String), AbortHandle>,
+    ) {
+        let until = tokio::time::Instant::now() + self.drain;
+        if !calls.is_empty() {
+            tracing::info!(
+                calls = calls.len(),
+                grace_s = self.drain.as_secs(),
+                "draining the calls out"
+            );
+        }
+        let mut backoff = Duration::from_millis(250);
+        while !calls.is_empty() {
+            let heartbeat = async {
+                match self.client.poll(session, 0).await {
+                    Ok(answer) => Some(answer),
+                    Err(e) => {
+                        tracing::warn!("poll while draining: {e}");
+                        tokio::time::sleep(backoff).await;
+                        None
+                    }
+                }
+            };
+            tokio::select! {
+                done = calls.join_next() => {
+                    if let Some(Ok(key)) = done {
+                        out.remove(&key);
+                    }
+                }
+                answer = heartbeat => match answer {
+                    Some(answer) => {
+                        backoff = Duration::from_millis(250);
+                        for key in keys(&answer["cancels"]) {
+                            if let Some(h) = out.remove(&key) {
+                                tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
+                                h.abort();
+                            }
+                        }
+                    }
+                    None => backoff = (backoff * 2).min(BACKOFF_MAX),
+                },
+                _ = tokio::time::sleep_until(until) => return,
+                _ = self.hurry.cancelled() => return,
+            }
         }
     }
 }

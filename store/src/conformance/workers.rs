@@ -70,8 +70,13 @@ pub(super) fn workers<B: Backend + Sync>(
     );
 
     // A worker with another fingerprint is handed nothing.
-    s.register_worker("w-old", "old", &[served("t.json#a", "sha256:bb", false)])
-        .map_err(e)?;
+    s.register_worker(
+        "w-old",
+        "old",
+        "",
+        &[served("t.json#a", "sha256:bb", false)],
+    )
+    .map_err(e)?;
     ensure!(
         s.claim_calls("w-old", 10).map_err(e)?.calls.is_empty(),
         "a call went to a worker of another fingerprint"
@@ -96,8 +101,14 @@ pub(super) fn workers<B: Backend + Sync>(
         },
     )
     .map_err(e)?;
-    s.register_worker("w1", "one", &[served("t.json#a", fp, true)])
+    s.register_worker("w1", "one", "tag-a", &[served("t.json#a", fp, true)])
         .map_err(e)?;
+    ensure!(
+        s.worker_owner("w1").map_err(e)?.as_deref() == Some("tag-a")
+            && s.worker_owner("w-old").map_err(e)?.as_deref() == Some("")
+            && s.worker_owner("w-none").map_err(e)?.is_none(),
+        "each worker keeps the owner it registered with"
+    );
     ensure!(
         s.parked_runs(live, 10).map_err(e)? == vec![run.clone()],
         "a paused run with a parked call a live worker serves is found"
@@ -211,7 +222,7 @@ pub(super) fn workers<B: Backend + Sync>(
         !s.settle_call(&run, &c2.call, Some("w1"), None).map_err(e)?,
         "queued again twice"
     );
-    s.register_worker("w2", "two", &[served("t.json#a", fp, false)])
+    s.register_worker("w2", "two", "tag-b", &[served("t.json#a", fp, false)])
         .map_err(e)?;
     ensure!(
         s.claim_calls("w2", 5).map_err(e)?.calls == vec![c2.clone()],
@@ -324,6 +335,41 @@ pub(super) fn workers<B: Backend + Sync>(
     ensure!(
         !s.parked_runs(live, 10).map_err(e)?.contains(&halted),
         "a halted run is resumed by no worker"
+    );
+
+    // A batch of replies: each admitted once, in order — a second reply
+    // to one call in the batch, and one for a call never sent, dropped.
+    let (c7, c8) = (
+        remote(&run, 7, "t.json#a", fp),
+        remote(&run, 8, "t.json#a", fp),
+    );
+    s.queue_call(&c7, live).map_err(e)?;
+    s.queue_call(&c8, live).map_err(e)?;
+    let got = s.claim_calls("w2", 5).map_err(e)?.calls;
+    ensure!(
+        got.contains(&c7) && got.contains(&c8),
+        "both claimed: {got:?}"
+    );
+    let batch = vec![
+        (run.clone(), c7.call.clone(), json!({"Ok": 7})),
+        (run.clone(), c7.call.clone(), json!({"Ok": 77})),
+        (run.clone(), c8.call.clone(), json!({"Failed": 8})),
+        (run.clone(), root_call(99).to_string(), json!({"Ok": 9})),
+    ];
+    ensure!(
+        s.reply_calls("w2", &batch).map_err(e)? == vec![true, false, true, false],
+        "a batch's replies each admitted once"
+    );
+    ensure!(
+        state(&s, &c7, live)?
+            == RemoteCallState::Done {
+                outcome: json!({"Ok": 7})
+            }
+            && state(&s, &c8, live)?
+                == RemoteCallState::Done {
+                    outcome: json!({"Failed": 8})
+                },
+        "the first replies stand"
     );
 
     // An ended run's queued call is handed out no more.

@@ -11,8 +11,9 @@ use crate::migrate;
 use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
 
-/// Longest schema name: the notification channel `flow_facts:<schema>`
-/// must stay within Postgres's 63-byte identifiers.
+/// Longest schema name: the notification channels `flow_facts:<schema>`
+/// and `flow_workers:<schema>` must stay within Postgres's 63-byte
+/// identifiers.
 const MAX_SCHEMA: usize = 48;
 
 /// Checks a schema name: lowercase letters, digits and `_`, not starting

@@ -91,6 +91,8 @@ struct Inner {
     tx: Mutex<Option<SyncSender<writer::Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     heads: Arc<Heads>,
+    /// Who hears the worker queue's notes (see `workers`).
+    queue: Arc<workers::Observers>,
     schema: String,
 }
 
@@ -115,6 +117,15 @@ impl Drop for Inner {
         }
     }
 }
+
+/// What [`PostgresStore::start`] makes: the shared pool, the writer, and
+/// what the listener feeds (the heads, the queue's observers).
+type Started = (
+    Arc<Shared>,
+    writer::Writer,
+    Arc<Heads>,
+    Arc<workers::Observers>,
+);
 
 /// A handle to a Postgres store; clones share one writer, one read pool and
 /// one listener.
@@ -143,7 +154,7 @@ impl PostgresStore {
             let _ = tx.send(Self::start(h, cfg, schema));
         });
         let started = rx.recv().map_err(|_| Error::WriterGone);
-        let (shared, writer, heads) = match started.and_then(|r| r) {
+        let (shared, writer, heads, queue) = match started.and_then(|r| r) {
             Ok(parts) => parts,
             Err(e) => {
                 runtime.shutdown_background();
@@ -162,16 +173,13 @@ impl PostgresStore {
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 heads,
+                queue,
                 schema: opts.schema,
             }),
         })
     }
 
-    fn start(
-        handle: Handle,
-        cfg: tokio_postgres::Config,
-        schema: String,
-    ) -> Result<(Arc<Shared>, writer::Writer, Arc<Heads>)> {
+    fn start(handle: Handle, cfg: tokio_postgres::Config, schema: String) -> Result<Started> {
         handle.block_on(async {
             let client = connect::connect(&cfg).await?;
             connect::migrate(&client, &schema).await
@@ -192,10 +200,20 @@ impl PostgresStore {
             .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
         let heads = Arc::new(Heads::default());
         let channel = format!("flow_facts:{schema}");
-        listen::start(&handle, cfg.clone(), channel.clone(), heads.clone())?;
+        let queue = Arc::new(workers::Observers::default());
+        listen::start(
+            &handle,
+            cfg.clone(),
+            listen::Channels {
+                facts: channel.clone(),
+                queue: workers::channel(&schema),
+            },
+            heads.clone(),
+            queue.clone(),
+        )?;
         let shared = Arc::new(Shared { handle, pool });
         let writer = writer::Writer::open(shared.clone(), cfg, channel, heads.clone())?;
-        Ok((shared, writer, heads))
+        Ok((shared, writer, heads, queue))
     }
 
     /// The schema the store lives in.

@@ -6,6 +6,16 @@
 //!
 //! * Claims take rows `FOR UPDATE SKIP LOCKED`, so workers polling several
 //!   servers at once never wait on each other and never get one call twice.
+//! * Every write another server waits for NOTIFYs it on
+//!   `flow_workers:<schema>` in its own statement or transaction (so it is
+//!   delivered on commit, to every server's LISTEN connection): a call
+//!   queued, queued again or cancelled (`q`: held polls look again), an
+//!   outcome stored (`o <run> <call>`: its driver looks again), a worker
+//!   gone (`*`: every driver looks again), each tagged with the store it
+//!   came from so its own are ignored. Nobody polls for them; a slow
+//!   safety look remains for a lost notification and for liveness.
+//! * The small writes are pipelined (`quick!`): BEGIN, the statements and
+//!   COMMIT in one round trip to the database.
 //! * Liveness is the database's clock (`clock_timestamp()`), as for leases.
 //! * Queue writes commit with `synchronous_commit = off` (`SET LOCAL`):
 //!   visible to every server at once, made durable by the next synchronous
@@ -21,6 +31,105 @@ use flow_abi::fact::RunId;
 use serde_json::Value;
 use std::time::Duration;
 
+/// The worker queue's notification channel of `schema`.
+pub(super) fn channel(schema: &str) -> String {
+    format!("flow_workers:{schema}")
+}
+
+/// The longest payload sent; a longer `o` note is sent as `*`
+/// (Postgres takes 8000 bytes).
+const MAX_PAYLOAD: usize = 7900;
+
+/// Reads a payload of the queue's channel: `q ORIGIN`, `* ORIGIN` or `o
+/// ORIGIN RUN CALL` (a run id has no space; a call id is the rest). A note
+/// this store sent itself is `None`: the server that wrote woke its own
+/// waiters already, and a second wake-up would only cost a read.
+pub(super) fn parse_note(payload: &str, own: &str) -> Option<QueueNote> {
+    let (kind, rest) = payload.split_once(' ')?;
+    let (origin, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    if origin == own {
+        return None;
+    }
+    match kind {
+        "q" => Some(QueueNote::Queued),
+        "*" => Some(QueueNote::Everyone),
+        "o" => {
+            let (run, call) = rest.split_once(' ')?;
+            Some(QueueNote::Settled {
+                run: run.to_string(),
+                call: call.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The observers of one store's queue notes, and the tag its own notes
+/// carry.
+pub(super) struct Observers {
+    /// This store's tag: its process id and when it opened (ns), unique
+    /// enough that two stores never share it.
+    origin: String,
+    list: std::sync::Mutex<Vec<QueueObserver>>,
+}
+
+impl Default for Observers {
+    fn default() -> Observers {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static OPENED: AtomicU64 = AtomicU64::new(0);
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Observers {
+            origin: format!(
+                "{}.{ns:x}.{}",
+                std::process::id(),
+                OPENED.fetch_add(1, Ordering::Relaxed)
+            ),
+            list: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Observers {
+    pub(super) fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub(super) fn add(&self, o: QueueObserver) {
+        if let Ok(mut v) = self.list.lock() {
+            v.push(o);
+        }
+    }
+
+    pub(super) fn note(&self, note: &QueueNote) {
+        let all = self.list.lock().map(|v| v.clone()).unwrap_or_default();
+        for o in all {
+            o(note);
+        }
+    }
+
+    /// The payload of a call queued (again) or cancelled.
+    fn queued(&self) -> String {
+        format!("q {}", self.origin)
+    }
+
+    /// The payload of a worker gone.
+    fn everyone(&self) -> String {
+        format!("* {}", self.origin)
+    }
+
+    /// The payload of `(run, call)` settled.
+    fn settled(&self, run: &str, call: &str) -> String {
+        let p = format!("o {} {run} {call}", self.origin);
+        if p.len() > MAX_PAYLOAD {
+            self.everyone()
+        } else {
+            p
+        }
+    }
+}
+
 /// The database's clock in unix ms.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -30,16 +139,29 @@ fn parse_json(text: &str, what: &str) -> Result<Value> {
     })
 }
 
+/// Opens a transaction that commits without waiting for the WAL flush.
+const BEGIN_QUICK: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+
 /// Runs `sql` with `params` in one transaction committed without waiting
-/// for the WAL flush; returns the rows.
+/// for the WAL flush; returns the rows. Pipelined: the statement is
+/// prepared first (once per connection), then BEGIN, the statement and
+/// COMMIT go out together — one round trip, not four (tokio-postgres
+/// sends requests in the order their futures are first polled, and
+/// `join!` polls them in order). A statement that fails makes the COMMIT
+/// a rollback; its error is the one returned.
 macro_rules! quick {
     ($conn:expr, $sql:expr, $params:expr) => {{
-        let mut conn = $conn;
-        let tx = conn.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off")
-            .await?;
-        let rows = tx.query($sql, $params).await?;
-        tx.commit().await?;
+        let conn = $conn;
+        let st = conn.prepare_cached($sql).await?;
+        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = $params;
+        let (begin, rows, commit) = futures_util::join!(
+            conn.batch_execute(BEGIN_QUICK),
+            conn.query(&st, params),
+            conn.batch_execute("COMMIT")
+        );
+        begin?;
+        let rows = rows?;
+        commit?;
         rows
     }};
 }
@@ -76,9 +198,25 @@ fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
     })
 }
 
+impl PostgresStore {
+    fn queue_channel(&self) -> String {
+        channel(&self.inner.schema)
+    }
+}
+
 impl WorkerQueue for PostgresStore {
-    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
-        let (id, name) = (id.to_string(), name.to_string());
+    fn observe_queue(&self, observer: QueueObserver) {
+        self.inner.queue.add(observer);
+    }
+
+    fn register_worker(
+        &self,
+        id: &str,
+        name: &str,
+        owner: &str,
+        tools: &[ServedTool],
+    ) -> Result<()> {
+        let (id, name, owner) = (id.to_string(), name.to_string(), owner.to_string());
         let names: Vec<String> = tools.iter().map(|t| t.tool.clone()).collect();
         let fps: Vec<String> = tools.iter().map(|t| t.fingerprint.clone()).collect();
         let resend: Vec<bool> = tools.iter().map(|t| t.resend).collect();
@@ -86,10 +224,10 @@ impl WorkerQueue for PostgresStore {
             let tx = conn.transaction().await?;
             tx.execute(
                 &format!(
-                    "INSERT INTO workers (id, name, seen_ms) VALUES ($1, $2, {NOW_MS})
-                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms"
+                    "INSERT INTO workers (id, name, seen_ms, owner) VALUES ($1, $2, {NOW_MS}, $3)
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms, owner = excluded.owner"
                 ),
-                &[&id, &name],
+                &[&id, &name, &owner],
             )
             .await?;
             tx.execute("DELETE FROM worker_tools WHERE worker = $1", &[&id])
@@ -104,6 +242,16 @@ impl WorkerQueue for PostgresStore {
             tx.commit().await?;
             Ok(())
         })
+    }
+
+    fn worker_owner(&self, id: &str) -> Result<Option<String>> {
+        let id = id.to_string();
+        let row = self.on_pool(move |conn| async move {
+            Ok(conn
+                .query_opt("SELECT owner FROM workers WHERE id = $1", &[&id])
+                .await?)
+        })?;
+        row.map(|r| r.try_get(0)).transpose().map_err(Into::into)
     }
 
     fn touch_worker(&self, id: &str, within: Duration) -> Result<bool> {
@@ -121,10 +269,18 @@ impl WorkerQueue for PostgresStore {
     }
 
     fn remove_worker(&self, id: &str) -> Result<()> {
-        let id = id.to_string();
+        let (id, chan, note) = (
+            id.to_string(),
+            self.queue_channel(),
+            self.inner.queue.everyone(),
+        );
         self.on_pool(move |conn| async move {
-            conn.execute("UPDATE workers SET seen_ms = 0 WHERE id = $1", &[&id])
-                .await?;
+            conn.query(
+                "WITH gone AS (UPDATE workers SET seen_ms = 0 WHERE id = $1 RETURNING id)
+                 SELECT pg_notify($2, $3)::text FROM gone",
+                &[&id, &chan, &note],
+            )
+            .await?;
             Ok(())
         })
     }
@@ -172,28 +328,47 @@ impl WorkerQueue for PostgresStore {
         let c = call.clone();
         let args = flow_abi::json::canonical(&call.args);
         let within_ms = millis(within);
+        let begin = format!(
+            "{BEGIN_QUICK}; SELECT pg_notify('{}', '{}')",
+            self.queue_channel(),
+            self.inner.queue.queued()
+        );
         let row = self.on_pool(move |conn| async move {
             let run = c.run.to_string();
             // A new row, or a cancel or park of a call never sent
-            // withdrawn; then where the call is, in the same transaction.
-            let mut conn = conn;
-            let tx = conn.transaction().await?;
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .await?;
-            tx.execute(
-                &format!(
+            // withdrawn; then where the call is, in the same transaction,
+            // pipelined as `quick!` is. The note goes with the BEGIN (the
+            // channel is a checked schema name, the origin digits and
+            // dots: no quoting needed).
+            let insert = conn
+                .prepare_cached(&format!(
                     "INSERT INTO worker_calls (run, call, tool, fingerprint, args, queued_ms)
                      VALUES ($1, $2, $3, $4, $5, {NOW_MS})
                      ON CONFLICT (run, call) DO UPDATE SET cancel = 0, parked = FALSE
                         WHERE worker_calls.worker IS NULL AND worker_calls.outcome IS NULL"
-                ),
-                &[&run, &c.call, &c.tool, &c.fingerprint, &args],
-            )
-            .await?;
-            let row = tx
-                .query_opt(&state_sql(), &[&run, &c.call, &within_ms])
+                ))
                 .await?;
-            tx.commit().await?;
+            let state = conn.prepare_cached(&state_sql()).await?;
+            let (row_params, state_params) = (
+                [
+                    &run as _,
+                    &c.call as _,
+                    &c.tool as _,
+                    &c.fingerprint as _,
+                    &args as _,
+                ],
+                [&run as _, &c.call as _, &within_ms as _],
+            );
+            let (begin, inserted, row, commit) = futures_util::join!(
+                conn.batch_execute(&begin),
+                conn.execute(&insert, &row_params),
+                conn.query_opt(&state, &state_params),
+                conn.batch_execute("COMMIT")
+            );
+            begin?;
+            inserted?;
+            let row = row?;
+            commit?;
             Ok(row)
         })?;
         match row {
@@ -206,12 +381,10 @@ impl WorkerQueue for PostgresStore {
 
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed> {
         let (worker, limit) = (worker.to_string(), i64::from(limit));
-        let (calls, cancels) = self.on_pool(move |mut conn| async move {
-            let tx = conn.transaction().await?;
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .await?;
-            let calls = tx
-                .query(
+        let (calls, cancels) = self.on_pool(move |conn| async move {
+            // Pipelined as `quick!` is: one round trip.
+            let claim = conn
+                .prepare_cached(
                     "WITH picked AS (
                         SELECT c.run, c.call, t.resend FROM worker_calls c JOIN worker_tools t
                            ON t.worker = $1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
@@ -222,16 +395,23 @@ impl WorkerQueue for PostgresStore {
                      UPDATE worker_calls w SET worker = $1, resend = picked.resend FROM picked
                      WHERE w.run = picked.run AND w.call = picked.call
                      RETURNING w.run, w.call, w.tool, w.fingerprint, w.args",
-                    &[&worker, &limit],
                 )
                 .await?;
-            let cancels = tx
-                .query(
+            let told = conn
+                .prepare_cached(
                     "UPDATE worker_calls SET cancel = 2 WHERE worker = $1 AND cancel = 1 RETURNING run, call",
-                    &[&worker],
                 )
                 .await?;
-            tx.commit().await?;
+            let (claim_params, told_params) = ([&worker as _, &limit as _], [&worker as _]);
+            let (begin, calls, cancels, commit) = futures_util::join!(
+                conn.batch_execute(BEGIN_QUICK),
+                conn.query(&claim, &claim_params),
+                conn.query(&told, &told_params),
+                conn.batch_execute("COMMIT")
+            );
+            begin?;
+            let (calls, cancels) = (calls?, cancels?);
+            commit?;
             Ok((calls, cancels))
         })?;
         let mut out = Claimed::default();
@@ -258,15 +438,60 @@ impl WorkerQueue for PostgresStore {
     fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
         let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
         let text = flow_abi::json::canonical(outcome);
+        let (chan, note) = (self.queue_channel(), self.inner.queue.settled(&run, &call));
         self.on_pool(move |conn| async move {
             let rows = quick!(
                 conn,
-                "UPDATE worker_calls SET outcome = $1
-                 WHERE run = $2 AND call = $3 AND worker = $4 AND outcome IS NULL RETURNING run",
-                &[&text, &run, &call, &worker]
+                "WITH set AS (UPDATE worker_calls SET outcome = $1
+                    WHERE run = $2 AND call = $3 AND worker = $4 AND outcome IS NULL RETURNING run)
+                 SELECT pg_notify($5, $6)::text FROM set",
+                &[&text, &run, &call, &worker, &chan, &note]
             );
             Ok(rows.len() == 1)
         })
+    }
+
+    fn reply_calls(&self, worker: &str, replies: &[(RunId, String, Value)]) -> Result<Vec<bool>> {
+        // One statement for the batch (the round trips of one reply each
+        // were most of a busy worker's cost); a call named twice keeps the
+        // first reply, as one at a time would.
+        let mut seen = std::collections::HashSet::new();
+        let first: Vec<bool> = replies
+            .iter()
+            .map(|(run, call, _)| seen.insert((run.as_str(), call.as_str())))
+            .collect();
+        let (mut runs, mut calls, mut outcomes, mut notes) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((run, call, outcome), _) in replies.iter().zip(&first).filter(|(_, f)| **f) {
+            runs.push(run.to_string());
+            calls.push(call.clone());
+            outcomes.push(flow_abi::json::canonical(outcome));
+            notes.push(self.inner.queue.settled(run.as_str(), call));
+        }
+        let (worker, chan) = (worker.to_string(), self.queue_channel());
+        let rows = self.on_pool(move |conn| async move {
+            Ok(quick!(
+                conn,
+                "WITH r AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+                        AS r(run, call, outcome, note)),
+                    set AS (UPDATE worker_calls c SET outcome = r.outcome FROM r
+                        WHERE c.run = r.run AND c.call = r.call AND c.worker = $1 AND c.outcome IS NULL
+                        RETURNING c.run, c.call, r.note)
+                 SELECT run, call, pg_notify($6, note)::text FROM set",
+                &[&worker, &runs, &calls, &outcomes, &notes, &chan]
+            ))
+        })?;
+        let mut admitted = std::collections::HashSet::new();
+        for r in rows {
+            admitted.insert((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?));
+        }
+        Ok(replies
+            .iter()
+            .zip(first)
+            .map(|((run, call, _), first)| {
+                first && admitted.contains(&(run.to_string(), call.clone()))
+            })
+            .collect())
     }
 
     fn call_state(
@@ -294,20 +519,27 @@ impl WorkerQueue for PostgresStore {
         let (run, call) = (run.to_string(), call.to_string());
         let worker = worker.map(str::to_string);
         let outcome = outcome.map(flow_abi::json::canonical);
+        let chan = self.queue_channel();
+        let (settled, queued) = (
+            self.inner.queue.settled(&run, &call),
+            self.inner.queue.queued(),
+        );
         self.on_pool(move |conn| async move {
             let rows = match (outcome, &worker) {
                 (Some(o), _) => quick!(
                     conn,
-                    "UPDATE worker_calls SET outcome = $4
-                     WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
-                     RETURNING run",
-                    &[&run, &call, &worker, &o]
+                    "WITH set AS (UPDATE worker_calls SET outcome = $4
+                        WHERE run = $1 AND call = $2 AND worker IS NOT DISTINCT FROM $3 AND outcome IS NULL
+                        RETURNING run)
+                     SELECT pg_notify($5, $6)::text FROM set",
+                    &[&run, &call, &worker, &o, &chan, &settled]
                 ),
                 (None, Some(_)) => quick!(
                     conn,
-                    "UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
-                     WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run",
-                    &[&run, &call, &worker]
+                    "WITH set AS (UPDATE worker_calls SET worker = NULL, resend = FALSE, cancel = 0
+                        WHERE run = $1 AND call = $2 AND worker = $3 AND outcome IS NULL RETURNING run)
+                     SELECT pg_notify($4, $5)::text FROM set",
+                    &[&run, &call, &worker, &chan, &queued]
                 ),
                 (None, None) => Vec::new(),
             };
@@ -316,13 +548,15 @@ impl WorkerQueue for PostgresStore {
     }
 
     fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
-        let (run, call) = (run.to_string(), call.to_string());
+        let (run, call, chan) = (run.to_string(), call.to_string(), self.queue_channel());
+        let note = self.inner.queue.queued();
         self.on_pool(move |conn| async move {
             quick!(
                 conn,
-                "UPDATE worker_calls SET cancel = 1
-                 WHERE run = $1 AND call = $2 AND cancel = 0 AND outcome IS NULL",
-                &[&run, &call]
+                "WITH set AS (UPDATE worker_calls SET cancel = 1
+                    WHERE run = $1 AND call = $2 AND cancel = 0 AND outcome IS NULL RETURNING run)
+                 SELECT pg_notify($3, $4)::text FROM set",
+                &[&run, &call, &chan, &note]
             );
             Ok(())
         })

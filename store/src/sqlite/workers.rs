@@ -105,13 +105,26 @@ fn state_of(
 }
 
 impl WorkerQueue for SqliteStore {
-    fn register_worker(&self, id: &str, name: &str, tools: &[ServedTool]) -> Result<()> {
-        let (id, name, tools) = (id.to_string(), name.to_string(), tools.to_vec());
+    fn observe_queue(&self, _: QueueObserver) {}
+
+    fn register_worker(
+        &self,
+        id: &str,
+        name: &str,
+        owner: &str,
+        tools: &[ServedTool],
+    ) -> Result<()> {
+        let (id, name, owner, tools) = (
+            id.to_string(),
+            name.to_string(),
+            owner.to_string(),
+            tools.to_vec(),
+        );
         self.queue_write(move |tx, now| {
             tx.execute(
-                "INSERT INTO workers (id, name, seen_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms",
-                params![id, name, now],
+                "INSERT INTO workers (id, name, seen_ms, owner) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, seen_ms = excluded.seen_ms, owner = excluded.owner",
+                params![id, name, now, owner],
             )?;
             tx.execute("DELETE FROM worker_tools WHERE worker = ?1", params![id])?;
             let mut st = tx.prepare_cached(
@@ -122,6 +135,14 @@ impl WorkerQueue for SqliteStore {
                 st.execute(params![id, t.tool, t.fingerprint, t.resend])?;
             }
             Ok(())
+        })
+    }
+
+    fn worker_owner(&self, id: &str) -> Result<Option<String>> {
+        self.queue_read(|c| {
+            Ok(c.prepare_cached("SELECT owner FROM workers WHERE id = ?1")?
+                .query_row(params![id], |r| r.get(0))
+                .optional()?)
         })
     }
 
