@@ -653,8 +653,11 @@ pub async fn resume_run(
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it. Without `force`, answered once the calls out have finished", body = HaltAnswer),
+        (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The run has ended", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 409, description = "The run has ended", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A body of the wrong shape: only `force` (a boolean) is accepted", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn halt_run(
     State(state): State<AppState>,
     PathArgs(run): PathArgs<String>,
