@@ -15,7 +15,7 @@
 mod common;
 
 use common::Schema;
-use common::roll::{Server, client, start_run};
+use common::roll::{Server, Worker, client, start_run};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -40,6 +40,38 @@ async fn a_rolling_restart_of_two_servers_loses_nothing_and_faults_nothing() {
     all_complete(&c, &runs, &a.base, &b.base, &log).await;
 }
 
+/// The same with the counter's calls served by two `flow worker`s, one
+/// at each server: every server, then every worker is stopped with SIGTERM
+/// and started again, one at a time. A draining server lets its workers'
+/// calls finish; a draining worker finishes the calls it holds and takes
+/// no more, while the other worker serves the queue.
+#[tokio::test]
+async fn a_rolling_restart_of_two_servers_and_two_workers_loses_nothing() {
+    let Some(db) = Schema::new() else { return };
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("calls.log");
+    let c = client();
+    let a = Server::for_workers(&db, "127.0.0.1:0");
+    let b = Server::for_workers(&db, "127.0.0.1:0");
+    let (a_addr, b_addr) = (a.addr(), b.addr());
+    let w1 = Worker::start(&a.base, &log);
+    let w2 = Worker::start(&b.base, &log);
+    let runs = start_runs(&c, [&a.base, &b.base]).await;
+    a.stop().await;
+    let a = Server::for_workers(&db, &a_addr);
+    b.stop().await;
+    let b = Server::for_workers(&db, &b_addr);
+    w1.stop().await;
+    let _w1 = Worker::start(&a.base, &log);
+    assert!(
+        running(&c, &runs, &b.base).await > 0,
+        "runs are still in flight when the last worker is stopped"
+    );
+    w2.stop().await;
+    let _w2 = Worker::start(&b.base, &log);
+    all_complete(&c, &runs, &a.base, &b.base, &log).await;
+}
+
 /// Starts the runs, alternately on each server, and lets them get going.
 async fn start_runs(c: &reqwest::Client, servers: [&String; 2]) -> Vec<String> {
     let mut runs = Vec::new();
@@ -48,6 +80,16 @@ async fn start_runs(c: &reqwest::Client, servers: [&String; 2]) -> Vec<String> {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     runs
+}
+
+/// How many of `runs` are still running.
+async fn running(c: &reqwest::Client, runs: &[String], base: &str) -> usize {
+    let mut n = 0;
+    for run in runs {
+        let v = common::get_json(c, format!("{base}/v1/runs/{run}")).await;
+        n += usize::from(v["state"] == "running");
+    }
+    n
 }
 
 /// Waits until every run completed; then each counted to the end with

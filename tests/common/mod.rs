@@ -27,17 +27,14 @@ pub fn serve_args(
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new(&bin);
-    cmd.args([
-        "--data",
-        data.to_str().unwrap(),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-    ])
-    .args(args)
-    .env("PATH", path)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    cmd.args(["--data", data.to_str().unwrap(), "serve"]);
+    if !args.contains(&"--listen") {
+        cmd.args(["--listen", "127.0.0.1:0"]);
+    }
+    cmd.args(args)
+        .env("PATH", path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     if let Some(t) = tools {
         cmd.arg("--tools").arg(t);
     }

@@ -58,6 +58,40 @@ impl Server {
         }
     }
 
+    /// A server that sends the counter's calls to `flow worker`s
+    /// (`--workers count.json --worker-wait`), listening on `listen`
+    /// (`127.0.0.1:0` for any port; a restarted server takes its old port
+    /// again, as a service keeps its address across a restart).
+    pub fn for_workers(db: &Schema, listen: &str) -> Server {
+        let data = tempfile::tempdir().unwrap();
+        let args = [
+            "--postgres",
+            &db.url,
+            "--postgres-schema",
+            &db.name,
+            "--lease-seconds",
+            "2",
+            "--drain-seconds",
+            "30",
+            "--listen",
+            listen,
+            "--workers",
+            "count.json",
+            "--worker-wait",
+        ];
+        let (child, base) = super::serve_args(data.path(), None, &[], &args);
+        Server {
+            child,
+            base,
+            _data: data,
+        }
+    }
+
+    /// The `host:port` the server listens on.
+    pub fn addr(&self) -> String {
+        self.base.trim_start_matches("http://").to_string()
+    }
+
     pub async fn stop(mut self) {
         stop(&mut self.child, &self.base).await;
     }
@@ -102,4 +136,53 @@ pub async fn start_run(c: &reqwest::Client, base: &str, steps: u64) -> String {
         .as_str()
         .unwrap()
         .to_string()
+}
+
+/// A `flow worker` serving the counter fixture to `server`, in its own
+/// process group; killed with its Tools on drop unless it stopped.
+pub struct Worker {
+    pub child: Child,
+}
+
+impl Worker {
+    /// Starts the worker and waits for its first line (it is serving).
+    pub fn start(server: &str, log: &Path) -> Worker {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::process::CommandExt;
+        let mut child = super::flow()
+            .args(["worker", "--server", server, "--tools"])
+            .arg(fixture().join("flow.toml"))
+            .args(["--drain-seconds", "30"])
+            .env("COUNT_DELAY_MS", "300")
+            .env("COUNT_LOG", log)
+            .env_remove("FLOW_TOKEN")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("flow worker "), "{line:?}");
+        Worker { child }
+    }
+
+    pub async fn stop(mut self) {
+        stop(&mut self.child, "a worker").await;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.child.wait();
+    }
 }
