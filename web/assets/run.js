@@ -148,7 +148,7 @@ export function mount(root, runId) {
     fill(badge, stateBadge(view.state), view.driving ? h('span', {class: 'sub'}, ' driven by this server') : null);
     fill(actions,
       h('button', {type: 'button', class: 'btn', onclick: replay}, 'Replay'),
-      ['running', 'paused'].includes(view.state) ? h('button', {type: 'button', class: 'btn btn-danger', onclick: halt}, 'Halt') : null,
+      ...haltActions(),
       ...continueActions(),
       h('button', {type: 'button', class: 'btn-quiet', onclick: archive}, 'Download archive'),
       h('a', {class: 'btn-quiet', href: `#/start?from=${runId}`}, 'Start again'));
@@ -261,12 +261,29 @@ export function mount(root, runId) {
     }
   }
 
-  async function halt() {
+  // Halt waits for the calls out to finish (nothing is left open); while
+  // it waits, "Halt now" stops at once and leaves them for Continue to
+  // decide.
+  let halting = false;
+  function haltActions() {
+    if (!['running', 'paused'].includes(view.state)) return [];
+    if (!halting) return [h('button', {type: 'button', class: 'btn btn-danger', onclick: () => halt(false)}, 'Halt')];
+    return [
+      h('span', {class: 'sub halting'}, 'Halting: waiting for the calls out to finish… '),
+      h('button', {type: 'button', class: 'btn btn-danger', onclick: () => halt(true), title: 'Stop at once: the calls out are left open, and Continue asks what to do with them'}, 'Halt now'),
+    ];
+  }
+
+  async function halt(force) {
+    halting = true;
+    showState();
     try {
-      await api(`/v1/runs/${runId}/halt`, {method: 'POST'});
+      await api(`/v1/runs/${runId}/halt`, {method: 'POST', body: force ? {force: true} : undefined});
       toast('Halted');
       refreshSoon();
     } catch (e) { toast(problemText(e), 'error'); }
+    halting = false;
+    showState();
   }
 
   // Continue after a halt. A halt that waited for the calls out leaves

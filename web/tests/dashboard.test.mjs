@@ -280,6 +280,26 @@ test('6b. continue after a forced halt: the user decides the call that was out',
   assert.deepEqual(page.errors(), []);
 });
 
+test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which settles it Unknown', LIMIT, async () => {
+  const flow = JSON.parse(readFileSync(path.join(loop, 'loop.json'), 'utf8'));
+  // A count of -4000 holds the step's call out for 4 s.
+  const r = await api(A.base, '/v1/runs', {method: 'POST', body: {flow, name: 'loop.json', input: {count: -4000, limit: -3999}}});
+  await page.goto(`${A.base}/#/run/${r.run}`);
+  await until(async () => (await api(A.base, `/v1/runs/${r.run}`)).callsOut.length === 1, {what: 'the step call out'});
+  await page.getByRole('button', {name: 'Halt', exact: true}).click();
+  await page.getByText('Halting: waiting for the calls out to finish').waitFor();
+  await page.getByRole('button', {name: 'Halt now'}).click();
+  await page.locator('.run-state .badge', {hasText: 'halted'}).waitFor();
+  await page.getByText('A call was out at the halt').waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Halt now'}).count(), 0);
+  await page.getByRole('button', {name: 'Continue: settle Unknown'}).click();
+  await page.locator('.run-state .badge', {hasText: 'faulted'}).waitFor();
+  const replies = await api(A.base, `/v1/runs/${r.run}/facts?kind=Reply`);
+  assert.equal(replies.facts.length, 1);
+  assert.match(JSON.stringify(replies.facts[0]), /"Unknown":"halted"/, 'settled Unknown, the reason says halted');
+  assert.deepEqual(page.errors(), []);
+});
+
 test('the runs list: newest first, filters, lineage, and live — a run the CLI starts appears', LIMIT, async () => {
   await page.goto(`${A.base}/#/`);
   const rows = page.locator('table.runs tbody tr');
