@@ -3,14 +3,16 @@
 //! STYLE rule 8: "child processes are killed by a Drop guard". Every child is
 //! spawned with `kill_on_drop`, so dropping the [`tokio::process::Child`]
 //! (when its owning service ends, or the runtime shuts down) kills it.
-//! Its stderr is drained into tracing line by line; it never reaches the
-//! protocol stream, and a chatty child never blocks on a full pipe.
+//! Its stderr is drained into tracing line by line, its last 8 KiB kept
+//! ([`StderrTail`]); it never reaches the protocol stream, and a chatty
+//! child never blocks on a full pipe.
 //!
 //! The environment is inherited: flow.toml "carries no credential", so an
 //! implementation that needs one (flow-llm's `FLOW_LLM_API_KEY`) reads it
 //! from the host's environment.
 
 use crate::manifest::Launch;
+use crate::stderr::StderrTail;
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::BufReader;
@@ -22,6 +24,8 @@ pub struct Started {
     pub child: Child,
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
+    /// The end of what it writes to stderr.
+    pub stderr: StderrTail,
 }
 
 /// The program to start: as named, unless it is a bare name found nowhere on
@@ -72,6 +76,7 @@ pub fn start(
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(std::io::Error::other("child pipes missing"));
     };
+    let (keep, tail) = crate::stderr::tail();
     if let Some(stderr) = child.stderr.take() {
         let label = label.to_string();
         let pid = child.id().unwrap_or(0);
@@ -86,12 +91,15 @@ pub fn start(
                     crate::lines::Line::Oversized { len, .. } => format!("(a line of {len} bytes)"),
                 };
                 tracing::info!(tool.process = %label, tool.pid = pid, tool.stderr = %text, "tool stderr");
+                keep.push(&text);
             }
+            drop(keep);
         });
     }
     Ok(Started {
         child,
         stdin,
         stdout,
+        stderr: tail,
     })
 }

@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod mcp;
 pub mod outcome;
 pub mod process;
+pub mod stderr;
 
 pub use outcome::{CallOutcome, CallRequest, Declarations};
 pub use process::{ProcessError, ProcessHandle, ProcessOptions};

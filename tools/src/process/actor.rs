@@ -24,6 +24,7 @@ pub(super) struct Pending {
 
 pub(super) struct Live {
     pub(super) child: Child,
+    pub(super) stderr: crate::stderr::StderrTail,
     pub(super) writes: Option<Writes>,
     pub(super) writer: tokio::task::JoinHandle<()>,
     pub(super) events: mpsc::Receiver<Event>,

@@ -11,6 +11,16 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+const ENDED_BEFORE_DESCRIBE: &str = "the process ended before answering describe";
+
+/// `message`, then what the process last wrote to stderr, if anything.
+fn with_stderr(message: String, tail: Option<String>) -> String {
+    match tail {
+        Some(t) => format!("{message}; the end of its stderr:\n{t}"),
+        None => format!("{message} (it wrote nothing to stderr)"),
+    }
+}
+
 impl Actor {
     /// Starts the process and checks its describe against the declarations.
     pub(super) async fn begin(&mut self) -> Result<(), ProcessError> {
@@ -34,6 +44,7 @@ impl Actor {
         })?;
         let writer = tokio::spawn(writer);
         let mut live = Live {
+            stderr: started.stderr,
             child: started.child,
             writes: Some(writes),
             writer,
@@ -77,7 +88,7 @@ impl Actor {
             loop {
                 match live.events.recv().await {
                     None | Some(Event::Closed) => {
-                        break Err(Ok("the process ended before answering describe".to_string()));
+                        break Err(Ok(ENDED_BEFORE_DESCRIBE.to_string()));
                     }
                     Some(Event::Message(Message::Described { id: got, result })) if got == id => {
                         break Ok(result);
@@ -96,11 +107,21 @@ impl Actor {
         match answer {
             Err(_) => Err(ProcessError::Describe {
                 process,
-                message: format!(
-                    "no describe response within {} ms",
-                    self.options.describe_timeout.as_millis()
+                message: with_stderr(
+                    format!(
+                        "no describe response within {} ms",
+                        self.options.describe_timeout.as_millis()
+                    ),
+                    live.stderr.text(),
                 ),
             }),
+            Ok(Err(Ok(message))) if message == ENDED_BEFORE_DESCRIBE => {
+                let tail = live.stderr.ended(self.options.stop_grace).await;
+                Err(ProcessError::Describe {
+                    process,
+                    message: with_stderr(message, tail),
+                })
+            }
             Ok(Err(Err((theirs, ours)))) => Err(ProcessError::Version {
                 process,
                 theirs,
@@ -190,8 +211,10 @@ impl Actor {
                         (
                             Some(t.fingerprint.clone()),
                             format!(
-                                "{} no longer fits {tool}: it serves fingerprint {}, the declaration's is {expected}",
-                                self.label, t.fingerprint
+                                "{} no longer fits {tool}: it serves fingerprint {}, the declaration's is {expected} (if the flow changed, regenerate the document the Tool serves from, in the flow's directory: `flow --json tools {} > tools.json`)",
+                                self.label,
+                                t.fingerprint,
+                                super::module_of(tool)
                             ),
                         ),
                     );
@@ -250,7 +273,8 @@ impl Actor {
             let _ = p.tx.send(outcome);
         }
         if open > 0 {
-            tracing::warn!(tool.process = %self.label, open.calls = open, "process ended: {status}");
+            let stderr = live.stderr.text().unwrap_or_default();
+            tracing::warn!(tool.process = %self.label, open.calls = open, tool.stderr = %stderr, "process ended: {status}");
         } else {
             tracing::debug!(tool.process = %self.label, "process ended: {status}");
         }

@@ -100,13 +100,18 @@ pub enum ProcessError {
 
 /// One declaration a process does not fit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{tool}: {}", match .served { Some(fp) => format!("fingerprint {fp} served, {expected} declared"), None => "not served".to_string() })]
+#[error("{tool}: {}", match .served { Some(fp) => format!("fingerprint {fp} served, {expected} declared (if the flow changed, regenerate the document the Tool serves from, in the flow's directory: `flow --json tools {} > tools.json`)", module_of(tool)), None => "not served".to_string() })]
 pub struct Mismatch {
     pub tool: String,
     pub expected: String,
     /// The fingerprint the process serves, or `None` when it does not list
     /// the declaration.
     pub served: Option<String>,
+}
+
+/// The module of a Tool identity (`triage.json#classify` → `triage.json`).
+pub(crate) fn module_of(tool: &str) -> &str {
+    tool.split_once('#').map_or(tool, |(m, _)| m)
 }
 
 type Key = (String, String);
