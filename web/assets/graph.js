@@ -193,18 +193,20 @@ export function draw(container, flow, onSelect) {
   container.append(svg);
   let last = '';
   return {
-    /** Highlights the node being executed, the ones visited and the ones waiting. */
-    mark(current, visited, waiting) {
-      const key = `${current}|${[...visited].join(',')}|${[...waiting].join(',')}`;
+    /** Highlights the node being executed, the ones visited, the ones waiting and the one a faulted run failed in. */
+    mark(current, visited, waiting, failed = null) {
+      const key = `${current}|${[...visited].join(',')}|${[...waiting].join(',')}|${failed}`;
       if (key === last) return;
       last = key;
       for (const [id, el] of nodeEls) {
         el.classList.toggle('visited', visited.has(id));
         el.classList.toggle('current', id === current);
         el.classList.toggle('waiting', waiting.has(id));
+        el.classList.toggle('failed', id === failed);
         const t = el.dataset.node;
         const bits = [];
         if (id === current) bits.push('current');
+        if (id === failed) bits.push('the run failed here');
         if (waiting.has(id)) bits.push('waiting on a reply');
         else if (visited.has(id)) bits.push('visited');
         el.setAttribute('aria-label', `${t}, ${(flow.nodes.find((n) => n.id === t) || {}).type || ''}${bits.length ? `, ${bits.join(', ')}` : ''}`);

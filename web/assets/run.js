@@ -40,6 +40,8 @@ export function mount(root, runId) {
   const lastFact = h('span', {class: 'mono'});
   const visited = new Set();
   const openCalls = new Map(); // call → node
+  const calls = new Map(); // call → {node, tool, outcome}: what a fault view names
+  let lastCall = null;
   let current = null;
   const cps = []; // root checkpoints {n, node}
 
@@ -56,7 +58,7 @@ export function mount(root, runId) {
         h('p', {class: 'legend', 'aria-label': 'Legend'},
           h('span', {class: 'lg lg-direct'}, 'direct'), h('span', {class: 'lg lg-conditional'}, 'conditional'),
           h('span', {class: 'lg lg-fail'}, 'fail branch'), h('span', {class: 'lg lg-current'}, 'executing'),
-          h('span', {class: 'lg lg-waiting'}, 'waiting'))),
+          h('span', {class: 'lg lg-waiting'}, 'waiting'), h('span', {class: 'lg lg-failed'}, 'failed here'))),
       h('section', {class: 'panel', 'aria-labelledby': 'tl-title'},
         h('div', {class: 'panel-head'}, h('h2', {id: 'tl-title'}, 'Facts ', count),
           h('label', {for: 'tl-kind', class: 'field-inline'}, 'Show ', kindSel)),
@@ -81,8 +83,12 @@ export function mount(root, runId) {
       } else if (f.kind === 'Call') {
         if (node) { visited.add(node); current = node; }
         openCalls.set(f.fact.call, node);
+        calls.set(f.fact.call, {node, tool: f.fact.tool});
+        lastCall = f.fact.call;
       } else if (f.kind === 'Reply' || f.kind === 'Close') {
         openCalls.delete(f.fact.call);
+        const c = calls.get(f.fact.call);
+        if (c && f.kind === 'Reply') c.outcome = f.fact.outcome;
       }
     }
     // The backlog came all at once: only facts recorded while the page
@@ -101,7 +107,9 @@ export function mount(root, runId) {
   function markGraph() {
     if (!graph) return;
     const waiting = new Set(view && view.state === 'paused' ? [...openCalls.values()].filter(Boolean) : []);
-    graph.mark(ended ? null : current, visited, waiting);
+    // A faulted run's last node is where it failed.
+    const failed = view && view.state === 'faulted' ? current : null;
+    graph.mark(ended ? null : current, visited, waiting, failed);
   }
 
   let drops = 0;
@@ -173,10 +181,22 @@ export function mount(root, runId) {
       h('dt', {}, 'Last fact'), h('dd', {class: 'mono'}, lastFact),
       view.exit ? [h('dt', {}, 'Exit'), h('dd', {class: 'mono'}, view.exit)] : null,
       view.output !== null ? [h('dt', {}, 'Output'), h('dd', {}, h('pre', {class: 'json small'}, pretty(view.output)))] : null,
-      view.fault ? [h('dt', {}, 'Fault'), h('dd', {class: 'mono'}, typeof view.fault === 'string' ? view.fault : JSON.stringify(view.fault))] : null);
+      view.fault ? [h('dt', {}, 'Fault'), h('dd', {class: 'mono'}, typeof view.fault === 'string' ? view.fault : JSON.stringify(view.fault))] : null,
+      view.fault && current ? [h('dt', {}, 'Failed at'), h('dd', {class: 'failed-at'}, failedAt())] : null);
     showLineage();
     showPending();
   }
+  // The node a faulted run ended in and, when its last fact there was a
+  // Tool call, that call, its Tool and what it answered.
+  function failedAt() {
+    const c = lastCall && calls.get(lastCall);
+    if (!c || c.node !== current) return ['node ', h('code', {}, current)];
+    const answered = c.outcome === undefined ? 'never answered'
+      : ['answered ', h('code', {}, clip(JSON.stringify(c.outcome), 300))];
+    return ['node ', h('code', {}, current), ', call ', h('code', {}, lastCall), ' to ', h('code', {}, c.tool), ', ', answered];
+  }
+  const clip = (text, max) => (text.length > max ? `${text.slice(0, max)}…` : text);
+
   let refreshTimer = 0;
   function refreshSoon() {
     clearTimeout(refreshTimer);

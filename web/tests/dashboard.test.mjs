@@ -297,6 +297,12 @@ test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which s
   const replies = await api(A.base, `/v1/runs/${r.run}/facts?kind=Reply`);
   assert.equal(replies.facts.length, 1);
   assert.match(JSON.stringify(replies.facts[0]), /"Unknown":"halted"/, 'settled Unknown, the reason says halted');
+  // The failure pinpointed (issue 38 §4): the node marked on the graph,
+  // and the fault view names the node, the call, its Tool and its answer.
+  await page.locator('g.node.failed[data-node="step"]').waitFor();
+  assert.equal(await page.locator('g.node.failed').count(), 1);
+  const at = await page.locator('dd.failed-at').textContent();
+  assert.match(at, /node step, call \S+ to loop\.json#step, answered \{"Unknown":"halted"\}/);
   assert.deepEqual(page.errors(), []);
 });
 
