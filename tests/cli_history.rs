@@ -99,7 +99,7 @@ fn history_shows_pending_calls_rounds_tools_and_what_it_hides() {
         !text.contains("facts:") && !text.contains("rounds"),
         "{text}"
     );
-    assert!(text.contains(&format!("flow resume {run}")), "{text}");
+    assert!(text.contains(&format!(" resume {run} --call")), "{text}");
 
     // Ended: nothing pending, the re-run matches.
     f.ok(&[
@@ -116,7 +116,7 @@ fn history_shows_pending_calls_rounds_tools_and_what_it_hides() {
     let text = f.text(&["history", &run, "--summary"]);
     assert!(text.contains("completed  (complete)"), "{text}");
     assert!(
-        text.contains(&format!("flow fork {run} --checkpoint N")),
+        text.contains(&format!(" fork {run} --checkpoint ")),
         "{text}"
     );
 }

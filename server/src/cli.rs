@@ -173,17 +173,29 @@ fn print_resume(
     c: &flow_engine::machine::OpenCall,
     allow: bool,
 ) {
-    let data = if g.data == Path::new(".flow") {
-        String::new()
-    } else {
-        format!(" --data {}", shell_quote(&g.data.to_string_lossy()))
-    };
+    let example = service.example_reply(run, c);
+    print_resume_line(g, run.as_str(), &c.call, &c.args["schema"], example, allow);
+}
+
+/// The resume command for the pending human call `c` of `run`, with
+/// `example` as its reply when there is one (else `--reply -` and the
+/// schema the reply must fit). Printed the same locally and with
+/// `--server` (only `flow_cmd` differs).
+pub(crate) fn print_resume_line(
+    g: &Global,
+    run: &str,
+    call: &str,
+    schema: &Json,
+    example: Option<Json>,
+    allow: bool,
+) {
     let allow = if allow { " --allow" } else { "" };
     let head = format!(
-        "flow{data} resume {run} --call {}{allow}",
-        shell_quote(&c.call)
+        "{} resume {run} --call {}{allow}",
+        flow_cmd(g),
+        shell_quote(call)
     );
-    match service.example_reply(run, c) {
+    match example {
         Some(reply) => out!(
             "    {head} --reply {}",
             shell_quote(&flow_abi::json::canonical(&reply))
@@ -191,13 +203,25 @@ fn print_resume(
         None => {
             out!("    {head} --reply -");
             out!("    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting");
-            out!("     {})", flow_abi::json::canonical(&c.args["schema"]));
+            out!("     {})", flow_abi::json::canonical(schema));
         }
     }
 }
 
+/// `flow` with the flag that makes a printed command reach the same
+/// store or server as the command that printed it (`--server URL`, or
+/// `--data DIR` when it is not the default). A token is not printed: the
+/// command reads it from `FLOW_TOKEN`.
+pub(crate) fn flow_cmd(g: &Global) -> String {
+    match &g.server {
+        Some(url) => format!("flow --server {}", shell_quote(url)),
+        None if g.data == Path::new(".flow") => "flow".into(),
+        None => format!("flow --data {}", shell_quote(&g.data.to_string_lossy())),
+    }
+}
+
 /// `s` as one POSIX shell word.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
@@ -209,11 +233,14 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// Reports a halted run: exit 130 (DESIGN §6).
-fn halted(g: &Global, run: &RunId) -> Result<u8> {
+pub(crate) fn halted(g: &Global, run: &RunId) -> Result<u8> {
     if g.json {
         out!("{}", json!({"run": run.as_str(), "state": "halted"}));
     } else {
-        eprintln!("{run} halted; continue it with: flow resume {run}");
+        eprintln!(
+            "{run} halted; continue it with: {} resume {run}",
+            flow_cmd(g)
+        );
     }
     Ok(130)
 }
@@ -403,8 +430,8 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 after,
                 state,
             };
-            let page = match runs {
-                Some(dir) => flow_store::inspect_archives(&dir, &q)?,
+            let page = match &runs {
+                Some(dir) => flow_store::inspect_archives(dir, &q)?,
                 None => {
                     let store = open_store(&g)?;
                     flow_store::Discover::discover(&*store, &q)?
@@ -414,7 +441,21 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             if g.json {
                 out!("{v}");
             } else {
-                print_runs(&page, &v);
+                let rows = page.runs.iter().zip(v["runs"].as_array().into_iter().flatten()).map(
+                    |(row, r)| RunLine {
+                        run: row.run.to_string(),
+                        state: row.state().map_or("-", RunState::as_str).to_string(),
+                        record: r["record"].as_str().unwrap_or("").to_string(),
+                        module: r["entry"]["module"].as_str().unwrap_or("").to_string(),
+                    },
+                );
+                let more = RunsMore {
+                    next: v["nextAfter"].as_str(),
+                    state: state.map(RunState::as_str),
+                    limit,
+                    runs: runs.as_deref(),
+                };
+                print_runs(&g, rows, v["problems"].as_array().map_or(&[][..], |p| p), more);
             }
             // DISC-25: "The CLI exits 0 for an inspected page or missing
             // root and 2 for another root problem."
@@ -546,12 +587,18 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
     if g.json {
         out!("{}", json!({"diagnostics": all, "errors": errors}));
     } else {
-        print_diagnostics(g, &all);
-        if errors == 0 {
-            out!("{}: checks ({} warnings)", flow.display(), all.len());
-        }
+        print_check(g, flow, &all, errors);
     }
     Ok(if errors == 0 { 0 } else { 2 })
+}
+
+/// `flow check`'s text: the diagnostics, then `FILE: checks (N warnings)`
+/// when none is an error (locally and with `--server` alike).
+pub(crate) fn print_check(g: &Global, flow: &Path, all: &[Json], errors: usize) {
+    print_diagnostics(g, all);
+    if errors == 0 {
+        out!("{}: checks ({} warnings)", flow.display(), all.len());
+    }
 }
 
 /// Diagnostics as `severity[CODE] module#/json/pointer: message`: the
@@ -587,31 +634,60 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
     Ok(0)
 }
 
-/// The rows as `RUN  STATE  (RECORD)  ENTRY`: the run service's state
-/// word and discovery's record, as `flow history` shows them.
-fn print_runs(page: &flow_store::DiscoveryPage, v: &Json) {
-    if page.runs.is_empty() {
-        out!("no runs");
-    }
-    for (row, r) in page
-        .runs
-        .iter()
-        .zip(v["runs"].as_array().into_iter().flatten())
-    {
-        let record = format!("({})", r["record"].as_str().unwrap_or(""));
+/// One row of `flow runs`.
+pub(crate) struct RunLine {
+    pub run: String,
+    pub state: String,
+    pub record: String,
+    pub module: String,
+}
+
+/// What the `more:` line of `flow runs` repeats of the query.
+pub(crate) struct RunsMore<'a> {
+    pub next: Option<&'a str>,
+    pub state: Option<&'a str>,
+    pub limit: Option<u32>,
+    pub runs: Option<&'a Path>,
+}
+
+/// The rows as `RUN  STATE  (RECORD)  ENTRY`: the run's state word and
+/// discovery's record, as `flow history` shows them; then the command for
+/// the next page, with the same store or server, state and limit.
+pub(crate) fn print_runs(
+    g: &Global,
+    rows: impl Iterator<Item = RunLine>,
+    problems: &[Json],
+    more: RunsMore,
+) {
+    let mut any = false;
+    for r in rows {
+        any = true;
         out!(
             "{}  {:<9}  {:<22}  {}",
-            row.run,
-            row.state().map_or("-", RunState::as_str),
-            record,
-            r["entry"]["module"].as_str().unwrap_or("")
+            r.run,
+            r.state,
+            format!("({})", r.record),
+            r.module
         );
     }
-    for p in v["problems"].as_array().into_iter().flatten() {
+    if !any {
+        out!("no runs");
+    }
+    for p in problems {
         eprintln!("problem: {p}");
     }
-    if let Some(next) = v["nextAfter"].as_str() {
-        out!("more: flow runs --after {next}");
+    if let Some(next) = more.next {
+        let mut cmd = format!("{} runs --after {next}", flow_cmd(g));
+        if let Some(s) = more.state {
+            cmd.push_str(&format!(" --state {s}"));
+        }
+        if let Some(l) = more.limit {
+            cmd.push_str(&format!(" --limit {l}"));
+        }
+        if let Some(dir) = more.runs {
+            cmd.push_str(&format!(" --runs {}", shell_quote(&dir.to_string_lossy())));
+        }
+        out!("more: {cmd}");
     }
 }
 

@@ -18,8 +18,6 @@
 
 use super::{Global, open_store, out_text, run_id, service};
 use crate::error::{Error, Result};
-use flow_abi::fact::Fact;
-use flow_engine::replay::Verdict;
 use flow_store::HistoryQuery;
 use serde_json::{Value as Json, json};
 
@@ -49,7 +47,11 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
         } else {
             out_text(&page.text);
             if let Some(next) = page.next_offset {
-                eprintln!("\n(more: flow history {run} --source {module} --offset {next})");
+                eprintln!(
+                    "\n(more: {} history {run} --source {} --offset {next})",
+                    super::flow_cmd(g),
+                    super::shell_quote(module)
+                );
             }
         }
         return Ok(0);
@@ -77,72 +79,20 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
         offset: Some(ask.offset),
         limit: Some(ask.limit.min(200)),
     };
-    let page = store.history_page(&run, &q)?;
-    let info = store.run_info(&run)?;
-    let mut v = serde_json::to_value(&page).unwrap_or(Json::Null);
-    let record = if info.ending.is_some() {
-        "complete"
-    } else {
-        "incomplete"
-    };
-    v["record"] = json!(record);
-    v["entry"] = json!({"module": info.entry.module, "function": info.entry.function});
-
-    // The re-run: the recorded program over the recorded facts.
     let svc = service(g, store, false);
-    let mut rounds = Vec::new();
-    let (program, replayed) = svc.replayed(&run, &mut |f| {
-        if let Fact::Checkpoint {
-            n,
-            task,
-            node,
-            state,
-        } = f
-        {
-            rounds.push(json!({"fact": n, "task": task, "node": node, "state": state}));
-        }
-    })?;
-    v["verdict"] = match &replayed.verdict {
-        Verdict::Diverged { fact, reason } => {
-            json!({"verdict": "diverged", "fact": fact, "reason": reason})
-        }
-        other => json!({"verdict": other.to_string()}),
-    };
-    v["pending"] = match (&replayed.machine, info.ending.is_some()) {
-        (_, true) => json!([]),
-        // A call that drives a nested run stands for that run's calls.
-        (Some(m), false) => Json::Array(
-            svc.pending_of(&run, m.open_calls())?
-                .iter()
-                .map(|p| {
-                    let c = &p.open;
-                    json!({"run": p.run.as_str(), "call": c.call, "task": c.task, "node": c.node, "tool": c.tool})
-                })
-                .collect(),
-        ),
-        (None, false) => json!("unknown"),
-    };
-    v["rounds"] = Json::Array(rounds);
-    v["tools"] = Json::Array(
-        program
-            .reachable()
-            .iter()
-            .map(|(module, tool)| {
-                let fp = program.module(module).and_then(|m| m.fingerprint(tool));
-                json!({"tool": tool, "module": module, "fingerprint": fp})
-            })
-            .collect(),
-    );
+    let v = svc.inspect(&run, &q)?;
     if g.json {
         out!("{v}");
     } else {
-        render(&run.to_string(), info.state.as_str(), &v, &ask);
+        render(g, &run.to_string(), &v, &ask);
     }
     Ok(0)
 }
 
-/// The human rendering of the view.
-fn render(run: &str, state: &str, v: &Json, ask: &Ask) {
+/// The human rendering of the view (the same locally and with
+/// `--server`).
+pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask) {
+    let state = v["state"].as_str().unwrap_or("");
     let total = v["page"]["factsTotal"].as_u64().unwrap_or(0);
     let verdict = v["verdict"]["verdict"].as_str().unwrap_or("");
     out!(
@@ -174,14 +124,46 @@ fn render(run: &str, state: &str, v: &Json, ask: &Ask) {
         }
     }
     if ask.summary {
+        // Each next command runs as printed: the same store or server, and
+        // this run's own numbers and calls.
+        let cmd = super::flow_cmd(g);
+        let next = |c: String, what: &str| out!("  {c}  # {what}");
         out!("next:");
-        out!("  flow history {run} --kind Call        the calls and their ids");
-        out!("  flow history {run} --fact N           one fact in full");
-        out!("  flow replay {run}                     the replay verdict");
-        if pending.is_empty() {
-            out!("  flow fork {run} --checkpoint N        a new run from a round");
-        } else {
-            out!("  flow resume {run} --call CALL --reply OUTCOME");
+        next(
+            format!("{cmd} history {run} --kind Call"),
+            "the calls and their ids",
+        );
+        if total > 0 {
+            next(
+                format!("{cmd} history {run} --fact {total}"),
+                "the last fact in full",
+            );
+        }
+        next(format!("{cmd} replay {run}"), "the replay verdict");
+        let rounds = v["rounds"].as_array().map_or(&[][..], |r| r);
+        match (
+            pending.first(),
+            rounds.iter().rev().find(|r| r["task"] == "root"),
+        ) {
+            (Some(c), _) => {
+                let reply = match &c["exampleReply"] {
+                    Json::Null => "-".to_string(),
+                    e => super::shell_quote(&flow_abi::json::canonical(e)),
+                };
+                next(
+                    format!(
+                        "{cmd} resume {} --call {} --reply {reply}",
+                        c["run"].as_str().unwrap_or(run),
+                        super::shell_quote(c["call"].as_str().unwrap_or(""))
+                    ),
+                    "answer the first pending call",
+                );
+            }
+            (None, Some(r)) => next(
+                format!("{cmd} fork {run} --checkpoint {}", r["fact"]),
+                "a new run from the last round",
+            ),
+            (None, None) => {}
         }
         return;
     }

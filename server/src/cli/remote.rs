@@ -165,7 +165,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                         "input": input, "wait": WAIT}),
                 )
                 .await?;
-            show(g, &c.settle(v).await?)
+            show(g, &c, c.settle(v).await?).await
         }
         Command::Resume {
             run,
@@ -183,7 +183,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 body["open"] = json!(o.as_str());
             }
             let v = c.post(&format!("/v1/runs/{run}/resume"), body).await?;
-            show(g, &c.settle(v).await?)
+            show(g, &c, c.settle(v).await?).await
         }
         Command::Fork {
             run,
@@ -208,7 +208,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 body["name"] = json!(sources.root);
             }
             let v = c.post(&format!("/v1/runs/{run}/fork"), body).await?;
-            show(g, &c.settle(v).await?)
+            show(g, &c, c.settle(v).await?).await
         }
         Command::Halt { run, force } => {
             let v = c
@@ -217,7 +217,10 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             if g.json {
                 out!("{v}");
             } else {
-                eprintln!("{run} halted; continue it with: flow --server {base} resume {run}");
+                eprintln!(
+                    "{run} halted; continue it with: {} resume {run}",
+                    super::flow_cmd(g)
+                );
             }
             Ok(0)
         }
@@ -241,24 +244,43 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             run,
             kind,
             search,
+            fact,
+            summary,
+            source,
             offset,
             limit,
-            ..
         } => {
+            if source.is_some() {
+                return Err(Error::Refused(
+                    "flow history --source reads the store itself: run it without --server where the store is, or read GET /v1/runs/RUN/sources/MODULE"
+                        .into(),
+                ));
+            }
+            if let Some(n) = fact {
+                return one_fact(&c, &run, n).await;
+            }
             let mut q = format!("?offset={offset}&limit={}", limit.min(200));
-            if let Some(k) = kind {
-                q.push_str(&format!("&kind={}", encode(&k)));
+            if let Some(k) = &kind {
+                q.push_str(&format!("&kind={}", encode(k)));
             }
-            if let Some(s) = search {
-                q.push_str(&format!("&search={}", encode(&s)));
+            if let Some(s) = &search {
+                q.push_str(&format!("&search={}", encode(s)));
             }
-            let v = c.get(&format!("/v1/runs/{run}/facts{q}")).await?;
+            let v = c.get(&format!("/v1/runs/{run}/inspect{q}")).await?;
             if g.json {
                 out!("{v}");
             } else {
-                for f in v["facts"].as_array().into_iter().flatten() {
-                    out!("{}", flow_abi::json::canonical(f));
-                }
+                let ask = super::history::Ask {
+                    run: run.clone(),
+                    kind,
+                    search,
+                    fact,
+                    summary,
+                    source,
+                    offset,
+                    limit,
+                };
+                super::history::render(g, v["run"].as_str().unwrap_or(&run), &v, &ask);
             }
             Ok(0)
         }
@@ -272,28 +294,37 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             if let Some(a) = after {
                 q.push(format!("after={}", encode(&a)));
             }
-            if let Some(s) = state {
-                q.push(format!("state={}", encode(&s)));
+            if let Some(s) = &state {
+                q.push(format!("state={}", encode(s)));
             }
             let v = c.get(&format!("/v1/runs?{}", q.join("&"))).await?;
             if g.json {
                 out!("{v}");
             } else {
-                for r in v["runs"].as_array().into_iter().flatten() {
-                    out!(
-                        "{}  {}  ({})",
-                        r["run"].as_str().unwrap_or(""),
-                        r["state"].as_str().unwrap_or(""),
-                        r["record"].as_str().unwrap_or("")
-                    );
-                }
-                if let Some(n) = v["nextAfter"].as_str() {
-                    out!("(more: flow --server {base} runs --after {n})");
-                }
+                let text = |r: &Json, k: &str| r[k].as_str().unwrap_or("").to_string();
+                let rows = v["runs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| super::RunLine {
+                        run: text(r, "run"),
+                        state: text(r, "state"),
+                        record: text(r, "record"),
+                        module: r["entry"]["module"].as_str().unwrap_or("").to_string(),
+                    });
+                let more = super::RunsMore {
+                    next: v["nextAfter"].as_str(),
+                    state: state.as_deref(),
+                    limit,
+                    runs: None,
+                };
+                let problems = v["problems"].as_array().map_or(&[][..], |p| p);
+                super::print_runs(g, rows, problems, more);
             }
             Ok(0)
         }
         Command::Check { flow } => {
+            let flow_path = flow.clone();
             let sources = Sources::read(&flow)?;
             let (flow, modules) = documents(&sources);
             let v = c
@@ -306,7 +337,8 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 out!("{v}");
             } else {
                 let ds = v["diagnostics"].as_array().cloned().unwrap_or_default();
-                super::print_diagnostics(g, &ds);
+                let errors = v["errors"].as_u64().unwrap_or(0) as usize;
+                super::print_check(g, &flow_path, &ds, errors);
             }
             Ok(if v["ok"] == true { 0 } else { 2 })
         }
@@ -365,6 +397,7 @@ async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
     use eventsource_stream::Eventsource;
     use futures_util::StreamExt;
     let view = c.get(&format!("/v1/runs/{run}")).await?;
+    let run = view["run"].as_str().unwrap_or(run).to_string();
     let req = c
         .request(
             reqwest::Method::GET,
@@ -378,7 +411,8 @@ async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
         let e = e.map_err(|e| Error::Refused(format!("{}: the feed broke: {e}", c.base)))?;
         let data: Json = serde_json::from_str(&e.data).unwrap_or(Json::Null);
         match (e.event.as_str(), flow_store::FactKind::parse(&e.event)) {
-            ("state", _) if matches!(data["state"].as_str(), Some("paused" | "halted")) => break,
+            ("state", _) if data["state"] == "halted" => return Ok(super::watch::halted(g, &run)),
+            ("state", _) if data["state"] == "paused" => return paused(g, c, &run).await,
             ("error", _) => return Err(Error::Unreadable(e.data)),
             (_, Some(kind)) => {
                 let n = e.id.parse::<u64>().unwrap_or(0);
@@ -388,17 +422,64 @@ async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
                     out!("{}", super::watch::line(n, kind, &data));
                 }
                 if kind == flow_store::FactKind::End {
-                    break;
+                    return super::watch::ended(g, &run, &data);
                 }
             }
             _ => {}
         }
     }
-    let run = view["run"].as_str().unwrap_or(run).to_string();
-    show(
-        g,
-        &c.settle(c.get(&format!("/v1/runs/{run}")).await?).await?,
-    )
+    Err(Error::Refused(format!(
+        "{}: the feed of {run} closed before the run ended, paused or halted",
+        c.base
+    )))
+}
+
+/// `flow history RUN --fact N`: the fact whole, a Checkpoint with its
+/// state instead of its delta, as the local command prints it.
+async fn one_fact(c: &Client, run: &str, n: u64) -> Result<u8> {
+    let page = c.get(&format!("/v1/runs/{run}/facts?fact={n}")).await?;
+    let Some(f) = page["facts"].get(0) else {
+        return Err(Error::NotFound(format!("{run} has no fact {n}")));
+    };
+    let mut fact = f["fact"].clone();
+    if f["kind"] == "Checkpoint"
+        && let Json::Object(m) = &mut fact
+    {
+        let cp = c.get(&format!("/v1/runs/{run}/checkpoints/{n}")).await?;
+        m.remove("delta");
+        m.insert("state".into(), cp["state"].clone());
+    }
+    out!("{}", flow_abi::json::canonical(&fact));
+    if f["valuesOmitted"] == true {
+        eprintln!("(values over 4 KiB are shown by hash: GET /v1/blobs/HASH reads one)");
+    }
+    Ok(0)
+}
+
+/// A paused run, as `flow watch` prints it: the resume command of each
+/// pending call.
+async fn paused(g: &Global, c: &Client, run: &str) -> Result<u8> {
+    let v = c.get(&format!("/v1/runs/{run}")).await?;
+    let pending = v["pending"].as_array().cloned().unwrap_or_default();
+    if g.json {
+        let calls: Vec<Json> = pending
+            .iter()
+            .map(|p| json!({"run": p["run"], "call": p["call"], "tool": p["tool"], "node": p["node"]}))
+            .collect();
+        out!(
+            "{}",
+            json!({"run": run, "state": "paused", "pending": calls})
+        );
+    } else {
+        out!("{run} paused; answer with:");
+        for p in &pending {
+            let example = Some(p["exampleReply"].clone()).filter(|e| !e.is_null());
+            let of = p["run"].as_str().unwrap_or(run);
+            let call = p["call"].as_str().unwrap_or_default();
+            super::print_resume_line(g, of, call, &p["args"]["schema"], example, false);
+        }
+    }
+    Ok(3)
 }
 
 /// The command's name, for the refusal.
@@ -443,9 +524,11 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-/// Prints a run's view as `flow run` prints a result; its exit code.
-fn show(g: &Global, v: &Json) -> Result<u8> {
-    let run = v["run"].as_str().unwrap_or_default();
+/// Prints a run's view as `flow run` prints a result (the same text:
+/// a paused run's pending calls and the resume command for each person's
+/// call, with its example reply); its exit code.
+async fn show(g: &Global, c: &Client, mut v: Json) -> Result<u8> {
+    let run = v["run"].as_str().unwrap_or_default().to_string();
     let code = match v["state"].as_str().unwrap_or_default() {
         "completed" if v["exit"] == "success" || v["exit"].is_null() => 0,
         "completed" => 4,
@@ -461,22 +544,57 @@ fn show(g: &Global, v: &Json) -> Result<u8> {
         0 | 4 => {
             out!("{}", flow_abi::json::canonical(&v["output"]));
             if code == 4 {
-                eprintln!("{run} completed with exit code {}", v["exit"]);
-            }
-        }
-        3 => {
-            out!("{run} paused; pending calls:");
-            for c in v["pending"].as_array().into_iter().flatten() {
-                out!(
-                    "  {}  {}  at node {}",
-                    c["call"].as_str().unwrap_or(""),
-                    c["tool"].as_str().unwrap_or(""),
-                    c["node"].as_str().unwrap_or("")
+                eprintln!(
+                    "{run} completed with exit code {}",
+                    v["exit"].as_str().unwrap_or_default()
                 );
             }
         }
-        130 => eprintln!("{run} halted"),
-        _ => eprintln!("{run} faulted: {}", v["fault"]),
+        3 => {
+            // The run view's pending calls carry their example replies.
+            if v["pending"]
+                .get(0)
+                .is_some_and(|p| p.get("exampleReply").is_none())
+            {
+                v = c.get(&format!("/v1/runs/{run}")).await?;
+            }
+            out!("{run} paused; pending calls:");
+            for p in v["pending"].as_array().into_iter().flatten() {
+                let text = |k: &str| p[k].as_str().unwrap_or_default();
+                let inner = if text("run") == run || text("run").is_empty() {
+                    String::new()
+                } else {
+                    format!("  in nested run {}", text("run"))
+                };
+                out!(
+                    "  {}  {}  at node {}{inner}",
+                    text("call"),
+                    text("tool"),
+                    text("node")
+                );
+                if text("tool") == crate::host::HUMAN {
+                    let example = Some(p["exampleReply"].clone()).filter(|e| !e.is_null());
+                    let run = if text("run").is_empty() {
+                        run.as_str()
+                    } else {
+                        text("run")
+                    };
+                    super::print_resume_line(
+                        g,
+                        run,
+                        text("call"),
+                        &p["args"]["schema"],
+                        example,
+                        false,
+                    );
+                }
+            }
+        }
+        130 => {
+            let id = flow_store::RunId::parse(&run).map_err(|e| Error::Refused(e.to_string()))?;
+            return super::halted(g, &id);
+        }
+        _ => eprintln!("{run} faulted: {}", v["fault"].as_str().unwrap_or_default()),
     }
     Ok(code)
 }

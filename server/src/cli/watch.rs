@@ -42,13 +42,13 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                     out!("{}", line(f.n, f.kind, &f.fact));
                 }
                 if f.kind == FactKind::End {
-                    return ended(g, &run, &f.fact);
+                    return ended(g, run.as_str(), &f.fact);
                 }
             }
             TailEvent::Ended => {
                 let h = store.read_history(&run)?;
                 let end = h.facts.last().map(|f| f.fact.clone()).unwrap_or(Json::Null);
-                return ended(g, &run, &end);
+                return ended(g, run.as_str(), &end);
             }
             TailEvent::Idle => {
                 let info = store.run_info(&run)?;
@@ -81,14 +81,7 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                         }
                         return Ok(3);
                     }
-                    RunState::Halted => {
-                        if g.json {
-                            out!("{}", json!({"run": run.as_str(), "state": "halted"}));
-                        } else {
-                            out!("{run} halted; continue it with: flow resume {run}");
-                        }
-                        return Ok(130);
-                    }
+                    RunState::Halted => return Ok(halted(g, run.as_str())),
                     _ => {}
                 }
             }
@@ -126,8 +119,21 @@ pub(super) fn line(n: u64, kind: FactKind, f: &Json) -> String {
     format!("{n:>6}  {:<10}  {what}", kind.as_str())
 }
 
+/// The run is halted: how to continue it; exit 130.
+pub(super) fn halted(g: &Global, run: &str) -> u8 {
+    if g.json {
+        out!("{}", json!({"run": run, "state": "halted"}));
+    } else {
+        out!(
+            "{run} halted; continue it with: {} resume {run}",
+            super::flow_cmd(g)
+        );
+    }
+    130
+}
+
 /// The run ended: its ending, and the exit code `flow run` would give.
-fn ended(g: &Global, run: &flow_store::RunId, end: &Json) -> Result<u8> {
+pub(super) fn ended(g: &Global, run: &str, end: &Json) -> Result<u8> {
     let ending = end.get("ending").cloned().unwrap_or(Json::Null);
     let code = match ending.as_object().and_then(|o| o.iter().next()) {
         Some((k, v)) if k == "Completed" => {
@@ -141,7 +147,7 @@ fn ended(g: &Global, run: &flow_store::RunId, end: &Json) -> Result<u8> {
     if g.json {
         out!(
             "{}",
-            json!({"run": run.as_str(), "state": if code == 1 { "faulted" } else { "completed" }, "ending": ending})
+            json!({"run": run, "state": if code == 1 { "faulted" } else { "completed" }, "ending": ending})
         );
     } else {
         out!("{run} ended: {}", flow_abi::json::canonical(&ending));

@@ -55,6 +55,7 @@ impl Modify for Bearer {
         listing::list_runs,
         routes::get_run,
         routes::list_facts,
+        super::inspect::inspect_run,
         listing::get_checkpoint,
         listing::verify_run,
         routes::resume_run,

@@ -42,6 +42,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/runs/{run}", get(get_run))
         .route("/v1/runs/{run}/facts", get(list_facts))
+        .route("/v1/runs/{run}/inspect", get(super::inspect::inspect_run))
         .route(
             "/v1/runs/{run}/checkpoints/{fact}",
             get(super::listing::get_checkpoint),
@@ -407,7 +408,15 @@ pub(super) fn open_calls(
                 }
                 let fact = store.expand(&f.fact)?;
                 let args = fact.get("args").cloned().unwrap_or(Json::Null);
+                let (node, tool) = (fact["node"].as_str(), fact["tool"].as_str());
+                // A reply the resume would admit (the CLI prints it in the
+                // resume command).
+                let example = match (node, tool) {
+                    (Some(node), Some(tool)) => state.service().example_reply_at(run, node, tool),
+                    _ => None,
+                };
                 open.push(json!({
+                    "exampleReply": example,
                     "call": c,
                     "task": fact.get("task"),
                     "node": fact.get("node"),

@@ -30,6 +30,7 @@ mod commits;
 mod deadlines;
 mod drive;
 pub mod heads;
+mod inspect;
 mod lease;
 mod nested;
 mod outcome;

@@ -1,0 +1,244 @@
+//! `flow --server URL` gives the same output as the embedded store, and
+//! every command the CLI prints runs as printed (issue 41 §6–7).
+//!
+//! One SQLite store, served by a real `flow serve` and read by the real
+//! `flow` binary directly: each scenario runs once locally (`--data DIR`)
+//! on one run and once over the server (`--server URL`) on another, and
+//! the outputs — stdout, stderr and the exit code — must be identical once
+//! the run ids and the store/server prefix are written the same way. Then
+//! every command a scenario printed (resume lines, `next:` lines, `more:`
+//! lines, the halted line) is executed with `sh -c`, exactly as printed,
+//! and must not be refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn review() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json")
+}
+
+/// What one `flow` command printed.
+#[derive(Debug, PartialEq)]
+struct Printed {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `flow PREFIX ARGS` (PREFIX `--data DIR` or `--server URL`).
+fn flow(prefix: &[&str], args: &[&str]) -> Printed {
+    let out = common::flow()
+        .env_remove("FLOW_DATA")
+        .env_remove("FLOW_SERVER")
+        .env("NO_COLOR", "1")
+        .args(prefix)
+        .args(args)
+        .output()
+        .unwrap();
+    Printed {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The output with every run id written `RUN` and the prefix `flow @`.
+fn normal(p: &Printed, prefix: &str) -> Printed {
+    let norm = |s: &str| {
+        let s = s.replace(prefix, "flow @");
+        let mut out = String::new();
+        let mut rest = s.as_str();
+        while let Some(i) = rest.find("run-") {
+            out.push_str(&rest[..i]);
+            let id = &rest[i..];
+            let len = 4 + id[4..]
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+            out.push_str("RUN");
+            rest = &id[len..];
+        }
+        out.push_str(rest);
+        out
+    };
+    Printed {
+        code: p.code,
+        stdout: norm(&p.stdout),
+        stderr: norm(&p.stderr),
+    }
+}
+
+/// The run id a `flow run` / `fork` printed first.
+fn run_of(p: &Printed) -> String {
+    p.stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("run-"))
+        .unwrap_or_else(|| panic!("no run id in {p:?}"))
+        .to_string()
+}
+
+/// Every command a text printed: from `flow ` to the end of the line (a
+/// `# what` comment is shell syntax and stays).
+fn printed_commands(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let i = l.find("flow --")?;
+            Some(l[i..].to_string())
+        })
+        .collect()
+}
+
+/// Runs `cmd` with `sh -c` (the `flow` under test first on PATH): it must
+/// not be refused (exit 2) nor fail to reach its store or server.
+fn runs_as_printed(cmd: &str, cwd: &Path) -> Printed {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_flow"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .env("PATH", path)
+        .env_remove("FLOW_DATA")
+        .env_remove("FLOW_SERVER")
+        .output()
+        .unwrap();
+    let p = Printed {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        p.code != 2 && !p.stderr.contains("cannot reach"),
+        "printed command did not run: {cmd}\n{p:?}"
+    );
+    p
+}
+
+#[test]
+fn every_command_prints_the_same_locally_and_over_a_server_and_what_it_prints_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    std::fs::create_dir_all(&data).unwrap();
+    let server = common::serve(&data, &[]);
+    let data_arg = data.to_str().unwrap().to_string();
+    let local_prefix = ["--data", data_arg.as_str()];
+    let remote_prefix = ["--server", server.base.as_str()];
+    let local_text = format!("flow --data {data_arg}");
+    let remote_text = format!("flow --server {}", server.base);
+    let review = review();
+    let review = review.to_str().unwrap();
+    // A second directory to run printed commands from: they must not
+    // depend on the working directory.
+    let elsewhere = tempfile::tempdir().unwrap();
+
+    let mut printed = Vec::new();
+    let mut same = |what: &str, local: &Printed, remote: &Printed| {
+        assert_eq!(
+            normal(local, &local_text),
+            normal(remote, &remote_text),
+            "{what}: local and --server differ"
+        );
+        printed.extend(printed_commands(&local.stdout));
+        printed.extend(printed_commands(&local.stderr));
+        printed.extend(printed_commands(&remote.stdout));
+        printed.extend(printed_commands(&remote.stderr));
+    };
+
+    let input = r#"{"text": "the same either way"}"#;
+    let (l, r) = (
+        flow(&local_prefix, &["run", review, "--input", input]),
+        flow(&remote_prefix, &["run", review, "--input", input]),
+    );
+    assert_eq!(l.code, 3, "{l:?}");
+    same("run", &l, &r);
+    let (a, b) = (run_of(&l), run_of(&r));
+    for args in [
+        vec!["history", "RUN"],
+        vec!["history", "RUN", "--summary"],
+        vec!["history", "RUN", "--kind", "Call"],
+        vec!["history", "RUN", "--fact", "4"],
+        vec!["history", "RUN", "--limit", "2", "--offset", "1"],
+        vec!["watch", "RUN"],
+        vec!["replay", "RUN"],
+    ] {
+        let with = |run: &str| -> Vec<String> {
+            args.iter()
+                .map(|a| {
+                    if *a == "RUN" {
+                        run.to_string()
+                    } else {
+                        a.to_string()
+                    }
+                })
+                .collect()
+        };
+        let la = with(&a);
+        let ra = with(&b);
+        let l = flow(
+            &local_prefix,
+            &la.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let r = flow(
+            &remote_prefix,
+            &ra.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        same(&args.join(" "), &l, &r);
+    }
+    let (l, r) = (
+        flow(&local_prefix, &["check", review]),
+        flow(&remote_prefix, &["check", review]),
+    );
+    assert!(l.stdout.contains("checks (0 warnings)"), "{l:?}");
+    same("check", &l, &r);
+    // Listing: one store, so the same rows; a page of one prints `more:`.
+    let (l, r) = (
+        flow(
+            &local_prefix,
+            &["runs", "--limit", "1", "--state", "paused"],
+        ),
+        flow(
+            &remote_prefix,
+            &["runs", "--limit", "1", "--state", "paused"],
+        ),
+    );
+    assert!(l.stdout.contains("more: "), "{l:?}");
+    same("runs", &l, &r);
+
+    // Every printed command runs as printed, from another directory; the
+    // resume lines go last (they change the runs).
+    printed.sort_by_key(|c| c.contains(" resume "));
+    printed.dedup();
+    assert!(
+        printed.iter().any(|c| c.contains(" resume ")),
+        "a resume line was printed: {printed:?}"
+    );
+    assert!(printed.iter().any(|c| c.contains(" runs --after ")));
+    // A call is answered once: of the resume lines for one run (printed
+    // by run, watch and history --summary alike) the first is run.
+    let mut answered = std::collections::BTreeSet::new();
+    for cmd in &printed {
+        if cmd.contains(" resume ") {
+            let run = cmd
+                .split_whitespace()
+                .find(|w| w.starts_with("run-"))
+                .unwrap();
+            if !answered.insert(run.to_string()) {
+                continue;
+            }
+        }
+        runs_as_printed(cmd, elsewhere.path());
+    }
+    for run in [&a, &b] {
+        let v = flow(&local_prefix, &["--json", "history", run]);
+        assert!(
+            v.stdout.contains(r#""state":"completed""#),
+            "{run} was resumed to its end: {v:?}"
+        );
+    }
+}
