@@ -35,7 +35,8 @@ pub struct InspectQuery {
     responses(
         (status = 200, description = "The inspection view: `facts` and `page` (as `GET …/facts`), `state`, `record`, `entry`, `verdict` (the recorded program re-run over the facts), `pending` (the calls to answer, each with an `exampleReply` when one can be built, or \"unknown\"), `rounds` (the Checkpoints a fork can start from) and `tools` (the reachable declarations and fingerprints)", body = Object),
         (status = 400, description = "Invalid arguments", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A kind, offset or limit out of range", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn inspect_run(
     State(state): State<AppState>,
     PathArgs(run): PathArgs<String>,
