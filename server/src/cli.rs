@@ -39,8 +39,13 @@ pub(crate) fn out_text(text: &str) {
 
 mod args;
 mod history;
+mod print;
 mod remote;
 mod watch;
+
+pub(crate) use print::{
+    RunLine, RunsMore, flow_cmd, print_check, print_resume_line, print_runs, shell_quote,
+};
 
 pub use args::{Cli, Color, Command, Global};
 
@@ -175,61 +180,6 @@ fn print_resume(
 ) {
     let example = service.example_reply(run, c);
     print_resume_line(g, run.as_str(), &c.call, &c.args["schema"], example, allow);
-}
-
-/// The resume command for the pending human call `c` of `run`, with
-/// `example` as its reply when there is one (else `--reply -` and the
-/// schema the reply must fit). Printed the same locally and with
-/// `--server` (only `flow_cmd` differs).
-pub(crate) fn print_resume_line(
-    g: &Global,
-    run: &str,
-    call: &str,
-    schema: &Json,
-    example: Option<Json>,
-    allow: bool,
-) {
-    let allow = if allow { " --allow" } else { "" };
-    let head = format!(
-        "{} resume {run} --call {}{allow}",
-        flow_cmd(g),
-        shell_quote(call)
-    );
-    match example {
-        Some(reply) => out!(
-            "    {head} --reply {}",
-            shell_quote(&flow_abi::json::canonical(&reply))
-        ),
-        None => {
-            out!("    {head} --reply -");
-            out!("    (then the outcome on standard input: {{\"Ok\": value}}, the value fitting");
-            out!("     {})", flow_abi::json::canonical(schema));
-        }
-    }
-}
-
-/// `flow` with the flag that makes a printed command reach the same
-/// store or server as the command that printed it (`--server URL`, or
-/// `--data DIR` when it is not the default). A token is not printed: the
-/// command reads it from `FLOW_TOKEN`.
-pub(crate) fn flow_cmd(g: &Global) -> String {
-    match &g.server {
-        Some(url) => format!("flow --server {}", shell_quote(url)),
-        None if g.data == Path::new(".flow") => "flow".into(),
-        None => format!("flow --data {}", shell_quote(&g.data.to_string_lossy())),
-    }
-}
-
-/// `s` as one POSIX shell word.
-pub(crate) fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// Reports a halted run: exit 130 (DESIGN §6).
@@ -555,32 +505,6 @@ async fn dispatch(cli: Cli) -> Result<u8> {
     }
 }
 
-/// Whether to style diagnostics on standard output (running-a-program.txt:
-/// "auto styles only when the specific output destination is a terminal,
-/// NO_COLOR is absent or empty, and TERM is not dumb"; `always` overrides
-/// those conditions; JSON is never styled).
-fn styled(g: &Global) -> bool {
-    match g.color {
-        Color::Always => !g.json,
-        Color::Never => false,
-        Color::Auto => {
-            !g.json
-                && std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-                && std::env::var("TERM").map_or(true, |t| t != "dumb")
-        }
-    }
-}
-
-/// A severity label, in red or yellow when styled.
-fn label(severity: &str, style: bool) -> String {
-    match (style, severity) {
-        (true, "error") => format!("\x1b[1;31m{severity}\x1b[0m"),
-        (true, _) => format!("\x1b[1;33m{severity}\x1b[0m"),
-        (false, _) => severity.to_string(),
-    }
-}
-
 fn check(g: &Global, flow: &Path) -> Result<u8> {
     let sources = Sources::read(flow)?;
     let (all, errors) = sources.diagnostics();
@@ -590,33 +514,6 @@ fn check(g: &Global, flow: &Path) -> Result<u8> {
         print_check(g, flow, &all, errors);
     }
     Ok(if errors == 0 { 0 } else { 2 })
-}
-
-/// `flow check`'s text: the diagnostics, then `FILE: checks (N warnings)`
-/// when none is an error (locally and with `--server` alike).
-pub(crate) fn print_check(g: &Global, flow: &Path, all: &[Json], errors: usize) {
-    print_diagnostics(g, all);
-    if errors == 0 {
-        out!("{}: checks ({} warnings)", flow.display(), all.len());
-    }
-}
-
-/// Diagnostics as `severity[CODE] module#/json/pointer: message`: the
-/// location is the module and the RFC 6901 JSON Pointer into it (`#` alone
-/// is the whole document), as a URI fragment names a part of a file.
-pub(crate) fn print_diagnostics(g: &Global, ds: &[Json]) {
-    let style = styled(g);
-    for d in ds {
-        let at = &d["location"];
-        out!(
-            "{}[{}] {}#{}: {}",
-            label(d["severity"].as_str().unwrap_or("error"), style),
-            d["code"].as_str().unwrap_or("-"),
-            at["module"].as_str().or(d["module"].as_str()).unwrap_or(""),
-            at["pointer"].as_str().unwrap_or(""),
-            d["message"].as_str().unwrap_or("")
-        );
-    }
 }
 
 fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
@@ -632,63 +529,6 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
     let program = sources.program()?;
     out!("{}", flow_abi::json::canonical(&program.tools_document()));
     Ok(0)
-}
-
-/// One row of `flow runs`.
-pub(crate) struct RunLine {
-    pub run: String,
-    pub state: String,
-    pub record: String,
-    pub module: String,
-}
-
-/// What the `more:` line of `flow runs` repeats of the query.
-pub(crate) struct RunsMore<'a> {
-    pub next: Option<&'a str>,
-    pub state: Option<&'a str>,
-    pub limit: Option<u32>,
-    pub runs: Option<&'a Path>,
-}
-
-/// The rows as `RUN  STATE  (RECORD)  ENTRY`: the run's state word and
-/// discovery's record, as `flow history` shows them; then the command for
-/// the next page, with the same store or server, state and limit.
-pub(crate) fn print_runs(
-    g: &Global,
-    rows: impl Iterator<Item = RunLine>,
-    problems: &[Json],
-    more: RunsMore,
-) {
-    let mut any = false;
-    for r in rows {
-        any = true;
-        out!(
-            "{}  {:<9}  {:<22}  {}",
-            r.run,
-            r.state,
-            format!("({})", r.record),
-            r.module
-        );
-    }
-    if !any {
-        out!("no runs");
-    }
-    for p in problems {
-        eprintln!("problem: {p}");
-    }
-    if let Some(next) = more.next {
-        let mut cmd = format!("{} runs --after {next}", flow_cmd(g));
-        if let Some(s) = more.state {
-            cmd.push_str(&format!(" --state {s}"));
-        }
-        if let Some(l) = more.limit {
-            cmd.push_str(&format!(" --limit {l}"));
-        }
-        if let Some(dir) = more.runs {
-            cmd.push_str(&format!(" --runs {}", shell_quote(&dir.to_string_lossy())));
-        }
-        out!("more: {cmd}");
-    }
 }
 
 fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {

@@ -26,36 +26,13 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server with the counter's Tools as its children.
     pub fn start(db: &Schema, log: &Path, extra: &[&str]) -> Server {
-        let data = tempfile::tempdir().unwrap();
-        let args = [
-            &[
-                "--postgres",
-                &db.url,
-                "--postgres-schema",
-                &db.name,
-                "--lease-seconds",
-                "2",
-                "--drain-seconds",
-                "30",
-            ],
-            extra,
-        ]
-        .concat();
-        let (child, base) = super::serve_args(
-            data.path(),
-            Some(&fixture().join("flow.toml")),
-            &[
-                ("COUNT_DELAY_MS", "300"),
-                ("COUNT_LOG", log.to_str().unwrap()),
-            ],
-            &args,
-        );
-        Server {
-            child,
-            base,
-            _data: data,
-        }
+        let env = [
+            ("COUNT_DELAY_MS", "300"),
+            ("COUNT_LOG", log.to_str().unwrap()),
+        ];
+        Server::spawn(db, Some(&fixture().join("flow.toml")), &env, extra)
     }
 
     /// A server that sends the counter's calls to `flow worker`s
@@ -63,8 +40,20 @@ impl Server {
     /// (`127.0.0.1:0` for any port; a restarted server takes its old port
     /// again, as a service keeps its address across a restart).
     pub fn for_workers(db: &Schema, listen: &str) -> Server {
+        let extra = [
+            "--listen",
+            listen,
+            "--workers",
+            "count.json",
+            "--worker-wait",
+        ];
+        Server::spawn(db, None, &[], &extra)
+    }
+
+    /// `flow serve` on `db` with a 2 s lease and a 30 s drain, then `extra`.
+    fn spawn(db: &Schema, tools: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Server {
         let data = tempfile::tempdir().unwrap();
-        let args = [
+        let base_args = [
             "--postgres",
             &db.url,
             "--postgres-schema",
@@ -73,13 +62,9 @@ impl Server {
             "2",
             "--drain-seconds",
             "30",
-            "--listen",
-            listen,
-            "--workers",
-            "count.json",
-            "--worker-wait",
         ];
-        let (child, base) = super::serve_args(data.path(), None, &[], &args);
+        let args = [&base_args[..], extra].concat();
+        let (child, base) = super::serve_args(data.path(), tools, env, &args);
         Server {
             child,
             base,

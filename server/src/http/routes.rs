@@ -397,6 +397,8 @@ pub(super) fn open_calls(
     }
     let mut open = Vec::new();
     let mut end = None;
+    // The run's program, read at its first open call and only then.
+    let mut examples = None;
     for f in &h.facts {
         match f.kind {
             FactKind::Call => {
@@ -412,7 +414,10 @@ pub(super) fn open_calls(
                 // A reply the resume would admit (the CLI prints it in the
                 // resume command).
                 let example = match (node, tool) {
-                    (Some(node), Some(tool)) => state.service().example_reply_at(run, node, tool),
+                    (Some(node), Some(tool)) => examples
+                        .get_or_insert_with(|| state.service().reply_examples(run))
+                        .as_ref()
+                        .and_then(|e| e.reply(node, tool)),
                     _ => None,
                 };
                 open.push(json!({

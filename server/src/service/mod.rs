@@ -29,6 +29,7 @@ pub mod checks;
 mod commits;
 mod deadlines;
 mod drive;
+mod examples;
 pub mod heads;
 mod inspect;
 mod lease;

@@ -705,7 +705,11 @@ fn check_reply(
 
 /// The type an Ok reply to `c` decodes against: the hitl node's
 /// `resume_schema`, else the declaration's success type.
-fn reply_type(m: &flow_engine::program::Module, node: &str, tool: &str) -> Option<flow_abi::Type> {
+pub(super) fn reply_type(
+    m: &flow_engine::program::Module,
+    node: &str,
+    tool: &str,
+) -> Option<flow_abi::Type> {
     let node = m.report.flow.nodes.iter().find(|n| n.id == node);
     let resume = match node.map(|n| &n.kind) {
         Some(flow_engine::model::NodeKind::Hitl(h)) => h
@@ -717,27 +721,6 @@ fn reply_type(m: &flow_engine::program::Module, node: &str, tool: &str) -> Optio
     resume
         .cloned()
         .or_else(|| m.decls.get(tool).map(|d| d.ok.clone()))
-}
-
-impl RunService {
-    /// An Ok reply that fits the open call `c` of `run` (the smallest
-    /// example of the type [`check_reply`] decodes it against), for the
-    /// resume command the CLI prints; `None` when none can be built.
-    pub fn example_reply(&self, run: &RunId, c: &OpenCall) -> Option<Json> {
-        self.example_reply_at(run, &c.node, &c.tool)
-    }
-
-    /// [`Self::example_reply`] for the call of `tool` at `node`.
-    pub fn example_reply_at(&self, run: &RunId, node: &str, tool: &str) -> Option<Json> {
-        let sources = start_sources(&*self.inner.store, run).ok()?;
-        let program = self.program(&sources).ok()?;
-        let m = program.module(&sources.root)?;
-        let ty = reply_type(m, node, tool)?;
-        let v = flow_abi::example::example(&ty, &m.report.types)?.to_json();
-        // Only a reply the resume would admit is offered.
-        flow_abi::decode_json(&v, &ty, &m.report.types).ok()?;
-        Some(json!({ "Ok": v }))
-    }
 }
 
 /// An open call's args object.
