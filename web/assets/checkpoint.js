@@ -104,10 +104,13 @@ export function checkpointPanel(runId, {checkpoints}) {
     const schema = flow && flow.state_schema ? flow.state_schema : {type: 'object'};
     const fields = Object.keys((schema && schema.properties) || {});
     const form = schemaForm(schema, {value: cp.state, fields, label: 'State', idPrefix: 'fork'});
+    // What the form holds before any edit: a field is sent only when the
+    // user changed it from this (not when the form merely shows it).
+    const shown = form.value() || {};
     const status = h('p', {class: 'status', role: 'status', 'aria-live': 'polite'});
     const go = h('button', {type: 'submit', class: 'btn'}, 'Start the fork');
     fill(box, h('form', {
-      class: 'card fork', 'aria-label': `Fork from fact ${cp.fact}`,
+      class: 'card fork', novalidate: true, 'aria-label': `Fork from fact ${cp.fact}`,
       async onsubmit(e) {
         e.preventDefault();
         const r = form.submit();
@@ -115,7 +118,7 @@ export function checkpointPanel(runId, {checkpoints}) {
         const set = {};
         for (const k of fields) {
           const v = r.value ? r.value[k] : undefined;
-          if (v !== undefined && stable(v) !== stable(cp.state[k])) set[k] = v;
+          if (v !== undefined && stable(v) !== stable(shown[k])) set[k] = v;
         }
         go.disabled = true;
         status.textContent = Object.keys(set).length ? `Forking with ${Object.keys(set).join(', ')} changed…` : 'Forking with the state as it was…';

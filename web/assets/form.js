@@ -109,7 +109,9 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
       const extraOk = s.additionalProperties !== false && !names.length;
       if (extraOk) {
         // A free-form object: edit it as JSON.
-        return jsonField(path, id, labelText, hint, err, describedBy, required, initial === undefined ? {} : initial, 'object');
+        // Absent and optional stays absent: the form sends only what the
+        // user set (an untouched `{}` would be sent as a value).
+        return jsonField(path, id, labelText, hint, err, describedBy, required, initial === undefined && required ? {} : initial, 'object');
       }
       registry.set(path, {control: null, err});
       const body = kids.map(([, k]) => k.el);
@@ -168,10 +170,13 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
     if (type === 'boolean') {
       const box = h('input', {id, type: 'checkbox', 'aria-describedby': describedBy});
       box.checked = initial === true;
+      // An optional box nobody ticked or cleared sends nothing.
+      let touched = false;
+      box.addEventListener('change', () => { touched = true; });
       registry.set(path, {control: box, err});
       return {
         el: h('div', {class: 'field field-check'}, box, h('label', {for: id}, labelText), hint, err),
-        get: () => box.checked,
+        get: () => (touched || required || initial !== undefined ? box.checked : undefined),
         check() {},
       };
     }
@@ -230,7 +235,7 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
   }
 
   function jsonField(path, id, labelText, hint, err, describedBy, required, initial, what) {
-    const ta = h('textarea', {id, rows: 3, class: 'mono', spellcheck: 'false', 'aria-describedby': describedBy});
+    const ta = h('textarea', {id, rows: 3, class: 'mono', spellcheck: 'false', 'aria-describedby': describedBy, placeholder: what === 'object' ? '{}' : null});
     if (initial !== undefined) ta.value = pretty(initial);
     registry.set(path, {control: ta, err});
     return {
@@ -255,6 +260,16 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
   }
 
   const top = build(root, '$', label, true, value);
+  // A field's message is about what was there when it was checked: it
+  // goes as the user edits that field (items added later included).
+  function stale(e) {
+    for (const {control, err} of registry.values()) {
+      if (control !== e.target) continue;
+      err.hidden = true;
+      err.textContent = '';
+      control.removeAttribute('aria-invalid');
+    }
+  }
   const jsonId = `${prefix}-json`;
   const jsonText = h('textarea', {id: jsonId, rows: 6, class: 'mono', spellcheck: 'false'});
   const summary = h('summary', {}, 'Edit as JSON');
@@ -299,7 +314,7 @@ export function schemaForm(rootSchema, {value, fields, label = 'Reply', idPrefix
   }
 
   return {
-    el: h('div', {class: 'schema-form'}, formErr, top.el, details),
+    el: h('div', {class: 'schema-form', oninput: stale, onchange: stale}, formErr, top.el, details),
     /** The value to send: {ok, value} or {ok: false} with errors shown. */
     submit() {
       clear();

@@ -5,6 +5,7 @@
 
 import {api} from './api.js';
 import {schemaForm} from './form.js';
+import {authorOrder} from './order.js';
 import {countdown, fill, h, onState, problemText, shortRun, time, toast} from './ui.js';
 
 /** A card for one open call; `onDone` after the server took the reply. */
@@ -35,7 +36,7 @@ export function callCard(c, {onDone, showRun = true} = {}) {
     due,
     c.prompt ? h('pre', {class: 'prompt'}, c.prompt) : null,
     h('form', {
-      class: 'reply', 'aria-label': `Reply to ${c.call}`,
+      class: 'reply', novalidate: true, 'aria-label': `Reply to ${c.call}`,
       async onsubmit(e) {
         e.preventDefault();
         const r = form.submit();
@@ -84,11 +85,16 @@ export function mount(root) {
     try {
       const v = await api('/v1/calls?state=open');
       if (my !== gen) return;
+      const keyOf = (c) => `${c.run} ${c.call}`;
+      // A new card's form lists the fields as the flow's author wrote them.
+      const fresh = v.calls.filter((c) => !cards.has(keyOf(c)));
+      const schemas = new Map(await Promise.all(fresh.map(async (c) => [keyOf(c), await authorOrder(c)])));
+      if (my !== gen) return;
       const next = new Map();
       for (const c of v.calls) {
-        const key = `${c.run} ${c.call}`;
+        const key = keyOf(c);
         // Keep a card being filled in; add new ones.
-        next.set(key, cards.get(key) || callCard(c, {onDone: () => setTimeout(load, 300)}));
+        next.set(key, cards.get(key) || callCard({...c, schema: schemas.get(key)}, {onDone: () => setTimeout(load, 300)}));
       }
       // A card whose reply is on its way or was taken stays, saying so.
       const kept = (card) => card.classList.contains('answered') || card.classList.contains('sending');

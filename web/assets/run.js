@@ -7,6 +7,7 @@ import {api, apiBlob, apiText, stream} from './api.js';
 import {checkpointPanel} from './checkpoint.js';
 import {draw} from './graph.js';
 import {callCard} from './inbox.js';
+import {authorOrder} from './order.js';
 import {summary, timeline} from './timeline.js';
 import {download, fill, h, onState, pretty, problemText, shortHash, shortRun, stateBadge, time, toast} from './ui.js';
 
@@ -101,6 +102,7 @@ export function mount(root, runId) {
     if (fresh.length) tl.add(fresh, now);
     count.textContent = `${tl.length} fact${tl.length === 1 ? '' : 's'}`;
     lastFact.textContent = String(tl.facts[tl.length - 1].n);
+    showVerified();
     markGraph();
     if (ended && !endSeen) { endSeen = true; refresh(); checkChain(); }
   }
@@ -225,14 +227,19 @@ export function mount(root, runId) {
   }
 
   let cards = [];
-  function showPending() {
+  let pendingGen = 0;
+  async function showPending() {
+    const my = ++pendingGen;
     for (const c of cards) c.dispose();
     cards = [];
     const calls = (view.pending || []).filter((c) => c.tool === 'std/human#input' && view.state === 'paused');
     pending.hidden = calls.length === 0;
     if (!calls.length) { fill(pending); return; }
-    cards = calls.map((c) => callCard({
-      run: runId, call: c.call, node: c.node, tool: c.tool, prompt: c.prompt, schema: c.schema,
+    const schemas = await Promise.all(calls.map((c) => authorOrder({run: runId, node: c.node, schema: c.schema}, flow)));
+    if (my !== pendingGen || disposed) return;
+    for (const c of cards) c.dispose();
+    cards = calls.map((c, i) => callCard({
+      run: runId, call: c.call, node: c.node, tool: c.tool, prompt: c.prompt, schema: schemas[i],
       fact: c.fact, sinceMs: view.updatedMs, dueMs: null,
     }, {showRun: false, onDone: refreshSoon}));
     fill(pending, h('h2', {}, 'Waiting on a person'), cards);
@@ -245,14 +252,27 @@ export function mount(root, runId) {
     }).catch(() => {});
   }
 
+  // The banner speaks of the facts the page shows: those the server
+  // checked, and any that arrived after the check.
+  let verified = null;
+  function showVerified() {
+    if (!verified) return;
+    const shown = tl.length ? tl.facts[tl.length - 1].n : 0;
+    verify.className = 'verify verify-ok';
+    verify.textContent = shown > verified.facts
+      ? `Chain verified by the server up to fact ${verified.facts} (head ${shortHash(verified.head)}, checked at ${verified.at}); facts ${verified.facts + 1}–${shown} arrived since and are checked at the next pause and at End.`
+      : `Chain verified by the server: ${verified.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(verified.head)} (checked at ${verified.at}; again at each pause and at End).`;
+  }
+
   async function checkChain() {
     try {
       const v = await api(`/v1/runs/${runId}/verify`);
       if (disposed) return;
       if (v.verified) {
-        verify.className = 'verify verify-ok';
-        verify.textContent = `Chain verified by the server: ${v.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(v.head && v.head.hash)} (checked at ${new Date().toLocaleTimeString()}; again at each pause and at End).`;
+        verified = {facts: v.facts, head: v.head && v.head.hash, at: new Date().toLocaleTimeString()};
+        showVerified();
       } else {
+        verified = null;
         verify.className = 'verify verify-bad';
         verify.textContent = `Chain NOT verified: ${v.fact ? `fact ${v.fact}: ` : ''}${v.reason}`;
         if (v.fact) { tl.mark(new Map([[v.fact, 'diverged']])); tl.show(v.fact); }

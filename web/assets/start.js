@@ -20,7 +20,7 @@ export function mount(root, params) {
 
   fill(root,
     h('div', {class: 'page-head'}, h('h1', {}, 'Start a run')),
-    h('form', {class: 'card start', 'aria-label': 'Start a run', onsubmit: submit},
+    h('form', {class: 'card start', novalidate: true, 'aria-label': 'Start a run', onsubmit: submit},
       h('div', {class: 'field'}, h('label', {for: 'flow-file'}, 'FlowSpec file'), file),
       h('div', {class: 'field'}, h('label', {for: 'flow-text'}, 'or the document'), text),
       h('div', {class: 'field'}, h('label', {for: 'flow-name'}, 'Module name'), name,

@@ -66,6 +66,16 @@ test('1. start the triage quickstart and watch its facts arrive live on the run 
   await page.getByRole('button', {name: 'Start run'}).click();
   await page.waitForURL(/#\/run\/run-/);
   triageRun = runIdFrom(page.url());
+  // Every text the chain banner shows, beside the facts shown then
+  // (issue 41 item 10: the banner follows the facts shown).
+  await page.evaluate(() => {
+    window.bannerLog = [];
+    new MutationObserver(() => {
+      const v = document.querySelector('.verify');
+      const c = document.querySelector('.count-facts');
+      if (v && c) window.bannerLog.push([v.textContent, c.textContent]);
+    }).observe(document.body, {subtree: true, childList: true, characterData: true});
+  });
 
   // The classifier is slow: its Call is on the page, its Reply not yet,
   // and the graph shows classify being executed.
@@ -93,6 +103,10 @@ test('1. start the triage quickstart and watch its facts arrive live on the run 
   assert.equal(await page.locator('path.edge.edge-direct').count(), 5);
   assert.equal(await page.locator('path.edge.edge-conditional').count(), 2);
   await page.locator('.verify-ok', {hasText: `Chain verified by the server: ${view.lastFact.n} facts`}).waitFor();
+  for (const [text, shown] of await page.evaluate(() => window.bannerLog)) {
+    const m = /Chain verified by the server: (\d+) facts/.exec(text);
+    if (m) assert.equal(Number(m[1]), Number(shown.split(' ')[0]), `the banner "${text}" while ${shown} were shown`);
+  }
   // The Call row carries its call id and tool; a fact opens whole.
   await page.locator('.tl-row', {hasText: 'c1:root#1'}).first().click();
   await page.locator('.detail h3', {hasText: 'Fact 4: Call'}).waitFor();
@@ -188,6 +202,14 @@ test('4. fork from a checkpoint with an edited field, and watch the fork', LIMIT
   await page.locator('g.node.visited[data-node="draft"]').waitFor();
   const v = await api(A.base, `/v1/runs/${forkRun}`);
   assert.deepEqual(v.parent, {run: triageRun, checkpoint: 3});
+  // Only the edited field was sent: the fork's input is the checkpoint's
+  // state with the new ticket, and no `review` the form merely showed
+  // (issue 41 item 9).
+  const [parentCp, forkStart] = await Promise.all([
+    api(A.base, `/v1/runs/${triageRun}/checkpoints/3`),
+    api(A.base, `/v1/runs/${forkRun}/facts?fact=1`),
+  ]);
+  assert.deepEqual(forkStart.facts[0].fact.input, {...parentCp.state, ticket: 'How do I export my data?'});
   await page.screenshot({path: shotPath('fork.png'), fullPage: true});
   // The parent lists it among its forks.
   await page.goto(`${A.base}/#/run/${triageRun}`);
@@ -304,6 +326,52 @@ test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which s
   const at = await page.locator('dd.failed-at').textContent();
   assert.match(at, /node step, call \S+ to loop\.json#step, answered \{"Unknown":"halted"\}/);
   assert.deepEqual(page.errors(), []);
+});
+
+test('forms: fields in the order the author wrote, a message goes as its field is edited, only what the user set is sent', LIMIT, async () => {
+  // Its own server: the runs list below counts A's runs.
+  const C = await serve();
+  try {
+    // The document's text, as the Start page sends it: the recorded
+    // source keeps the author's order (a JSON object body is canonical).
+    const flow = readFileSync(path.join(here, 'fixtures/order/order.json'), 'utf8');
+    const {run} = await api(C.base, '/v1/runs', {method: 'POST', body: {flow, input: {topic: 'the outage'}, wait: 10}});
+    await page.goto(`${C.base}/#/inbox`);
+    const card = page.locator(`article.call[data-run="${run}"]`);
+    await card.locator('.prompt', {hasText: 'How urgent is the outage?'}).waitFor();
+    // The recorded Call's schema is canonical (keys sorted); the form
+    // follows the flow as written (issue 41 item 10).
+    const labels = await card.locator('.schema-form > .fields > .field label').allTextContents();
+    assert.deepEqual(labels, ['urgency (required)', 'approve', 'comment']);
+
+    const urgency = card.getByLabel('urgency (required)');
+    const send = card.getByRole('button', {name: 'Send reply'});
+    const err = card.locator(`#${await urgency.getAttribute('id')}-err`);
+    await send.click();
+    await card.locator('.field-err', {hasText: 'required'}).waitFor();
+    // Typing makes the "required" stale: it goes at once.
+    await urgency.fill('99');
+    assert.equal(await err.isHidden(), true, 'the stale message is gone');
+    assert.equal(await urgency.getAttribute('aria-invalid'), null);
+    // Out of range: the page's own check answers (the browser's built-in
+    // validation does not swallow the submit).
+    await send.click();
+    await card.locator('.field-err', {hasText: 'at most 10'}).waitFor();
+    assert.equal((await api(C.base, `/v1/runs/${run}`)).state, 'paused', 'nothing sent');
+
+    // A valid answer; the untouched box and the empty comment are not sent.
+    await urgency.fill('3');
+    await send.click();
+    await card.locator('.status', {hasText: 'Sent'}).waitFor();
+    const v = await api(C.base, `/v1/runs/${run}`);
+    assert.equal(v.state, 'completed');
+    const facts = await api(C.base, `/v1/runs/${run}/facts`);
+    const reply = facts.facts.find((f) => f.kind === 'Reply');
+    assert.deepEqual(reply.fact.outcome, {Ok: {urgency: 3}});
+    assert.deepEqual(page.errors([/status of 422/]), []);
+  } finally {
+    await C.stop();
+  }
 });
 
 test('the runs list: newest first, filters, lineage, and live — a run the CLI starts appears', LIMIT, async () => {

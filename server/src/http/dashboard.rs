@@ -56,6 +56,7 @@ static ASSETS: &[Asset] = assets! {
     "graph.js" => JS,
     "timeline.js" => JS,
     "form.js" => JS,
+    "order.js" => JS,
     "inbox.js" => JS,
     "share.js" => JS,
     "start.js" => JS,
@@ -187,5 +188,19 @@ mod tests {
                 .index
                 .contains(&format!("/assets/{}/app.js", version()))
         );
+    }
+
+    /// A module added to web/assets and not listed here would be a 404 for
+    /// the browser and a page that never renders.
+    #[test]
+    fn every_file_in_web_assets_is_served() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../web/assets");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(
+                ASSETS.iter().any(|a| a.path == name),
+                "web/assets/{name} is not in ASSETS"
+            );
+        }
     }
 }
