@@ -463,7 +463,7 @@ fn subgraph_runs_as_a_linked_nested_run() {
     assert!(
         records
             .iter()
-            .any(|r| r.details["nested_run"] == nested.as_str()),
+            .any(|r| matches!(&r.details, flow_store::HostDetails::NestedRun { nested_run, .. } if nested_run.as_str() == nested)),
         "{records:?}"
     );
     for r in [&run, &nested] {

@@ -153,7 +153,10 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
             if !g.json {
                 eprintln!("halting {run} once its calls out finish; Ctrl-C again to halt now");
             }
-            let reason = json!({"reason": "interrupt"});
+            let reason = flow_store::Halt {
+                reason: Some("interrupt".into()),
+                ..flow_store::Halt::default()
+            };
             tokio::select! {
                 _ = service.halt(&run, false, reason.clone()) => {}
                 _ = tokio::signal::ctrl_c() => {

@@ -183,13 +183,15 @@ impl HostColumns {
         };
         Ok(HostRecordRow {
             seq: seq as u64,
-            kind: HostRecordKind::parse(&self.kind).ok_or_else(|| bad("kind"))?,
             at_ms: self.at_ms,
             head: FactRef {
                 n: head_n as u64,
                 hash: hash_text(&from_column(&self.head_hash).ok_or_else(|| bad("head hash"))?),
             },
-            details: flow_abi::json::parse(&self.details).map_err(|_| bad("details"))?,
+            details: HostDetails::from_json(
+                HostRecordKind::parse(&self.kind).ok_or_else(|| bad("kind"))?,
+                flow_abi::json::parse(&self.details).map_err(|_| bad("details"))?,
+            ),
         })
     }
 }

@@ -392,7 +392,6 @@ pub(crate) fn host_head(head: &Head, kind: HostRecordKind, at_ms: i64) -> Option
 pub(crate) fn host_row(seq: u64, record: HostRecord, at_ms: i64, head: &Head) -> HostRecordRow {
     HostRecordRow {
         seq,
-        kind: record.kind,
         at_ms,
         head: FactRef {
             n: head.last_n,
@@ -448,9 +447,9 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
         .host
         .iter()
         .rev()
-        .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
+        .find(|r| matches!(r.kind(), HostRecordKind::Halt | HostRecordKind::Pause))
         .filter(|r| r.head.n == last_n && r.head.hash == hash_text(&last_hash))
-        .map(|r| r.kind);
+        .map(|r| r.kind());
     let state = match (ending, decision) {
         (Some(Ending::Completed), _) => RunState::Completed,
         (Some(Ending::Faulted), _) => RunState::Faulted,

@@ -3,9 +3,9 @@
 
 use flow_store::conformance::{call_fact, end_fact, new_run_id, reply_fact, start_fact};
 use flow_store::{
-    AppendFacts, Discover, DiscoveryQuery, Error, HostRecord, HostRecordKind, HostRecords,
-    ProblemStatus, RecordStatus, RunId, SqliteOptions, SqliteStore, export_run, import_run,
-    inspect_archives,
+    AppendFacts, Discover, DiscoveryQuery, Error, HostDetails, HostRecord, HostRecordKind,
+    HostRecords, ProblemStatus, RecordStatus, RunId, SqliteOptions, SqliteStore, export_run,
+    import_run, inspect_archives,
 };
 use serde_json::json;
 use std::fs;
@@ -147,9 +147,11 @@ fn inspection_statuses() {
     s.record_host(
         &incomplete,
         HostRecord {
-            kind: HostRecordKind::Pause,
             at_ms: Some(7),
-            details: json!({}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Pause,
+                details: json!({}),
+            },
         },
     )
     .unwrap();

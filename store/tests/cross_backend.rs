@@ -11,8 +11,8 @@ use flow_store::conformance::{
     call_fact, checkpoint_fact, end_fact, new_run_id, reply_fact, start_fact,
 };
 use flow_store::{
-    Backend, HostRecord, HostRecordKind, ImportOutcome, RunId, SqliteOptions, SqliteStore,
-    export_run, import_run,
+    Backend, HostDetails, HostRecord, HostRecordKind, ImportOutcome, RunId, SqliteOptions,
+    SqliteStore, export_run, import_run,
 };
 use serde_json::json;
 use std::path::Path;
@@ -47,9 +47,11 @@ fn make_run<B: Backend>(s: &B) -> RunId {
     s.record_host(
         &run,
         HostRecord {
-            kind: HostRecordKind::Approval,
             at_ms: Some(7),
-            details: json!({"by": "me"}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Approval,
+                details: json!({"by": "me"}),
+            },
         },
     )
     .unwrap();

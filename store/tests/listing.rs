@@ -8,8 +8,8 @@ mod pg;
 
 use flow_store::conformance::{checkpoint_fact, end_fact, new_run_id, start_fact};
 use flow_store::{
-    Backend, DiscoveryQuery, HostRecord, HostRecordKind, RunId, RunListQuery, RunOrder, RunState,
-    SqliteOptions, SqliteStore,
+    Backend, DiscoveryQuery, HostDetails, HostRecord, HostRecordKind, RunId, RunListQuery,
+    RunOrder, RunState, SqliteOptions, SqliteStore,
 };
 use serde_json::json;
 
@@ -56,9 +56,11 @@ fn newest_first(new: &dyn Fn() -> Box<dyn Backend>) {
     s.record_host(
         &runs[3],
         HostRecord {
-            kind: HostRecordKind::Pause,
             at_ms: None,
-            details: json!({}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Pause,
+                details: json!({}),
+            },
         },
     )
     .unwrap();
@@ -211,9 +213,11 @@ fn changes_since(new: &dyn Fn() -> Box<dyn Backend>) {
         .record_host(
             &c,
             HostRecord {
-                kind: HostRecordKind::Pause,
                 at_ms: None,
-                details: json!({}),
+                details: HostDetails::Other {
+                    kind: HostRecordKind::Pause,
+                    details: json!({}),
+                },
             },
         )
         .unwrap();

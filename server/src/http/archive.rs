@@ -26,7 +26,7 @@ pub fn upload_router() -> Router<AppState> {
     Router::new().route("/v1/archives", typed(post(import_archive)))
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive",
+#[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive", tag = "archives",
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "The run archive as a tar stream (history.jsonl, host.jsonl, blobs/<hex>)", body = Vec<u8>, content_type = "application/x-tar"),
@@ -101,7 +101,7 @@ async fn receive(
     Ok(())
 }
 
-#[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive",
+#[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive", tag = "archives",
     request_body(content = Vec<u8>, content_type = "application/x-tar", description = "A run archive tar, as exported (application/x-tar or application/octet-stream)"),
     responses(
         (status = 201, description = "Imported: `{run, imported: true, facts}`", body = super::answers::ImportAnswer),

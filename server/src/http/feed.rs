@@ -348,7 +348,7 @@ pub async fn poll(state: AppState) {
     }
 }
 
-#[utoipa::path(get, path = "/v1/events", operation_id = "stream_events",
+#[utoipa::path(get, path = "/v1/events", operation_id = "stream_events", tag = "events",
     params(("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (`<boot>-<seq>`)")),
     responses(
         (status = 200, description = "`text/event-stream` of run state changes across runs, including those made by other processes on the store: `event: state`, `id: <boot>-<seq>`, data a StateChange; `event: resync` when changes may have been missed (re-read `GET /v1/runs`)", body = super::sse::SseEvent, content_type = "text/event-stream"),

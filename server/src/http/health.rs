@@ -37,7 +37,7 @@ pub struct Health {
     pub shutting_down: bool,
 }
 
-#[utoipa::path(get, path = "/healthz", operation_id = "get_health", security(()),
+#[utoipa::path(get, path = "/healthz", operation_id = "get_health", tag = "service", security(()),
     responses(
         (status = 200, description = "The server is up and its store answers", body = Health),
         (status = 503, description = "The server is draining, or its store is stalled or failing", body = Health)))]

@@ -30,7 +30,7 @@ pub struct InspectQuery {
     pub limit: Option<u32>,
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/inspect", operation_id = "inspect_run",
+#[utoipa::path(get, path = "/v1/runs/{run}/inspect", operation_id = "inspect_run", tag = "history",
     params(("run" = String, Path, description = "A run id"), InspectQuery),
     responses(
         (status = 200, description = "The inspection view: `facts` and `page` (as `GET …/facts`), `state`, `record`, `entry`, `verdict` (the recorded program re-run over the facts), `pending` (the calls to answer, each with an `exampleReply` when one can be built, or \"unknown\"), `rounds` (the Checkpoints a fork can start from) and `tools` (the reachable declarations and fingerprints)", body = Object),

@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use flow_store::{
-    DiscoveryQuery, FactRef, HostRecordKind, ListedRun, RunId, RunListQuery, RunOrder, RunState,
+    DiscoveryQuery, FactRef, HostDetails, ListedRun, RunId, RunListQuery, RunOrder, RunState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -171,7 +171,7 @@ pub struct RunsQuery {
 /// Most rows one request looks at to fill a filtered page.
 const MAX_SCAN: u64 = 2000;
 
-#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", params(RunsQuery),
+#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", tag = "runs", params(RunsQuery),
     responses(
         (status = 200, description = "Runs: discovery rows with state, times, parent, outer run and flow", body = RunList),
         (status = 400, description = "Invalid limit, cursor, order, state or prefix", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -453,7 +453,7 @@ pub struct RunProblem {
     pub detail: String,
 }
 
-#[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", params(CallsQuery),
+#[utoipa::path(get, path = "/v1/calls", operation_id = "list_calls", tag = "calls", params(CallsQuery),
     responses(
         (status = 200, description = "The inbox: the open calls of paused runs, oldest run first", body = Inbox),
         (status = 400, description = "Unsupported state or limit", body = super::openapi::Problem, content_type = "application/problem+json")))]
@@ -566,14 +566,8 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
 fn deadlines(store: &dyn Store, run: &RunId) -> HashMap<String, i64> {
     let mut out = HashMap::new();
     for r in store.host_records(run).unwrap_or_default() {
-        if r.kind != HostRecordKind::Timeout {
-            continue;
-        }
-        if let (Some(c), Some(due)) = (
-            r.details.get("call").and_then(Json::as_str),
-            r.details.get("due_ms").and_then(Json::as_i64),
-        ) {
-            out.insert(c.to_string(), due);
+        if let HostDetails::Timeout { call, due_ms } = r.details {
+            out.insert(call.as_str().to_string(), due_ms);
         }
     }
     out
@@ -592,7 +586,7 @@ pub struct CheckpointView {
     pub state: Json,
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/checkpoints/{fact}", operation_id = "get_checkpoint",
+#[utoipa::path(get, path = "/v1/runs/{run}/checkpoints/{fact}", operation_id = "get_checkpoint", tag = "history",
     params(("run" = String, Path, description = "A run id"), ("fact" = u64, Path, description = "A Checkpoint's fact number")),
     responses(
         (status = 200, description = "The state at the checkpoint", body = CheckpointView),
@@ -647,7 +641,7 @@ pub struct Verification {
     pub reason: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/verify", operation_id = "verify_run",
+#[utoipa::path(get, path = "/v1/runs/{run}/verify", operation_id = "verify_run", tag = "history",
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "The verdict of reading the whole history back: chain and blobs", body = Verification),

@@ -47,6 +47,15 @@ impl Modify for Bearer {
         description = "History service for agent workflows: runs, their hash-chained histories, live facts. Errors are RFC 9457 problem+json. With --tokens, send `Authorization: Bearer <token>` (scopes read, run, admin; a remote worker's token has scope worker, for /v1/workers only).",
         license(name = "Apache-2.0")
     ),
+    tags(
+        (name = "runs", description = "Start, list, resume, halt, replay and fork runs"),
+        (name = "history", description = "A run's facts, checkpoints, sources, blobs and live stream; its chain check"),
+        (name = "calls", description = "The inbox: calls waiting on a person across runs"),
+        (name = "events", description = "Every run's state changes, live"),
+        (name = "archives", description = "Export a run as an archive; import one"),
+        (name = "workers", description = "Remote `flow worker`s: register, poll, reply (scope worker)"),
+        (name = "service", description = "Health and Prometheus metrics"),
+    ),
     paths(
         super::health::get_health,
         routes::get_metrics,

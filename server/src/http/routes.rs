@@ -257,7 +257,7 @@ pub(crate) fn sources(
     })
 }
 
-#[utoipa::path(get, path = "/metrics", operation_id = "get_metrics",
+#[utoipa::path(get, path = "/metrics", operation_id = "get_metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
     let text = blocking(&state, |s| {
@@ -273,7 +273,7 @@ pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
-#[utoipa::path(post, path = "/v1/check", operation_id = "check_flow", request_body = CheckRequest,
+#[utoipa::path(post, path = "/v1/check", operation_id = "check_flow", tag = "runs", request_body = CheckRequest,
     responses(
         (status = 200, description = "Diagnostics (errors counts the error ones)", body = CheckAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -334,7 +334,7 @@ fn answer(status: StatusCode, a: &RunAnswer) -> ApiResult<Response> {
     ))
 }
 
-#[utoipa::path(post, path = "/v1/runs", operation_id = "start_run", request_body = StartRequest,
+#[utoipa::path(post, path = "/v1/runs", operation_id = "start_run", tag = "runs", request_body = StartRequest,
     responses(
         (status = 201, description = "Started: `{run, state}` (with `wait`, the ending or the pending calls)", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -566,7 +566,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
     Ok(v)
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run",
+#[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run", tag = "runs",
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "State, ending, output, pending calls, lastFact, parent, children", body = RunView),
@@ -580,7 +580,7 @@ pub async fn get_run(
     typed_response(StatusCode::OK, &v)
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/facts", operation_id = "list_facts",
+#[utoipa::path(get, path = "/v1/runs/{run}/facts", operation_id = "list_facts", tag = "history",
     params(("run" = String, Path, description = "A run id"), FactsQuery),
     responses(
         (status = 200, description = "A history page", body = flow_store::HistoryPage),
@@ -617,7 +617,7 @@ pub async fn list_facts(
     ))
 }
 
-#[utoipa::path(post, path = "/v1/runs/{run}/resume", operation_id = "resume_run", request_body = ResumeRequest,
+#[utoipa::path(post, path = "/v1/runs/{run}/resume", operation_id = "resume_run", tag = "runs", request_body = ResumeRequest,
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 202, description = "Admitted; the run goes on in the server (with `wait`, its ending or pending calls)", body = RunAnswer),
@@ -663,7 +663,7 @@ pub async fn resume_run(
     answer(StatusCode::ACCEPTED, &body)
 }
 
-#[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run", request_body(content = Option<HaltRequest>, description = "Optional: `{\"force\": true}` halts at once"),
+#[utoipa::path(post, path = "/v1/runs/{run}/halt", operation_id = "halt_run", tag = "runs", request_body(content = Option<HaltRequest>, description = "Optional: `{\"force\": true}` halts at once"),
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "Halted: a host record, no End; `POST …/resume` with no call continues it. Without `force`, answered once the calls out have finished", body = HaltAnswer),
@@ -680,7 +680,7 @@ pub async fn halt_run(
     let run = run_id(&run)?;
     let row = state
         .service()
-        .halt(&run, req.force, json!({"by": "http"}))
+        .halt(&run, req.force, flow_store::Halt::by("http"))
         .await?;
     typed_response(
         StatusCode::OK,
@@ -693,7 +693,7 @@ pub async fn halt_run(
     )
 }
 
-#[utoipa::path(post, path = "/v1/runs/{run}/replay", operation_id = "replay_run",
+#[utoipa::path(post, path = "/v1/runs/{run}/replay", operation_id = "replay_run", tag = "runs",
     params(("run" = String, Path, description = "A run id")),
     responses(
         (status = 200, description = "`{run, verdict, fact?, reason?}`: matched, incomplete or diverged", body = ReplayAnswer),
@@ -720,7 +720,7 @@ pub async fn replay_run(
     )
 }
 
-#[utoipa::path(post, path = "/v1/runs/{run}/fork", operation_id = "fork_run", request_body = ForkRequest,
+#[utoipa::path(post, path = "/v1/runs/{run}/fork", operation_id = "fork_run", tag = "runs", request_body = ForkRequest,
     params(("run" = String, Path, description = "The parent run id")),
     responses(
         (status = 201, description = "The new run: `{run, state, parent}`", body = RunAnswer),
@@ -770,7 +770,7 @@ pub async fn fork_run(
     answer(StatusCode::CREATED, &body)
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source",
+#[utoipa::path(get, path = "/v1/runs/{run}/sources/{module}", operation_id = "get_source", tag = "history",
     params(("run" = String, Path, description = "A run id"), ("module" = String, Path, description = "A module name as recorded in Start")),
     responses(
         (status = 200, description = "The recorded source text: a FlowSpec document (a source checked before it was recorded, so it is JSON)", body = Value, content_type = "application/json"),
@@ -808,7 +808,7 @@ pub async fn get_source(
         .into_response())
 }
 
-#[utoipa::path(get, path = "/v1/blobs/{hash}", operation_id = "get_blob",
+#[utoipa::path(get, path = "/v1/blobs/{hash}", operation_id = "get_blob", tag = "history",
     params(("hash" = String, Path, description = "`blake3:<hex>`")),
     responses(
         (status = 200, description = "The blob's verified bytes", body = Vec<u8>, content_type = "application/octet-stream"),

@@ -75,7 +75,7 @@ impl Drop for Subscribed {
     }
 }
 
-#[utoipa::path(get, path = "/v1/runs/{run}/events", operation_id = "stream_run_events",
+#[utoipa::path(get, path = "/v1/runs/{run}/events", operation_id = "stream_run_events", tag = "history",
     params(("run" = String, Path, description = "A run id"), EventsQuery,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this fact number")),
     responses(

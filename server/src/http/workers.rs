@@ -244,7 +244,7 @@ fn fingerprint_ok(fp: &str) -> bool {
     })
 }
 
-#[utoipa::path(post, path = "/v1/workers", operation_id = "register_worker", request_body = RegisterRequest,
+#[utoipa::path(post, path = "/v1/workers", operation_id = "register_worker", tag = "workers", request_body = RegisterRequest,
     responses(
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -323,7 +323,7 @@ pub async fn register_worker(
     )
 }
 
-#[utoipa::path(post, path = "/v1/workers/{worker}/poll", operation_id = "poll_worker", request_body = PollRequest,
+#[utoipa::path(post, path = "/v1/workers/{worker}/poll", operation_id = "poll_worker", tag = "workers", request_body = PollRequest,
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -375,7 +375,7 @@ pub async fn poll_worker(
     )
 }
 
-#[utoipa::path(post, path = "/v1/workers/{worker}/replies", operation_id = "reply_worker", request_body = RepliesRequest,
+#[utoipa::path(post, path = "/v1/workers/{worker}/replies", operation_id = "reply_worker", tag = "workers", request_body = RepliesRequest,
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -432,7 +432,7 @@ pub async fn reply_worker(
     )
 }
 
-#[utoipa::path(delete, path = "/v1/workers/{worker}", operation_id = "delete_worker",
+#[utoipa::path(delete, path = "/v1/workers/{worker}", operation_id = "delete_worker", tag = "workers",
     params(("worker" = String, Path, description = "The worker's id")),
     responses(
         (status = 204, description = "Left: calls still out at it are settled as a lost worker's"),
@@ -450,7 +450,7 @@ pub async fn delete_worker(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[utoipa::path(get, path = "/v1/workers", operation_id = "list_workers",
+#[utoipa::path(get, path = "/v1/workers", operation_id = "list_workers", tag = "workers",
     responses((status = 200, description = "The live workers and what they serve", body = WorkersAnswer)))]
 pub async fn list_workers(State(state): State<AppState>) -> ApiResult<Response> {
     let list = workers(&state)?.list().await?;

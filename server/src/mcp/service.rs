@@ -336,7 +336,14 @@ impl Service {
     async fn halt(&self, run: &RunId) {
         match self
             .runs
-            .halt(run, true, json!({"by": "mcp", "reason": "cancelled"}))
+            .halt(
+                run,
+                true,
+                flow_store::Halt {
+                    reason: Some("cancelled".into()),
+                    ..flow_store::Halt::by("mcp")
+                },
+            )
             .await
         {
             Ok(_) => tracing::info!(run.id = %run, "mcp: run halted on cancellation"),

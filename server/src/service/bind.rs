@@ -24,9 +24,8 @@ use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
 use crate::service::remote::Workers;
 use flow_engine::program::Program;
-use flow_store::{HostRecordKind, RunId};
+use flow_store::{HostDetails, RunId};
 use flow_tools::manifest::{Binding, Manifest, Resolver};
-use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -416,9 +415,10 @@ impl super::RunService {
         } else {
             records
                 .iter()
-                .find(|r| r.kind == HostRecordKind::Binding)
-                .and_then(|r| r.details.get("program_dir"))
-                .and_then(Json::as_str)
+                .find_map(|r| match &r.details {
+                    HostDetails::ProgramDir { program_dir } => Some(program_dir),
+                    _ => None,
+                })
                 .map(std::path::PathBuf::from)
         };
         match self

@@ -18,8 +18,7 @@
 //! lease taken or the call closed.
 
 use super::RunService;
-use flow_store::{DiscoveryQuery, HostRecordKind, RunId, RunState};
-use serde_json::Value as Json;
+use flow_store::{DiscoveryQuery, HostDetails, RunId, RunState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Mutex;
@@ -93,22 +92,22 @@ fn due_of(service: &RunService, run: &RunId) -> Vec<i64> {
     let Ok(records) = service.store().host_records(run) else {
         return Vec::new();
     };
-    if !records.iter().any(|r| r.kind == HostRecordKind::Timeout) {
+    let due: Vec<(&str, i64)> = records
+        .iter()
+        .filter_map(|r| match &r.details {
+            HostDetails::Timeout { call, due_ms } => Some((call.as_str(), *due_ms)),
+            _ => None,
+        })
+        .collect();
+    if due.is_empty() {
         return Vec::new();
     }
     let Ok(open) = service.open_calls(run) else {
         return Vec::new();
     };
-    records
-        .iter()
-        .filter(|r| r.kind == HostRecordKind::Timeout)
-        .filter(|r| {
-            r.details
-                .get("call")
-                .and_then(Json::as_str)
-                .is_some_and(|c| open.iter().any(|o| o.call == c))
-        })
-        .filter_map(|r| r.details.get("due_ms").and_then(Json::as_i64))
+    due.into_iter()
+        .filter(|(c, _)| open.iter().any(|o| o.call == *c))
+        .map(|(_, at)| at)
         .collect()
 }
 

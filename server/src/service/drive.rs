@@ -17,10 +17,10 @@ use crate::source::Sources;
 use flow_abi::fact::Fact;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
-use flow_store::{Appending, FactRef, HostRecord, HostRecordKind, RunId};
+use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
 use flow_tools::outcome::CallRequest;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -99,9 +99,6 @@ pub(super) enum Driven {
     Drained,
 }
 
-/// The decision recorded for a call withheld by a draining drive.
-pub(super) const UNSENT: &str = "unsent";
-
 /// Told once the drive's first step is durable (its head then).
 pub(super) type Ack = tokio::sync::oneshot::Sender<Result<FactRef>>;
 
@@ -129,11 +126,9 @@ pub(super) fn create(store: &dyn Store, start: Fact, sources: &Sources) -> Resul
     let records = match &sources.dir {
         Some(dir) => {
             let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-            vec![HostRecord {
-                kind: HostRecordKind::Binding,
-                at_ms: None,
-                details: json!({"program_dir": dir.to_string_lossy()}),
-            }]
+            vec![HostRecord::now(HostDetails::ProgramDir {
+                program_dir: dir.to_string_lossy().into_owned(),
+            })]
         }
         None => Vec::new(),
     };
@@ -264,7 +259,10 @@ impl RunService {
                         let due = super::deadlines::now_ms().saturating_add(
                             seconds.saturating_mul(1000).min(i64::MAX as u64) as i64,
                         );
-                        deadlines.push(json!({"call": call.as_str(), "due_ms": due}));
+                        deadlines.push(HostDetails::Timeout {
+                            call: call.clone(),
+                            due_ms: due,
+                        });
                     }
                     Effect::End(ending) => ended = Some(ending),
                     Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
@@ -454,11 +452,12 @@ impl RunService {
             for call in calls {
                 s.record_host(
                     &r,
-                    HostRecord {
-                        kind: HostRecordKind::OpenCallDecision,
-                        at_ms: None,
-                        details: json!({"call": call, "decision": UNSENT, "reason": "draining"}),
-                    },
+                    HostRecord::now(HostDetails::OpenCall(OpenCallDecision {
+                        call: call_id(&call)?,
+                        decision: Decision::Unsent,
+                        reason: "draining".into(),
+                        chosen: None,
+                    })),
                 )?;
             }
             Ok(())
@@ -477,17 +476,13 @@ impl RunService {
         machine: Machine,
     ) -> Result<RunResult> {
         let own = machine.open_calls();
-        let details = json!({"open": own.iter().map(|c| c.call.as_str()).collect::<Vec<_>>()});
+        let open = own
+            .iter()
+            .map(|c| call_id(&c.call))
+            .collect::<Result<Vec<_>>>()?;
         let r = run.clone();
         let row = super::store::blocking(&self.inner.store, move |s| {
-            Ok(s.record_host(
-                &r,
-                HostRecord {
-                    kind: HostRecordKind::Pause,
-                    at_ms: None,
-                    details,
-                },
-            )?)
+            Ok(s.record_host(&r, HostRecord::now(HostDetails::Pause { open }))?)
         })
         .await?;
         // The calls to answer: a nested run's pending calls stand for the
@@ -520,7 +515,7 @@ impl RunService {
         run: &RunId,
         last: &mut FactRef,
         facts: &mut Vec<Appending>,
-        deadlines: Vec<Json>,
+        deadlines: Vec<HostDetails>,
         writes: &Writes,
     ) -> Result<()> {
         if facts.is_empty() && deadlines.is_empty() {
@@ -568,14 +563,7 @@ impl RunService {
                     store.append_all(&r, batch)?
                 };
                 for d in deadlines {
-                    store.record_host(
-                        &r,
-                        HostRecord {
-                            kind: HostRecordKind::Timeout,
-                            at_ms: None,
-                            details: d,
-                        },
-                    )?;
+                    store.record_host(&r, HostRecord::now(d))?;
                 }
                 Ok(a)
             })
@@ -594,4 +582,11 @@ impl RunService {
             .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// A call id the engine made, typed for a host record. The engine makes
+/// only ids that parse; one that does not is a broken invariant, refused.
+pub(super) fn call_id(call: &str) -> Result<flow_abi::fact::CallId> {
+    flow_abi::fact::CallId::parse(call)
+        .map_err(|e| Error::Unreadable(format!("the engine made a malformed call id: {e}")))
 }

@@ -46,7 +46,7 @@ use flow_engine::machine::{Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
 use flow_store::{
-    DiscoveryQuery, FactRef, HostRecord, HostRecordKind, HostRecordRow, RunId, RunState,
+    DiscoveryQuery, FactRef, Halt, HostDetails, HostRecord, HostRecordRow, RunId, RunState,
 };
 use lease::{Claim, Driving};
 use serde_json::{Value as Json, json};
@@ -601,7 +601,7 @@ impl RunService {
     /// continue decides them ([`OpenChoice`]). The halt goes on in a task
     /// of its own, so a caller that gives up waiting does not leave it
     /// half done.
-    pub async fn halt(&self, run: &RunId, force: bool, details: Json) -> Result<HostRecordRow> {
+    pub async fn halt(&self, run: &RunId, force: bool, details: Halt) -> Result<HostRecordRow> {
         let this = self.clone();
         let run = run.clone();
         tokio::spawn(async move { this.halt_now(&run, force, details).await })
@@ -609,7 +609,7 @@ impl RunService {
             .map_err(|e| Error::Unreadable(format!("the halt's task ended: {e}")))?
     }
 
-    async fn halt_now(&self, run: &RunId, force: bool, details: Json) -> Result<HostRecordRow> {
+    async fn halt_now(&self, run: &RunId, force: bool, details: Halt) -> Result<HostRecordRow> {
         let asked = run.clone();
         let r = run.clone();
         let (info, root) = blocking(&self.inner.store, move |s| {
@@ -659,20 +659,13 @@ impl RunService {
         if let Some(w) = self.workers() {
             w.halted(run).await?;
         }
-        let mut details = details;
-        if let Json::Object(m) = &mut details {
-            m.insert("force".into(), Json::Bool(force));
-        }
+        let details = Halt {
+            force: Some(force),
+            ..details
+        };
         let (r, d) = (run.clone(), details.clone());
         let row = blocking(&self.inner.store, move |s| {
-            Ok(s.record_host(
-                &r,
-                HostRecord {
-                    kind: HostRecordKind::Halt,
-                    at_ms: None,
-                    details: d,
-                },
-            )?)
+            Ok(s.record_host(&r, HostRecord::now(HostDetails::Halt(d)))?)
         })
         .await?;
         let below = self.halt_below(run, &details).await;

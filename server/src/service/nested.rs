@@ -30,7 +30,7 @@ use crate::host::Host;
 use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
-use flow_store::{FactKind, HostRecord, HostRecordKind, HostRecordRow, RunId};
+use flow_store::{FactKind, Halt, HostDetails, HostRecord, HostRecordRow, RunId};
 use flow_tools::CallOutcome;
 use serde_json::{Map, Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,11 +113,11 @@ pub fn live_nested_run(
 fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
     records
         .iter()
-        .filter(|r| r.kind == HostRecordKind::Binding)
-        .filter_map(|r| {
-            let call = r.details.get("call")?.as_str()?;
-            let nested = RunId::parse(r.details.get("nested_run")?.as_str()?).ok()?;
-            Some((call.to_string(), nested))
+        .filter_map(|r| match &r.details {
+            HostDetails::NestedRun { call, nested_run } => {
+                Some((call.as_str().to_string(), nested_run.clone()))
+            }
+            _ => None,
         })
         .collect()
 }
@@ -361,7 +361,7 @@ impl RunService {
     pub(super) async fn halt_below(
         &self,
         run: &RunId,
-        details: &Json,
+        details: &Halt,
     ) -> Result<Vec<(RunId, HostRecordRow)>> {
         let (r, d) = (run.clone(), details.clone());
         let rows = blocking(&self.inner.store, move |s| {
@@ -372,18 +372,11 @@ impl RunService {
                     continue;
                 }
                 for (call, n) in live_nested(s, &run)? {
-                    let mut details = d.clone();
-                    if let Json::Object(m) = &mut details {
-                        m.insert("outer".into(), json!({"run": run.as_str(), "call": call}));
-                    }
-                    let row = s.record_host(
-                        &n,
-                        HostRecord {
-                            kind: HostRecordKind::Halt,
-                            at_ms: None,
-                            details,
-                        },
-                    )?;
+                    let details = Halt {
+                        outer: Some((run.clone(), super::drive::call_id(&call)?)),
+                        ..d.clone()
+                    };
+                    let row = s.record_host(&n, HostRecord::now(HostDetails::Halt(details)))?;
                     rows.push((n.clone(), row));
                     todo.push((n, depth + 1));
                 }
@@ -401,20 +394,16 @@ impl RunService {
     /// A nested run whose outer call was closed (a `wait_for: any` join, a
     /// fault): halted with the runs it drives, answering nothing (NEST-18).
     pub(super) async fn halt_closed(&self, run: &RunId) {
-        let details = json!({"reason": "the outer call was closed"});
+        let details = Halt {
+            reason: Some("the outer call was closed".into()),
+            ..Halt::default()
+        };
         let (r, d) = (run.clone(), details.clone());
         let halted = blocking(&self.inner.store, move |s| {
             if s.run_info(&r)?.ending.is_some() {
                 return Ok(false);
             }
-            s.record_host(
-                &r,
-                HostRecord {
-                    kind: HostRecordKind::Halt,
-                    at_ms: None,
-                    details: d,
-                },
-            )?;
+            s.record_host(&r, HostRecord::now(HostDetails::Halt(d)))?;
             Ok(true)
         })
         .await;
@@ -605,11 +594,10 @@ impl RunService {
             if fresh {
                 s.record_host(
                     &o,
-                    HostRecord {
-                        kind: HostRecordKind::Binding,
-                        at_ms: None,
-                        details: json!({"call": c, "nested_run": r.as_str()}),
-                    },
+                    HostRecord::now(HostDetails::NestedRun {
+                        call: super::drive::call_id(&c)?,
+                        nested_run: r.clone(),
+                    }),
                 )?;
             }
             create(&*s, start, &sources)

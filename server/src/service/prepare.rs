@@ -16,8 +16,11 @@ use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::{Replayed, Replayer, Verdict};
-use flow_store::{FactKind, FactRef, HostRecordKind, RunId};
-use serde_json::{Map, Value as Json, json};
+use flow_store::{
+    Choice, Decision, FactKind, FactRef, HostDetails, HostRecord, HostRecordKind, OpenCallDecision,
+    RunId,
+};
+use serde_json::{Map, Value as Json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -106,7 +109,7 @@ pub(super) struct Ready {
 #[derive(Default)]
 pub(super) struct Crashed {
     pub calls: Vec<OpenCall>,
-    /// Calls a draining drive recorded and never sent (`drive::UNSENT`,
+    /// Calls a draining drive recorded and never sent ([`Decision::Unsent`],
     /// the latest decision recorded for the call).
     pub unsent: BTreeSet<String>,
     /// The run was halted at its head (no host restarted).
@@ -140,9 +143,15 @@ pub enum OpenChoice {
 
 impl OpenChoice {
     pub fn as_str(self) -> &'static str {
-        match self {
-            OpenChoice::Resend => "resend",
-            OpenChoice::Unknown => "unknown",
+        Choice::from(self).as_str()
+    }
+}
+
+impl From<OpenChoice> for Choice {
+    fn from(o: OpenChoice) -> Choice {
+        match o {
+            OpenChoice::Resend => Choice::Resend,
+            OpenChoice::Unknown => Choice::Unknown,
         }
     }
 }
@@ -328,14 +337,12 @@ impl RunService {
             Ok((s.host_records(&r)?, super::nested::nested_runs(s, &r)?))
         })
         .await?;
-        for r in records.iter().filter(|r| r.kind == HostRecordKind::Timeout) {
-            let (Some(call), Some(due)) = (
-                r.details.get("call").and_then(Json::as_str),
-                r.details.get("due_ms").and_then(Json::as_i64),
-            ) else {
+        for r in &records {
+            let HostDetails::Timeout { call, due_ms } = &r.details else {
                 continue;
             };
-            if due <= now && machine.is_open(call) {
+            let call = call.as_str();
+            if *due_ms <= now && machine.is_open(call) {
                 let more = machine
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -461,21 +468,27 @@ impl RunService {
                 && host.is_remote(&module, &c.tool)
                 && self.worker_queued(host, run, &c).await;
             let (decision, reason, sending) = if unsent {
-                ("send", "never sent", true)
+                (Decision::Send, "never sent", true)
             } else if queued {
-                ("worker", left, true)
+                (Decision::Worker, left, true)
             } else {
                 let again = match open {
                     Some(o) => o == OpenChoice::Resend,
                     None => host.resends(&module, &c.tool),
                 };
-                (if again { "resend" } else { "unknown" }, left, again)
+                let d = if again {
+                    Decision::Resend
+                } else {
+                    Decision::Unknown
+                };
+                (d, left, again)
             };
-            let mut record = json!({"call": c.call, "decision": decision, "reason": reason});
-            if let (Some(o), false, false) = (open, unsent, queued) {
-                record["chosen"] = json!(o.as_str());
-            }
-            records.push(record);
+            records.push(OpenCallDecision {
+                call: super::drive::call_id(&c.call)?,
+                decision,
+                reason: reason.into(),
+                chosen: open.filter(|_| !unsent && !queued).map(Choice::from),
+            });
             if sending {
                 resend.push(ToDispatch {
                     call: c.call.clone(),
@@ -497,15 +510,8 @@ impl RunService {
         }
         let r = run.clone();
         super::store::blocking(&self.inner.store, move |s| {
-            for details in records {
-                s.record_host(
-                    &r,
-                    flow_store::HostRecord {
-                        kind: HostRecordKind::OpenCallDecision,
-                        at_ms: None,
-                        details,
-                    },
-                )?;
+            for d in records {
+                s.record_host(&r, HostRecord::now(HostDetails::OpenCall(d)))?;
             }
             Ok(())
         })
@@ -741,20 +747,14 @@ pub fn unsent(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeSet<Str
 /// never sent them.
 fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<String> {
     let mut latest = std::collections::BTreeMap::new();
-    for r in records
-        .iter()
-        .filter(|r| r.kind == HostRecordKind::OpenCallDecision)
-    {
-        if let (Some(call), Some(d)) = (
-            r.details.get("call").and_then(Json::as_str),
-            r.details.get("decision").and_then(Json::as_str),
-        ) {
-            latest.insert(call, d);
+    for r in records {
+        if let HostDetails::OpenCall(d) = &r.details {
+            latest.insert(d.call.as_str(), d.decision);
         }
     }
     latest
         .into_iter()
-        .filter(|(_, d)| *d == super::drive::UNSENT)
+        .filter(|(_, d)| *d == Decision::Unsent)
         .map(|(c, _)| c.to_string())
         .collect()
 }
@@ -773,6 +773,6 @@ pub(super) fn halt_at<'a>(
     records
         .iter()
         .rev()
-        .find(|r| matches!(r.kind, HostRecordKind::Halt | HostRecordKind::Pause))
-        .filter(|r| r.kind == HostRecordKind::Halt && r.head.n == head.n)
+        .find(|r| matches!(r.kind(), HostRecordKind::Halt | HostRecordKind::Pause))
+        .filter(|r| r.kind() == HostRecordKind::Halt && r.head.n == head.n)
 }

@@ -15,8 +15,10 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod host;
 mod pages;
 
+pub use host::*;
 pub use pages::*;
 
 /// A recorded source text handed over with Start (DESIGN §3: "sources are
@@ -142,71 +144,44 @@ pub struct RunInfo {
     pub imported_ms: Option<i64>,
 }
 
-/// Typed host records (DESIGN §3: "bindings used, approvals, halts, retries,
-/// decisions about open calls, timestamps) live beside the history, never
-/// inside it").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HostRecordKind {
-    Binding,
-    Approval,
-    Halt,
-    Pause,
-    OpenCallDecision,
-    Retry,
-    Timeout,
-    StorageFailure,
+/// A host record to add. `at_ms` is the caller's clock (unix milliseconds);
+/// `None` takes the store's `SystemTime` (the store is not the deterministic
+/// engine).
+#[derive(Clone, Debug)]
+pub struct HostRecord {
+    pub at_ms: Option<i64>,
+    pub details: HostDetails,
 }
 
-impl HostRecordKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HostRecordKind::Binding => "binding",
-            HostRecordKind::Approval => "approval",
-            HostRecordKind::Halt => "halt",
-            HostRecordKind::Pause => "pause",
-            HostRecordKind::OpenCallDecision => "open-call-decision",
-            HostRecordKind::Retry => "retry",
-            HostRecordKind::Timeout => "timeout",
-            HostRecordKind::StorageFailure => "storage-failure",
+impl HostRecord {
+    /// A record made now (the store's clock).
+    pub fn now(details: HostDetails) -> HostRecord {
+        HostRecord {
+            at_ms: None,
+            details,
         }
     }
 
-    pub fn parse(s: &str) -> Option<HostRecordKind> {
-        Some(match s {
-            "binding" => HostRecordKind::Binding,
-            "approval" => HostRecordKind::Approval,
-            "halt" => HostRecordKind::Halt,
-            "pause" => HostRecordKind::Pause,
-            "open-call-decision" => HostRecordKind::OpenCallDecision,
-            "retry" => HostRecordKind::Retry,
-            "timeout" => HostRecordKind::Timeout,
-            "storage-failure" => HostRecordKind::StorageFailure,
-            _ => return None,
-        })
+    pub fn kind(&self) -> HostRecordKind {
+        self.details.kind()
     }
-}
-
-/// A host record to add. `at_ms` is the caller's clock (unix milliseconds);
-/// `None` takes the store's `SystemTime` (the store is not the deterministic
-/// engine). `details` is opaque to the store.
-#[derive(Clone, Debug)]
-pub struct HostRecord {
-    pub kind: HostRecordKind,
-    pub at_ms: Option<i64>,
-    pub details: Value,
 }
 
 /// A stored host record; `head` is the run's last fact when it was made
 /// (seed: "A recorded pause or halt contributes hostDecision only when its
 /// head matches the inspected facts").
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HostRecordRow {
     pub seq: u64,
-    pub kind: HostRecordKind,
     pub at_ms: i64,
     pub head: FactRef,
-    pub details: Value,
+    pub details: HostDetails,
+}
+
+impl HostRecordRow {
+    pub fn kind(&self) -> HostRecordKind {
+        self.details.kind()
+    }
 }
 
 /// What an import did.

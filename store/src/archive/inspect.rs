@@ -160,7 +160,9 @@ fn inspect_run(dir: &Path, id: &str, budget: &mut Budget) -> DiscoveryRow {
                         break;
                     };
                     match parse_host_line(line) {
-                        Ok(r) if matches!(r.kind, HostRecordKind::Pause | HostRecordKind::Halt) => {
+                        Ok(r)
+                            if matches!(r.kind(), HostRecordKind::Pause | HostRecordKind::Halt) =>
+                        {
                             decision = Some(r)
                         }
                         Ok(_) => {}
@@ -178,7 +180,7 @@ fn inspect_run(dir: &Path, id: &str, budget: &mut Budget) -> DiscoveryRow {
                 row.host_decision = decision
                     .filter(|r| r.head == last_ref)
                     .map(|r| HostDecision {
-                        kind: r.kind,
+                        kind: r.kind(),
                         at_ms: r.at_ms,
                     });
             }

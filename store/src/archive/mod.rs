@@ -211,10 +211,10 @@ fn host_line(r: &HostRecordRow) -> Value {
     head.insert("hash".into(), Value::String(r.head.hash.clone()));
     let mut m = Map::new();
     m.insert("seq".into(), Value::Number(Number::from(r.seq)));
-    m.insert("kind".into(), Value::String(r.kind.as_str().into()));
+    m.insert("kind".into(), Value::String(r.kind().as_str().into()));
     m.insert("at".into(), Value::Number(Number::from(r.at_ms)));
     m.insert("head".into(), Value::Object(head));
-    m.insert("details".into(), r.details.clone());
+    m.insert("details".into(), r.details.to_json());
     Value::Object(m)
 }
 
@@ -239,7 +239,6 @@ fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
             .get("seq")
             .and_then(Value::as_u64)
             .ok_or("malformed seq")?,
-        kind,
         at_ms: v.get("at").and_then(Value::as_i64).ok_or("malformed at")?,
         head: FactRef {
             n: v.pointer("/head/n")
@@ -247,7 +246,7 @@ fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
                 .ok_or("malformed head")?,
             hash: hash.to_string(),
         },
-        details: v.get("details").cloned().ok_or("no details")?,
+        details: HostDetails::from_json(kind, v.get("details").cloned().ok_or("no details")?),
     })
 }
 

@@ -21,9 +21,11 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
     a.record_host(
         &run,
         HostRecord {
-            kind: HostRecordKind::Pause,
             at_ms: Some(1),
-            details: json!({}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Pause,
+                details: json!({}),
+            },
         },
     )
     .map_err(e)?;

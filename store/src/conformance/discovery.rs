@@ -117,10 +117,12 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
     // Records made with a Start are stored with it, at its head.
     let fresh = new_run_id();
     let (start, sources) = start_fact(&fresh, json!({}));
+    let program_dir = HostDetails::ProgramDir {
+        program_dir: "/flows".into(),
+    };
     let record = HostRecord {
-        kind: HostRecordKind::Binding,
         at_ms: Some(3),
-        details: json!({"program_dir": "/flows"}),
+        details: program_dir.clone(),
     };
     let a = s.create_run(start, &sources, vec![record]).map_err(e)?;
     let rows = s.host_records(&fresh).map_err(e)?;
@@ -130,16 +132,18 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
             && rows[0].at_ms == 3
             && rows[0].head.n == 1
             && rows[0].head.hash == a.hash
-            && rows[0].details == json!({"program_dir": "/flows"}),
+            && rows[0].details == program_dir,
         "records made with Start {rows:?}"
     );
     let (run, n) = seed_run(&s, 1).map_err(e)?;
     s.record_host(
         &run,
         HostRecord {
-            kind: HostRecordKind::Binding,
             at_ms: Some(5),
-            details: json!({"tool": "demo.json#tool"}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Binding,
+                details: json!({"tool": "demo.json#tool"}),
+            },
         },
     )
     .map_err(e)?;
@@ -147,9 +151,11 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
         .record_host(
             &run,
             HostRecord {
-                kind: HostRecordKind::Pause,
                 at_ms: None,
-                details: json!({}),
+                details: HostDetails::Other {
+                    kind: HostRecordKind::Pause,
+                    details: json!({}),
+                },
             },
         )
         .map_err(e)?;
@@ -182,9 +188,11 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
     s.record_host(
         &run,
         HostRecord {
-            kind: HostRecordKind::Halt,
             at_ms: Some(9),
-            details: json!({"why": "interrupt"}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Halt,
+                details: json!({"why": "interrupt"}),
+            },
         },
     )
     .map_err(e)?;
@@ -195,20 +203,19 @@ pub(super) fn host_records_and_decisions<B: Backend + Sync>(
     let recs = s.host_records(&run).map_err(e)?;
     ensure!(
         recs.len() == 3
-            && recs[0].kind == HostRecordKind::Binding
+            && recs[0].kind() == HostRecordKind::Binding
             && recs[0].at_ms == 5
-            && recs[2].details == json!({"why": "interrupt"}),
+            && recs[2].details.to_json() == json!({"why": "interrupt"}),
         "records"
     );
     ensure!(
         matches!(
             s.record_host(
                 &new_run_id(),
-                HostRecord {
+                HostRecord::now(HostDetails::Other {
                     kind: HostRecordKind::Retry,
-                    at_ms: None,
                     details: json!(1)
-                }
+                })
             ),
             Err(Error::UnknownRun(_))
         ),

@@ -95,9 +95,11 @@ pub(super) fn workers<B: Backend + Sync>(
     s.record_host(
         &run,
         HostRecord {
-            kind: HostRecordKind::Pause,
             at_ms: None,
-            details: json!({}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Pause,
+                details: json!({}),
+            },
         },
     )
     .map_err(e)?;
@@ -322,9 +324,11 @@ pub(super) fn workers<B: Backend + Sync>(
     s.record_host(
         &halted,
         HostRecord {
-            kind: HostRecordKind::Halt,
             at_ms: None,
-            details: json!({}),
+            details: HostDetails::Other {
+                kind: HostRecordKind::Halt,
+                details: json!({}),
+            },
         },
     )
     .map_err(e)?;

@@ -404,13 +404,13 @@ fn host_decision(
     plan.rows.host.push((
         id.clone(),
         seq,
-        record.kind.as_str(),
+        record.kind().as_str(),
         at_ms,
         head.last_n as i64,
         head.last_hash,
-        canonical(&record.details),
+        canonical(&record.details.to_json()),
     ));
-    if let Some(h) = host_head(&head, record.kind, at_ms) {
+    if let Some(h) = host_head(&head, record.kind(), at_ms) {
         plan.heads.insert(id.clone(), h.clone());
         plan.changed.insert(id, h);
     }
@@ -550,11 +550,11 @@ fn decide(
                 plan.rows.host.push((
                     id.clone(),
                     (i + 1) as i64,
-                    r.kind.as_str(),
+                    r.kind().as_str(),
                     r.at_ms,
                     r.head.n as i64,
                     parse_hash(&r.head.hash).unwrap_or([0; 32]),
-                    canonical(&r.details),
+                    canonical(&r.details.to_json()),
                 ));
             }
             plan.heads.insert(

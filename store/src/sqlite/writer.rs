@@ -593,12 +593,12 @@ impl Writer {
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM host_records WHERE run_key = ?1",
             )?
             .query_row([head.key], |r| r.get(0))?;
-        let details = canonical(&record.details);
+        let details = canonical(&record.details.to_json());
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-            .execute(params![head.key, seq, record.kind.as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
+            .execute(params![head.key, seq, record.kind().as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
         let fx = Effects {
-            head: host_head(&head, record.kind, at_ms).map(|h| (run.to_string(), h)),
+            head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()
         };
         Ok((host_row(seq as u64, record, at_ms, &head), fx))
@@ -636,7 +636,7 @@ impl Writer {
             let head = parse_hash(&r.head.hash).unwrap_or([0; 32]);
             self.conn
                 .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-                .execute(params![key, (i + 1) as i64, r.kind.as_str(), r.at_ms, r.head.n as i64, &head[..], canonical(&r.details)])?;
+                .execute(params![key, (i + 1) as i64, r.kind().as_str(), r.at_ms, r.head.n as i64, &head[..], canonical(&r.details.to_json())])?;
         }
         Ok(ImportOutcome::Imported {
             run: a.run.clone(),

@@ -1,0 +1,392 @@
+//! What a host record says, typed (DESIGN §3: "bindings used, approvals,
+//! halts, retries, decisions about open calls, timestamps) live beside the
+//! history, never inside it").
+//!
+//! A record is stored as its kind and its details, canonical JSON. Every
+//! record this host writes is one of [`HostDetails`]' typed variants; a
+//! record in any other shape (an imported archive's, another host's) reads
+//! as [`HostDetails::Other`] and is kept byte for byte. Reading a typed
+//! record's details and writing them again gives the same JSON, so an
+//! export never changes what was stored.
+
+use flow_abi::fact::{CallId, RunId};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The kinds of host record, as the store's `kind` column names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostRecordKind {
+    Binding,
+    Approval,
+    Halt,
+    Pause,
+    OpenCallDecision,
+    Retry,
+    Timeout,
+    StorageFailure,
+}
+
+impl HostRecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostRecordKind::Binding => "binding",
+            HostRecordKind::Approval => "approval",
+            HostRecordKind::Halt => "halt",
+            HostRecordKind::Pause => "pause",
+            HostRecordKind::OpenCallDecision => "open-call-decision",
+            HostRecordKind::Retry => "retry",
+            HostRecordKind::Timeout => "timeout",
+            HostRecordKind::StorageFailure => "storage-failure",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HostRecordKind> {
+        Some(match s {
+            "binding" => HostRecordKind::Binding,
+            "approval" => HostRecordKind::Approval,
+            "halt" => HostRecordKind::Halt,
+            "pause" => HostRecordKind::Pause,
+            "open-call-decision" => HostRecordKind::OpenCallDecision,
+            "retry" => HostRecordKind::Retry,
+            "timeout" => HostRecordKind::Timeout,
+            "storage-failure" => HostRecordKind::StorageFailure,
+            _ => return None,
+        })
+    }
+}
+
+/// What a host record says.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostDetails {
+    /// The directory a run's Tools were bound from (its flow.toml's), so a
+    /// resume on this host binds them again. Kind `binding`.
+    ProgramDir { program_dir: String },
+    /// The nested run that stands for one of the run's calls (NEST-*).
+    /// Kind `binding`.
+    NestedRun { call: CallId, nested_run: RunId },
+    /// The run was halted, by whom and why; `outer` when the halt came
+    /// down from the run driving it.
+    Halt(Halt),
+    /// The run paused with these calls open.
+    Pause { open: Vec<CallId> },
+    /// What became of a call that was out (or never went) when the run's
+    /// drive stopped.
+    OpenCall(OpenCallDecision),
+    /// A call's deadline, unix milliseconds (`timeout_ms` of its node).
+    Timeout { call: CallId, due_ms: i64 },
+    /// A record in a shape this host does not write: kept as it is.
+    Other {
+        kind: HostRecordKind,
+        details: Value,
+    },
+}
+
+/// Who halted a run, and why.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Halt {
+    /// `http`, `mcp`, … (absent for `flow run`'s interrupt).
+    pub by: Option<String>,
+    pub reason: Option<String>,
+    /// Halted at once, calls out left open; absent on a halt passed down.
+    pub force: Option<bool>,
+    /// The outer run and call whose halt reached this nested run.
+    pub outer: Option<(RunId, CallId)>,
+}
+
+impl Halt {
+    /// A halt asked for over `by` (`http`, `mcp`).
+    pub fn by(by: &str) -> Halt {
+        Halt {
+            by: Some(by.into()),
+            ..Halt::default()
+        }
+    }
+}
+
+/// What a resume (or a drain) decided for a call that was open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenCallDecision {
+    pub call: CallId,
+    pub decision: Decision,
+    /// Why the call was open: `never sent`, `halted`, `host restarted`,
+    /// `draining`.
+    pub reason: String,
+    /// What the person continuing the run chose, when they did.
+    pub chosen: Option<Choice>,
+}
+
+/// What became of an open call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Made while draining and never sent; the next drive sends it.
+    Unsent,
+    /// It never went: sent now.
+    Send,
+    /// It waits in the worker queue: the drive attaches to it.
+    Worker,
+    /// Sent again.
+    Resend,
+    /// Settled `Unknown`.
+    Unknown,
+}
+
+/// What a person chose for calls that were out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Resend,
+    Unknown,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Unsent => "unsent",
+            Decision::Send => "send",
+            Decision::Worker => "worker",
+            Decision::Resend => "resend",
+            Decision::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Decision> {
+        Some(match s {
+            "unsent" => Decision::Unsent,
+            "send" => Decision::Send,
+            "worker" => Decision::Worker,
+            "resend" => Decision::Resend,
+            "unknown" => Decision::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl Choice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Resend => "resend",
+            Choice::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Choice> {
+        Some(match s {
+            "resend" => Choice::Resend,
+            "unknown" => Choice::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl HostDetails {
+    pub fn kind(&self) -> HostRecordKind {
+        match self {
+            HostDetails::ProgramDir { .. } | HostDetails::NestedRun { .. } => {
+                HostRecordKind::Binding
+            }
+            HostDetails::Halt(_) => HostRecordKind::Halt,
+            HostDetails::Pause { .. } => HostRecordKind::Pause,
+            HostDetails::OpenCall(_) => HostRecordKind::OpenCallDecision,
+            HostDetails::Timeout { .. } => HostRecordKind::Timeout,
+            HostDetails::Other { kind, .. } => *kind,
+        }
+    }
+
+    /// The details as stored (the caller writes them canonically).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.into(), v);
+        };
+        let s = |v: &str| Value::String(v.into());
+        match self {
+            HostDetails::ProgramDir { program_dir } => put("program_dir", s(program_dir)),
+            HostDetails::NestedRun { call, nested_run } => {
+                put("call", s(call.as_str()));
+                put("nested_run", s(nested_run.as_str()));
+            }
+            HostDetails::Halt(h) => {
+                if let Some(by) = &h.by {
+                    put("by", s(by));
+                }
+                if let Some(reason) = &h.reason {
+                    put("reason", s(reason));
+                }
+                if let Some(force) = h.force {
+                    put("force", Value::Bool(force));
+                }
+                if let Some((run, call)) = &h.outer {
+                    let mut o = Map::new();
+                    o.insert("run".into(), s(run.as_str()));
+                    o.insert("call".into(), s(call.as_str()));
+                    put("outer", Value::Object(o));
+                }
+            }
+            HostDetails::Pause { open } => put(
+                "open",
+                Value::Array(open.iter().map(|c| s(c.as_str())).collect()),
+            ),
+            HostDetails::OpenCall(d) => {
+                put("call", s(d.call.as_str()));
+                put("decision", s(d.decision.as_str()));
+                put("reason", s(&d.reason));
+                if let Some(c) = d.chosen {
+                    put("chosen", s(c.as_str()));
+                }
+            }
+            HostDetails::Timeout { call, due_ms } => {
+                put("call", s(call.as_str()));
+                put("due_ms", Value::from(*due_ms));
+            }
+            HostDetails::Other { details, .. } => return details.clone(),
+        }
+        Value::Object(m)
+    }
+
+    /// Reads stored details: the typed variant when they are exactly one
+    /// this host writes, [`HostDetails::Other`] otherwise.
+    pub fn from_json(kind: HostRecordKind, details: Value) -> HostDetails {
+        match typed(kind, &details) {
+            // Only a shape that writes back as it was read is typed, so
+            // nothing a record holds is lost or changed by reading it.
+            Some(t) if t.to_json() == details => t,
+            _ => HostDetails::Other { kind, details },
+        }
+    }
+}
+
+fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
+    let m = v.as_object()?;
+    let text = |k: &str| m.get(k).and_then(Value::as_str);
+    let call = |k: &str| text(k).and_then(|c| CallId::parse(c).ok());
+    Some(match kind {
+        HostRecordKind::Binding if m.contains_key("program_dir") => HostDetails::ProgramDir {
+            program_dir: text("program_dir")?.to_string(),
+        },
+        HostRecordKind::Binding => HostDetails::NestedRun {
+            call: call("call")?,
+            nested_run: RunId::parse(text("nested_run")?).ok()?,
+        },
+        HostRecordKind::Halt => HostDetails::Halt(Halt {
+            by: text("by").map(str::to_string),
+            reason: text("reason").map(str::to_string),
+            force: m.get("force").and_then(Value::as_bool),
+            outer: match m.get("outer") {
+                None => None,
+                Some(o) => Some((
+                    RunId::parse(o.get("run")?.as_str()?).ok()?,
+                    CallId::parse(o.get("call")?.as_str()?).ok()?,
+                )),
+            },
+        }),
+        HostRecordKind::Pause => HostDetails::Pause {
+            open: m
+                .get("open")?
+                .as_array()?
+                .iter()
+                .map(|c| CallId::parse(c.as_str()?).ok())
+                .collect::<Option<_>>()?,
+        },
+        HostRecordKind::OpenCallDecision => HostDetails::OpenCall(OpenCallDecision {
+            call: call("call")?,
+            decision: Decision::parse(text("decision")?)?,
+            reason: text("reason")?.to_string(),
+            chosen: match text("chosen") {
+                None => None,
+                Some(c) => Some(Choice::parse(c)?),
+            },
+        }),
+        HostRecordKind::Timeout => HostDetails::Timeout {
+            call: call("call")?,
+            due_ms: m.get("due_ms")?.as_i64()?,
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const RUN: &str = "run-01hzy5k6v3w8q9r2m4n7p0s1tb";
+
+    #[test]
+    fn every_shape_this_host_writes_reads_typed_and_writes_back_the_same() {
+        let cases = [
+            (
+                HostRecordKind::Binding,
+                json!({"program_dir": "/flows/triage"}),
+            ),
+            (
+                HostRecordKind::Binding,
+                json!({"call": "c1:root#2", "nested_run": RUN}),
+            ),
+            (HostRecordKind::Halt, json!({"by": "http", "force": false})),
+            (
+                HostRecordKind::Halt,
+                json!({"reason": "interrupt", "force": true}),
+            ),
+            (
+                HostRecordKind::Halt,
+                json!({"by": "mcp", "reason": "cancelled", "force": true, "outer": {"run": RUN, "call": "c1:root/a#1"}}),
+            ),
+            (
+                HostRecordKind::Halt,
+                json!({"reason": "the outer call was closed"}),
+            ),
+            (
+                HostRecordKind::Pause,
+                json!({"open": ["c1:root#3", "c1:root#4"]}),
+            ),
+            (
+                HostRecordKind::OpenCallDecision,
+                json!({"call": "c1:root#1", "decision": "unsent", "reason": "draining"}),
+            ),
+            (
+                HostRecordKind::OpenCallDecision,
+                json!({"call": "c1:root#1", "decision": "resend", "reason": "halted", "chosen": "resend"}),
+            ),
+            (
+                HostRecordKind::Timeout,
+                json!({"call": "c1:root#1", "due_ms": 1_700_000_000_000i64}),
+            ),
+        ];
+        for (kind, v) in cases {
+            let d = HostDetails::from_json(kind, v.clone());
+            assert!(!matches!(d, HostDetails::Other { .. }), "{v} read untyped");
+            assert_eq!(d.kind(), kind);
+            assert_eq!(d.to_json(), v);
+        }
+    }
+
+    #[test]
+    fn any_other_shape_is_kept_as_it_was() {
+        let cases = [
+            (HostRecordKind::Pause, json!({})),
+            (HostRecordKind::Halt, json!({"by": "http", "note": "extra"})),
+            (HostRecordKind::Binding, json!({"tool": "demo.json#tool"})),
+            (
+                HostRecordKind::Timeout,
+                json!({"call": "c1:root#1", "due_ms": 1.5}),
+            ),
+            (
+                HostRecordKind::OpenCallDecision,
+                json!({"call": "nope", "decision": "send", "reason": "x"}),
+            ),
+            (HostRecordKind::Approval, json!({"who": "ann"})),
+            (HostRecordKind::Halt, json!([1, 2])),
+        ];
+        for (kind, v) in cases {
+            let d = HostDetails::from_json(kind, v.clone());
+            assert_eq!(
+                d,
+                HostDetails::Other {
+                    kind,
+                    details: v.clone()
+                }
+            );
+            assert_eq!(d.to_json(), v);
+        }
+    }
+}
