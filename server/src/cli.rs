@@ -526,9 +526,20 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
         )));
     }
     let sources = Sources::read(flow)?;
-    let program = sources.program()?;
-    out!("{}", flow_abi::json::canonical(&program.tools_document()));
-    Ok(0)
+    // CLI-21, CLI-25: the document is printed whether or not the program
+    // checks; a program that does not check has its diagnostics in
+    // `programs[].diagnostics`, and the exit code is 2.
+    let (doc, checks) = sources.tools_document();
+    out!("{}", flow_abi::json::canonical(&doc));
+    if checks {
+        return Ok(0);
+    }
+    eprintln!(
+        "flow: {} does not check: its diagnostics are in programs[].diagnostics (`flow check {}` lists them)",
+        flow.display(),
+        shell_quote(&flow.to_string_lossy())
+    );
+    Ok(2)
 }
 
 fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {

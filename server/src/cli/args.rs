@@ -210,7 +210,7 @@ pub enum Command {
     },
     /// The `flow tools` document: every declaration, fingerprint and type.
     #[command(
-        after_help = "Example:\n  flow tools examples/flows/triage/triage.json > tools.json\n\nExit codes: 0 printed; 2 the flow does not check."
+        after_help = "Example:\n  flow tools examples/flows/triage/triage.json > tools.json\n\nExit codes: 0 every module checks; 2 one does not (the document is printed all the same, each module's diagnostics in programs[].diagnostics)."
     )]
     Tools {
         /// The FlowSpec file.
