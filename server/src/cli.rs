@@ -44,7 +44,8 @@ mod remote;
 mod watch;
 
 pub(crate) use print::{
-    RunLine, RunsMore, flow_cmd, print_check, print_resume_line, print_runs, shell_quote,
+    RunLine, RunsMore, flow_cmd, print_check, print_import, print_resume_line, print_runs,
+    shell_quote,
 };
 
 pub use args::{Cli, Color, Command, Global};
@@ -481,25 +482,22 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 .map_err(|e| Error::Refused(e.to_string()))?;
             let store = open_store(&g)?;
             let unpacked = source.dir();
-            let o =
-                flow_store::import_run(&*store, &unpacked).map_err(|e| match Error::from(e) {
-                    // A refusal names the private directory: name the file.
-                    Error::Refused(m) => Error::Refused(
-                        m.replace(&unpacked.display().to_string(), &dir.display().to_string()),
-                    ),
-                    e => e,
-                })?;
+            let refused = |e: flow_store::Error| match Error::from(e) {
+                // A refusal names the private directory: name the file.
+                Error::Refused(m) => Error::Refused(
+                    m.replace(&unpacked.display().to_string(), &dir.display().to_string()),
+                ),
+                e => e,
+            };
+            let archive = flow_store::read_archive(&unpacked).map_err(refused)?;
+            let torn = archive.torn().cloned();
+            let o = flow_store::ImportRuns::import_verified(&*store, archive).map_err(refused)?;
             let (run, fresh) = match &o {
                 flow_store::ImportOutcome::Imported { run, .. } => (run.clone(), true),
                 flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),
             };
-            if g.json {
-                out!("{}", json!({"run": run.as_str(), "imported": fresh}));
-            } else if fresh {
-                out!("imported {run}");
-            } else {
-                out!("{run} is already stored; nothing changed");
-            }
+            let torn = torn.as_ref().map(|t| (t.fact, t.reason.as_str()));
+            print_import(&g, run.as_str(), fresh, torn);
             Ok(0)
         }
     }

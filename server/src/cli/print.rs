@@ -171,3 +171,30 @@ pub(crate) fn print_runs(
         out!("more: {cmd}");
     }
 }
+
+/// What `flow import` says (locally and with `--server` alike): the run,
+/// whether it was written, and the torn last fact left out (CRASH-7) as
+/// `(fact, reason)`.
+pub(crate) fn print_import(g: &Global, run: &str, imported: bool, torn: Option<(u64, &str)>) {
+    if g.json {
+        let mut v = serde_json::json!({"run": run, "imported": imported});
+        if let Some((fact, reason)) = torn {
+            v["truncated"] = serde_json::json!({"fact": fact, "reason": reason});
+        }
+        out!("{v}");
+        return;
+    }
+    let torn = torn
+        .map(|(fact, reason)| {
+            format!(
+                "; truncated: the history's torn last fact {fact} was left out ({reason}), the {} facts before it kept",
+                fact.saturating_sub(1)
+            )
+        })
+        .unwrap_or_default();
+    if imported {
+        out!("imported {run}{torn}");
+    } else {
+        out!("{run} is already stored; nothing changed{torn}");
+    }
+}

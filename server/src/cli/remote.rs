@@ -373,13 +373,11 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             .map_err(|e| Error::Refused(format!("{}: {e}", dir.display())))?;
             let v = c.post_tar("/v1/archives", body).await?;
             let run = v["run"].as_str().unwrap_or_default();
-            if g.json {
-                out!("{}", json!({"run": run, "imported": v["imported"]}));
-            } else if v["imported"] == true {
-                out!("imported {run}");
-            } else {
-                out!("{run} is already stored; nothing changed");
-            }
+            let torn = &v["truncated"];
+            let torn = torn["fact"]
+                .as_u64()
+                .map(|n| (n, torn["reason"].as_str().unwrap_or("")));
+            super::print_import(g, run, v["imported"] == true, torn);
             Ok(0)
         }
         other => Err(Error::Refused(format!(
