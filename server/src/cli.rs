@@ -161,7 +161,7 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
                     let _ = service.halt(&run, true, reason).await;
                 }
             }
-            halted(g, &run)
+            halted(g, &run, &service.resume_tools(&run))
         }
     };
     service.shutdown(std::time::Duration::from_secs(5)).await;
@@ -180,17 +180,28 @@ fn print_resume(
     allow: bool,
 ) {
     let example = service.example_reply(run, c);
-    print_resume_line(g, run.as_str(), &c.call, &c.args["schema"], example, allow);
+    let tools = service.resume_tools(run);
+    print_resume_line(
+        g,
+        run.as_str(),
+        &c.call,
+        &c.args["schema"],
+        example,
+        allow,
+        &tools,
+    );
 }
 
-/// Reports a halted run: exit 130 (DESIGN §6).
-pub(crate) fn halted(g: &Global, run: &RunId) -> Result<u8> {
+/// Reports a halted run: exit 130 (DESIGN §6). `tools`: the manifests
+/// the printed resume carries ([`print::tools_flags`]).
+pub(crate) fn halted(g: &Global, run: &RunId, tools: &[String]) -> Result<u8> {
     if g.json {
         out!("{}", json!({"run": run.as_str(), "state": "halted"}));
     } else {
         eprintln!(
-            "{run} halted; continue it with: {} resume {run}",
-            flow_cmd(g)
+            "{run} halted; continue it with: {} resume {run}{}",
+            flow_cmd(g),
+            print::tools_flags(tools)
         );
     }
     Ok(130)
@@ -222,6 +233,14 @@ fn open_postgres(url: &str, schema: &str) -> Result<StoreRef> {
         schema: schema.to_string(),
     };
     Ok(Arc::new(flow_store::PostgresStore::open(opts)?))
+}
+
+/// The `--tools` manifests of a resume or fork.
+fn read_manifests(paths: &[std::path::PathBuf]) -> Result<Vec<flow_tools::manifest::Manifest>> {
+    paths
+        .iter()
+        .map(|p| flow_tools::manifest::Manifest::read(p).map_err(|e| Error::Refused(e.to_string())))
+        .collect()
 }
 
 fn run_id(s: &str) -> Result<RunId> {
@@ -280,13 +299,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
                 _ => None,
             };
-            let mut manifests = Vec::new();
-            for p in &tools {
-                manifests.push(
-                    flow_tools::manifest::Manifest::read(p)
-                        .map_err(|e| Error::Refused(e.to_string()))?,
-                );
-            }
+            let manifests = read_manifests(&tools)?;
             let service = service_with(&g, open_store(&g)?, allow, manifests);
             let accepted = match reply {
                 Some(reply) => service.resume(&run, Some(reply)).await?,
@@ -303,6 +316,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             set,
             flow,
             allow,
+            tools,
         } => {
             let run = run_id(&run)?;
             let mut sets = Vec::new();
@@ -313,7 +327,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 sets.push((k.to_string(), v.to_string()));
             }
             let onto = flow.as_deref().map(Sources::read).transpose()?;
-            let service = service(&g, open_store(&g)?, allow);
+            let service = service_with(&g, open_store(&g)?, allow, read_manifests(&tools)?);
             let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }

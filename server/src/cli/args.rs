@@ -139,6 +139,11 @@ pub enum Command {
         /// Start the Tool commands flow.toml names without asking.
         #[arg(long)]
         allow: bool,
+        /// flow.toml files that bind the fork's Tools (repeatable, first
+        /// match wins), before the flow.toml recorded at RUN's Start (a run
+        /// a server started binds from the server's `--tools`).
+        #[arg(long = "tools")]
+        tools: Vec<PathBuf>,
     },
     /// Show a run's history.
     #[command(

@@ -18,12 +18,14 @@ pub(crate) fn print_resume_line(
     schema: &Json,
     example: Option<Json>,
     allow: bool,
+    tools: &[String],
 ) {
     let allow = if allow { " --allow" } else { "" };
     let head = format!(
-        "{} resume {run} --call {}{allow}",
+        "{} resume {run} --call {}{allow}{}",
         flow_cmd(g),
-        shell_quote(call)
+        shell_quote(call),
+        tools_flags(tools)
     );
     match example {
         Some(reply) => out!(
@@ -36,6 +38,17 @@ pub(crate) fn print_resume_line(
             out!("     {})", flow_abi::json::canonical(schema));
         }
     }
+}
+
+/// ` --tools PATH` for each manifest a printed resume or fork needs to
+/// bind the run's Tools as they were bound (a run a server started binds
+/// from the server's `--tools`; [`crate::service::RunService::resume_tools`]).
+/// Empty with `--server`: the server binds them itself.
+pub(crate) fn tools_flags(tools: &[String]) -> String {
+    tools
+        .iter()
+        .map(|t| format!(" --tools {}", shell_quote(t)))
+        .collect()
 }
 
 /// `flow` with the flag that makes a printed command reach the same

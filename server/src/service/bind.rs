@@ -80,6 +80,10 @@ pub struct Pool {
 pub struct Bound {
     pub host: Arc<Host>,
     pooled: bool,
+    /// The `--tools` manifests that bind some of the program's
+    /// declarations, canonical paths: recorded at Start, so a command
+    /// printed for the run on this host carries them (issue 41 §7).
+    pub tools: Vec<PathBuf>,
 }
 
 impl Bound {
@@ -172,6 +176,7 @@ impl Bindings {
                 Ok(Bound {
                     host: Arc::new(bind_on(runtime, program, opts).await?),
                     pooled: false,
+                    tools: used(manifests, program),
                 })
             }
             Bindings::Configured {
@@ -184,6 +189,7 @@ impl Bindings {
                     return Ok(Bound {
                         host: h,
                         pooled: true,
+                        tools: used(manifests, program),
                     });
                 }
                 let _one = pool.binding.lock().await;
@@ -192,6 +198,7 @@ impl Bindings {
                     return Ok(Bound {
                         host: h,
                         pooled: true,
+                        tools: used(manifests, program),
                     });
                 }
                 let opts = HostOptions {
@@ -212,7 +219,11 @@ impl Bindings {
                 };
                 pool.put(hash, host.clone()).await;
                 host.check_workers().await?;
-                Ok(Bound { host, pooled: true })
+                Ok(Bound {
+                    host,
+                    pooled: true,
+                    tools: used(manifests, program),
+                })
             }
         }
     }
@@ -290,6 +301,30 @@ fn resolver(manifests: &[Manifest], program: &Program) -> Resolver {
         }
     }
     resolver
+}
+
+/// The manifests (canonical paths, in their order) whose bindings serve
+/// some of `program`'s declarations: each declaration's first match.
+fn used(manifests: &[Manifest], program: &Program) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for m in manifests {
+        let serves = program
+            .modules
+            .values()
+            .flat_map(|m| m.decls.keys())
+            .any(|id| {
+                id.rsplit_once('#').is_some_and(|(module, tool)| {
+                    manifests
+                        .iter()
+                        .find(|x| x.lookup(module, tool).is_some())
+                        .is_some_and(|first| std::ptr::eq(first, m))
+                })
+            });
+        if serves {
+            out.push(std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone()));
+        }
+    }
+    out
 }
 
 /// The first manifest binding of the declaration `identity`, looked up by
@@ -391,6 +426,57 @@ impl super::RunService {
             }
         }
         Ok(())
+    }
+
+    /// The `--tools` manifests recorded at the Start of `run`, or of the
+    /// run that drives it when it is nested: what a resume or fork of it
+    /// on this host passes as `--tools` to bind as it was bound (a run a
+    /// server started binds from the server's `--tools`). None for a run
+    /// that came in by archive import: its records never name what runs.
+    pub fn recorded_tools(&self, run: &RunId) -> Vec<String> {
+        let store = &self.inner.store;
+        let mut run = run.clone();
+        // A nested run is at most as deep as its outer runs; bounded all
+        // the same.
+        for _ in 0..64 {
+            let Ok(info) = store.run_info(&run) else {
+                return Vec::new();
+            };
+            if info.imported_ms.is_some() {
+                return Vec::new();
+            }
+            let recorded: Vec<String> = store
+                .host_records(&run)
+                .unwrap_or_default()
+                .iter()
+                .filter(|r| r.kind == HostRecordKind::Binding)
+                .filter_map(|r| r.details.get("tools").and_then(Json::as_array))
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect();
+            match info.outer.as_ref().map(|(o, _)| RunId::parse(o)) {
+                Some(Ok(outer)) if recorded.is_empty() => run = outer,
+                _ => return recorded,
+            }
+        }
+        Vec::new()
+    }
+
+    /// The `--tools` a resume or fork of `run` printed by this host
+    /// carries: those recorded at its Start ([`Self::recorded_tools`]),
+    /// then this command's own (`flow resume --tools`), each once.
+    pub fn resume_tools(&self, run: &RunId) -> Vec<String> {
+        let mut out = self.recorded_tools(run);
+        if let Bindings::Local { manifests, .. } = &self.inner.bindings {
+            for m in manifests {
+                let p = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
+                let p = p.to_string_lossy().into_owned();
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
     }
 
     /// Binds `program` for a resume or fork of `run`: from the program

@@ -568,9 +568,10 @@ impl RunService {
             Ok(claim) => {
                 let s = self.inner.store.clone();
                 let committing = self.inner.commits.begin();
+                let tools = bound.tools.clone();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, start, &sources)
+                    drive::create(&*s, start, &sources, &tools)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

@@ -612,7 +612,7 @@ impl RunService {
                     },
                 )?;
             }
-            create(&*s, start, &sources)
+            create(&*s, start, &sources, &[])
         })
         .await
         .map_err(super::drive::engine_lost)??;
