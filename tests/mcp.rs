@@ -308,10 +308,10 @@ fn history_and_runs_schemas_bound_limit() {
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str(&line) {
-                if tx.send(v).is_err() {
-                    break;
-                }
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
             }
         }
     });

@@ -73,7 +73,8 @@ pub fn main_with(cli: Cli) -> u8 {
         }
     };
     let json = cli.global.json;
-    let r = rt.block_on(dispatch(cli));
+    let g = cli.global.clone();
+    let r = rt.block_on(dispatch(cli)).map_err(|e| located(&g, e));
     // Background work (a blocked read of standard input, say) must not
     // keep the process after the command is done.
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -214,6 +215,36 @@ fn clear_progress(g: &Global) {
     }
 }
 
+/// A run that is not there, said with the store it was looked for in:
+/// the `--data` directory (and that no store is there, when none is) or
+/// the `--server` URL (issue 41 §8).
+fn located(g: &Global, e: Error) -> Error {
+    match e {
+        Error::NotFound(m) if m.starts_with("no run ") => {
+            let at = match &g.server {
+                Some(url) => format!("on the server at {url}"),
+                None if !g.data.join("flow.db").exists() => format!(
+                    "in the store at {} (--data): there is no store there; nothing has run with that --data",
+                    g.data.display()
+                ),
+                None => format!("in the store at {} (--data)", g.data.display()),
+            };
+            Error::NotFound(format!("{m} {at}"))
+        }
+        e => e,
+    }
+}
+
+/// The store under `--data` for a command about `run`, which must be in
+/// it: when no store is there, "no run" — the directory is not created
+/// (a read leaves nothing behind).
+fn open_existing(g: &Global, run: &RunId) -> Result<StoreRef> {
+    if !g.data.join("flow.db").exists() {
+        return Err(Error::NotFound(format!("no run {run}")));
+    }
+    open_store(g)
+}
+
 /// The embedded store under `--data` (the binary's wiring: the one place
 /// the CLI names a backend).
 fn open_store(g: &Global) -> Result<StoreRef> {
@@ -300,7 +331,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 _ => None,
             };
             let manifests = read_manifests(&tools)?;
-            let service = service_with(&g, open_store(&g)?, allow, manifests);
+            let service = service_with(&g, open_existing(&g, &run)?, allow, manifests);
             let accepted = match reply {
                 Some(reply) => service.resume(&run, Some(reply)).await?,
                 None => service.continue_run(&run, open).await?,
@@ -327,13 +358,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 sets.push((k.to_string(), v.to_string()));
             }
             let onto = flow.as_deref().map(Sources::read).transpose()?;
-            let service = service_with(&g, open_store(&g)?, allow, read_manifests(&tools)?);
+            let service = service_with(&g, open_existing(&g, &run)?, allow, read_manifests(&tools)?);
             let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {
             let run = run_id(&run)?;
-            let service = service(&g, open_store(&g)?, false);
+            let service = service(&g, open_existing(&g, &run)?, false);
             let verdict = match service.replay(&run).await {
                 Ok(v) => v,
                 Err(e @ (Error::Unreadable(_) | Error::Check(_))) => {
@@ -397,6 +428,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             let page = match &runs {
                 Some(dir) => flow_store::inspect_archives(dir, &q)?,
+                // No store yet: no runs, and none is created (a read
+                // leaves nothing behind).
+                None if !g.data.join("flow.db").exists() => flow_store::DiscoveryPage {
+                    runs: Vec::new(),
+                    next_after: None,
+                    problems: Vec::new(),
+                },
                 None => {
                     let store = open_store(&g)?;
                     flow_store::Discover::discover(&*store, &q)?
@@ -432,7 +470,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         }
         Command::Export { run, out } => {
             let run = run_id(&run)?;
-            let store = open_store(&g)?;
+            let store = open_existing(&g, &run)?;
             let s = flow_store::export_run(&*store, &run, &out)?;
             let v = json!({"run": run.as_str(), "out": out.display().to_string(), "facts": s.facts, "blobs": s.blobs});
             if g.json {

@@ -32,11 +32,25 @@ pub struct Global {
     /// Talk to a running flowd at this URL instead of the embedded store
     /// (run, resume, fork, replay, history, runs, check); for `flow
     /// worker`, the server it serves.
-    #[arg(long, global = true, env = "FLOW_SERVER")]
+    #[arg(long, global = true, env = "FLOW_SERVER", value_parser = server_url)]
     pub server: Option<String>,
     /// The bearer token for --server.
     #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// `--server`'s value: an `http://` or `https://` URL with a host (a bare
+/// `127.0.0.1:8080` was refused by the HTTP client as "builder error").
+fn server_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(s.to_string()),
+        _ => Err(format!(
+            "--server needs a URL like http://127.0.0.1:8080 (the scheme included), not {s:?}"
+        )),
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

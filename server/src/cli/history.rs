@@ -16,7 +16,7 @@
 //!   hides (HIST-4); `--summary` bounds the text to the run's state, its
 //!   pending calls and the next inspection commands (HIST-5).
 
-use super::{Global, open_store, out_text, run_id, service};
+use super::{Global, open_existing, out_text, run_id, service};
 use crate::error::{Error, Result};
 use flow_store::HistoryQuery;
 use serde_json::{Value as Json, json};
@@ -35,7 +35,7 @@ pub(super) struct Ask {
 
 pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     let run = run_id(&ask.run)?;
-    let store = open_store(g)?;
+    let store = open_existing(g, &run)?;
     if let Some(module) = &ask.source {
         let page = store.source_page(&run, module, ask.offset)?;
         if g.json {

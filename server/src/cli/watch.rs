@@ -7,7 +7,7 @@
 //! Exit codes: 0 completed with exit_code success, 4 another exit_code,
 //! 1 faulted, 3 paused, 130 halted, 2 no such run (as `flow run`).
 
-use super::{Global, open_store, print_resume, run_id, service};
+use super::{Global, open_existing, print_resume, run_id, service};
 use crate::error::Result;
 use flow_store::{FactKind, RunState, TailEvent};
 use serde_json::{Value as Json, json};
@@ -18,7 +18,7 @@ const POLL: Duration = Duration::from_millis(250);
 
 pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
     let run = run_id(run)?;
-    let store = open_store(g)?;
+    let store = open_existing(g, &run)?;
     store.run_info(&run)?;
     let mut tail = store.subscribe(&run, after)?;
     let mut last = after;

@@ -211,9 +211,10 @@ impl Bindings {
                 let host = match bind_on(runtime, program, opts).await {
                     Ok(h) => Arc::new(h),
                     Err(Error::Bind(msgs)) => {
-                        return Err(Error::Bind(
-                            msgs.iter().map(|m| redact(manifests, m)).collect(),
-                        ));
+                        let mut msgs: Vec<String> =
+                            msgs.iter().map(|m| redact(manifests, m)).collect();
+                        msgs.extend(name_hints(manifests, program));
+                        return Err(Error::Bind(msgs));
                     }
                     Err(e) => return Err(e),
                 };
@@ -332,6 +333,45 @@ fn used(manifests: &[Manifest], program: &Program) -> Vec<PathBuf> {
 fn configured<'m>(manifests: &'m [Manifest], identity: &str) -> Option<&'m Binding> {
     let (module, tool) = identity.rsplit_once('#')?;
     manifests.iter().find_map(|man| man.lookup(module, tool))
+}
+
+/// What to do about declarations no manifest binds because of the module
+/// name they are looked up by: a submitted flow's module is named by the
+/// request's `name` (default `flow.json`), and the server's `--tools`
+/// keys its tables by module name (`[tools."triage.json"]`). One line per
+/// unbound module that some table would bind under another name.
+fn name_hints(manifests: &[Manifest], program: &Program) -> Vec<String> {
+    let mut hints = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for id in program.modules.values().flat_map(|m| m.decls.keys()) {
+        let Some((module, tool)) = id.rsplit_once('#') else {
+            continue;
+        };
+        if module.starts_with("std/") || configured(manifests, id).is_some() {
+            continue;
+        }
+        for key in manifests.iter().flat_map(|m| m.tables.keys()) {
+            let named = key.split_once('#').map_or(key.as_str(), |(m, _)| m);
+            if named != module
+                && !named.starts_with("std/")
+                && manifests.iter().any(|m| m.lookup(named, tool).is_some())
+            {
+                hints
+                    .entry(module.to_string())
+                    .or_default()
+                    .insert(named.to_string());
+            }
+        }
+    }
+    hints
+        .into_iter()
+        .map(|(module, names)| {
+            let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+            format!(
+                "this flow's module is named {module:?}, and the server's --tools binds Tools by module name ([tools.\"NAME\"] in its flow.toml): a submitted flow is named by the request's `name` (default \"flow.json\"); send \"name\": {} (flow --server URL run FILE sends the file's name)",
+                names.join(" or ")
+            )
+        })
+        .collect()
 }
 
 /// Hides the server's own paths (the `--tools` manifests and their
@@ -502,8 +542,8 @@ impl super::RunService {
         } else {
             records
                 .iter()
-                .find(|r| r.kind == HostRecordKind::Binding)
-                .and_then(|r| r.details.get("program_dir"))
+                .filter(|r| r.kind == HostRecordKind::Binding)
+                .find_map(|r| r.details.get("program_dir"))
                 .and_then(Json::as_str)
                 .map(std::path::PathBuf::from)
         };

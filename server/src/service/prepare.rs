@@ -670,13 +670,41 @@ pub(super) fn admit(
 ) -> Result<Outcome> {
     let open = machine.open_calls();
     let Some(c) = open.iter().find(|c| c.call == call) else {
-        return Err(Error::Conflict(format!("call {call} of {run} is not open")));
+        return Err(Error::Conflict(format!(
+            "call {call} of {run} is not open; {}",
+            open_list(&open)
+        )));
     };
     let outcome_json = flow_abi::json::parse(text)
         .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
-    let outcome =
-        Outcome::from_wire(&outcome_json).map_err(|e| Error::Refused(format!("reply: {e}")))?;
+    let outcome = Outcome::from_wire(&outcome_json).map_err(|e| {
+        // Say the shape a reply has, with this value wrapped in it when
+        // it looks like the value itself (issue 41 §8).
+        let wrapped = match &outcome_json {
+            Json::Object(o) if o.len() == 1 && o.contains_key("Ok") => None,
+            v => Some(flow_abi::json::canonical(&serde_json::json!({ "Ok": v }))),
+        };
+        let example = wrapped
+            .map(|w| format!(" — for this value, {w}"))
+            .unwrap_or_default();
+        Error::Refused(format!(
+            "reply: {e}. A reply is an outcome wrapping the value: {{\"Ok\": value}} (or {{\"Failed\": …}}){example}; {}",
+            open_list(&open)
+        ))
+    })?;
     check_reply(program, machine, c, outcome)
+}
+
+/// The open calls, with their ids, for a refusal naming the wrong one.
+fn open_list(open: &[OpenCall]) -> String {
+    if open.is_empty() {
+        return "the run has no open call".into();
+    }
+    let calls: Vec<String> = open
+        .iter()
+        .map(|c| format!("{} ({} at node {})", c.call, c.tool, c.node))
+        .collect();
+    format!("its open calls: {}", calls.join(", "))
 }
 
 /// Decodes a resume reply's value against the call's declared type: the
