@@ -23,6 +23,7 @@
 //! does not": an entry is used only while the run's head is the fact the
 //! machine was left at; anything else replays the history.
 
+mod admit;
 pub mod bind;
 mod calls;
 pub mod checks;
