@@ -407,3 +407,87 @@ async fn an_archive_with_a_malformed_pax_record_is_refused() {
         .unwrap();
     assert_eq!(r.status(), 201, "a well-formed pax header is ignored");
 }
+
+/// CRASH-7, GAP-HIST-9 (issue 41 §5): "A torn last fact is truncation and
+/// is removed". An archive whose history's last line was cut mid-way
+/// imports with the facts before it, and the answer says `truncated` —
+/// `flow import` (text and `--json`), `POST /v1/archives` (201 with
+/// `truncated: {fact, reason}`) and `flow --server … import`; a tampered
+/// middle line is still refused, with nothing imported.
+#[tokio::test]
+async fn a_torn_last_fact_is_left_out_at_import_and_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let minute = Duration::from_secs(60);
+    // Start, three Checkpoints and End: five facts.
+    let run = large_run(&tmp.path().join("a"), 3);
+    let dir = tmp.path().join("x").join(&run);
+    let o = flow(
+        &tmp.path().join("a"),
+        &["export", &run, "--out", dir.to_str().unwrap()],
+        minute,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let hp = dir.join("history.jsonl");
+    let original = std::fs::read_to_string(&hp).unwrap();
+    std::fs::write(&hp, &original[..original.len() - 10]).unwrap();
+    let d = dir.to_str().unwrap();
+
+    let o = flow(&tmp.path().join("c"), &["import", d], minute);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout).trim(),
+        format!(
+            "imported {run}; truncated: the history's torn last fact 5 was left out (the last line has no newline), the 4 facts before it kept"
+        )
+    );
+    let o = flow(&tmp.path().join("c"), &["--json", "history", &run], minute);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["page"]["factsTotal"], 4, "{v}");
+    let o = flow(&tmp.path().join("c2"), &["--json", "import", d], minute);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"run": run, "imported": true, "truncated": {"fact": 5, "reason": "the last line has no newline"}})
+    );
+
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let s = serve(&tmp.path().join("s"), &[]);
+    let r = c
+        .post(format!("{}/v1/archives", s.base))
+        .header("content-type", "application/x-tar")
+        .body(flowd::tarball::pack(&dir).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v,
+        json!({"run": run, "imported": true, "facts": 4, "truncated": {"fact": 5, "reason": "the last line has no newline"}})
+    );
+    let s2 = serve(&tmp.path().join("s2"), &[]);
+    let o = flow(
+        &tmp.path().join("unused"),
+        &["--server", &s2.base, "import", d],
+        minute,
+    );
+    assert_eq!(
+        text(&o.stdout).trim(),
+        format!(
+            "imported {run}; truncated: the history's torn last fact 5 was left out (the last line has no newline), the 4 facts before it kept"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // A middle fact tampered with is not a torn tail: refused.
+    let lines: Vec<&str> = original.lines().collect();
+    let tampered = original.replacen(lines[2], &lines[2].replacen("\"n\":3", "\"n\":9", 1), 1);
+    assert_ne!(tampered, original);
+    std::fs::write(&hp, tampered).unwrap();
+    let o = flow(&tmp.path().join("e"), &["import", d], minute);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    let o = flow(&tmp.path().join("e"), &["--json", "runs"], minute);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["runs"], json!([]), "nothing imported: {v}");
+}

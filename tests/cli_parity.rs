@@ -74,22 +74,20 @@ fn check_prints_locations_and_json_refusals_carry_diagnostics() {
         "{text}"
     );
     assert!(!text.contains("bad.json#:"), "no empty location: {text}");
-    // `flow check --json`, and the refusals of run and tools.
+    // `flow check --json`, and the refusal of run.
     let (code, v) = f.json(&["check", bad]);
     assert_eq!(code, 2);
     assert_located(&v);
-    for args in [vec!["run", bad, "--input", "{}"], vec!["tools", bad]] {
-        let (code, v) = f.json(&args);
-        assert_eq!(code, 2, "{args:?}: {v}");
-        assert!(
-            v["error"]
-                .as_str()
-                .unwrap()
-                .starts_with("the program does not check"),
-            "{v}"
-        );
-        assert_located(&v);
-    }
+    let (code, v) = f.json(&["run", bad, "--input", "{}"]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the program does not check"),
+        "{v}"
+    );
+    assert_located(&v);
     // fork onto a program that does not check.
     let review = fixtures::repo().join("examples/flows/review/review.json");
     let (code, v) = f.json(&[
@@ -281,4 +279,74 @@ fn a_prompt_ref_flow_runs_end_to_end_and_replays() {
         json!({"label": "production", "name": "summary"})
     );
     f.assert_matched(&run);
+}
+
+/// CLI-21, CLI-25 (issue 41 §4): `flow tools` prints its document for a
+/// program that does not check — the module with its declarations and
+/// its diagnostics in `programs[].diagnostics`, located — and exits 2;
+/// with and without `--json` alike.
+#[test]
+fn tools_prints_the_document_with_diagnostics_for_a_program_that_does_not_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = bad_flow(tmp.path());
+    let bad = bad.to_str().unwrap();
+    let f = TestApp::new();
+    for json in [true, false] {
+        let out = if json {
+            f.cmd(&["--json", "tools", bad])
+        } else {
+            f.cmd(&["tools", bad])
+        };
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let doc: Json = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no document ({e}): {out:?}"));
+        assert_eq!(
+            doc["data"].as_str().map(|d| !d.is_empty()),
+            Some(true),
+            "{doc}"
+        );
+        let programs = doc["programs"].as_array().unwrap();
+        assert_eq!(programs.len(), 1, "{doc}");
+        let p = &programs[0];
+        assert_eq!(p["root"], "bad.json");
+        // The llm_call with no prompt is still a declaration of std/llm.
+        assert!(
+            p["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["tool"] == "std/llm#chat" && t["fingerprint"].is_string()),
+            "{doc}"
+        );
+        assert!(p["types"].is_object(), "{doc}");
+        for (code, pointer) in [("FS0102", "/nodes/1"), ("FS0205", "/edges/1/to")] {
+            assert!(
+                p["diagnostics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|d| d["code"] == code
+                        && d["location"]["pointer"] == pointer
+                        && d["severity"] == "error"),
+                "{code} at {pointer}: {doc}"
+            );
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not check"), "{err}");
+    }
+    // A module that is not JSON is a program of its one diagnostic.
+    let broken = tmp.path().join("broken.json");
+    std::fs::write(&broken, "{ not json").unwrap();
+    let out = f.cmd(&["tools", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let doc: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["programs"][0]["root"], "broken.json", "{doc}");
+    assert_eq!(
+        doc["programs"][0]["diagnostics"][0]["code"], "FS0000",
+        "{doc}"
+    );
+    // A program that checks: exit 0, no diagnostics of errors.
+    let review = fixtures::repo().join("examples/flows/review/review.json");
+    let out = f.cmd(&["tools", review.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }

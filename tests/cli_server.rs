@@ -242,3 +242,57 @@ fn every_command_prints_the_same_locally_and_over_a_server_and_what_it_prints_ru
         );
     }
 }
+
+/// Issue 41 §7: a run a server started binds its Tools from the server's
+/// `--tools`; the commands a local `flow watch` and `flow history
+/// --summary` print for it carry that `--tools` (the resume line was
+/// refused `triage.json#classify is unbound`), and run as printed: the
+/// resume answers the call and the run completes, and the fork line
+/// printed once it has ended starts a fork (binding every Tool the
+/// program reaches, as any start does) that completes.
+#[test]
+fn printed_commands_for_a_run_a_server_started_carry_its_tools() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tools = std::fs::canonicalize(repo.join("examples/flows/triage/flow.toml")).unwrap();
+    let triage = repo.join("examples/flows/triage/triage.json");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    std::fs::create_dir_all(&data).unwrap();
+    let server = common::serve_bound(&data, Some(&tools), &[]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let input = r#"{"ticket": "the site is down", "customer": "c-1"}"#;
+    let started = flow(
+        &["--server", server.base.as_str()],
+        &["run", triage.to_str().unwrap(), "--input", input],
+    );
+    assert_eq!(started.code, 3, "{started:?}");
+    let run = run_of(&started);
+    let local = ["--data", data.to_str().unwrap()];
+    let with_tools = format!("--tools {}", tools.display());
+
+    let mut printed = Vec::new();
+    for args in [vec!["watch", &run], vec!["history", &run, "--summary"]] {
+        let p = flow(&local, &args);
+        assert_eq!(p.code, if args[0] == "watch" { 3 } else { 0 }, "{p:?}");
+        printed.extend(printed_commands(&p.stdout));
+    }
+    let resumes: Vec<&String> = printed.iter().filter(|c| c.contains(" resume ")).collect();
+    assert_eq!(resumes.len(), 2, "watch's and the summary's: {printed:?}");
+    for c in &resumes {
+        assert!(c.contains(&with_tools), "{c}");
+    }
+    for c in printed.iter().filter(|c| !c.contains(" resume ")) {
+        runs_as_printed(c, elsewhere.path());
+    }
+    let resumed = runs_as_printed(resumes[0], elsewhere.path());
+    assert_eq!(resumed.code, 0, "the run completes: {resumed:?}");
+
+    let summary = flow(&local, &["history", &run, "--summary"]);
+    let fork = printed_commands(&summary.stdout)
+        .into_iter()
+        .find(|c| c.contains(" fork "))
+        .unwrap_or_else(|| panic!("no fork line: {summary:?}"));
+    assert!(fork.contains(&with_tools), "{fork}");
+    let forked = runs_as_printed(&fork, elsewhere.path());
+    assert_eq!(forked.code, 0, "the fork completes: {forked:?}");
+}

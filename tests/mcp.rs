@@ -284,3 +284,77 @@ fn http_tools_check_the_tokens_scope() {
     let s = serve(&["--tokens", tokens.to_str().unwrap()]);
     http("scopes", &s, &["--read-token", read, "--run-token", run]);
 }
+
+/// Issue 41 §5 (HIST-14, DISC-4): `history` and `runs` state their
+/// `limit`'s range in the input schema `tools/list` gives — `minimum` 1,
+/// `maximum` 200 — not only in prose. Plain JSON-RPC lines to `flow mcp`
+/// (no SDK between), bounded in time; the server is killed by its PID.
+#[test]
+fn history_and_runs_schemas_bound_limit() {
+    use std::io::{BufRead, BufReader, Write};
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(flow_bin())
+        .arg("--data")
+        .arg(data.path())
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let answer = |stdin: &mut std::process::ChildStdin, msg: serde_json::Value| {
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+        let id = msg["id"].clone();
+        loop {
+            let m = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("flow mcp answered in time");
+            if m["id"] == id && m.get("method").is_none() {
+                return m;
+            }
+        }
+    };
+    let init = answer(
+        &mut stdin,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "schema", "version": "1"}}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    writeln!(
+        stdin,
+        "{}",
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let list = answer(
+        &mut stdin,
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    drop(stdin);
+    let tools = list["result"]["tools"].as_array().unwrap().clone();
+    for name in ["history", "runs"] {
+        let t = tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} tool: {list}"));
+        let limit = &t["inputSchema"]["properties"]["limit"];
+        assert_eq!(limit["minimum"], 1, "{name}: {limit}");
+        assert_eq!(limit["maximum"], 200, "{name}: {limit}");
+    }
+    wait_bounded(&mut child, Duration::from_secs(20), "flow mcp");
+}

@@ -185,66 +185,66 @@ impl Program {
     /// reported at once; warnings of a program that loads are in each
     /// module's report.
     pub fn load(files: &BTreeMap<String, Json>, root: &str) -> Result<Program, Refused> {
-        let mut modules = BTreeMap::new();
+        let (mut modules, links) = gather(files, root);
         let mut diagnostics = Vec::new();
-        let mut todo = vec![root.to_string()];
-        while let Some(path) = todo.pop() {
-            if modules.contains_key(&path) {
-                continue;
-            }
-            let Some(doc) = files.get(&path) else {
-                diagnostics.push((
-                    path.clone(),
-                    Diagnostic::new(
-                        Code::MissingField,
-                        "",
-                        format!("no file {path} in the program"),
-                    ),
-                ));
-                continue;
-            };
-            let report = check_module(doc, &path);
-            for d in report.diagnostics.iter().filter(|d| d.is_error()) {
+        for (path, m) in &modules {
+            for d in m.report.diagnostics.iter().filter(|d| d.is_error()) {
                 diagnostics.push((path.clone(), d.clone()));
             }
-            let mut subflows = BTreeMap::new();
-            for node in &report.flow.nodes {
-                if let NodeKind::Subgraph(s) = &node.kind {
-                    match find_flow(files, &path, &s.flow_ref) {
-                        Some(m) => {
-                            subflows.insert(s.flow_ref.clone(), m.clone());
-                            todo.push(m);
-                        }
-                        None => diagnostics.push((
-                            path.clone(),
-                            Diagnostic::new(
-                                Code::UnknownNode,
-                                format!("{}/flow_ref", node.ptr),
-                                format!(
-                                    "subgraph flow_ref {:?} names no FlowSpec file with that id in the same directory",
-                                    s.flow_ref
-                                ),
-                            ),
-                        )),
-                    }
-                }
-            }
-            modules.insert(path.clone(), Module::new(path, report, subflows));
+            diagnostics.extend(links.iter().filter(|(p, _)| p == path).cloned());
         }
+        diagnostics.extend(links.into_iter().filter(|(p, _)| !modules.contains_key(p)));
         if !diagnostics.is_empty() {
             return Err(Refused { diagnostics });
         }
-        let paths: Vec<String> = modules.keys().cloned().collect();
-        for path in paths {
-            let Some(m) = modules.get_mut(&path) else {
-                continue;
-            };
+        for m in modules.values_mut() {
             m.declare();
         }
         Ok(Program {
             root: root.to_string(),
             modules,
         })
+    }
+
+    /// The `flow tools` document of `root` whether or not it checks
+    /// (CLI-21, CLI-25): each module reached, with every diagnostic in its
+    /// `diagnostics` and the declarations that could be read; a file the
+    /// program names but does not have is a program of diagnostics only.
+    /// The flag says whether the program checks (no error anywhere).
+    pub fn tools_document_of(files: &BTreeMap<String, Json>, root: &str) -> (Json, bool) {
+        if let Ok(p) = Program::load(files, root) {
+            return (p.tools_document(), true);
+        }
+        let (mut modules, links) = gather(files, root);
+        let missing: Vec<&(String, Diagnostic)> = links
+            .iter()
+            .filter(|(p, _)| !modules.contains_key(p))
+            .collect();
+        for m in modules.values_mut() {
+            m.declare();
+            m.report.diagnostics.extend(
+                links
+                    .iter()
+                    .filter(|(p, _)| *p == m.path)
+                    .map(|(_, d)| d.clone()),
+            );
+        }
+        let mut doc = Program {
+            root: root.to_string(),
+            modules,
+        }
+        .tools_document();
+        if let Some(Json::Array(programs)) = doc.get_mut("programs") {
+            for (path, d) in missing {
+                let mut p = Map::new();
+                p.insert("root".into(), Json::String(path.clone()));
+                p.insert("diagnostics".into(), Json::Array(vec![d.to_json()]));
+                p.insert("tools".into(), Json::Array(Vec::new()));
+                p.insert("types".into(), Json::Object(Map::new()));
+                programs.push(Json::Object(p));
+            }
+        }
+        (doc, false)
     }
 
     pub fn module(&self, path: &str) -> Option<&Module> {
@@ -321,6 +321,60 @@ impl Program {
         doc.insert("programs".into(), Json::Array(programs));
         Json::Object(doc)
     }
+}
+
+/// Checks `root` and every module its subgraphs reach among `files`: the
+/// modules (checked, not yet declared) and the problems of the program as
+/// a whole, by module path — a module the program names but `files` does
+/// not hold, a subgraph `flow_ref` naming no module.
+fn gather(
+    files: &BTreeMap<String, Json>,
+    root: &str,
+) -> (BTreeMap<String, Module>, Vec<(String, Diagnostic)>) {
+    let mut modules = BTreeMap::new();
+    let mut links = Vec::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(path) = todo.pop() {
+        if modules.contains_key(&path) {
+            continue;
+        }
+        let Some(doc) = files.get(&path) else {
+            links.push((
+                path.clone(),
+                Diagnostic::new(
+                    Code::MissingField,
+                    "",
+                    format!("no file {path} in the program"),
+                ),
+            ));
+            continue;
+        };
+        let report = check_module(doc, &path);
+        let mut subflows = BTreeMap::new();
+        for node in &report.flow.nodes {
+            if let NodeKind::Subgraph(s) = &node.kind {
+                match find_flow(files, &path, &s.flow_ref) {
+                    Some(m) => {
+                        subflows.insert(s.flow_ref.clone(), m.clone());
+                        todo.push(m);
+                    }
+                    None => links.push((
+                        path.clone(),
+                        Diagnostic::new(
+                            Code::UnknownNode,
+                            format!("{}/flow_ref", node.ptr),
+                            format!(
+                                "subgraph flow_ref {:?} names no FlowSpec file with that id in the same directory",
+                                s.flow_ref
+                            ),
+                        ),
+                    )),
+                }
+            }
+        }
+        modules.insert(path.clone(), Module::new(path, report, subflows));
+    }
+    (modules, links)
 }
 
 fn is_subflow_entry(identity: &str) -> bool {

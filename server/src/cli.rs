@@ -44,7 +44,8 @@ mod remote;
 mod watch;
 
 pub(crate) use print::{
-    RunLine, RunsMore, flow_cmd, print_check, print_resume_line, print_runs, shell_quote,
+    RunLine, RunsMore, flow_cmd, print_check, print_import, print_resume_line, print_runs,
+    shell_quote,
 };
 
 pub use args::{Cli, Color, Command, Global};
@@ -72,7 +73,8 @@ pub fn main_with(cli: Cli) -> u8 {
         }
     };
     let json = cli.global.json;
-    let r = rt.block_on(dispatch(cli));
+    let g = cli.global.clone();
+    let r = rt.block_on(dispatch(cli)).map_err(|e| located(&g, e));
     // Background work (a blocked read of standard input, say) must not
     // keep the process after the command is done.
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -163,7 +165,7 @@ async fn finish(g: &Global, service: &RunService, accepted: Accepted, allow: boo
                     let _ = service.halt(&run, true, reason).await;
                 }
             }
-            halted(g, &run)
+            halted(g, &run, &service.resume_tools(&run))
         }
     };
     service.shutdown(std::time::Duration::from_secs(5)).await;
@@ -182,17 +184,28 @@ fn print_resume(
     allow: bool,
 ) {
     let example = service.example_reply(run, c);
-    print_resume_line(g, run.as_str(), &c.call, &c.args["schema"], example, allow);
+    let tools = service.resume_tools(run);
+    print_resume_line(
+        g,
+        run.as_str(),
+        &c.call,
+        &c.args["schema"],
+        example,
+        allow,
+        &tools,
+    );
 }
 
-/// Reports a halted run: exit 130 (DESIGN §6).
-pub(crate) fn halted(g: &Global, run: &RunId) -> Result<u8> {
+/// Reports a halted run: exit 130 (DESIGN §6). `tools`: the manifests
+/// the printed resume carries ([`print::tools_flags`]).
+pub(crate) fn halted(g: &Global, run: &RunId, tools: &[String]) -> Result<u8> {
     if g.json {
         out!("{}", json!({"run": run.as_str(), "state": "halted"}));
     } else {
         eprintln!(
-            "{run} halted; continue it with: {} resume {run}",
-            flow_cmd(g)
+            "{run} halted; continue it with: {} resume {run}{}",
+            flow_cmd(g),
+            print::tools_flags(tools)
         );
     }
     Ok(130)
@@ -203,6 +216,36 @@ fn clear_progress(g: &Global) {
     if !g.json && std::io::stderr().is_terminal() {
         eprint!("\r\x1b[2K");
     }
+}
+
+/// A run that is not there, said with the store it was looked for in:
+/// the `--data` directory (and that no store is there, when none is) or
+/// the `--server` URL (issue 41 §8).
+fn located(g: &Global, e: Error) -> Error {
+    match e {
+        Error::NotFound(m) if m.starts_with("no run ") => {
+            let at = match &g.server {
+                Some(url) => format!("on the server at {url}"),
+                None if !g.data.join("flow.db").exists() => format!(
+                    "in the store at {} (--data): there is no store there; nothing has run with that --data",
+                    g.data.display()
+                ),
+                None => format!("in the store at {} (--data)", g.data.display()),
+            };
+            Error::NotFound(format!("{m} {at}"))
+        }
+        e => e,
+    }
+}
+
+/// The store under `--data` for a command about `run`, which must be in
+/// it: when no store is there, "no run" — the directory is not created
+/// (a read leaves nothing behind).
+fn open_existing(g: &Global, run: &RunId) -> Result<StoreRef> {
+    if !g.data.join("flow.db").exists() {
+        return Err(Error::NotFound(format!("no run {run}")));
+    }
+    open_store(g)
 }
 
 /// The embedded store under `--data` (the binary's wiring: the one place
@@ -224,6 +267,14 @@ fn open_postgres(url: &str, schema: &str) -> Result<StoreRef> {
         schema: schema.to_string(),
     };
     Ok(Arc::new(flow_store::PostgresStore::open(opts)?))
+}
+
+/// The `--tools` manifests of a resume or fork.
+fn read_manifests(paths: &[std::path::PathBuf]) -> Result<Vec<flow_tools::manifest::Manifest>> {
+    paths
+        .iter()
+        .map(|p| flow_tools::manifest::Manifest::read(p).map_err(|e| Error::Refused(e.to_string())))
+        .collect()
 }
 
 fn run_id(s: &str) -> Result<RunId> {
@@ -282,14 +333,8 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
                 _ => None,
             };
-            let mut manifests = Vec::new();
-            for p in &tools {
-                manifests.push(
-                    flow_tools::manifest::Manifest::read(p)
-                        .map_err(|e| Error::Refused(e.to_string()))?,
-                );
-            }
-            let service = service_with(&g, open_store(&g)?, allow, manifests);
+            let manifests = read_manifests(&tools)?;
+            let service = service_with(&g, open_existing(&g, &run)?, allow, manifests);
             let accepted = match reply {
                 Some(reply) => service.resume(&run, Some(reply)).await?,
                 None => service.continue_run(&run, open).await?,
@@ -305,6 +350,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             set,
             flow,
             allow,
+            tools,
         } => {
             let run = run_id(&run)?;
             let mut sets = Vec::new();
@@ -315,13 +361,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 sets.push((k.to_string(), v.to_string()));
             }
             let onto = flow.as_deref().map(Sources::read).transpose()?;
-            let service = service(&g, open_store(&g)?, allow);
+            let service = service_with(&g, open_existing(&g, &run)?, allow, read_manifests(&tools)?);
             let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {
             let run = run_id(&run)?;
-            let service = service(&g, open_store(&g)?, false);
+            let service = service(&g, open_existing(&g, &run)?, false);
             let verdict = match service.replay(&run).await {
                 Ok(v) => v,
                 Err(e @ (Error::Unreadable(_) | Error::Check(_))) => {
@@ -385,6 +431,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             };
             let page = match &runs {
                 Some(dir) => flow_store::inspect_archives(dir, &q)?,
+                // No store yet: no runs, and none is created (a read
+                // leaves nothing behind).
+                None if !g.data.join("flow.db").exists() => flow_store::DiscoveryPage {
+                    runs: Vec::new(),
+                    next_after: None,
+                    problems: Vec::new(),
+                },
                 None => {
                     let store = open_store(&g)?;
                     flow_store::Discover::discover(&*store, &q)?
@@ -420,7 +473,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         }
         Command::Export { run, out } => {
             let run = run_id(&run)?;
-            let store = open_store(&g)?;
+            let store = open_existing(&g, &run)?;
             let s = flow_store::export_run(&*store, &run, &out)?;
             let v = json!({"run": run.as_str(), "out": out.display().to_string(), "facts": s.facts, "blobs": s.blobs});
             if g.json {
@@ -484,25 +537,22 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 .map_err(|e| Error::Refused(e.to_string()))?;
             let store = open_store(&g)?;
             let unpacked = source.dir();
-            let o =
-                flow_store::import_run(&*store, &unpacked).map_err(|e| match Error::from(e) {
-                    // A refusal names the private directory: name the file.
-                    Error::Refused(m) => Error::Refused(
-                        m.replace(&unpacked.display().to_string(), &dir.display().to_string()),
-                    ),
-                    e => e,
-                })?;
+            let refused = |e: flow_store::Error| match Error::from(e) {
+                // A refusal names the private directory: name the file.
+                Error::Refused(m) => Error::Refused(
+                    m.replace(&unpacked.display().to_string(), &dir.display().to_string()),
+                ),
+                e => e,
+            };
+            let archive = flow_store::read_archive(&unpacked).map_err(refused)?;
+            let torn = archive.torn().cloned();
+            let o = flow_store::ImportRuns::import_verified(&*store, archive).map_err(refused)?;
             let (run, fresh) = match &o {
                 flow_store::ImportOutcome::Imported { run, .. } => (run.clone(), true),
                 flow_store::ImportOutcome::AlreadyPresent { run } => (run.clone(), false),
             };
-            if g.json {
-                out!("{}", json!({"run": run.as_str(), "imported": fresh}));
-            } else if fresh {
-                out!("imported {run}");
-            } else {
-                out!("{run} is already stored; nothing changed");
-            }
+            let torn = torn.as_ref().map(|t| (t.fact, t.reason.as_str()));
+            print_import(&g, run.as_str(), fresh, torn);
             Ok(0)
         }
     }
@@ -529,9 +579,20 @@ fn tools(flow: &Path, entry: Option<&str>) -> Result<u8> {
         )));
     }
     let sources = Sources::read(flow)?;
-    let program = sources.program()?;
-    out!("{}", flow_abi::json::canonical(&program.tools_document()));
-    Ok(0)
+    // CLI-21, CLI-25: the document is printed whether or not the program
+    // checks; a program that does not check has its diagnostics in
+    // `programs[].diagnostics`, and the exit code is 2.
+    let (doc, checks) = sources.tools_document();
+    out!("{}", flow_abi::json::canonical(&doc));
+    if checks {
+        return Ok(0);
+    }
+    eprintln!(
+        "flow: {} does not check: its diagnostics are in programs[].diagnostics (`flow check {}` lists them)",
+        flow.display(),
+        shell_quote(&flow.to_string_lossy())
+    );
+    Ok(2)
 }
 
 fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> Result<u8> {

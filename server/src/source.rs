@@ -188,6 +188,46 @@ impl Sources {
             .map_err(|r| Error::Check(r.diagnostics.iter().map(|(m, d)| wire(m, d)).collect()))
     }
 
+    /// The `flow tools` document (CLI-21) and whether the program checks
+    /// (CLI-25: exit 0 when it does, 2 otherwise). A program that does not
+    /// check still has its document: each module's diagnostics in
+    /// `programs[].diagnostics`, a module that is not JSON as a program of
+    /// its one diagnostic.
+    pub fn tools_document(&self) -> (Json, bool) {
+        let mut files = BTreeMap::new();
+        let mut broken = Vec::new();
+        for (m, t) in &self.texts {
+            match flow_abi::json::parse(t) {
+                Ok(v) => {
+                    files.insert(m.clone(), v);
+                }
+                Err(e) => {
+                    let mut p = Map::new();
+                    p.insert("root".into(), Json::String(m.clone()));
+                    p.insert(
+                        "diagnostics".into(),
+                        Json::Array(vec![not_json(m, &e.to_string())]),
+                    );
+                    p.insert("tools".into(), Json::Array(Vec::new()));
+                    p.insert("types".into(), Json::Object(Map::new()));
+                    broken.push(Json::Object(p));
+                }
+            }
+        }
+        let (mut doc, ok) = if files.contains_key(&self.root) {
+            flow_engine::program::Program::tools_document_of(&files, &self.root)
+        } else {
+            let mut d = Map::new();
+            d.insert("data".into(), Json::String(flow_abi::DATA_VERSION.into()));
+            d.insert("programs".into(), Json::Array(Vec::new()));
+            (Json::Object(d), false)
+        };
+        if let Some(Json::Array(programs)) = doc.get_mut("programs") {
+            programs.extend(broken.iter().cloned());
+        }
+        (doc, ok && broken.is_empty())
+    }
+
     /// Every module's diagnostics as JSON (each naming its module) and the
     /// number of errors. When every module checks, the program-level
     /// problems (a subgraph naming no flow) are added. `flow check` and

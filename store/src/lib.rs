@@ -38,7 +38,8 @@ pub mod workers;
 
 pub use api::*;
 pub use archive::{
-    ExportSummary, VerifiedArchive, export_run, import_run, inspect_archives, read_archive,
+    ExportSummary, TornTail, VerifiedArchive, export_run, import_run, inspect_archives,
+    read_archive,
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;

@@ -4,8 +4,8 @@
 use flow_store::conformance::{call_fact, end_fact, new_run_id, reply_fact, start_fact};
 use flow_store::{
     AppendFacts, Discover, DiscoveryQuery, Error, HostDetails, HostRecord, HostRecordKind,
-    HostRecords, ProblemStatus, RecordStatus, RunId, SqliteOptions, SqliteStore, export_run,
-    import_run, inspect_archives,
+    HostRecords, ImportOutcome, ImportRuns, ProblemStatus, RecordStatus, RunId, SqliteOptions,
+    SqliteStore, TornTail, export_run, import_run, inspect_archives, read_archive,
 };
 use serde_json::json;
 use std::fs;
@@ -87,10 +87,32 @@ fn tampered_or_truncated_history_is_refused() {
     fs::write(&hp, &tampered).unwrap();
     assert_eq!(refused_fact(import_run(&b, &dir).unwrap_err()), Some(2));
 
-    // The last line cut mid-way (REQUIREMENTS CRASH-7 / GAP-HIST-9: truncation).
+    // The last line cut mid-way (REQUIREMENTS CRASH-7 / GAP-HIST-9:
+    // truncation): the torn fact is left out and the four before it
+    // imported (into a store of their own), the archive saying so.
     let cut = &original[..original.len() - 10];
     fs::write(&hp, cut).unwrap();
-    assert_eq!(refused_fact(import_run(&b, &dir).unwrap_err()), Some(5));
+    let archive = read_archive(&dir).unwrap();
+    assert_eq!(
+        archive.torn(),
+        Some(&TornTail {
+            fact: 5,
+            reason: "the last line has no newline".into()
+        })
+    );
+    let c = store(tmp.path(), "c.db");
+    assert!(matches!(
+        c.import_verified(archive).unwrap(),
+        ImportOutcome::Imported { facts: 4, .. }
+    ));
+    // The whole last line replaced by one that breaks the chain: torn too.
+    let last = original.lines().last().unwrap();
+    fs::write(
+        &hp,
+        original.replacen(last, &last.replacen("true", "false", 1), 1),
+    )
+    .unwrap();
+    assert_eq!(read_archive(&dir).unwrap().torn().map(|t| t.fact), Some(5));
 
     // A run id that differs from the directory name.
     fs::write(&hp, &original).unwrap();

@@ -22,6 +22,7 @@ mod nodes;
 mod registry;
 mod schemas;
 mod state;
+mod suggest;
 mod writes;
 
 use crate::diag::{self, Code, Diagnostic};
@@ -178,7 +179,10 @@ impl<'f> Checker<'f> {
         cx.push(
             Code::UnknownNode,
             ptr,
-            format!("{what} `{id}` is not a node of this flow"),
+            format!(
+                "{what} `{id}` is not a node of this flow{}",
+                suggest::did_you_mean(id, self.index.keys().copied())
+            ),
         );
         false
     }

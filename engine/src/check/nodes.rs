@@ -475,7 +475,10 @@ impl<'f> Checker<'f> {
             cx.push(
                 Code::UnknownAgent,
                 ptr,
-                format!("`{id}` is not an agent of this flow"),
+                format!(
+                    "`{id}` is not an agent of this flow{}",
+                    super::suggest::did_you_mean(id, self.agents.iter().copied())
+                ),
             );
         }
     }
@@ -516,7 +519,10 @@ impl<'f> Checker<'f> {
             cx.push(
                 Code::UnknownTool,
                 ptr,
-                format!("tool `{id}` is not in the flow's `tools` registry"),
+                format!(
+                    "tool `{id}` is not in the flow's `tools` registry{}",
+                    super::suggest::did_you_mean(id, self.flow.tools.keys().map(String::as_str))
+                ),
             );
         } else {
             cx.push(

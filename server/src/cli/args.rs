@@ -32,11 +32,25 @@ pub struct Global {
     /// Talk to a running flowd at this URL instead of the embedded store
     /// (run, resume, fork, replay, history, runs, check); for `flow
     /// worker`, the server it serves.
-    #[arg(long, global = true, env = "FLOW_SERVER")]
+    #[arg(long, global = true, env = "FLOW_SERVER", value_parser = server_url)]
     pub server: Option<String>,
     /// The bearer token for --server.
     #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// `--server`'s value: an `http://` or `https://` URL with a host (a bare
+/// `127.0.0.1:8080` was refused by the HTTP client as "builder error").
+fn server_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(s.to_string()),
+        _ => Err(format!(
+            "--server needs a URL like http://127.0.0.1:8080 (the scheme included), not {s:?}"
+        )),
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +153,11 @@ pub enum Command {
         /// Start the Tool commands flow.toml names without asking.
         #[arg(long)]
         allow: bool,
+        /// flow.toml files that bind the fork's Tools (repeatable, first
+        /// match wins), before the flow.toml recorded at RUN's Start (a run
+        /// a server started binds from the server's `--tools`).
+        #[arg(long = "tools")]
+        tools: Vec<PathBuf>,
     },
     /// Show a run's history.
     #[command(
@@ -210,7 +229,7 @@ pub enum Command {
     },
     /// The `flow tools` document: every declaration, fingerprint and type.
     #[command(
-        after_help = "Example:\n  flow tools examples/flows/triage/triage.json > tools.json\n\nExit codes: 0 printed; 2 the flow does not check."
+        after_help = "Example:\n  flow tools examples/flows/triage/triage.json > tools.json\n\nExit codes: 0 every module checks; 2 one does not (the document is printed all the same, each module's diagnostics in programs[].diagnostics)."
     )]
     Tools {
         /// The FlowSpec file.

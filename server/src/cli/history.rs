@@ -16,7 +16,7 @@
 //!   hides (HIST-4); `--summary` bounds the text to the run's state, its
 //!   pending calls and the next inspection commands (HIST-5).
 
-use super::{Global, open_store, out_text, run_id, service};
+use super::{Global, open_existing, out_text, run_id, service};
 use crate::error::{Error, Result};
 use flow_store::HistoryQuery;
 use serde_json::{Value as Json, json};
@@ -35,7 +35,7 @@ pub(super) struct Ask {
 
 pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     let run = run_id(&ask.run)?;
-    let store = open_store(g)?;
+    let store = open_existing(g, &run)?;
     if let Some(module) = &ask.source {
         let page = store.source_page(&run, module, ask.offset)?;
         if g.json {
@@ -84,14 +84,15 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
     if g.json {
         out!("{v}");
     } else {
-        render(g, &run.to_string(), &v, &ask);
+        render(g, &run.to_string(), &v, &ask, &svc.resume_tools(&run));
     }
     Ok(0)
 }
 
 /// The human rendering of the view (the same locally and with
-/// `--server`).
-pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask) {
+/// `--server`). `tools`: the manifests a printed resume or fork carries
+/// ([`super::print::tools_flags`]; none with `--server`).
+pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String]) {
     let state = v["state"].as_str().unwrap_or("");
     let total = v["page"]["factsTotal"].as_u64().unwrap_or(0);
     let verdict = v["verdict"]["verdict"].as_str().unwrap_or("");
@@ -127,6 +128,7 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask) {
         // Each next command runs as printed: the same store or server, and
         // this run's own numbers and calls.
         let cmd = super::flow_cmd(g);
+        let tools = super::print::tools_flags(tools);
         let next = |c: String, what: &str| out!("  {c}  # {what}");
         out!("next:");
         next(
@@ -152,7 +154,7 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask) {
                 };
                 next(
                     format!(
-                        "{cmd} resume {} --call {} --reply {reply}",
+                        "{cmd} resume {} --call {}{tools} --reply {reply}",
                         c["run"].as_str().unwrap_or(run),
                         super::shell_quote(c["call"].as_str().unwrap_or(""))
                     ),
@@ -160,7 +162,7 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask) {
                 );
             }
             (None, Some(r)) => next(
-                format!("{cmd} fork {run} --checkpoint {}", r["fact"]),
+                format!("{cmd} fork {run} --checkpoint {}{tools}", r["fact"]),
                 "a new run from the last round",
             ),
             (None, None) => {}

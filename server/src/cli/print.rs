@@ -18,12 +18,14 @@ pub(crate) fn print_resume_line(
     schema: &Json,
     example: Option<Json>,
     allow: bool,
+    tools: &[String],
 ) {
     let allow = if allow { " --allow" } else { "" };
     let head = format!(
-        "{} resume {run} --call {}{allow}",
+        "{} resume {run} --call {}{allow}{}",
         flow_cmd(g),
-        shell_quote(call)
+        shell_quote(call),
+        tools_flags(tools)
     );
     match example {
         Some(reply) => out!(
@@ -36,6 +38,17 @@ pub(crate) fn print_resume_line(
             out!("     {})", flow_abi::json::canonical(schema));
         }
     }
+}
+
+/// ` --tools PATH` for each manifest a printed resume or fork needs to
+/// bind the run's Tools as they were bound (a run a server started binds
+/// from the server's `--tools`; [`crate::service::RunService::resume_tools`]).
+/// Empty with `--server`: the server binds them itself.
+pub(crate) fn tools_flags(tools: &[String]) -> String {
+    tools
+        .iter()
+        .map(|t| format!(" --tools {}", shell_quote(t)))
+        .collect()
 }
 
 /// `flow` with the flag that makes a printed command reach the same
@@ -169,5 +182,32 @@ pub(crate) fn print_runs(
             cmd.push_str(&format!(" --runs {}", shell_quote(&dir.to_string_lossy())));
         }
         out!("more: {cmd}");
+    }
+}
+
+/// What `flow import` says (locally and with `--server` alike): the run,
+/// whether it was written, and the torn last fact left out (CRASH-7) as
+/// `(fact, reason)`.
+pub(crate) fn print_import(g: &Global, run: &str, imported: bool, torn: Option<(u64, &str)>) {
+    if g.json {
+        let mut v = serde_json::json!({"run": run, "imported": imported});
+        if let Some((fact, reason)) = torn {
+            v["truncated"] = serde_json::json!({"fact": fact, "reason": reason});
+        }
+        out!("{v}");
+        return;
+    }
+    let torn = torn
+        .map(|(fact, reason)| {
+            format!(
+                "; truncated: the history's torn last fact {fact} was left out ({reason}), the {} facts before it kept",
+                fact.saturating_sub(1)
+            )
+        })
+        .unwrap_or_default();
+    if imported {
+        out!("imported {run}{torn}");
+    } else {
+        out!("{run} is already stored; nothing changed{torn}");
     }
 }

@@ -280,7 +280,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                     offset,
                     limit,
                 };
-                super::history::render(g, v["run"].as_str().unwrap_or(&run), &v, &ask);
+                super::history::render(g, v["run"].as_str().unwrap_or(&run), &v, &ask, &[]);
             }
             Ok(0)
         }
@@ -373,13 +373,11 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             .map_err(|e| Error::Refused(format!("{}: {e}", dir.display())))?;
             let v = c.post_tar("/v1/archives", body).await?;
             let run = v["run"].as_str().unwrap_or_default();
-            if g.json {
-                out!("{}", json!({"run": run, "imported": v["imported"]}));
-            } else if v["imported"] == true {
-                out!("imported {run}");
-            } else {
-                out!("{run} is already stored; nothing changed");
-            }
+            let torn = &v["truncated"];
+            let torn = torn["fact"]
+                .as_u64()
+                .map(|n| (n, torn["reason"].as_str().unwrap_or("")));
+            super::print_import(g, run, v["imported"] == true, torn);
             Ok(0)
         }
         other => Err(Error::Refused(format!(
@@ -411,7 +409,9 @@ async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
         let e = e.map_err(|e| Error::Refused(format!("{}: the feed broke: {e}", c.base)))?;
         let data: Json = serde_json::from_str(&e.data).unwrap_or(Json::Null);
         match (e.event.as_str(), flow_store::FactKind::parse(&e.event)) {
-            ("state", _) if data["state"] == "halted" => return Ok(super::watch::halted(g, &run)),
+            ("state", _) if data["state"] == "halted" => {
+                return Ok(super::watch::halted(g, &run, &[]));
+            }
             ("state", _) if data["state"] == "paused" => return paused(g, c, &run).await,
             ("error", _) => return Err(Error::Unreadable(e.data)),
             (_, Some(kind)) => {
@@ -476,7 +476,7 @@ async fn paused(g: &Global, c: &Client, run: &str) -> Result<u8> {
             let example = Some(p["exampleReply"].clone()).filter(|e| !e.is_null());
             let of = p["run"].as_str().unwrap_or(run);
             let call = p["call"].as_str().unwrap_or_default();
-            super::print_resume_line(g, of, call, &p["args"]["schema"], example, false);
+            super::print_resume_line(g, of, call, &p["args"]["schema"], example, false, &[]);
         }
     }
     Ok(3)
@@ -586,13 +586,14 @@ async fn show(g: &Global, c: &Client, mut v: Json) -> Result<u8> {
                         &p["args"]["schema"],
                         example,
                         false,
+                        &[],
                     );
                 }
             }
         }
         130 => {
             let id = flow_store::RunId::parse(&run).map_err(|e| Error::Refused(e.to_string()))?;
-            return super::halted(g, &id);
+            return super::halted(g, &id, &[]);
         }
         _ => eprintln!("{run} faulted: {}", v["fault"].as_str().unwrap_or_default()),
     }

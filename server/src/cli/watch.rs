@@ -7,7 +7,7 @@
 //! Exit codes: 0 completed with exit_code success, 4 another exit_code,
 //! 1 faulted, 3 paused, 130 halted, 2 no such run (as `flow run`).
 
-use super::{Global, open_store, print_resume, run_id, service};
+use super::{Global, open_existing, print_resume, run_id, service};
 use crate::error::Result;
 use flow_store::{FactKind, RunState, TailEvent};
 use serde_json::{Value as Json, json};
@@ -18,7 +18,7 @@ const POLL: Duration = Duration::from_millis(250);
 
 pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
     let run = run_id(run)?;
-    let store = open_store(g)?;
+    let store = open_existing(g, &run)?;
     store.run_info(&run)?;
     let mut tail = store.subscribe(&run, after)?;
     let mut last = after;
@@ -81,7 +81,10 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                         }
                         return Ok(3);
                     }
-                    RunState::Halted => return Ok(halted(g, run.as_str())),
+                    RunState::Halted => {
+                        let tools = service(g, store.clone(), false).resume_tools(&run);
+                        return Ok(halted(g, run.as_str(), &tools));
+                    }
                     _ => {}
                 }
             }
@@ -119,14 +122,16 @@ pub(super) fn line(n: u64, kind: FactKind, f: &Json) -> String {
     format!("{n:>6}  {:<10}  {what}", kind.as_str())
 }
 
-/// The run is halted: how to continue it; exit 130.
-pub(super) fn halted(g: &Global, run: &str) -> u8 {
+/// The run is halted: how to continue it (with `tools`, see
+/// [`super::print::tools_flags`]); exit 130.
+pub(super) fn halted(g: &Global, run: &str, tools: &[String]) -> u8 {
     if g.json {
         out!("{}", json!({"run": run, "state": "halted"}));
     } else {
         out!(
-            "{run} halted; continue it with: {} resume {run}",
-            super::flow_cmd(g)
+            "{run} halted; continue it with: {} resume {run}{}",
+            super::flow_cmd(g),
+            super::print::tools_flags(tools)
         );
     }
     130

@@ -63,6 +63,19 @@ pub struct ImportAnswer {
     /// The facts written (only when imported).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub facts: Option<u64>,
+    /// Only when the archive's history ended in a torn last fact: that
+    /// fact was left out and the facts before it kept (CRASH-7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<TornAnswer>,
+}
+
+/// The torn last fact an import left out.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TornAnswer {
+    /// The number the torn fact would have had.
+    pub fact: u64,
+    /// Why its line is torn (no newline, not JSON, the chain broken).
+    pub reason: String,
 }
 
 /// A fork's parent.

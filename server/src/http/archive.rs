@@ -7,7 +7,7 @@
 //! idempotent. `flow import` takes the same tar.
 
 use super::AppState;
-use super::answers::ImportAnswer;
+use super::answers::{ImportAnswer, TornAnswer};
 use super::error::{ApiError, ApiResult, PathArgs, run_id};
 use super::guard::typed;
 use crate::tarball::{TempDir, UnpackError, pack, unpack};
@@ -104,7 +104,7 @@ async fn receive(
 #[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive", tag = "archives",
     request_body(content = Vec<u8>, content_type = "application/x-tar", description = "A run archive tar, as exported (application/x-tar or application/octet-stream)"),
     responses(
-        (status = 201, description = "Imported: `{run, imported: true, facts}`", body = super::answers::ImportAnswer),
+        (status = 201, description = "Imported: `{run, imported: true, facts}`; with `truncated: {fact, reason}` when the history ended in a torn last fact, left out (CRASH-7)", body = super::answers::ImportAnswer),
         (status = 200, description = "The same history was already stored: `{run, imported: false}`", body = super::answers::ImportAnswer),
         (status = 400, description = "Not a run archive tar", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than --archive-limit", body = super::openapi::Problem, content_type = "application/problem+json"),
@@ -118,7 +118,7 @@ pub async fn import_archive(
     let tmp = TempDir::new().map_err(ApiError::internal)?;
     let upload = tmp.path().join("upload.tar");
     receive(&headers, body, &upload, state.options().archive_limit).await?;
-    let outcome = tokio::task::spawn_blocking(move || -> ApiResult<ImportOutcome> {
+    let (outcome, torn) = tokio::task::spawn_blocking(move || -> ApiResult<_> {
         let dir = tmp.path().join("run");
         std::fs::create_dir(&dir).map_err(ApiError::internal)?;
         let file = std::fs::File::open(&upload).map_err(ApiError::internal)?;
@@ -126,7 +126,7 @@ pub async fn import_archive(
             UnpackError::Refused(d) => ApiError::bad_request(d),
             UnpackError::Io(e) => ApiError::internal(e),
         })?;
-        flow_store::import_run(&**state.store(), &dir).map_err(|e| {
+        let refused = |e: flow_store::Error| {
             // Archive refusals name the temporary directory: keep only
             // what the client sent.
             let msg = e
@@ -138,7 +138,14 @@ pub async fn import_archive(
                 | flow_store::Error::InvalidArgument(_) => ApiError::unprocessable(msg),
                 e => ApiError::from(e),
             }
-        })
+        };
+        let archive = flow_store::read_archive(&dir).map_err(refused)?;
+        let torn = archive.torn().map(|t| TornAnswer {
+            fact: t.fact,
+            reason: t.reason.clone(),
+        });
+        let outcome = state.store().import_verified(archive).map_err(refused)?;
+        Ok((outcome, torn))
     })
     .await
     .map_err(ApiError::internal)??;
@@ -149,6 +156,7 @@ pub async fn import_archive(
                 run: run.to_string(),
                 imported: true,
                 facts: Some(facts),
+                truncated: torn,
             },
         ),
         ImportOutcome::AlreadyPresent { run } => (
@@ -157,6 +165,7 @@ pub async fn import_archive(
                 run: run.to_string(),
                 imported: false,
                 facts: None,
+                truncated: torn,
             },
         ),
     };

@@ -90,6 +90,7 @@ impl Modify for Bearer {
         super::answers::HaltAnswer,
         super::answers::ReplayAnswer,
         super::answers::ImportAnswer,
+        super::answers::TornAnswer,
         super::answers::RunView,
         routes::CheckRequest,
         routes::StartRequest,

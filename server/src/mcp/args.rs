@@ -1,7 +1,8 @@
 //! The six tools' arguments, exactly as running-a-program.txt names them
 //! ("The CLI and MCP surface", "Stored-run discovery"). Unknown fields are
 //! refused, so a misspelt argument is never silently ignored; every range
-//! is checked by the store, which refuses before it reads anything.
+//! is checked by the store, which refuses before it reads anything, and a
+//! `limit`'s range is in the input schema too (`minimum`, `maximum`).
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
@@ -113,6 +114,7 @@ pub struct HistoryArgs {
     pub offset: Option<u64>,
     /// How many selected facts to show: 1 to 200 (default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<i64>,
     /// A recorded source module to show (one listed in `sources`), up to
     /// 4096 code points of it from `source_offset`.
@@ -129,6 +131,7 @@ pub struct HistoryArgs {
 pub struct RunsArgs {
     /// How many candidates to examine: 1 to 200 (default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<i64>,
     /// Only runs whose id sorts after this one (the previous page's
     /// `nextAfter`).

@@ -79,6 +79,10 @@ pub struct Pool {
 pub struct Bound {
     pub host: Arc<Host>,
     pooled: bool,
+    /// The `--tools` manifests that bind some of the program's
+    /// declarations, canonical paths: recorded at Start, so a command
+    /// printed for the run on this host carries them (issue 41 §7).
+    pub tools: Vec<PathBuf>,
 }
 
 impl Bound {
@@ -171,6 +175,7 @@ impl Bindings {
                 Ok(Bound {
                     host: Arc::new(bind_on(runtime, program, opts).await?),
                     pooled: false,
+                    tools: used(manifests, program),
                 })
             }
             Bindings::Configured {
@@ -183,6 +188,7 @@ impl Bindings {
                     return Ok(Bound {
                         host: h,
                         pooled: true,
+                        tools: used(manifests, program),
                     });
                 }
                 let _one = pool.binding.lock().await;
@@ -191,6 +197,7 @@ impl Bindings {
                     return Ok(Bound {
                         host: h,
                         pooled: true,
+                        tools: used(manifests, program),
                     });
                 }
                 let opts = HostOptions {
@@ -203,15 +210,20 @@ impl Bindings {
                 let host = match bind_on(runtime, program, opts).await {
                     Ok(h) => Arc::new(h),
                     Err(Error::Bind(msgs)) => {
-                        return Err(Error::Bind(
-                            msgs.iter().map(|m| redact(manifests, m)).collect(),
-                        ));
+                        let mut msgs: Vec<String> =
+                            msgs.iter().map(|m| redact(manifests, m)).collect();
+                        msgs.extend(name_hints(manifests, program));
+                        return Err(Error::Bind(msgs));
                     }
                     Err(e) => return Err(e),
                 };
                 pool.put(hash, host.clone()).await;
                 host.check_workers().await?;
-                Ok(Bound { host, pooled: true })
+                Ok(Bound {
+                    host,
+                    pooled: true,
+                    tools: used(manifests, program),
+                })
             }
         }
     }
@@ -291,11 +303,74 @@ fn resolver(manifests: &[Manifest], program: &Program) -> Resolver {
     resolver
 }
 
+/// The manifests (canonical paths, in their order) whose bindings serve
+/// some of `program`'s declarations: each declaration's first match.
+fn used(manifests: &[Manifest], program: &Program) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for m in manifests {
+        let serves = program
+            .modules
+            .values()
+            .flat_map(|m| m.decls.keys())
+            .any(|id| {
+                id.rsplit_once('#').is_some_and(|(module, tool)| {
+                    manifests
+                        .iter()
+                        .find(|x| x.lookup(module, tool).is_some())
+                        .is_some_and(|first| std::ptr::eq(first, m))
+                })
+            });
+        if serves {
+            out.push(std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone()));
+        }
+    }
+    out
+}
+
 /// The first manifest binding of the declaration `identity`, looked up by
 /// its module and tool id, as flow.toml keys them.
 fn configured<'m>(manifests: &'m [Manifest], identity: &str) -> Option<&'m Binding> {
     let (module, tool) = identity.rsplit_once('#')?;
     manifests.iter().find_map(|man| man.lookup(module, tool))
+}
+
+/// What to do about declarations no manifest binds because of the module
+/// name they are looked up by: a submitted flow's module is named by the
+/// request's `name` (default `flow.json`), and the server's `--tools`
+/// keys its tables by module name (`[tools."triage.json"]`). One line per
+/// unbound module that some table would bind under another name.
+fn name_hints(manifests: &[Manifest], program: &Program) -> Vec<String> {
+    let mut hints = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for id in program.modules.values().flat_map(|m| m.decls.keys()) {
+        let Some((module, tool)) = id.rsplit_once('#') else {
+            continue;
+        };
+        if module.starts_with("std/") || configured(manifests, id).is_some() {
+            continue;
+        }
+        for key in manifests.iter().flat_map(|m| m.tables.keys()) {
+            let named = key.split_once('#').map_or(key.as_str(), |(m, _)| m);
+            if named != module
+                && !named.starts_with("std/")
+                && manifests.iter().any(|m| m.lookup(named, tool).is_some())
+            {
+                hints
+                    .entry(module.to_string())
+                    .or_default()
+                    .insert(named.to_string());
+            }
+        }
+    }
+    hints
+        .into_iter()
+        .map(|(module, names)| {
+            let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+            format!(
+                "this flow's module is named {module:?}, and the server's --tools binds Tools by module name ([tools.\"NAME\"] in its flow.toml): a submitted flow is named by the request's `name` (default \"flow.json\"); send \"name\": {} (flow --server URL run FILE sends the file's name)",
+                names.join(" or ")
+            )
+        })
+        .collect()
 }
 
 /// Hides the server's own paths (the `--tools` manifests and their
@@ -390,6 +465,58 @@ impl super::RunService {
             }
         }
         Ok(())
+    }
+
+    /// The `--tools` manifests recorded at the Start of `run`, or of the
+    /// run that drives it when it is nested: what a resume or fork of it
+    /// on this host passes as `--tools` to bind as it was bound (a run a
+    /// server started binds from the server's `--tools`). None for a run
+    /// that came in by archive import: its records never name what runs.
+    pub fn recorded_tools(&self, run: &RunId) -> Vec<String> {
+        let store = &self.inner.store;
+        let mut run = run.clone();
+        // A nested run is at most as deep as its outer runs; bounded all
+        // the same.
+        for _ in 0..64 {
+            let Ok(info) = store.run_info(&run) else {
+                return Vec::new();
+            };
+            if info.imported_ms.is_some() {
+                return Vec::new();
+            }
+            let recorded: Vec<String> = store
+                .host_records(&run)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|r| match r.details {
+                    HostDetails::Tools { tools } => Some(tools),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            match info.outer.as_ref().map(|(o, _)| RunId::parse(o)) {
+                Some(Ok(outer)) if recorded.is_empty() => run = outer,
+                _ => return recorded,
+            }
+        }
+        Vec::new()
+    }
+
+    /// The `--tools` a resume or fork of `run` printed by this host
+    /// carries: those recorded at its Start ([`Self::recorded_tools`]),
+    /// then this command's own (`flow resume --tools`), each once.
+    pub fn resume_tools(&self, run: &RunId) -> Vec<String> {
+        let mut out = self.recorded_tools(run);
+        if let Bindings::Local { manifests, .. } = &self.inner.bindings {
+            for m in manifests {
+                let p = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
+                let p = p.to_string_lossy().into_owned();
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
     }
 
     /// Binds `program` for a resume or fork of `run`: from the program

@@ -23,6 +23,7 @@ use futures_util::future::{AbortHandle, Abortable, Aborted};
 use serde_json::{Map, Value as Json};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -122,16 +123,30 @@ pub(super) async fn start_machine(
 /// Records a new run's Start and source texts with the program directory
 /// it was read from (resume and fork keep the original local source base:
 /// host-boundary.txt, "Binding"), in one commit, durable on return.
-pub(super) fn create(store: &dyn Store, start: Fact, sources: &Sources) -> Result<FactRef> {
-    let records = match &sources.dir {
-        Some(dir) => {
-            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-            vec![HostRecord::now(HostDetails::ProgramDir {
-                program_dir: dir.to_string_lossy().into_owned(),
-            })]
-        }
-        None => Vec::new(),
-    };
+/// The `--tools` manifests that bound some of its Tools (`tools`, kept so
+/// a resume line printed for the run carries them: issue 41 §7) go in a
+/// `binding` record of their own.
+pub(super) fn create(
+    store: &dyn Store,
+    start: Fact,
+    sources: &Sources,
+    tools: &[PathBuf],
+) -> Result<FactRef> {
+    let mut records = Vec::new();
+    if let Some(dir) = &sources.dir {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        records.push(HostRecord::now(HostDetails::ProgramDir {
+            program_dir: dir.to_string_lossy().into_owned(),
+        }));
+    }
+    if !tools.is_empty() {
+        records.push(HostRecord::now(HostDetails::Tools {
+            tools: tools
+                .iter()
+                .map(|t| t.to_string_lossy().into_owned())
+                .collect(),
+        }));
+    }
     let a = store.create_run(start, &sources.source_texts(), records)?;
     Ok(FactRef {
         n: a.n,

@@ -4,7 +4,8 @@
 //! run view's pending calls.
 
 use super::RunService;
-use super::prepare::{reply_type, start_sources};
+use super::admit::reply_type;
+use super::prepare::start_sources;
 use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
 use flow_store::RunId;

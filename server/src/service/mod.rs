@@ -23,6 +23,7 @@
 //! does not": an entry is used only while the run's head is the fact the
 //! machine was left at; anything else replays the history.
 
+mod admit;
 pub mod bind;
 mod calls;
 pub mod checks;
@@ -568,9 +569,10 @@ impl RunService {
             Ok(claim) => {
                 let s = self.inner.store.clone();
                 let committing = self.inner.commits.begin();
+                let tools = bound.tools.clone();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, start, &sources)
+                    drive::create(&*s, start, &sources, &tools)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

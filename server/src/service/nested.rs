@@ -318,7 +318,7 @@ impl RunService {
         let t = target.clone();
         let info = blocking(&self.inner.store, move |s| Ok(s.run_info(&t)?)).await?;
         let (program, machine, _, _) = self.machine_at(&target, &info.last_fact).await?;
-        super::prepare::admit(&target, &program, &machine, &call, &text)?;
+        super::admit::admit(&target, &program, &machine, &call, &text)?;
         Ok(Route {
             root,
             reply: None,
@@ -600,7 +600,7 @@ impl RunService {
                     }),
                 )?;
             }
-            create(&*s, start, &sources)
+            create(&*s, start, &sources, &[])
         })
         .await
         .map_err(super::drive::engine_lost)??;

@@ -4,6 +4,7 @@
 //! and machine. Every refusal happens here, so a refused request records
 //! nothing (issue 17, item 2).
 
+use super::admit::admit;
 use super::drive::{Step, ToDispatch, steps};
 use super::nested::{DeepReply, NestedCall};
 use super::store::Store;
@@ -663,70 +664,6 @@ fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()
         })?;
     }
     Ok(())
-}
-
-/// The outcome a resume admits for `call` of `run`: the call is open,
-/// `text` is an outcome, and its value fits the call's declared type.
-pub(super) fn admit(
-    run: &RunId,
-    program: &Program,
-    machine: &Machine,
-    call: &str,
-    text: &str,
-) -> Result<Outcome> {
-    let open = machine.open_calls();
-    let Some(c) = open.iter().find(|c| c.call == call) else {
-        return Err(Error::Conflict(format!("call {call} of {run} is not open")));
-    };
-    let outcome_json = flow_abi::json::parse(text)
-        .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
-    let outcome =
-        Outcome::from_wire(&outcome_json).map_err(|e| Error::Refused(format!("reply: {e}")))?;
-    check_reply(program, machine, c, outcome)
-}
-
-/// Decodes a resume reply's value against the call's declared type: the
-/// hitl node's `resume_schema` for `std/human#input` (DESIGN §4: "A resume
-/// reply that does not decode against the call's declared type is refused
-/// ... and nothing is recorded").
-fn check_reply(
-    program: &Program,
-    machine: &Machine,
-    c: &OpenCall,
-    outcome: Outcome,
-) -> Result<Outcome> {
-    let Outcome::Ok(v) = &outcome else {
-        return Ok(outcome);
-    };
-    let Some(m) = program.module(machine.module()) else {
-        return Ok(outcome);
-    };
-    let Some(ty) = reply_type(m, &c.node, &c.tool) else {
-        return Ok(outcome);
-    };
-    let decoded = flow_abi::decode_json(v, &ty, &m.report.types)
-        .map_err(|e| Error::Refused(format!("the reply does not fit call {}: {e}", c.call)))?;
-    Ok(Outcome::Ok(decoded.to_json()))
-}
-
-/// The type an Ok reply to `c` decodes against: the hitl node's
-/// `resume_schema`, else the declaration's success type.
-pub(super) fn reply_type(
-    m: &flow_engine::program::Module,
-    node: &str,
-    tool: &str,
-) -> Option<flow_abi::Type> {
-    let node = m.report.flow.nodes.iter().find(|n| n.id == node);
-    let resume = match node.map(|n| &n.kind) {
-        Some(flow_engine::model::NodeKind::Hitl(h)) => h
-            .resume_schema
-            .as_ref()
-            .and_then(|s| m.report.schema_types.get(&s.ptr)),
-        _ => None,
-    };
-    resume
-        .cloned()
-        .or_else(|| m.decls.get(tool).map(|d| d.ok.clone()))
 }
 
 /// An open call's args object.

@@ -246,8 +246,9 @@ impl Workers {
                 )
             } else {
                 format!(
-                    "{tool}: the live workers serve fingerprint {}, the run declares {fp}",
-                    other.into_iter().collect::<Vec<_>>().join(", ")
+                    "{tool}: the live workers serve fingerprint {}, the run declares {fp} (if the flow changed, regenerate the document the worker's Tool serves from, in the flow's directory: `flow --json tools {} > tools.json`, and restart `flow worker`)",
+                    other.into_iter().collect::<Vec<_>>().join(", "),
+                    tool.rsplit_once('#').map_or(tool.as_str(), |(m, _)| m)
                 )
             });
         }

@@ -62,6 +62,10 @@ pub enum HostDetails {
     /// The directory a run's Tools were bound from (its flow.toml's), so a
     /// resume on this host binds them again. Kind `binding`.
     ProgramDir { program_dir: String },
+    /// The `--tools` manifests (canonical paths) that bound some of the
+    /// run's Tools when a server started it, so a command printed for the
+    /// run carries them. Kind `binding`.
+    Tools { tools: Vec<String> },
     /// The nested run that stands for one of the run's calls (NEST-*).
     /// Kind `binding`.
     NestedRun { call: CallId, nested_run: RunId },
@@ -181,9 +185,9 @@ impl Choice {
 impl HostDetails {
     pub fn kind(&self) -> HostRecordKind {
         match self {
-            HostDetails::ProgramDir { .. } | HostDetails::NestedRun { .. } => {
-                HostRecordKind::Binding
-            }
+            HostDetails::ProgramDir { .. }
+            | HostDetails::Tools { .. }
+            | HostDetails::NestedRun { .. } => HostRecordKind::Binding,
             HostDetails::Halt(_) => HostRecordKind::Halt,
             HostDetails::Pause { .. } => HostRecordKind::Pause,
             HostDetails::OpenCall(_) => HostRecordKind::OpenCallDecision,
@@ -201,6 +205,9 @@ impl HostDetails {
         let s = |v: &str| Value::String(v.into());
         match self {
             HostDetails::ProgramDir { program_dir } => put("program_dir", s(program_dir)),
+            HostDetails::Tools { tools } => {
+                put("tools", Value::Array(tools.iter().map(|t| s(t)).collect()))
+            }
             HostDetails::NestedRun { call, nested_run } => {
                 put("call", s(call.as_str()));
                 put("nested_run", s(nested_run.as_str()));
@@ -263,6 +270,14 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
         HostRecordKind::Binding if m.contains_key("program_dir") => HostDetails::ProgramDir {
             program_dir: text("program_dir")?.to_string(),
         },
+        HostRecordKind::Binding if m.contains_key("tools") => HostDetails::Tools {
+            tools: m
+                .get("tools")?
+                .as_array()?
+                .iter()
+                .map(|t| t.as_str().map(str::to_string))
+                .collect::<Option<_>>()?,
+        },
         HostRecordKind::Binding => HostDetails::NestedRun {
             call: call("call")?,
             nested_run: RunId::parse(text("nested_run")?).ok()?,
@@ -321,6 +336,10 @@ mod tests {
             (
                 HostRecordKind::Binding,
                 json!({"call": "c1:root#2", "nested_run": RUN}),
+            ),
+            (
+                HostRecordKind::Binding,
+                json!({"tools": ["/srv/flow.toml"]}),
             ),
             (HostRecordKind::Halt, json!({"by": "http", "force": false})),
             (

@@ -74,6 +74,20 @@ pub struct VerifiedArchive {
     pub(crate) last: Value,
     pub(crate) blobs: Vec<NewBlob>,
     pub(crate) host: Vec<HostRecordRow>,
+    /// The torn last fact left out (CRASH-7), when there was one.
+    pub(crate) torn: Option<TornTail>,
+}
+
+/// A torn last fact an import removed, keeping the checked facts before
+/// it (REQUIREMENTS CRASH-7: "A torn last fact is truncation and is
+/// removed before anything is appended"; GAP-HIST-9: a last line without
+/// `\n`, or one that does not parse or breaks the chain).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The number the torn fact would have had.
+    pub fact: u64,
+    /// Why the last line is torn.
+    pub reason: String,
 }
 
 impl VerifiedArchive {
@@ -88,6 +102,10 @@ impl VerifiedArchive {
     }
     pub fn host_records(&self) -> &[HostRecordRow] {
         &self.host
+    }
+    /// The torn last fact the archive's history ended in, left out.
+    pub fn torn(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
     /// The last fact's number and hash.
     pub fn last(&self) -> (u64, [u8; 32]) {
@@ -475,7 +493,9 @@ fn open_import_file(path: &Path, component: &str) -> Result<Option<(fs::File, u6
 }
 
 /// Reads and verifies an archive directory: every line, the chain, every
-/// blob (innermost included) and every source. Nothing is written.
+/// blob (innermost included) and every source. Nothing is written. A torn
+/// last fact is left out ([`VerifiedArchive::torn`]); a bad line anywhere
+/// else refuses the archive.
 pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     let refuse = |component: &str, fact: Option<u64>, reason: String| Error::ArchiveRefused {
         component: component.into(),
@@ -551,13 +571,11 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     if let Some((n, reason)) = scan.refused {
         return Err(refuse(refused_in, Some(n), reason));
     }
-    if let Some((n, reason)) = scan.tail_reason {
-        return Err(refuse(
-            "history.jsonl",
-            Some(n),
-            format!("truncated: {reason}"),
-        ));
-    }
+    // A torn tail is truncation (CRASH-7): the checked facts before it
+    // are imported and the torn one is left out, said in the outcome.
+    let torn = scan
+        .tail_reason
+        .map(|(fact, reason)| TornTail { fact, reason });
     let (Some(first), Some(last)) = (scan.first, scan.last) else {
         return Err(refuse("history.jsonl", None, "the history is empty".into()));
     };
@@ -604,6 +622,7 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         last,
         blobs,
         host,
+        torn,
     })
 }
 
