@@ -237,10 +237,9 @@ impl RunService {
         if self.inner.leasing.is_none() {
             return;
         }
-        if let Ok(mut set) = self.inner.tasks.lock() {
-            set.spawn(renew(self.clone()));
-            set.spawn(take_over(self.clone()));
-        }
+        let mut set = self.tasks();
+        set.spawn(renew(self.clone()));
+        set.spawn(take_over(self.clone()));
     }
 
     /// The leases of the drives going on here: `(run, epoch)`.

@@ -31,6 +31,7 @@ mod commits;
 mod deadlines;
 mod drive;
 mod examples;
+mod halt;
 pub mod heads;
 mod inspect;
 mod lease;
@@ -38,6 +39,7 @@ mod nested;
 mod outcome;
 mod prepare;
 pub mod remote;
+mod spawn;
 pub mod store;
 
 use crate::error::{Error, Result};
@@ -46,9 +48,7 @@ use bind::{Bindings, Bound};
 use flow_engine::machine::{Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
-use flow_store::{
-    DiscoveryQuery, FactRef, Halt, HostDetails, HostRecord, HostRecordRow, RunId, RunState,
-};
+use flow_store::{FactRef, RunId};
 use lease::{Claim, Driving};
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::{StoreRef, blocking};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -590,138 +590,6 @@ impl RunService {
         }
     }
 
-    /// Halts a run (a host record, no End), so no fact follows the halt's
-    /// head; every nested run it drives records its own halt (NEST-19). A
-    /// nested run is halted with the outermost run whose drive carries it;
-    /// the row returned is the one of `run`.
-    ///
-    /// By default the halt waits for the calls out: the drive drains (the
-    /// calls out finish and their Replies are recorded; a call the program
-    /// makes meanwhile is recorded and never sent) and the run halts at the
-    /// fact boundary where no call is out, so a continue sends only what
-    /// never went. `force` halts at once: calls out stay open, and a
-    /// continue decides them ([`OpenChoice`]). The halt goes on in a task
-    /// of its own, so a caller that gives up waiting does not leave it
-    /// half done.
-    pub async fn halt(&self, run: &RunId, force: bool, details: Halt) -> Result<HostRecordRow> {
-        let this = self.clone();
-        let run = run.clone();
-        tokio::spawn(async move { this.halt_now(&run, force, details).await })
-            .await
-            .map_err(|e| Error::Unreadable(format!("the halt's task ended: {e}")))?
-    }
-
-    async fn halt_now(&self, run: &RunId, force: bool, details: Halt) -> Result<HostRecordRow> {
-        let asked = run.clone();
-        let r = run.clone();
-        let (info, root) = blocking(&self.inner.store, move |s| {
-            if s.run_info(&r)?.ending.is_some() {
-                return Err(Error::Conflict(format!(
-                    "{r} has ended; there is nothing to halt"
-                )));
-            }
-            let (root, _) = nested::live_root(s, &r)?;
-            Ok((s.run_info(&root)?, root))
-        })
-        .await?;
-        let run = &root;
-        if info.ending.is_some() {
-            return Err(Error::Conflict(format!(
-                "{run} has ended; there is nothing to halt"
-            )));
-        }
-        if force {
-            if !self.stop_drive(run).await {
-                return Err(Error::Conflict(format!(
-                    "{run}'s drive did not stop in time; try again"
-                )));
-            }
-        } else {
-            self.drain_drive(run).await;
-        }
-        // Held until the halt is recorded: no other drive (here, or another
-        // server's takeover) continues the run meanwhile.
-        let claim = self.claim(run, true).await?;
-        let r = run.clone();
-        let (info, records) = blocking(&self.inner.store, move |s| {
-            Ok((s.run_info(&r)?, s.host_records(&r)?))
-        })
-        .await?;
-        if info.ending.is_some() {
-            return Err(Error::Conflict(format!(
-                "{run} ended while the halt waited for its calls out; there is nothing to halt"
-            )));
-        }
-        // Halted already (a second halt, or one that raced this one): the
-        // halt stands as recorded.
-        if let Some(row) = prepare::halt_at(&records, &info.last_fact).filter(|_| asked == root) {
-            return Ok(row.clone());
-        }
-        self.take_paused(run);
-        if let Some(w) = self.workers() {
-            w.halted(run).await?;
-        }
-        let details = Halt {
-            force: Some(force),
-            ..details
-        };
-        let (r, d) = (run.clone(), details.clone());
-        let row = blocking(&self.inner.store, move |s| {
-            Ok(s.record_host(&r, HostRecord::now(HostDetails::Halt(d)))?)
-        })
-        .await?;
-        let below = self.halt_below(run, &details).await;
-        claim.finish(true).await;
-        self.publish(run.as_str(), "halted", json!({}));
-        if asked == root {
-            return Ok(row);
-        }
-        below?
-            .into_iter()
-            .find(|(n, _)| *n == asked)
-            .map(|(_, row)| row)
-            .ok_or_else(|| Error::Conflict(format!("{asked} was not halted with {root}")))
-    }
-
-    /// Drains the drive of `run`, if one is going (see `drive::Writes`),
-    /// and waits until its task has let go of the run: as long as its
-    /// calls out take.
-    async fn drain_drive(&self, run: &RunId) {
-        let drain = self
-            .inner
-            .active
-            .lock()
-            .ok()
-            .and_then(|a| a.get(run).map(|d| d.drain.clone()));
-        let Some(drain) = drain else { return };
-        drain.cancel();
-        while self.is_active(run) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Stops the drive of `run`, if one is going, and waits (bounded) until
-    /// its task has let go of the run. True when no drive is left.
-    async fn stop_drive(&self, run: &RunId) -> bool {
-        let token = self
-            .inner
-            .active
-            .lock()
-            .ok()
-            .and_then(|a| a.get(run).map(|d| d.token.clone()));
-        let Some(token) = token else {
-            return true;
-        };
-        token.cancel();
-        for _ in 0..500 {
-            if !self.is_active(run) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        false
-    }
-
     /// Replays a run against its recorded program.
     pub async fn replay(&self, run: &RunId) -> Result<Verdict> {
         let this = self.clone();
@@ -746,100 +614,34 @@ impl RunService {
         Ok(r.machine.map(|m| m.open_calls()).unwrap_or_default())
     }
 
-    /// Continues every run left `running` (a crash or a shutdown cut its
-    /// drive short): settles its open Tool calls as `flow resume` does and
-    /// drives on. Nested runs are continued by their outer run's settling.
-    pub async fn recover(&self) -> usize {
-        let mut after: Option<String> = None;
-        let mut found = Vec::new();
-        loop {
-            let q = DiscoveryQuery {
-                limit: Some(DiscoveryQuery::MAX_LIMIT),
-                after: after.clone(),
-                state: Some(RunState::Running),
-            };
-            let page = match blocking(&self.inner.store, move |s| Ok(s.discover(&q)?)).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!(error = %e, "recovery: discovery failed");
-                    break;
-                }
-            };
-            found.extend(page.runs.iter().filter_map(|r| RunId::parse(&r.run).ok()));
-            match page.next_after {
-                Some(n) => after = Some(n),
-                None => break,
-            }
-        }
-        // A nested run left running is continued by the outermost run
-        // whose drive carries it (which may itself be paused: a reply
-        // carried down to the nested run was durable before the crash).
-        let mut roots = Vec::new();
-        for run in found {
-            let r = run.clone();
-            let root = blocking(&self.inner.store, move |s| {
-                let i = s.run_info(&r)?;
-                if i.state != RunState::Running {
-                    return Ok(None);
-                }
-                let (root, _) = nested::live_root(s, &r)?;
-                let live = root == r || s.run_info(&root)?.ending.is_none();
-                Ok((i.outer.is_none() || root != r)
-                    .then_some(root)
-                    .filter(|_| live))
-            })
-            .await;
-            if let Ok(Some(root)) = root
-                && !roots.contains(&root)
-            {
-                roots.push(root);
-            }
-        }
-        let mut resumed = 0;
-        for run in roots {
-            // A recovery that fails keeps the lease until it expires.
-            let claim = match self.claim(&run, false).await {
-                Ok(c) => c.keep_lease(),
-                Err(e @ Error::Leased { .. }) => {
-                    tracing::info!(run.id = %run, "recovery: {e}");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(run.id = %run, error = %e, "recovery: cannot continue");
-                    continue;
-                }
-            };
-            tracing::info!(run.id = %run, "recovery: continuing a run left running");
-            match self.resume_claimed(claim, None).await {
-                Ok(_) => resumed += 1,
-                Err(e) => tracing::error!(run.id = %run, error = %e, "recovery: cannot continue"),
-            }
-        }
-        resumed
-    }
-
     /// Arms the deadlines of paused runs and fires them while the service
     /// runs (a task in the service's JoinSet; ends on shutdown).
     pub fn serve_deadlines(&self) {
         let s = self.clone();
-        if let Ok(mut set) = self.inner.tasks.lock() {
-            set.spawn(deadlines::service(s));
-        }
+        self.tasks().spawn(deadlines::service(s));
     }
 
     /// Cancels every drive, waits (bounded) for the tasks to finish, and
     /// stops every pooled Tool.
     pub async fn shutdown(&self, deadline: Duration) {
         self.inner.shutdown.cancel();
-        let mut set = match self.inner.tasks.lock() {
-            Ok(mut s) => std::mem::take(&mut *s),
-            Err(_) => return,
-        };
+        let mut set = std::mem::take(&mut *self.tasks());
         let all = async { while set.join_next().await.is_some() {} };
         if tokio::time::timeout(deadline, all).await.is_err() {
             tracing::warn!("drain deadline passed; aborting driver tasks");
         }
         self.inner.bindings.shutdown().await;
+    }
+
+    /// The service's tasks. A task that panicked while it held the lock
+    /// (it never does: the lock is held only to add or take tasks) leaves
+    /// the set as it was, so a drive is still started, never silently
+    /// dropped.
+    fn tasks(&self) -> std::sync::MutexGuard<'_, JoinSet<()>> {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn refuse_if_stopping(&self) -> Result<()> {
@@ -850,116 +652,5 @@ impl RunService {
                 "the server is shutting down (draining its runs); send the request to another server, or again once it is back".into(),
             ))
         }
-    }
-
-    /// Moves a claimed, bound, prepared run into a drive task.
-    #[allow(clippy::too_many_arguments)]
-    async fn spawn_drive(
-        &self,
-        claim: Claim,
-        bound: Bound,
-        program: Arc<Program>,
-        machine: Machine,
-        first: Vec<drive::Step>,
-        resend: Vec<drive::ToDispatch>,
-        head: FactRef,
-        gate: Option<tokio::sync::oneshot::Receiver<()>>,
-    ) -> Acknowledging {
-        let (tx, rx) = watch::channel(None);
-        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
-        let run = claim.run.clone();
-        let this = self.clone();
-        let task = async move {
-            let token = claim.token.clone();
-            let writes = drive::Writes::new(claim.drain.clone());
-            let drive = async {
-                if let Some(gate) = gate {
-                    // Open or dropped: either way, drive on.
-                    let _ = gate.await;
-                }
-                this.drive(
-                    &claim.run,
-                    program,
-                    machine,
-                    first,
-                    &bound.host,
-                    resend,
-                    head.n,
-                    Some(ack_tx),
-                    &writes,
-                )
-                .await
-            };
-            let r = tokio::select! {
-                biased;
-                r = drive => Some(r),
-                _ = token.cancelled() => None,
-            };
-            // A commit handed to the store before the stop finishes first.
-            let _done = writes.lock().await;
-            // The lease goes when the run paused or ended, or (handed over)
-            // when the drive drained or was stopped at shutdown; a drive
-            // that failed keeps it until it expires (a retry a lease time
-            // later), and one stopped or drained by a halt or stopped by a
-            // fence keeps it for the halt or does not hold it.
-            let stopping = this.inner.shutdown.is_cancelled() || this.inner.draining.is_cancelled();
-            let release = match &r {
-                Some(Ok(drive::Driven::Drained)) | None => stopping,
-                Some(r) => r.is_ok(),
-            };
-            bound.release().await;
-            let run = claim.run.clone();
-            claim.finish(release).await;
-            let r = match r {
-                Some(Ok(drive::Driven::Result(r))) => Ok(r),
-                Some(Err(e)) => Err(e),
-                Some(Ok(drive::Driven::Drained)) => {
-                    // No call is out; the run goes on where it is continued
-                    // next. Its waiters hear nothing (it is still running).
-                    tracing::info!(run.id = %run, "drive drained");
-                    return;
-                }
-                None => {
-                    // Halted or cut short by shutdown: the run stays as the
-                    // halt left it; open calls are settled on resume.
-                    tracing::info!(run.id = %run, "drive stopped");
-                    let _ = tx.send(Some(Err(Error::Halted(run.to_string()))));
-                    return;
-                }
-            };
-            match &r {
-                Ok(res) => {
-                    this.inner.stats.finished(res.state());
-                    if matches!(res, RunResult::Paused { .. }) {
-                        this.inner.deadlines.watch_run(&this, &run).await;
-                    }
-                    this.publish(run.as_str(), res.state(), json!({}));
-                }
-                Err(e) => {
-                    tracing::warn!(run.id = %run, error = %e, "drive ended with an error");
-                    let r2 = run.clone();
-                    let st = blocking(&this.inner.store, move |s| Ok(s.run_info(&r2)?.state))
-                        .await
-                        .map(RunState::as_str)
-                        .unwrap_or("running");
-                    this.publish(run.as_str(), st, json!({}));
-                }
-            }
-            let _ = tx.send(Some(r));
-        };
-        if let Ok(mut set) = self.inner.tasks.lock() {
-            // Reap finished tasks so the set does not grow.
-            while set.try_join_next().is_some() {}
-            match &self.inner.drives {
-                Some(rt) => set.spawn_on(task, rt),
-                None => set.spawn(task),
-            };
-        }
-        Accepted {
-            run,
-            head,
-            outcome: rx,
-        }
-        .with_ack(ack_rx)
     }
 }
