@@ -13,7 +13,7 @@ mod common;
 mod fixtures;
 
 use common::TestApp;
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
 fn fixture(name: &str) -> String {
     fixtures::repo()
@@ -120,4 +120,120 @@ fn a_reply_object_into_a_string_field_faults_naming_field_and_type() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["output"], json!({"note": "hoot", "topic": "owls"}));
     f.assert_matched(&run);
+}
+
+/// The FS0901/FS0902 diagnostic of `flow check --json FILE` (exit `code`),
+/// with its pointer and the pointers of its `related` declarations.
+fn state_type(f: &TestApp, file: &str, code: i32, want: &str) -> (Json, Vec<String>) {
+    let (exit, v) = f.json(&["check", &fixture(file)]);
+    assert_eq!(exit, code, "{v}");
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == want)
+        .unwrap_or_else(|| panic!("no {want}: {v}"))
+        .clone();
+    let related = d["related"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no related: {d}"))
+        .iter()
+        .map(|r| r["location"]["pointer"].as_str().unwrap().to_string())
+        .collect();
+    (d, related)
+}
+
+/// Issue 41 item 2 (GAP-DIAG-1 `related`): a structured object answer
+/// written to a field declared an array can never fit (as in the shared
+/// corpus's flow-research-write and flow-plan-execute): `flow check`
+/// refuses it, naming the node's schema and the state field, and `flow
+/// run` records nothing.
+#[test]
+fn a_structured_object_into_an_array_field_is_refused_with_both_declarations() {
+    let f = TestApp::new();
+    let (d, related) = state_type(&f, "structured-into-array.json", 2, "FS0901");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["location"]["pointer"], "/nodes/1/output_key", "{d}");
+    assert_eq!(
+        related,
+        [
+            "/nodes/1/structured_output/schema",
+            "/state_schema/properties/queries"
+        ],
+        "{d}"
+    );
+    let msg = d["message"].as_str().unwrap();
+    assert!(
+        msg.contains("state field `queries`, declared List<Text>") && msg.contains("never fit"),
+        "{msg}"
+    );
+    // The text form shows both declarations.
+    let out = f.cmd(&["check", &fixture("structured-into-array.json")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("error[FS0901] structured-into-array.json#/nodes/1/output_key:")
+            && text.contains("  structured-into-array.json#/nodes/1/structured_output/schema: ")
+            && text.contains("  structured-into-array.json#/state_schema/properties/queries: "),
+        "{text}"
+    );
+    let (code, v) = f.json(&[
+        "run",
+        &fixture("structured-into-array.json"),
+        "--allow",
+        "--input",
+        r#"{"goal":"owls"}"#,
+    ]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(f.runs(), 0, "nothing recorded");
+}
+
+/// Issue 41 item 2: a hitl `resume_schema` object written to a string
+/// field can never fit: refused at check with both declarations.
+#[test]
+fn a_resume_schema_object_into_a_string_field_is_refused_with_both_declarations() {
+    let f = TestApp::new();
+    let (d, related) = state_type(&f, "reply-into-string.json", 2, "FS0901");
+    assert_eq!(d["location"]["pointer"], "/nodes/1/output_key", "{d}");
+    assert_eq!(
+        related,
+        ["/nodes/1/resume_schema", "/state_schema/properties/note"],
+        "{d}"
+    );
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("state field `note`, declared Text"),
+        "{d}"
+    );
+}
+
+/// Issue 41 item 2: a structured `number` written to an `integer` field
+/// may not fit: FS0902 warns (the program still checks and runs, the
+/// write decoded at run time), with both declarations.
+#[test]
+fn a_structured_number_into_an_integer_field_warns_that_it_may_not_fit() {
+    let f = TestApp::new();
+    let (d, related) = state_type(&f, "number-into-integer.json", 0, "FS0902");
+    assert_eq!(d["severity"], "warning");
+    assert_eq!(d["name"], "state-type-may-not-fit");
+    assert_eq!(
+        related,
+        [
+            "/nodes/1/structured_output/schema",
+            "/state_schema/properties/n"
+        ],
+        "{d}"
+    );
+    // Values whose type is not known before the run are not judged.
+    let (code, v) = f.json(&["check", &fixture("guess.json")]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        v["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["code"] != "FS0901" && d["code"] != "FS0902"),
+        "{v}"
+    );
 }
