@@ -2,11 +2,13 @@
 //! 2), with the real `flow` binary and the real flow-llm offline model:
 //! where the value's type is known before the run, `flow check` refuses
 //! with a located FS0901 and `flow run` records nothing; where it is only
-//! known at the write (a structured answer, a person's reply), the value is
-//! decoded there and a misfit is the reply's failure — `fail_branch` when
-//! the node has one, else a fault naming the path and the type — and
-//! replay reaches the same verdict (PRO-13: a reply that does not decode
-//! against the declared types is BadReply).
+//! known at the write (a structured answer of any JSON), the value is
+//! decoded there and a misfit is the reply's failure, recorded as its
+//! BadReply with the reason — `fail_branch` when the node has one, else a
+//! fault naming the node, the call and that reason — and replay reaches
+//! the same verdict (PRO-13: a reply that does not decode against the
+//! declared types is BadReply). A person's reply that does not fit is
+//! refused and nothing is recorded (RES-10, GAP-RES-1).
 
 mod common;
 #[path = "fixtures/fixtures.rs"]
@@ -70,11 +72,80 @@ fn a_structured_answer_that_does_not_fit_its_field_goes_to_fail_branch() {
         why.contains("state field `n` is declared Int") && why.contains("found string"),
         "{why}"
     );
-    f.assert_matched(v["run"].as_str().unwrap());
+    let run = v["run"].as_str().unwrap();
+    f.assert_matched(run);
+    // Issue 41 item 1: the history records the model's reply as the
+    // BadReply it was, with the reason `$.error` carries.
+    let (_, h) = f.json(&["history", run, "--kind", "Reply"]);
+    assert_eq!(h["facts"][0]["fact"]["outcome"]["BadReply"], why, "{h}");
+    let text = history_text(&f, run);
+    assert!(
+        text.contains(&format!("Reply c1:root#1 BadReply: {why}")),
+        "{text}"
+    );
 }
 
+/// `flow history RUN`'s text.
+fn history_text(f: &TestApp, run: &str) -> String {
+    let out = f.cmd(&["history", run]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 41 item 1 (PRO-13, LIVE-2, GAP-HIST-2): a Tool's reply that does
+/// not fit the state field it is written to faults the run, and the record
+/// explains it: the Reply fact is `{"BadReply": reason}` (the field, its
+/// type, what was found), the End's fault names the node, the call and the
+/// same reason, and `flow history` shows both; the run replays matched.
 #[test]
-fn a_reply_object_into_a_string_field_faults_naming_field_and_type() {
+fn a_tool_reply_that_does_not_fit_is_recorded_as_bad_reply_and_explains_the_fault() {
+    let f = TestApp::new();
+    let (code, v) = f.json(&[
+        "run",
+        &fixture("misfit.json"),
+        "--allow",
+        "--input",
+        r#"{"topic":"owls"}"#,
+    ]);
+    assert_eq!((code, v["state"].as_str()), (1, Some("faulted")), "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let (code, h) = f.json(&["history", &run]);
+    assert_eq!(code, 0, "{h}");
+    let facts = h["facts"].as_array().unwrap();
+    let reply = facts.iter().find(|x| x["kind"] == "Reply").unwrap();
+    let why = reply["fact"]["outcome"]["BadReply"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a BadReply: {reply}"));
+    assert!(
+        why.starts_with("state field `n` is declared Int; the value written does not fit")
+            && why.contains("found string"),
+        "{why}"
+    );
+    let end = facts.last().unwrap();
+    let fault = end["fact"]["ending"]["Faulted"].as_str().unwrap();
+    assert!(
+        fault.starts_with("node count: call c1:root#1 to std/llm#chat failed: ")
+            && fault.contains("BadReply")
+            && fault.contains("state field `n` is declared Int"),
+        "{fault}"
+    );
+    assert_eq!(v["fault"], fault, "{v}");
+    let text = history_text(&f, &run);
+    assert!(
+        text.contains(&format!("Reply c1:root#1 BadReply: {why}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("End Faulted: {fault}")), "{text}");
+    f.assert_matched(&run);
+}
+
+/// Issue 41 item 1 (RES-10, GAP-RES-1): a person's reply that does not fit
+/// the state field its hitl writes is refused, naming the field and its
+/// type (exit 2), and nothing is recorded: the call stays open, and a reply
+/// that fits completes the run. (Before, it was recorded as `Ok` and the
+/// run faulted every time.)
+#[test]
+fn a_reply_object_into_a_string_field_is_refused_naming_field_and_type() {
     let f = TestApp::new();
     let (code, v) = f.json(&[
         "run",
@@ -84,6 +155,7 @@ fn a_reply_object_into_a_string_field_faults_naming_field_and_type() {
     ]);
     assert_eq!(code, 3, "{v}");
     let run = v["run"].as_str().unwrap().to_string();
+    let facts = f.facts(&run);
     let (code, v) = f.json(&[
         "resume",
         &run,
@@ -92,13 +164,24 @@ fn a_reply_object_into_a_string_field_faults_naming_field_and_type() {
         "--reply",
         r#"{"Ok":{"decision":"yes"}}"#,
     ]);
-    assert_eq!((code, v["state"].as_str()), (1, Some("faulted")), "{v}");
-    let why = v["fault"].as_str().unwrap();
+    assert_eq!(code, 2, "{v}");
+    let why = v["error"].as_str().unwrap();
     assert!(
-        why.starts_with("node ask: call c1:root#1 to std/human#input")
+        why.starts_with("the reply does not fit call c1:root#1 of node ask: ")
             && why.contains("state field `note` is declared Text"),
         "{why}"
     );
+    assert_eq!(f.facts(&run), facts, "nothing recorded");
+    let (code, v) = f.json(&[
+        "resume",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":"hoot"}"#,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["output"], json!({"note": "hoot", "topic": "owls"}));
     f.assert_matched(&run);
 
     // The same reply as text fits.
