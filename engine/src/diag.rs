@@ -180,6 +180,11 @@ codes! {
     /// declared state field) is written to a state field whose declared
     /// type it can never fit.
     StateType = ("FS0901", "state-type", Error),
+    /// Such a value is written to a state field whose declared type only
+    /// some of its values fit (a number into an `integer`, a record
+    /// missing a required field): the write is decoded at run time, and a
+    /// value that does not fit fails its reply.
+    StateTypeMayNotFit = ("FS0902", "state-type-may-not-fit", Warning),
 }
 
 impl fmt::Display for Code {
@@ -202,6 +207,19 @@ pub struct Diagnostic {
     /// The module (FlowSpec file, relative to the program root) the pointer
     /// is in; set when a whole program is checked.
     pub module: Option<String>,
+    /// Other places the problem involves, in the same module (GAP-DIAG-1
+    /// `related`): e.g. the declaration of the state field a write does not
+    /// fit.
+    pub related: Vec<Related>,
+}
+
+/// A place a diagnostic involves besides its own pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Related {
+    /// RFC 6901 JSON Pointer into the same module.
+    pub pointer: String,
+    /// What is there, e.g. "the state field `tags` is declared here".
+    pub message: String,
 }
 
 impl Diagnostic {
@@ -214,7 +232,14 @@ impl Diagnostic {
             message: message.into(),
             subcode: None,
             module: None,
+            related: Vec::new(),
         }
+    }
+
+    /// The diagnostic with `related` places added.
+    pub fn with_related(mut self, related: Vec<Related>) -> Diagnostic {
+        self.related.extend(related);
+        self
     }
 
     pub fn is_error(&self) -> bool {
@@ -222,13 +247,17 @@ impl Diagnostic {
     }
 
     /// The wire form (GAP-DIAG-1):
-    /// `{"severity","code","name","message","location":{"pointer"}}`.
+    /// `{"severity","code","name","message","location":{"pointer"},
+    /// "related"?:[{"message","location":{"pointer"}}]}`.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut location = serde_json::Map::new();
-        if let Some(m) = &self.module {
-            location.insert("module".into(), m.clone().into());
-        }
-        location.insert("pointer".into(), self.pointer.clone().into());
+        let location = |pointer: &str| {
+            let mut l = serde_json::Map::new();
+            if let Some(m) = &self.module {
+                l.insert("module".into(), m.clone().into());
+            }
+            l.insert("pointer".into(), pointer.into());
+            serde_json::Value::Object(l)
+        };
         let mut m = serde_json::Map::new();
         m.insert("severity".into(), self.severity.as_str().into());
         m.insert("code".into(), self.code.code().into());
@@ -237,7 +266,16 @@ impl Diagnostic {
             m.insert("subcode".into(), s.into());
         }
         m.insert("message".into(), self.message.clone().into());
-        m.insert("location".into(), serde_json::Value::Object(location));
+        m.insert("location".into(), location(&self.pointer));
+        if !self.related.is_empty() {
+            let related = self.related.iter().map(|r| {
+                let mut o = serde_json::Map::new();
+                o.insert("message".into(), r.message.clone().into());
+                o.insert("location".into(), location(&r.pointer));
+                serde_json::Value::Object(o)
+            });
+            m.insert("related".into(), related.collect());
+        }
         serde_json::Value::Object(m)
     }
 }
@@ -260,7 +298,11 @@ impl fmt::Display for Diagnostic {
             self.subcode.unwrap_or(self.code.name()),
             at,
             self.message
-        )
+        )?;
+        for r in &self.related {
+            write!(f, "; {} at {}", r.message, r.pointer)?;
+        }
+        Ok(())
     }
 }
 

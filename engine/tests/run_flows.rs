@@ -810,6 +810,12 @@ fn fail_branch_takes_a_structured_mismatch_as_a_failure() {
     // handles it like a Failed reply.
     let mut doc = flow_doc("fail-branch");
     doc["nodes"][1]["structured_output"] = json!({"schema": {"type": "object", "properties": {"draft": {"type": "string"}}, "required": ["draft"]}});
+    // Without output_key the answer's `draft` goes to the `draft` field
+    // (an object into the Text field would not check: FS0901).
+    doc["nodes"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("output_key");
     doc["nodes"][1]["fail_branch"]["retry"]["max_attempts"] = json!(1);
     let mut files = std::collections::BTreeMap::new();
     files.insert("fail-branch.json".to_string(), doc);

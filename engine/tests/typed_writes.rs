@@ -218,3 +218,50 @@ fn a_subgraph_fail_branch_routes_the_nested_failure() {
     );
     run.assert_replays();
 }
+
+/// Issue 41 item 1 (PRO-13, LIVE-2): `Machine::misfit` tells a host, before
+/// it records a reply, that the machine would fail it at once, and why. A
+/// history recorded with that BadReply (as hosts now record it) and one
+/// recorded with the Ok reply (as they did) lead to the same facts after
+/// the Reply, the same fault or `$.error`, and both replay matched: stored
+/// histories keep their bytes and their verdict.
+#[test]
+fn a_misfit_recorded_as_bad_reply_or_as_ok_gives_the_same_run() {
+    // A tool reply that does not fit: the fault.
+    let reply = ok(json!({"value": "hi x", "tag": "a"}));
+    let mut old = start(json!(1));
+    let why = old
+        .machine
+        .misfit("c1:root#1", &reply)
+        .expect("the machine would fail this reply");
+    assert!(why.contains("state field `n` is declared Int"), "{why}");
+    old.feed("c1:root#1", reply);
+    let mut new = start(json!(1));
+    new.feed("c1:root#1", Outcome::BadReply(why.clone()));
+    assert_eq!(old.fault(), new.fault());
+    assert_eq!(new.facts[4]["outcome"]["BadReply"], json!(why));
+    assert_eq!(
+        old.facts[5..],
+        new.facts[5..],
+        "the same facts after the Reply"
+    );
+    old.assert_replays();
+    new.assert_replays();
+
+    // A structured answer that does not fit: fail_branch, `$.error`.
+    let answer = ok(json!("hi"));
+    let mut old = at_guess(json!(1));
+    let why = old.machine.misfit("c1:root#3", &answer).unwrap();
+    old.feed("c1:root#3", answer);
+    let mut new = at_guess(json!(1));
+    new.feed("c1:root#3", Outcome::BadReply(why));
+    assert_eq!(old.output(), new.output());
+    old.assert_replays();
+    new.assert_replays();
+
+    // A reply that fits, another call's, or a non-Ok outcome: none.
+    let fine = at_guess(json!(9));
+    assert_eq!(fine.machine.misfit("c1:root#3", &ok(json!(7))), None);
+    assert_eq!(fine.machine.misfit("c1:root#9", &ok(json!("x"))), None);
+    assert_eq!(fine.machine.misfit("c1:root#3", &failed("no")), None);
+}

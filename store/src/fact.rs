@@ -266,7 +266,10 @@ fn store_at(v: &Value, paths: &[&[&str]], depth: usize, blobs: &mut Vec<NewBlob>
 
 /// The summary line searched by `--search` (REQUIREMENTS GAP-HIST-5):
 /// `<kind> <call id> <tool> <node> <outcome tag>`, fields that a kind lacks
-/// left out. Presentation only, never parsed.
+/// left out; a Close's reason after it, and a reason the outcome or ending
+/// carries as text (NotRun, Unknown, BadReply, Faulted) after `: `, so the
+/// history's text says why a call failed or a run faulted. Presentation
+/// only, never parsed.
 pub fn summary(kind: FactKind, fact: &Value) -> String {
     let Some(m) = fact.as_object() else {
         return String::new();
@@ -277,19 +280,27 @@ pub fn summary(kind: FactKind, fact: &Value) -> String {
             parts.push(s.to_string());
         }
     }
+    let mut why = None;
     for key in ["outcome", "ending"] {
-        if let Some(tag) = m
+        if let Some((tag, v)) = m
             .get(key)
             .and_then(Value::as_object)
-            .and_then(|o| o.keys().next())
+            .and_then(|o| o.iter().next())
         {
             parts.push(tag.clone());
+            // A reason in text (NotRun, Unknown, BadReply, a fault) is
+            // what explains the fact: shown after it (issue 41 item 1).
+            why = v.as_str();
         }
     }
     if let Some(r) = m.get("reason").and_then(Value::as_str) {
         parts.push(r.to_string());
     }
-    parts.join(" ")
+    let text = parts.join(" ");
+    match why {
+        Some(w) => format!("{text}: {w}"),
+        None => text,
+    }
 }
 
 #[cfg(test)]

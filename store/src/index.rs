@@ -199,6 +199,8 @@ impl HostColumns {
 /// The columns discovery reads for one run: its runs row and its latest
 /// pause or halt record `(kind, at_ms, head_n, head_hash)`.
 pub(crate) struct DiscoveryColumns {
+    /// The run's internal key (its facts are read by it).
+    pub key: i64,
     pub id: String,
     pub entry_module: String,
     pub entry_function: String,

@@ -72,7 +72,9 @@ pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunLi
     let more = rows.len() > q.limit as usize;
     let mut runs = Vec::with_capacity(rows.len());
     for ListingColumns { id, cols, decision } in rows.into_iter().take(q.limit as usize) {
-        let row = DiscoveryColumns {
+        let key = cols.key;
+        let mut row = DiscoveryColumns {
+            key,
             id,
             entry_module: cols.entry_module,
             entry_function: cols.entry_function,
@@ -83,6 +85,7 @@ pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunLi
             decision,
         }
         .row();
+        crate::read::verify_ends(db, key, &mut row)?;
         runs.push(ListedRun {
             row,
             // The table's CHECK admits only the five states.

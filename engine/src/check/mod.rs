@@ -17,6 +17,7 @@
 //! and written), `nodes` (each node type's config) and `graph` (edges,
 //! routing, reachability, forks).
 
+mod fit;
 mod graph;
 mod nodes;
 mod registry;

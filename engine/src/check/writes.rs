@@ -1,63 +1,25 @@
-//! State writes whose type is known before the run (issue 11, item 2): an
-//! llm_call's text answer (no `structured_output`), a tool's declared
-//! output, a transform copying one declared state field to another. When
-//! such a value can never fit the state field it is written to (no JSON
-//! value of the one type is a value of the other: a text answer into an
-//! `integer` field, a tool's list into a `string` field), the program is
-//! refused with FS0901 at the write's pointer. Values that are only known
-//! at the write — json.Value, a structured answer, a hitl reply, a
-//! subgraph's output, an agent's answer — are decoded there instead (the
-//! machine's `typed.rs`), as a reply that does not fit its schema is.
+//! State writes whose type is known before the run (issue 11 item 2,
+//! issue 41 item 2): an llm_call's text answer (no `structured_output`) or
+//! structured answer, a hitl reply with a `resume_schema`, a tool's
+//! declared output, a transform copying one declared state field to
+//! another. When such a value can never fit the state field it is written
+//! to (no JSON value of the one type is a value of the other: a text answer
+//! into an `integer` field, a structured object into an `array` field), the
+//! program is refused with FS0901; when only some of its values fit (a
+//! `number` into an `integer`, an object missing a required field), FS0902
+//! warns. Both sit at the write's pointer and name, as `related`, the
+//! declaration of the value (the node's schema, the tool's output field)
+//! and of the state field. Values whose type is not known (json.Value, a
+//! hitl reply without `resume_schema`, a subgraph's output, an agent's
+//! answer) are decoded at the write (the machine's `typed.rs`).
 
-use crate::diag::{Code, push_token};
-use crate::model::{Flow, NodeKind, Reducer};
+use super::fit::{always_fits, never_fits, strip};
+use crate::diag::{Code, Diagnostic, Related, push_token};
+use crate::model::{Flow, NodeKind, Reducer, Schema};
 use crate::path::{Root, Seg, Target};
 use crate::read::Cx;
-use flow_abi::{Body, Type, TypeSet};
+use flow_abi::{Type, TypeSet};
 use std::collections::BTreeMap;
-
-const STRING: u8 = 1;
-const NUMBER: u8 = 2;
-const BOOL: u8 = 4;
-const NULL: u8 = 8;
-const ARRAY: u8 = 16;
-const OBJECT: u8 = 32;
-
-/// The JSON kinds a value of `t` can be written as.
-fn kinds(t: &Type, types: &TypeSet) -> u8 {
-    match t {
-        Type::Json => STRING | NUMBER | BOOL | NULL | ARRAY | OBJECT,
-        Type::Unit => NULL,
-        Type::Bool => BOOL,
-        Type::Int | Type::Decimal => NUMBER,
-        Type::Text | Type::Bytes | Type::Instant | Type::Duration => STRING,
-        Type::Never => 0,
-        Type::List(_) | Type::Set(_) | Type::Tuple(_) => ARRAY,
-        Type::Option(t) | Type::Refined(t, _) => kinds(t, types),
-        Type::Dict(k, _) if *k.base() == Type::Text => OBJECT,
-        Type::Dict(..) => ARRAY,
-        Type::Named(id) => match &types.get(*id).body {
-            Body::Record(_) => OBJECT,
-            Body::Enum(ctors) if ctors.iter().all(|c| c.payload.is_none()) => STRING,
-            Body::Enum(_) => STRING | OBJECT,
-        },
-    }
-}
-
-fn strip(t: &Type) -> &Type {
-    match t {
-        Type::Option(t) | Type::Refined(t, _) => strip(t),
-        t => t,
-    }
-}
-
-/// True when no value of `src` is a value of `dst`.
-fn never_fits(src: &Type, dst: &Type, types: &TypeSet) -> bool {
-    match (strip(src), strip(dst)) {
-        (Type::List(a) | Type::Set(a), Type::List(b) | Type::Set(b)) => never_fits(a, b, types),
-        (s, d) => kinds(s, types) & kinds(d, types) == 0,
-    }
-}
 
 /// The fields of a record type, by name.
 fn fields(t: &Type, types: &TypeSet) -> Vec<(String, Type)> {
@@ -67,17 +29,40 @@ fn fields(t: &Type, types: &TypeSet) -> Vec<(String, Type)> {
         .collect()
 }
 
+/// The pointer of field `f`'s declaration in `schema`: its `properties`
+/// entry (or the shorthand's key), else the schema itself.
+fn field_ptr(schema: &Schema, f: &str) -> String {
+    if schema.shorthand {
+        return push_token(&schema.ptr, f);
+    }
+    match schema.json.get("properties").and_then(|p| p.get(f)) {
+        Some(_) => push_token(&push_token(&schema.ptr, "properties"), f),
+        None => schema.ptr.clone(),
+    }
+}
+
+/// A value written: what it is, its type and where that type is declared.
+struct Value<'t> {
+    what: String,
+    ty: &'t Type,
+    declared: Option<String>,
+}
+
 struct Writes<'a> {
     state: BTreeMap<String, Type>,
     reducers: BTreeMap<String, Reducer>,
+    /// Each declared state field's pointer.
+    decls: BTreeMap<String, String>,
     types: &'a TypeSet,
 }
 
 impl Writes<'_> {
-    /// Refuses a write of a `src` value (`what`) to `target` at `ptr` when
-    /// it can never fit the field (an append adds elements to a list).
-    fn write<'t>(&'t self, cx: &mut Cx, target: &Target, src: &'t Type, what: &str, ptr: String) {
-        if !target.below.is_empty() {
+    /// Judges a write of `v` to `target` at `ptr`: FS0901 when it can
+    /// never fit the field, FS0902 when it may not (an append adds
+    /// elements to a list). A value of unknown type (json.Value) is left to
+    /// the write.
+    fn write(&self, cx: &mut Cx, target: &Target, v: Value<'_>, ptr: String) {
+        if !target.below.is_empty() || *strip(v.ty) == Type::Json {
             return;
         }
         let Some(dst) = self.state.get(&target.field) else {
@@ -85,26 +70,59 @@ impl Writes<'_> {
         };
         // An append adds elements (a list value adds each of its items) to
         // a list field, or to a field declared as its element type.
-        let element = |t: &'t Type| match strip(t) {
+        let element = |t| match strip(t) {
             Type::List(e) | Type::Set(e) => e.as_ref(),
             _ => t,
         };
         let (src, dst) = if self.reducers.get(&target.field) == Some(&Reducer::Append) {
-            (element(src), element(dst))
+            (element(v.ty), element(dst))
         } else {
-            (src, dst)
+            (v.ty, dst)
         };
-        if never_fits(src, dst, self.types) {
-            cx.push(
-                Code::StateType,
-                ptr,
-                format!(
-                    "{what} ({}) is written to state field `{}`, declared {}: it can never fit",
-                    strip(src).describe(self.types),
-                    target.field,
-                    strip(dst).describe(self.types),
-                ),
-            );
+        let (code, verdict) = if never_fits(src, dst, self.types) {
+            (Code::StateType, "it can never fit")
+        } else if !always_fits(src, dst, self.types) {
+            (
+                Code::StateTypeMayNotFit,
+                "some of its values do not fit, and one that does not fails the reply at the write",
+            )
+        } else {
+            return;
+        };
+        let message = format!(
+            "{} ({}) is written to state field `{}`, declared {}: {verdict}",
+            v.what,
+            strip(src).describe(self.types),
+            target.field,
+            strip(dst).describe(self.types),
+        );
+        let mut related = Vec::new();
+        if let Some(p) = v.declared {
+            related.push(Related {
+                pointer: p,
+                message: format!("{} is declared here", v.what),
+            });
+        }
+        if let Some(p) = self.decls.get(&target.field) {
+            related.push(Related {
+                pointer: p.clone(),
+                message: format!("state field `{}` is declared here", target.field),
+            });
+        }
+        cx.diags
+            .push(Diagnostic::new(code, ptr, message).with_related(related));
+    }
+
+    /// Each top-level field of a record value, written key by key to the
+    /// same-named state key.
+    fn each_key(&self, cx: &mut Cx, ty: &Type, schema: &Schema, what: &str, ptr: &str) {
+        for (f, ft) in &fields(ty, self.types) {
+            let v = Value {
+                what: format!("{what} field `{f}`"),
+                ty: ft,
+                declared: Some(field_ptr(schema, f)),
+            };
+            self.write(cx, &key(f), v, ptr.to_string());
         }
     }
 }
@@ -137,45 +155,80 @@ pub(super) fn check_writes(
             .iter()
             .map(|(k, f)| (k.clone(), f.reducer))
             .collect(),
+        decls: ss
+            .fields
+            .iter()
+            .map(|(k, f)| (k.clone(), f.ptr.clone()))
+            .collect(),
         types,
     };
-    let ty = |ptr: &str| schema_types.get(ptr);
+    let ty = |s: &Schema| schema_types.get(&s.ptr);
     for n in &flow.nodes {
         let at = |k: &str| push_token(&n.ptr, k);
         match &n.kind {
-            // A structured answer is decoded at the write (it is only as
-            // good as the model's answer); a text answer is Text.
-            NodeKind::LlmCall(l) if l.structured_output.is_none() => {
-                if let Some(k) = &l.output_key {
-                    w.write(
-                        cx,
-                        &key(k),
-                        &Type::Text,
-                        "the model's text answer",
-                        at("output_key"),
-                    );
+            NodeKind::LlmCall(l) => match (&l.structured_output, &l.output_key) {
+                (None, Some(k)) => {
+                    let v = Value {
+                        what: "the model's text answer".into(),
+                        ty: &Type::Text,
+                        declared: None,
+                    };
+                    w.write(cx, &key(k), v, at("output_key"));
+                }
+                (Some(s), Some(k)) => {
+                    if let Some(t) = ty(s) {
+                        let v = Value {
+                            what: "the model's structured answer".into(),
+                            ty: t,
+                            declared: Some(s.ptr.clone()),
+                        };
+                        w.write(cx, &key(k), v, at("output_key"));
+                    }
+                }
+                // Without output_key, each top-level key goes to the
+                // same-named state key (GAP-LLM-4).
+                (Some(s), None) => {
+                    if let Some(t) = ty(s) {
+                        let what = "the model's structured answer";
+                        w.each_key(cx, t, s, what, &at("structured_output"));
+                    }
+                }
+                (None, None) => {}
+            },
+            NodeKind::Hitl(h) => {
+                if let (Some(s), Some(k)) = (&h.resume_schema, &h.output_key)
+                    && let Some(t) = ty(s)
+                {
+                    let v = Value {
+                        what: "the person's reply".into(),
+                        ty: t,
+                        declared: Some(s.ptr.clone()),
+                    };
+                    w.write(cx, &key(k), v, at("output_key"));
                 }
             }
             NodeKind::ToolInvoke(t) => {
-                let Some(out) = flow
+                let Some((s, out)) = flow
                     .tools
                     .get(&t.tool_id)
                     .and_then(|d| d.output_schema.as_ref())
-                    .and_then(|s| ty(&s.ptr))
+                    .and_then(|s| Some((s, ty(s)?)))
                 else {
                     continue;
                 };
-                let reply: BTreeMap<String, Type> = fields(out, types).into_iter().collect();
+                let what = format!("tool `{}`'s reply", t.tool_id);
                 if t.output_map.is_empty() {
-                    for (f, ft) in &reply {
-                        let what = format!("tool `{}`'s reply field `{f}`", t.tool_id);
-                        w.write(cx, &key(f), ft, &what, at("tool_id"));
-                    }
+                    w.each_key(cx, out, s, &what, &at("tool_id"));
                 }
+                let reply: BTreeMap<String, Type> = fields(out, types).into_iter().collect();
                 for (f, target) in &t.output_map {
                     if let Some(ft) = reply.get(f) {
-                        let what = format!("tool `{}`'s reply field `{f}`", t.tool_id);
-                        w.write(cx, target, ft, &what, push_token(&at("output_map"), f));
+                        let v = Value {
+                            what: format!("{what} field `{f}`"),
+                            ty: ft,
+                            declared: Some(field_ptr(s, f)),
+                        };
+                        w.write(cx, target, v, push_token(&at("output_map"), f));
                     }
                 }
             }
@@ -186,8 +239,12 @@ pub(super) fn check_writes(
                         _ => continue,
                     };
                     if let Some(src) = w.state.get(from) {
-                        let what = format!("state field `{from}`");
-                        w.write(cx, &a.to, src, &what, a.to_ptr.clone());
+                        let v = Value {
+                            what: format!("state field `{from}`"),
+                            ty: src,
+                            declared: w.decls.get(from).cloned(),
+                        };
+                        w.write(cx, &a.to, v, a.to_ptr.clone());
                     }
                 }
             }

@@ -176,35 +176,9 @@ impl Machine {
     }
 
     pub(super) fn node_ok(&mut self, task: &str, node: &Node, call: &str, v: Json) -> Step {
-        // A structured llm answer must fit its schema; one that does not is
-        // a failure of the node's call (GAP-LLM-1, GAP-FAIL-1), handled like
-        // a Failed reply: retry, fail_branch, or a fault.
-        let value = match &node.kind {
-            NodeKind::LlmCall(l) => match &l.structured_output {
-                Some(s) => {
-                    let m = self.module_ref();
-                    match m.report.schema_types.get(&s.ptr) {
-                        Some(t) => match decode_json(&v, t, &m.report.types) {
-                            Ok(x) => x.to_json(),
-                            Err(e) => {
-                                let why = Outcome::BadReply(format!(
-                                    "the answer does not fit structured_output: {e}"
-                                ));
-                                return self.node_failed(task, node, call, &why);
-                            }
-                        },
-                        None => v,
-                    }
-                }
-                None => match v.get("text") {
-                    Some(t) => t.clone(),
-                    None => {
-                        let why = Outcome::BadReply("the model's answer has no \"text\"".into());
-                        return self.node_failed(task, node, call, &why);
-                    }
-                },
-            },
-            _ => v,
+        let value = match self.node_value(node, v) {
+            Ok(value) => value,
+            Err(why) => return self.node_failed(task, node, call, &Outcome::BadReply(why)),
         };
         if let Some(val) = validator(node) {
             // GAP-FN-1: validator `(output, state) → {valid, reason?}`.
@@ -232,11 +206,8 @@ impl Machine {
     /// written.
     pub(super) fn finish_node(&mut self, task: &str, node: &Node, call: &str, value: Json) -> Step {
         let writes = result_writes(node, value)?;
-        for (target, v) in &writes {
-            let reducer = self.reducer_of(&target.field);
-            if let Err(why) = self.check_write(task, target, v, reducer) {
-                return self.node_failed(task, node, call, &Outcome::BadReply(why));
-            }
+        if let Err(why) = self.check_writes(task, &writes) {
+            return self.node_failed(task, node, call, &Outcome::BadReply(why));
         }
         for (target, v) in writes {
             let reducer = self.reducer_of(&target.field);
@@ -244,6 +215,76 @@ impl Machine {
         }
         self.route(task);
         Ok(())
+    }
+
+    /// The value a node's own Ok reply stands for: a structured llm
+    /// answer decoded against its schema, a plain one's `text`, else the
+    /// reply itself. `Err` is the reason the reply is a BadReply of the
+    /// call (GAP-LLM-1, GAP-FAIL-1).
+    fn node_value(&self, node: &Node, v: Json) -> Result<Json, String> {
+        let NodeKind::LlmCall(l) = &node.kind else {
+            return Ok(v);
+        };
+        match &l.structured_output {
+            Some(s) => {
+                let m = self.module_ref();
+                match m.report.schema_types.get(&s.ptr) {
+                    Some(t) => decode_json(&v, t, &m.report.types)
+                        .map(|x| x.to_json())
+                        .map_err(|e| format!("the answer does not fit structured_output: {e}")),
+                    None => Ok(v),
+                }
+            }
+            None => v
+                .get("text")
+                .cloned()
+                .ok_or_else(|| "the model's answer has no \"text\"".to_string()),
+        }
+    }
+
+    /// Whether every write fits its state field (all are checked before
+    /// any lands); `Err` names the first that does not.
+    fn check_writes(&self, task: &str, writes: &[(Target, Json)]) -> Step {
+        writes.iter().try_for_each(|(target, v)| {
+            self.check_write(task, target, v, self.reducer_of(&target.field))
+        })
+    }
+
+    /// Why an Ok `outcome` for `call` is, on admission, a BadReply of that
+    /// call: it is the node's own call and the machine would fail it at
+    /// once — a structured answer that does not fit its schema, a plain
+    /// answer without `text`, or a result that does not fit the state
+    /// fields it is written to (`typed.rs`), for a node without an output
+    /// validator (whose writes wait for the validator's answer). `None`
+    /// when the reply is admitted as it is.
+    ///
+    /// Hosts record an implementation's reply as `BadReply(why)` (PRO-13,
+    /// LIVE-2: "one that does not decode ... is admitted as BadReply"), so
+    /// the history says why the node failed where it failed; a supplied
+    /// resume reply is refused instead and nothing is recorded (RES-10,
+    /// GAP-RES-1). Fed to the machine, `BadReply(why)` takes the same path,
+    /// with the same reason, as the Ok reply does: a history recorded
+    /// either way replays to the same facts.
+    pub fn misfit(&self, call: &str, outcome: &Outcome) -> Option<String> {
+        let Outcome::Ok(v) = outcome else {
+            return None;
+        };
+        let p = self.calls.get(call)?;
+        if p.purpose != Purpose::Node {
+            return None;
+        }
+        let node = self.node(&p.node)?;
+        let value = match self.node_value(node, v.clone()) {
+            Ok(value) => value,
+            Err(why) => return Some(why),
+        };
+        if validator(node).is_some() {
+            return None;
+        }
+        // A result that cannot be written at all faults the run: not a
+        // reply's failure.
+        let writes = result_writes(node, value).ok()?;
+        self.check_writes(&p.task, &writes).err()
     }
 
     /// A failed call of the node itself: retry, route to fail_branch, or

@@ -112,7 +112,8 @@ pub(crate) fn print_check(g: &Global, flow: &Path, all: &[Json], errors: usize) 
 
 /// Diagnostics as `severity[CODE] module#/json/pointer: message`: the
 /// location is the module and the RFC 6901 JSON Pointer into it (`#` alone
-/// is the whole document), as a URI fragment names a part of a file.
+/// is the whole document), as a URI fragment names a part of a file; each
+/// related place on its own indented line, `  module#/pointer: message`.
 pub(crate) fn print_diagnostics(g: &Global, ds: &[Json]) {
     let style = styled(g);
     for d in ds {
@@ -125,6 +126,16 @@ pub(crate) fn print_diagnostics(g: &Global, ds: &[Json]) {
             at["pointer"].as_str().unwrap_or(""),
             d["message"].as_str().unwrap_or("")
         );
+        // GAP-DIAG-1 `related`: the other places the problem involves.
+        for r in d["related"].as_array().into_iter().flatten() {
+            let at = &r["location"];
+            out!(
+                "  {}#{}: {}",
+                at["module"].as_str().unwrap_or(""),
+                at["pointer"].as_str().unwrap_or(""),
+                r["message"].as_str().unwrap_or("")
+            );
+        }
     }
 }
 

@@ -60,8 +60,29 @@ fn open_list(open: &[OpenCall]) -> String {
 /// Decodes a resume reply's value against the call's declared type: the
 /// hitl node's `resume_schema` for `std/human#input` (DESIGN §4: "A resume
 /// reply that does not decode against the call's declared type is refused
-/// ... and nothing is recorded").
+/// ... and nothing is recorded"), then against where the node writes it: a
+/// reply the machine would fail at once (it does not fit the state field
+/// the node writes it to, or the node's schema) is refused too, naming the
+/// field and its type, so the call stays open for a reply that fits
+/// (RES-10, GAP-RES-1: BadReply is only for implementations' replies).
 fn check_reply(
+    program: &Program,
+    machine: &Machine,
+    c: &OpenCall,
+    outcome: Outcome,
+) -> Result<Outcome> {
+    let outcome = decode_reply(program, machine, c, outcome)?;
+    match machine.misfit(&c.call, &outcome) {
+        Some(why) => Err(Error::Refused(format!(
+            "the reply does not fit call {} of node {}: {why}",
+            c.call, c.node
+        ))),
+        None => Ok(outcome),
+    }
+}
+
+/// An Ok reply's value decoded against the call's declared type.
+fn decode_reply(
     program: &Program,
     machine: &Machine,
     c: &OpenCall,

@@ -442,7 +442,14 @@ impl RunService {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
                 continue;
             }
+            // A reply the machine would fail at once (it does not fit the
+            // node's schema or the state fields it is written to) is
+            // recorded as the BadReply it is, with the reason (PRO-13).
             let o = outcome.into_outcome();
+            let o = match machine.misfit(&call, &o) {
+                Some(why) => flow_abi::protocol::Outcome::BadReply(why),
+                None => o,
+            };
             // A reply's first few effects are computed here (a Tool step's
             // Checkpoint and next Call: no thread hand-off per step); a
             // longer stretch goes on where it is recorded next, off the

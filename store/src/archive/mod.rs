@@ -419,7 +419,10 @@ pub(crate) fn scan_lines(
                 scan.last = Some(value);
                 scan.facts.push(f);
             }
-            Err(reason) if last_complete && !tail => {
+            // A torn tail needs a valid prefix (GAP-HIST-9): a history
+            // whose only complete line is bad is unreadable, not a run
+            // torn before its Start.
+            Err(reason) if last_complete && !tail && !scan.facts.is_empty() => {
                 scan.truncated = true;
                 scan.tail_reason = Some((n, reason));
             }

@@ -325,7 +325,7 @@ impl ReadDb for Session {
         let take = i64::from(limit) + 1;
         let rows = self.query(
             "SELECT r.id, r.entry_module, r.entry_function, r.program, r.ending, r.last_n, r.last_hash,
-                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.key
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
@@ -339,6 +339,7 @@ impl ReadDb for Session {
             .map(|r| {
                 let kind: Option<String> = r.try_get(7)?;
                 Ok(DiscoveryColumns {
+                    key: r.try_get(12)?,
                     id: r.try_get(0)?,
                     entry_module: r.try_get(1)?,
                     entry_function: r.try_get(2)?,

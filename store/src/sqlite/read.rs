@@ -174,6 +174,7 @@ impl ReadDb for Db<'_> {
             Ok((
                 r.get::<_, i64>(0)?,
                 DiscoveryColumns {
+                    key: r.get(0)?,
                     id: r.get(1)?,
                     entry_module: r.get(2)?,
                     entry_function: r.get(3)?,
