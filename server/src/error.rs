@@ -97,6 +97,16 @@ impl Error {
 
     /// The exit code (DESIGN §6): 2 refused, 5 cut short by a storage
     /// failure.
+    /// The stored history cannot be read back: damaged, not just out of
+    /// reach.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            Error::Unreadable(_) => true,
+            Error::Store(e) => e.is_corruption(),
+            _ => false,
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Store(_) => 5,

@@ -60,7 +60,7 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                         let service = service(g, store.clone(), false);
                         // A call that drives a nested run stands for that
                         // run's calls (each answered by its run id).
-                        let open = service.pending_of(&run, service.open_calls(&run)?)?;
+                        let open = service.pending(&run)?.open;
                         if g.json {
                             let calls: Vec<Json> = open
                                 .iter()

@@ -138,8 +138,7 @@ pub struct RunView {
     /// The calls to answer to continue the run: its calls with no Reply or
     /// Close yet, one that drives a nested run replaced by that run's
     /// (each names its `run`).
-    #[schema(value_type = Vec<Object>)]
-    pub pending: Vec<Json>,
+    pub pending: Vec<WaitingCall>,
     /// The run's own Tool calls that were sent and have no Reply: in
     /// flight while the run is driven; after a forced halt or a crash, the
     /// calls a continue decides (`POST …/resume {"open": "resend" |
@@ -185,6 +184,70 @@ pub struct RunAnswer {
     /// A fork's parent run and checkpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentRef>,
+}
+
+/// A call the run view lists as waiting for its reply.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingCall {
+    /// The run whose call it is: this run, or a nested run it drives
+    /// (answer it by either run id).
+    pub run: String,
+    /// The call id to resume, e.g. `c1:root#1`.
+    pub call: String,
+    pub task: String,
+    pub node: String,
+    pub tool: String,
+    /// The Call's fact number.
+    pub fact: u64,
+    /// The call's arguments.
+    #[schema(value_type = Object)]
+    pub args: Json,
+    /// A hitl call's prompt (`args.prompt`), or null.
+    #[schema(value_type = Option<Value>)]
+    pub prompt: Json,
+    /// The JSON Schema a hitl reply's `Ok` value fits (`args.schema`), or
+    /// null.
+    #[schema(value_type = Option<Object>)]
+    pub schema: Json,
+    /// A reply the resume would admit (the CLI prints it in the resume
+    /// command), or null.
+    #[schema(value_type = Option<Value>)]
+    pub example_reply: Option<Json>,
+}
+
+impl WaitingCall {
+    /// The view of each of `calls` (each run's program read once, for its
+    /// example replies).
+    pub fn all(
+        service: &crate::service::RunService,
+        calls: &[crate::service::PendingCall],
+    ) -> Vec<WaitingCall> {
+        let mut examples = std::collections::BTreeMap::new();
+        calls
+            .iter()
+            .map(|p| {
+                let c = &p.open;
+                let example = examples
+                    .entry(p.run.clone())
+                    .or_insert_with(|| service.reply_examples(&p.run))
+                    .as_ref()
+                    .and_then(|e| e.reply(&c.node, &c.tool));
+                WaitingCall {
+                    run: p.run.to_string(),
+                    call: c.call.clone(),
+                    task: c.task.clone(),
+                    node: c.node.clone(),
+                    tool: c.tool.clone(),
+                    fact: p.fact.unwrap_or_default(),
+                    prompt: c.args.get("prompt").cloned().unwrap_or(Json::Null),
+                    schema: c.args.get("schema").cloned().unwrap_or(Json::Null),
+                    args: c.args.clone(),
+                    example_reply: example,
+                }
+            })
+            .collect()
+    }
 }
 
 /// A call to answer to continue a paused run.

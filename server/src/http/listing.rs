@@ -497,8 +497,8 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
             let info = state.store().run_info(&id).ok();
             let since = info.as_ref().map(|i| i.state_ms);
             let outer = info.and_then(|i| i.outer).map(|(o, _)| o);
-            let open = match super::routes::open_calls(state, &id) {
-                Ok((open, _)) => open,
+            let open = match crate::service::waiting(&**state.store(), &id) {
+                Ok(w) => w.open,
                 Err(e) => {
                     problems.push(RunProblem {
                         run: r.run.clone(),
@@ -517,10 +517,10 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
             // A call that drives a nested run is answered by that run's
             // calls, listed under the nested run (itself paused).
             let links = crate::service::nested_runs(&**state.store(), &id).unwrap_or_default();
-            for c in open {
-                let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
+            for p in open {
+                let c = p.open;
                 if links
-                    .get(call)
+                    .get(&c.call)
                     .is_some_and(|n| state.store().run_info(n).is_ok_and(|i| i.ending.is_none()))
                 {
                     continue;
@@ -532,19 +532,18 @@ fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
                         problems,
                     });
                 }
-                let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
-                let s = |k: &str| c.get(k).and_then(Json::as_str).map(str::to_string);
+                let text = |k: &str| c.args.get(k).and_then(Json::as_str).map(str::to_string);
                 calls.push(CallView {
                     run: r.run.clone(),
                     outer: outer.clone(),
-                    call: call.to_string(),
-                    node: s("node"),
-                    tool: s("tool"),
-                    prompt: s("prompt"),
-                    schema: c.get("schema").filter(|v| v.is_object()).cloned(),
-                    fact: c.get("fact").and_then(Json::as_u64).unwrap_or(0),
+                    node: Some(c.node.clone()),
+                    tool: Some(c.tool.clone()),
+                    prompt: text("prompt"),
+                    schema: c.args.get("schema").filter(|v| v.is_object()).cloned(),
+                    fact: p.fact.unwrap_or_default(),
                     since_ms: since,
-                    due_ms: due.get(call).copied(),
+                    due_ms: due.get(&c.call).copied(),
+                    call: c.call,
                 });
             }
         }

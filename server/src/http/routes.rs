@@ -5,7 +5,7 @@
 use super::AppState;
 use super::answers::{
     CheckAnswer, ChildRef, EndingName, HaltAnswer, OuterRef, ParentRef, ReplayAnswer, RunAnswer,
-    RunView, VerdictName,
+    RunView, VerdictName, WaitingCall,
 };
 use super::error::{ApiError, ApiResult, Body, OptionalBody, PathArgs, QueryArgs, run_id};
 use super::guard::typed;
@@ -20,10 +20,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use flow_engine::replay::Verdict;
-use flow_store::{ChildLink, FactKind, HistoryQuery, RunId, RunInfo};
+use flow_store::{ChildLink, HistoryQuery, RunId, RunInfo};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
@@ -379,119 +379,6 @@ fn run_state(state: &AppState, run: &RunId) -> StateName {
         .unwrap_or(StateName::Running)
 }
 
-/// The calls of a history with no Reply or Close yet, as stored facts
-/// (expanded).
-pub(super) fn open_calls(
-    state: &AppState,
-    run: &RunId,
-) -> flow_store::Result<(Vec<Json>, Option<Json>)> {
-    let store = state.store();
-    let h = store.read_history(run)?;
-    let mut settled = BTreeSet::new();
-    for f in &h.facts {
-        if matches!(f.kind, FactKind::Reply | FactKind::Close)
-            && let Some(c) = f.fact.get("call").and_then(Json::as_str)
-        {
-            settled.insert(c.to_string());
-        }
-    }
-    let mut open = Vec::new();
-    let mut end = None;
-    // The run's program, read at its first open call and only then.
-    let mut examples = None;
-    for f in &h.facts {
-        match f.kind {
-            FactKind::Call => {
-                let Some(c) = f.fact.get("call").and_then(Json::as_str) else {
-                    continue;
-                };
-                if settled.contains(c) {
-                    continue;
-                }
-                let fact = store.expand(&f.fact)?;
-                let args = fact.get("args").cloned().unwrap_or(Json::Null);
-                let (node, tool) = (fact["node"].as_str(), fact["tool"].as_str());
-                // A reply the resume would admit (the CLI prints it in the
-                // resume command).
-                let example = match (node, tool) {
-                    (Some(node), Some(tool)) => examples
-                        .get_or_insert_with(|| state.service().reply_examples(run))
-                        .as_ref()
-                        .and_then(|e| e.reply(node, tool)),
-                    _ => None,
-                };
-                open.push(json!({
-                    "exampleReply": example,
-                    "call": c,
-                    "task": fact.get("task"),
-                    "node": fact.get("node"),
-                    "tool": fact.get("tool"),
-                    "fact": f.n,
-                    "prompt": args.get("prompt"),
-                    "schema": args.get("schema"),
-                    "args": args,
-                }));
-            }
-            FactKind::End => end = Some(store.expand(&f.fact)?),
-            _ => {}
-        }
-    }
-    Ok((open, end))
-}
-
-/// The calls to answer to continue `run`: its open calls, each one that
-/// drives a nested run not ended replaced by that run's pending calls (in
-/// turn); each names its `run`.
-pub(super) fn pending_calls(
-    state: &AppState,
-    run: &RunId,
-) -> flow_store::Result<(Vec<Json>, Option<Json>)> {
-    let (open, end) = open_calls(state, run)?;
-    Ok((expand(state, run, open, 0)?, end))
-}
-
-/// The run's own pending Tool calls that were sent (see
-/// [`RunView::calls_out`]).
-fn calls_out(state: &AppState, run: &RunId, pending: &[Json]) -> flow_store::Result<Vec<String>> {
-    let mine: Vec<&str> = pending
-        .iter()
-        .filter(|c| c["run"] == run.as_str() && c["tool"] != crate::host::HUMAN)
-        .filter_map(|c| c["call"].as_str())
-        .collect();
-    if mine.is_empty() {
-        return Ok(Vec::new());
-    }
-    let unsent = crate::service::unsent(&**state.store(), run)?;
-    Ok(mine
-        .into_iter()
-        .filter(|c| !unsent.contains(*c))
-        .map(str::to_string)
-        .collect())
-}
-
-fn expand(
-    state: &AppState,
-    run: &RunId,
-    open: Vec<Json>,
-    depth: usize,
-) -> flow_store::Result<Vec<Json>> {
-    let mut out = Vec::new();
-    for mut c in open {
-        let call = c.get("call").and_then(Json::as_str).unwrap_or_default();
-        match crate::service::live_nested_run(&**state.store(), run, call)? {
-            Some(n) if depth < 32 => {
-                let (inner, _) = open_calls(state, &n)?;
-                out.extend(expand(state, &n, inner, depth + 1)?);
-            }
-            _ => {
-                c["run"] = json!(run.as_str());
-                out.push(c);
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Runs created after `run` whose parent or outer run is `run` (ids are
 /// creation-ordered, so children come after their parent). Bounded: at
 /// most `cap` later runs are looked at.
@@ -522,13 +409,21 @@ fn children(state: &AppState, run: &RunId, cap: u32) -> ApiResult<(Vec<ChildRef>
 
 fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
     let info: RunInfo = state.store().run_info(run)?;
-    let (pending, end) = pending_calls(state, run)?;
-    let calls_out = calls_out(state, run, &pending)?;
+    let service = state.service();
+    let waits = service.pending(run)?;
+    let calls_out = service.calls_out(run, &waits.open)?;
     let (children, children_truncated) = children(state, run, 2000)?;
-    let mut v = RunView {
+    let (exit, output, fault) = match waits.ending {
+        Some(flow_abi::fact::Ending::Completed { exit, output }) => {
+            (json!(exit), output, Json::Null)
+        }
+        Some(flow_abi::fact::Ending::Faulted(why)) => (Json::Null, Json::Null, json!(why)),
+        None => (Json::Null, Json::Null, Json::Null),
+    };
+    Ok(RunView {
         run: run.to_string(),
         state: info.state.into(),
-        driving: state.service().is_active(run),
+        driving: service.is_active(run),
         entry: EntryView {
             module: info.entry.module,
             function: info.entry.function,
@@ -538,10 +433,10 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
             flow_store::Ending::Completed => EndingName::Completed,
             flow_store::Ending::Faulted => EndingName::Faulted,
         }),
-        exit: Json::Null,
-        output: Json::Null,
-        fault: Json::Null,
-        pending,
+        exit,
+        output,
+        fault,
+        pending: WaitingCall::all(service, &waits.open),
         calls_out,
         last_fact: (&info.last_fact).into(),
         parent: info
@@ -552,18 +447,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         children_truncated,
         created_ms: info.created_ms,
         updated_ms: info.updated_ms,
-    };
-    if let Some(end) = end {
-        let e = &end["ending"];
-        if let Some(c) = e.get("Completed") {
-            v.exit = c.get("exit").cloned().unwrap_or(Json::Null);
-            v.output = c.get("output").cloned().unwrap_or(Json::Null);
-        }
-        if let Some(f) = e.get("Faulted") {
-            v.fault = f.clone();
-        }
-    }
-    Ok(v)
+    })
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run", tag = "runs",

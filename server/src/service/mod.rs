@@ -37,6 +37,7 @@ mod inspect;
 mod lease;
 mod nested;
 mod outcome;
+mod pending;
 mod prepare;
 pub mod remote;
 mod spawn;
@@ -62,11 +63,12 @@ use tokio_util::sync::CancellationToken;
 
 pub use deadlines::Deadlines;
 pub use lease::LeaseOptions;
-pub use nested::{live_nested_run, nested_runs};
+pub use nested::nested_runs;
 pub use outcome::{
     Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
     new_run_id, record_start,
 };
+pub use pending::{Waits, waiting};
 pub use prepare::{OpenChoice, unsent};
 
 /// A paused run's machine, kept while the run's head is `head`.

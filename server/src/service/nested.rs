@@ -21,7 +21,6 @@
 //! its nested run (NEST-18).
 
 use super::drive::{Ack, Driven, ToDispatch, Writes, create, start_machine, steps};
-use super::outcome::PendingCall;
 use super::prepare::OpenChoice;
 use super::store::{Store, blocking};
 use super::{RunResult, RunService};
@@ -94,22 +93,6 @@ pub fn nested_runs(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeMa
     Ok(links(&store.host_records(run)?))
 }
 
-/// The nested run serving `call` of `run` when it has not ended (the call
-/// then stands for that run's pending calls).
-pub fn live_nested_run(
-    store: &dyn Store,
-    run: &RunId,
-    call: &str,
-) -> flow_store::Result<Option<RunId>> {
-    let Some(n) = nested_runs(store, run)?.remove(call) else {
-        return Ok(None);
-    };
-    Ok(store
-        .run_info(&n)
-        .is_ok_and(|i| i.ending.is_none())
-        .then_some(n))
-}
-
 fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
     records
         .iter()
@@ -124,23 +107,11 @@ fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
 
 /// The calls of `run` with a Call and no Reply or Close.
 pub(super) fn open_ids(store: &dyn Store, run: &RunId) -> Result<BTreeSet<String>> {
-    let h = store.read_history(run)?;
-    let mut open = BTreeSet::new();
-    for f in &h.facts {
-        let Some(c) = f.fact.get("call").and_then(Json::as_str) else {
-            continue;
-        };
-        match f.kind {
-            FactKind::Call => {
-                open.insert(c.to_string());
-            }
-            FactKind::Reply | FactKind::Close => {
-                open.remove(c);
-            }
-            _ => {}
-        }
-    }
-    Ok(open)
+    Ok(super::pending::waiting(store, run)?
+        .open
+        .into_iter()
+        .map(|c| c.open.call)
+        .collect())
 }
 
 /// The nested runs `run` drives now: each open call's nested run that has
@@ -324,36 +295,6 @@ impl RunService {
             reply: None,
             deep: Some(DeepReply { below, call, text }),
         })
-    }
-
-    /// The calls a client answers to continue `run`, whose open calls are
-    /// `open`: each call that drives a nested run not ended is replaced by
-    /// that run's pending calls (in turn).
-    pub fn pending_of(&self, run: &RunId, open: Vec<OpenCall>) -> Result<Vec<PendingCall>> {
-        self.expand(run, open, 0)
-    }
-
-    fn expand(&self, run: &RunId, open: Vec<OpenCall>, depth: usize) -> Result<Vec<PendingCall>> {
-        let store = &*self.inner.store;
-        let links = nested_runs(store, run)?;
-        let mut out = Vec::new();
-        for c in open {
-            let inner = links
-                .get(&c.call)
-                .filter(|_| depth < MAX_DEPTH)
-                .filter(|n| store.run_info(n).is_ok_and(|i| i.ending.is_none()));
-            match inner {
-                Some(n) => {
-                    let calls = self.open_calls(n)?;
-                    out.extend(self.expand(n, calls, depth + 1)?);
-                }
-                None => out.push(PendingCall {
-                    run: run.clone(),
-                    open: c,
-                }),
-            }
-        }
-        Ok(out)
     }
 
     /// Records a halt for every nested run `run` drives, and theirs in

@@ -39,6 +39,9 @@ pub enum RunResult {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingCall {
     pub run: RunId,
+    /// The Call's fact number, when read from the history (a live
+    /// machine's open calls do not know it).
+    pub fact: Option<u64>,
     pub open: OpenCall,
 }
 
