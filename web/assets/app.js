@@ -76,8 +76,9 @@ const badge = document.getElementById('inbox-count');
 let badgeTimer = 0;
 async function refreshBadge() {
   try {
-    const v = await api('/v1/calls?state=open&limit=1000');
-    const n = v.calls.length;
+    // The inbox counts what it holds: one call fetched, the total read.
+    const v = await api('/v1/calls?state=open&limit=1');
+    const n = v.total;
     badge.textContent = n ? String(n) : '';
     badge.hidden = n === 0;
     badge.setAttribute('aria-label', `${n} waiting`);

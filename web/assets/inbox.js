@@ -76,14 +76,31 @@ export function callCard(c, {onDone, showRun = true} = {}) {
 export function mount(root) {
   const list = h('div', {class: 'cards'});
   const status = h('p', {class: 'status', role: 'status', 'aria-live': 'polite'});
+  // The inbox pages by the server's cursor: the first page, then "Show
+  // more" for the next; a refresh reloads as many pages as are shown.
+  const more = h('button', {type: 'button', class: 'btn secondary', hidden: true, onclick: () => { pages++; load(); }}, 'Show more');
   let cards = new Map(); // run+call → card
+  let pages = 1;
   fill(root, h('div', {class: 'page-head'}, h('h1', {}, 'Inbox')),
-    h('p', {class: 'lede'}, 'Calls waiting on a person, across all runs.'), status, list);
+    h('p', {class: 'lede'}, 'Calls waiting on a person, across all runs, longest waiting first.'), status, list,
+    h('div', {class: 'actions'}, more));
   let gen = 0;
+  async function fetchPages() {
+    const calls = [];
+    let after = '';
+    let v;
+    for (let i = 0; i < pages; i++) {
+      v = await api(`/v1/calls?state=open&limit=${PAGE}${after}`);
+      calls.push(...v.calls);
+      if (!v.next) break;
+      after = `&after=${encodeURIComponent(v.next)}`;
+    }
+    return {calls, total: v.total, next: v.next};
+  }
   async function load() {
     const my = ++gen;
     try {
-      const v = await api('/v1/calls?state=open');
+      const v = await fetchPages();
       if (my !== gen) return;
       const keyOf = (c) => `${c.run} ${c.call}`;
       // A new card's form lists the fields as the flow's author wrote them.
@@ -103,9 +120,10 @@ export function mount(root) {
       for (const [k, c] of answered) next.set(k, c);
       cards = next;
       fill(list, [...cards.values()]);
-      const open = v.calls.length;
-      status.textContent = open
-        ? `${open} call${open === 1 ? '' : 's'} waiting${v.truncated ? ' (more not shown)' : ''}`
+      const shown = v.calls.length;
+      more.hidden = !v.next;
+      status.textContent = v.total
+        ? `${v.total} call${v.total === 1 ? '' : 's'} waiting${shown < v.total ? ` (${shown} shown)` : ''}`
         : 'Nothing is waiting on a person.';
     } catch (e) {
       status.textContent = problemText(e);
@@ -119,3 +137,6 @@ export function mount(root) {
   load();
   return {dispose() { off(); clearTimeout(timer); gen++; for (const c of cards.values()) c.dispose(); }};
 }
+
+/** Calls per inbox page. */
+const PAGE = 50;

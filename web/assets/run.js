@@ -244,7 +244,7 @@ export function mount(root, runId) {
     }, {showRun: false, onDone: refreshSoon}));
     fill(pending, h('h2', {}, 'Waiting on a person'), cards);
     // The inbox knows the deadlines.
-    api('/v1/calls?state=open').then((v) => {
+    api(`/v1/calls?state=open&run=${encodeURIComponent(runId)}&limit=1000`).then((v) => {
       for (const card of cards) {
         const c = v.calls.find((x) => x.run === runId && x.call === card.dataset.call);
         if (c) card.setDue(c.dueMs);

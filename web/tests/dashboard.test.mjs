@@ -374,6 +374,28 @@ test('forms: fields in the order the author wrote, a message goes as its field i
   }
 });
 
+test('the inbox pages: its count and the badge agree, "Show more" fetches the next page (issue 38 §2)', LIMIT, async () => {
+  const D = await serve();
+  try {
+    const flow = JSON.parse(readFileSync(REVIEW, 'utf8'));
+    for (let i = 0; i < 53; i++) {
+      const v = await api(D.base, '/v1/runs', {method: 'POST', body: {flow, input: {text: `draft ${i}`}, wait: 10}});
+      assert.equal(v.state, 'paused');
+    }
+    await page.goto(`${D.base}/#/inbox`);
+    await page.locator('p.status', {hasText: '53 calls waiting (50 shown)'}).waitFor();
+    assert.equal(await page.locator('article.call').count(), 50);
+    await page.locator('#inbox-count', {hasText: '53'}).waitFor();
+    await page.getByRole('button', {name: 'Show more'}).click();
+    await page.locator('p.status', {hasText: /^53 calls waiting$/}).waitFor();
+    assert.equal(await page.locator('article.call').count(), 53);
+    assert.equal(await page.getByRole('button', {name: 'Show more'}).isHidden(), true);
+    assert.deepEqual(page.errors(), []);
+  } finally {
+    await D.stop();
+  }
+});
+
 test('the runs list: newest first, filters, lineage, and live — a run the CLI starts appears', LIMIT, async () => {
   await page.goto(`${A.base}/#/`);
   const rows = page.locator('table.runs tbody tr');

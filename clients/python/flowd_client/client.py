@@ -187,9 +187,25 @@ class Client:
         q = {"kind": kind, "fact": fact, "search": search, "offset": offset, "limit": limit}
         return self._call("GET", f"/v1/runs/{self._q(run)}/facts", query=q)
 
-    def open_calls(self, limit=None):
-        """The inbox: open calls of paused runs, ``{calls, truncated}``."""
-        return self._call("GET", "/v1/calls", query={"state": "open", "limit": limit})
+    def open_calls(self, limit=None, after=None, run=None, node=None, tool=None,
+                   waiting_ms=None, due_before_ms=None, sort=None):
+        """A page of the inbox: open calls of paused runs,
+        ``{calls, truncated, next, total, problems}``. Filters combine;
+        ``sort`` is ``"age"`` (default) or ``"due"``; pass a page's
+        ``next`` as ``after`` for the following page."""
+        q = {"state": "open", "limit": limit, "after": after, "run": run, "node": node,
+             "tool": tool, "waiting_ms": waiting_ms, "due_before_ms": due_before_ms, "sort": sort}
+        return self._call("GET", "/v1/calls", query=q)
+
+    def all_open_calls(self, **filters):
+        """Every open call the filters match, following the inbox's cursor."""
+        after = None
+        while True:
+            page = self.open_calls(after=after, **filters)
+            yield from page["calls"]
+            after = page.get("next")
+            if not after:
+                return
 
     def resume(self, run, call=None, reply=None, wait=None):
         """Admits ``reply`` (an outcome such as ``{"Ok": {...}}``) for the

@@ -48,6 +48,9 @@ def test_triage_pause_inbox_resume_replay(server):
     assert calls[1]["fact"]["args"]["params"]["temperature"] == Decimal("0.2")
     inbox = c.open_calls()
     assert [(x["run"], x["tool"]) for x in inbox["calls"]] == [(rid, "std/human#input")]
+    assert inbox["total"] == 1 and inbox["next"] is None
+    assert [x["run"] for x in c.all_open_calls(run=rid, tool="std/human#input", limit=1)] == [rid]
+    assert c.open_calls(node="nowhere")["total"] == 0
     call = inbox["calls"][0]["call"]
     view = c.get_run(rid)
     assert view["state"] == "paused" and view["pending"][0]["call"] == call

@@ -109,7 +109,7 @@ impl Default for Feed {
     fn default() -> Feed {
         let (tx, _) = broadcast::channel(RING);
         Feed {
-            boot: now_ms(),
+            boot: crate::service::now_ms(),
             tx,
             inner: Mutex::new(Inner {
                 seq: 0,
@@ -118,12 +118,6 @@ impl Default for Feed {
             }),
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Where a client resumes the feed.
@@ -170,7 +164,7 @@ impl Feed {
             Reported {
                 state,
                 fact,
-                updated_ms: change.updated_ms.unwrap_or_else(now_ms),
+                updated_ms: change.updated_ms.unwrap_or_else(crate::service::now_ms),
             },
         );
         g.ring.push_back(ev.clone());
@@ -314,7 +308,7 @@ pub async fn forward(state: AppState, mut events: broadcast::Receiver<RunEvent>)
 
 /// The poller: reads the runs index every [`POLL`] until shutdown.
 pub async fn poll(state: AppState) {
-    let mut cursor = now_ms() - SETTLE;
+    let mut cursor = crate::service::now_ms() - SETTLE;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -325,7 +319,7 @@ pub async fn poll(state: AppState) {
         let s = state.clone();
         let since = cursor;
         let read = tokio::task::spawn_blocking(move || {
-            let settled = now_ms() - SETTLE;
+            let settled = crate::service::now_ms() - SETTLE;
             s.store()
                 .runs_changed_since(since, POLL_ROWS)
                 .map(|rows| (rows, settled))

@@ -9,12 +9,11 @@ use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
 use super::routes::{blocking, json_response};
 use crate::service::store::Store;
+use crate::service::{InboxCursor, InboxQuery, InboxSort};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use flow_store::{
-    DiscoveryQuery, FactRef, HostDetails, ListedRun, RunId, RunListQuery, RunOrder, RunState,
-};
+use flow_store::{DiscoveryQuery, FactRef, ListedRun, RunId, RunListQuery, RunOrder, RunState};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -404,6 +403,23 @@ pub struct CallsQuery {
     #[param(minimum = 1, maximum = 1000)]
     #[serde(default, deserialize_with = "super::params::query_int32")]
     pub limit: Option<u32>,
+    /// The page after this cursor (`next` of the previous page).
+    pub after: Option<String>,
+    /// Only this run's calls.
+    pub run: Option<String>,
+    /// Only calls at this node.
+    pub node: Option<String>,
+    /// Only calls to this Tool (e.g. `std/human#input`).
+    pub tool: Option<String>,
+    /// Only calls waiting at least this many milliseconds.
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub waiting_ms: Option<u64>,
+    /// Only calls whose deadline is before this time (unix ms).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub due_before_ms: Option<u64>,
+    /// `age` (longest waiting first, the default) or `due` (nearest
+    /// deadline first, calls with none last).
+    pub sort: Option<String>,
 }
 
 /// An open call waiting on a person.
@@ -435,8 +451,12 @@ pub struct CallView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Inbox {
     pub calls: Vec<CallView>,
-    /// More calls are open than `limit`.
+    /// More calls follow this page (`next` fetches them).
     pub truncated: bool,
+    /// The cursor of the next page (`after=`), or null on the last.
+    pub next: Option<String>,
+    /// How many open calls the filter matches, on every page.
+    pub total: u64,
     /// Paused runs whose open calls cannot be read (a storage failure):
     /// listed, never dropped (issue 17, item 7).
     pub problems: Vec<RunProblem>,
@@ -474,102 +494,80 @@ pub async fn list_calls(
             "limit must be from 1 to 1000, not {limit}"
         )));
     }
-    let v = blocking(&state, move |s| inbox(s, limit as usize)).await?;
-    Ok(json_response(StatusCode::OK, to_json(&v)?))
-}
-
-/// Open calls of paused runs, oldest run first.
-fn inbox(state: &AppState, limit: usize) -> ApiResult<Inbox> {
-    let mut calls = Vec::new();
-    let mut problems = Vec::new();
-    let mut after = None;
-    loop {
-        let q = DiscoveryQuery {
-            limit: Some(DiscoveryQuery::MAX_LIMIT),
-            after: after.clone(),
-            state: Some(RunState::Paused),
-        };
-        let page = state.store().discover(&q)?;
-        for r in &page.runs {
-            let Ok(id) = RunId::parse(&r.run) else {
-                continue;
-            };
-            let info = state.store().run_info(&id).ok();
-            let since = info.as_ref().map(|i| i.state_ms);
-            let outer = info.and_then(|i| i.outer).map(|(o, _)| o);
-            let open = match crate::service::waiting(&**state.store(), &id) {
-                Ok(w) => w.open,
-                Err(e) => {
-                    problems.push(RunProblem {
-                        run: r.run.clone(),
-                        component: "history".into(),
-                        status: if e.is_corruption() {
-                            "unreadable".into()
-                        } else {
-                            "failed".into()
-                        },
-                        detail: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            let due = deadlines(&**state.store(), &id);
-            // A call that drives a nested run is answered by that run's
-            // calls, listed under the nested run (itself paused).
-            let links = crate::service::nested_runs(&**state.store(), &id).unwrap_or_default();
-            for p in open {
-                let c = p.open;
-                if links
-                    .get(&c.call)
-                    .is_some_and(|n| state.store().run_info(n).is_ok_and(|i| i.ending.is_none()))
-                {
-                    continue;
-                }
-                if calls.len() >= limit {
-                    return Ok(Inbox {
-                        calls,
-                        truncated: true,
-                        problems,
-                    });
-                }
-                let text = |k: &str| c.args.get(k).and_then(Json::as_str).map(str::to_string);
-                calls.push(CallView {
-                    run: r.run.clone(),
-                    outer: outer.clone(),
-                    node: Some(c.node.clone()),
-                    tool: Some(c.tool.clone()),
+    let bad = |what: &str, v: &str| {
+        ApiError::bad_request(format!(
+            "{what} {v:?} is not valid; {}",
+            match what {
+                "after" => "send the `next` of the previous page, as it came",
+                "sort" => "use sort=age or sort=due",
+                _ => "send a run id as GET /v1/runs lists them",
+            }
+        ))
+    };
+    let mut query = InboxQuery {
+        node: q.node,
+        tool: q.tool,
+        waiting_ms: q.waiting_ms.map(|v| v as i64),
+        due_before_ms: q.due_before_ms.map(|v| v as i64),
+        limit: limit as usize,
+        now_ms: crate::service::now_ms(),
+        ..InboxQuery::default()
+    };
+    if let Some(r) = &q.run {
+        query.run = Some(RunId::parse(r).map_err(|_| bad("run", r))?);
+    }
+    if let Some(a) = &q.after {
+        query.after = Some(InboxCursor::parse(a).ok_or_else(|| bad("after", a))?);
+    }
+    if let Some(o) = &q.sort {
+        query.sort = InboxSort::parse(o).ok_or_else(|| bad("sort", o))?;
+    }
+    let page = blocking(&state, move |s| Ok(s.service().inbox(&query)?)).await?;
+    let v = Inbox {
+        truncated: page.next.is_some(),
+        next: page.next,
+        total: page.total as u64,
+        calls: page
+            .calls
+            .into_iter()
+            .map(|c| {
+                let text = |k: &str| {
+                    c.open
+                        .args
+                        .get(k)
+                        .and_then(Json::as_str)
+                        .map(str::to_string)
+                };
+                CallView {
+                    run: c.run.to_string(),
+                    outer: c.outer.clone(),
+                    node: Some(c.open.node.clone()),
+                    tool: Some(c.open.tool.clone()),
                     prompt: text("prompt"),
-                    schema: c.args.get("schema").filter(|v| v.is_object()).cloned(),
-                    fact: p.fact.unwrap_or_default(),
-                    since_ms: since,
-                    due_ms: due.get(&c.call).copied(),
-                    call: c.call,
-                });
-            }
-        }
-        match page.next_after {
-            Some(n) => after = Some(n),
-            None => {
-                return Ok(Inbox {
-                    calls,
-                    truncated: false,
-                    problems,
-                });
-            }
-        }
-    }
-}
-
-/// Each call's recorded deadline (the driver's `timeout` host records; the
-/// last one of a call wins).
-fn deadlines(store: &dyn Store, run: &RunId) -> HashMap<String, i64> {
-    let mut out = HashMap::new();
-    for r in store.host_records(run).unwrap_or_default() {
-        if let HostDetails::Timeout { call, due_ms } = r.details {
-            out.insert(call.as_str().to_string(), due_ms);
-        }
-    }
-    out
+                    schema: c.open.args.get("schema").filter(|v| v.is_object()).cloned(),
+                    fact: c.fact,
+                    since_ms: Some(c.since_ms),
+                    due_ms: c.due_ms,
+                    call: c.open.call,
+                }
+            })
+            .collect(),
+        problems: page
+            .problems
+            .into_iter()
+            .map(|(run, e)| RunProblem {
+                run: run.to_string(),
+                component: "history".into(),
+                status: if e.is_corruption() {
+                    "unreadable".into()
+                } else {
+                    "failed".into()
+                },
+                detail: e.to_string(),
+            })
+            .collect(),
+    };
+    Ok(json_response(StatusCode::OK, to_json(&v)?))
 }
 
 /// The state at a checkpoint.

@@ -39,7 +39,8 @@ pub struct Deadlines {
     changed: Notify,
 }
 
-pub(super) fn now_ms() -> i64 {
+/// The wall clock, unix milliseconds (the host's, never the engine's).
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

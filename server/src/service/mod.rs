@@ -33,6 +33,7 @@ mod drive;
 mod examples;
 mod halt;
 pub mod heads;
+mod inbox;
 mod inspect;
 mod lease;
 mod nested;
@@ -61,7 +62,8 @@ use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use deadlines::Deadlines;
+pub use deadlines::{Deadlines, now_ms};
+pub use inbox::{InboxCall, InboxCursor, InboxPage, InboxQuery, InboxSort};
 pub use lease::LeaseOptions;
 pub use nested::nested_runs;
 pub use outcome::{

@@ -93,7 +93,7 @@ pub fn nested_runs(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeMa
     Ok(links(&store.host_records(run)?))
 }
 
-fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
+pub(super) fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
     records
         .iter()
         .filter_map(|r| match &r.details {
