@@ -59,6 +59,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/workers/{worker}/replies", typed(post(reply_worker)))
 }
 
+// The request and answer types below are the wire both sides share: the
+// server's handlers and `flow worker`'s client (worker/client.rs) read and
+// write the same structs.
+
 /// A declaration a worker serves.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,7 +79,7 @@ pub struct ServedView {
 }
 
 /// `POST /v1/workers`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRequest {
     /// How the worker is named in logs and listings (its host, say).
@@ -85,7 +89,7 @@ pub struct RegisterRequest {
 }
 
 /// A registered worker.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterAnswer {
     /// The worker's id in the paths of its other requests.
@@ -100,7 +104,7 @@ pub struct RegisterAnswer {
 }
 
 /// `POST /v1/workers/{worker}/poll`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PollRequest {
     /// Calls the worker can start now — its free slots (`flow worker`
@@ -110,12 +114,16 @@ pub struct PollRequest {
     #[schema(minimum = 0, maximum = 256)]
     pub max: u32,
     /// How long to wait for a call, at most the server's hold (ms).
-    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    #[serde(
+        default,
+        deserialize_with = "super::params::body_opt_int64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wait_ms: Option<u64>,
 }
 
 /// A call handed to a worker: the Tool process protocol's `call`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct WorkCall {
     pub run: String,
     pub call: String,
@@ -125,14 +133,14 @@ pub struct WorkCall {
 }
 
 /// `(run, call)`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CallKey {
     pub run: String,
     pub call: String,
 }
 
 /// What a poll hands out.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PollAnswer {
     pub calls: Vec<WorkCall>,
     /// Calls sent earlier to stop working on (a cancel proves nothing).
@@ -140,7 +148,7 @@ pub struct PollAnswer {
 }
 
 /// One outcome.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplyItem {
     pub run: String,
@@ -152,14 +160,14 @@ pub struct ReplyItem {
 }
 
 /// `POST /v1/workers/{worker}/replies`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RepliesRequest {
     pub replies: Vec<ReplyItem>,
 }
 
 /// Whether each reply was admitted.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReplyResult {
     pub run: String,
     pub call: String,
@@ -168,7 +176,7 @@ pub struct ReplyResult {
     pub admitted: bool,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RepliesAnswer {
     pub replies: Vec<ReplyResult>,
 }

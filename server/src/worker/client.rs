@@ -1,11 +1,18 @@
 //! The worker's side of `/v1/workers` (docs/http.md "Workers"): plain HTTP
-//! out to one server, `Authorization: Bearer` with the worker's token.
+//! out to one server, `Authorization: Bearer` with the worker's token,
+//! reading and writing the server's own request and answer types
+//! (`http/workers.rs`).
 //! Proxies come from the environment (`HTTP_PROXY`, `NO_PROXY`), as for
 //! any HTTP client.
 
 use crate::error::{Error, Result};
+use crate::http::workers::{
+    PollAnswer, PollRequest, RegisterAnswer, RegisterRequest, RepliesAnswer, RepliesRequest,
+    ReplyItem, ServedView,
+};
 use flow_store::ServedTool;
-use serde_json::{Value as Json, json};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// What the server told the worker at registration.
@@ -66,13 +73,28 @@ impl Client {
         &self.base
     }
 
-    async fn send(
+    /// Sends `body` as JSON and reads the answer as `A`.
+    async fn send<A: DeserializeOwned>(
         &self,
         method: reqwest::Method,
         path: &str,
-        body: Option<Json>,
+        body: Option<&impl Serialize>,
         timeout: Duration,
-    ) -> std::result::Result<Json, Failure> {
+    ) -> std::result::Result<A, Failure> {
+        let text = self.send_text(method, path, body, timeout).await?;
+        serde_json::from_str(&text).map_err(|e| {
+            Failure::Transient(format!("{}: an answer that does not read: {e}", self.base))
+        })
+    }
+
+    /// Sends `body` as JSON: the answer's text on success.
+    async fn send_text(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+        timeout: Duration,
+    ) -> std::result::Result<String, Failure> {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -81,9 +103,9 @@ impl Client {
             req = req.bearer_auth(t);
         }
         if let Some(b) = body {
-            req = req
-                .header("content-type", "application/json")
-                .body(b.to_string());
+            let text = serde_json::to_string(b)
+                .map_err(|e| Failure::Refused(format!("a request that does not encode: {e}")))?;
+            req = req.header("content-type", "application/json").body(text);
         }
         let r = req.send().await.map_err(|e| {
             Failure::Transient(format!("cannot reach {}: {}", self.base, causes(&e)))
@@ -94,17 +116,15 @@ impl Client {
             .await
             .map_err(|e| Failure::Transient(format!("{}: {}", self.base, causes(&e))))?;
         if status.is_success() {
-            if text.is_empty() {
-                return Ok(Json::Null);
-            }
-            return serde_json::from_str(&text).map_err(|e| {
-                Failure::Transient(format!("{}: an answer that is not JSON: {e}", self.base))
-            });
+            return Ok(text);
         }
-        let detail = serde_json::from_str::<Json>(&text)
-            .ok()
-            .and_then(|v| v.get("detail").and_then(Json::as_str).map(str::to_string))
-            .unwrap_or_else(|| format!("HTTP {status}"));
+        #[derive(Deserialize)]
+        struct Problem {
+            detail: String,
+        }
+        let detail = serde_json::from_str::<Problem>(&text)
+            .map(|p| p.detail)
+            .unwrap_or_else(|_| format!("HTTP {status}"));
         Err(match status.as_u16() {
             404 => Failure::Gone,
             408 | 429 | 500..=599 => {
@@ -120,15 +140,22 @@ impl Client {
         name: &str,
         tools: &[ServedTool],
     ) -> std::result::Result<Session, Failure> {
-        let tools: Vec<Json> = tools
-            .iter()
-            .map(|t| json!({"tool": t.tool, "fingerprint": t.fingerprint, "resend": t.resend}))
-            .collect();
-        let v = self
+        let request = RegisterRequest {
+            name: name.to_string(),
+            tools: tools
+                .iter()
+                .map(|t| ServedView {
+                    tool: t.tool.clone(),
+                    fingerprint: t.fingerprint.clone(),
+                    resend: t.resend,
+                })
+                .collect(),
+        };
+        let a: RegisterAnswer = self
             .send(
                 reqwest::Method::POST,
                 "/v1/workers",
-                Some(json!({"name": name, "tools": tools})),
+                Some(&request),
                 Duration::from_secs(30),
             )
             .await
@@ -140,27 +167,20 @@ impl Client {
                 )),
                 f => f,
             })?;
-        let worker = v
-            .get("worker")
-            .and_then(Json::as_str)
-            .ok_or_else(|| {
-                Failure::Transient(format!("{}: a registration without a worker id", self.base))
-            })?
-            .to_string();
-        let ms = |k: &str, d: u64| v.get(k).and_then(Json::as_u64).unwrap_or(d);
         Ok(Session {
-            worker,
-            poll: Duration::from_millis(ms("pollMs", 2_500)),
-            reply_limit: ms("replyLimit", 4 << 20) as usize,
+            worker: a.worker,
+            poll: Duration::from_millis(a.poll_ms),
+            reply_limit: a.reply_limit,
         })
     }
 
-    /// `POST /v1/workers/{worker}/poll`: `{calls, cancels}`.
-    pub async fn poll(&self, s: &Session, max: u32) -> std::result::Result<Json, Failure> {
+    /// `POST /v1/workers/{worker}/poll`: calls to run and calls to stop.
+    pub async fn poll(&self, s: &Session, max: u32) -> std::result::Result<PollAnswer, Failure> {
+        let request = PollRequest { max, wait_ms: None };
         self.send(
             reqwest::Method::POST,
             &format!("/v1/workers/{}/poll", s.worker),
-            Some(json!({"max": max})),
+            Some(&request),
             s.poll + Duration::from_secs(15),
         )
         .await
@@ -170,12 +190,12 @@ impl Client {
     pub async fn reply(
         &self,
         worker: &str,
-        replies: Vec<Json>,
-    ) -> std::result::Result<Json, Failure> {
+        replies: Vec<ReplyItem>,
+    ) -> std::result::Result<RepliesAnswer, Failure> {
         self.send(
             reqwest::Method::POST,
             &format!("/v1/workers/{worker}/replies"),
-            Some(json!({"replies": replies})),
+            Some(&RepliesRequest { replies }),
             Duration::from_secs(60),
         )
         .await
@@ -183,10 +203,10 @@ impl Client {
 
     /// `DELETE /v1/workers/{worker}`.
     pub async fn leave(&self, worker: &str) -> std::result::Result<(), Failure> {
-        self.send(
+        self.send_text(
             reqwest::Method::DELETE,
             &format!("/v1/workers/{worker}"),
-            None,
+            None::<&()>,
             Duration::from_secs(10),
         )
         .await

@@ -33,6 +33,7 @@ mod client;
 mod tools;
 
 use crate::error::{Error, Result};
+use crate::http::workers::{CallKey, ReplyItem, WorkCall};
 use client::{Client, Failure, Session};
 use flow_tools::manifest::Manifest;
 use flow_tools::outcome::CallRequest;
@@ -235,15 +236,15 @@ impl Worker {
                 }
             };
             backoff = Duration::from_millis(250);
-            for (run, call) in keys(&answer["cancels"]) {
+            for CallKey { run, call } in answer.cancels {
                 if let Some(h) = out.remove(&(run.clone(), call.clone())) {
                     tracing::info!(run.id = %run, call.id = %call, "cancelled by the server");
                     h.abort();
                 }
             }
-            for c in answer["calls"].as_array().into_iter().flatten() {
+            for c in answer.calls {
                 let Some(req) = request(c) else {
-                    tracing::warn!("a call that does not read was passed over");
+                    tracing::warn!("a call whose args are not an object was passed over");
                     continue;
                 };
                 let key = (req.run.clone(), req.call.clone());
@@ -338,7 +339,7 @@ impl Worker {
                 answer = heartbeat => match answer {
                     Some(answer) => {
                         backoff = Duration::from_millis(250);
-                        for key in keys(&answer["cancels"]) {
+                        for key in answer.cancels.into_iter().map(|k| (k.run, k.call)) {
                             if let Some(h) = out.remove(&key) {
                                 tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
                                 h.abort();
@@ -355,26 +356,16 @@ impl Worker {
 }
 
 /// A call from a poll answer.
-fn request(c: &Json) -> Option<CallRequest> {
+fn request(c: WorkCall) -> Option<CallRequest> {
+    let Json::Object(args) = c.args else {
+        return None;
+    };
     Some(CallRequest {
-        run: c.get("run")?.as_str()?.to_string(),
-        call: c.get("call")?.as_str()?.to_string(),
-        tool: c.get("tool")?.as_str()?.to_string(),
-        args: c.get("args")?.as_object()?.clone(),
+        run: c.run,
+        call: c.call,
+        tool: c.tool,
+        args,
     })
-}
-
-fn keys(v: &Json) -> Vec<(String, String)> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|k| {
-            Some((
-                k.get("run")?.as_str()?.to_string(),
-                k.get("call")?.as_str()?.to_string(),
-            ))
-        })
-        .collect()
 }
 
 /// Sends outcomes as they come: whatever is ready goes in one request (at
@@ -391,11 +382,15 @@ async fn send_replies(client: Client, mut rx: mpsc::UnboundedReceiver<Reply>, li
                 Err(_) => break,
             }
         }
-        let mut by_worker: BTreeMap<String, Vec<Json>> = BTreeMap::new();
+        let mut by_worker: BTreeMap<String, Vec<ReplyItem>> = BTreeMap::new();
         for r in ready {
-            let mut item = json!({"run": r.run, "call": r.call, "outcome": r.outcome});
-            if item.to_string().len() > room {
-                item["outcome"] = json!({"BadReply": format!("the reply is larger than the server takes ({room} bytes)")});
+            let mut item = ReplyItem {
+                run: r.run,
+                call: r.call,
+                outcome: r.outcome,
+            };
+            if size_of(&item) > room {
+                item.outcome = json!({"BadReply": format!("the reply is larger than the server takes ({room} bytes)")});
             }
             by_worker.entry(r.worker).or_default().push(item);
         }
@@ -408,11 +403,11 @@ async fn send_replies(client: Client, mut rx: mpsc::UnboundedReceiver<Reply>, li
 }
 
 /// Splits replies into requests whose bodies stay within `room`.
-fn chunks(items: Vec<Json>, room: usize) -> Vec<Vec<Json>> {
-    let mut out: Vec<Vec<Json>> = Vec::new();
+fn chunks(items: Vec<ReplyItem>, room: usize) -> Vec<Vec<ReplyItem>> {
+    let mut out: Vec<Vec<ReplyItem>> = Vec::new();
     let mut size = 0;
     for i in items {
-        let n = i.to_string().len() + 1;
+        let n = size_of(&i) + 1;
         if out.is_empty() || size + n > room {
             out.push(Vec::new());
             size = 0;
@@ -425,15 +420,18 @@ fn chunks(items: Vec<Json>, room: usize) -> Vec<Vec<Json>> {
     out
 }
 
-async fn deliver(client: &Client, worker: &str, items: Vec<Json>) {
+/// The bytes a reply takes in a request body.
+fn size_of(item: &ReplyItem) -> usize {
+    serde_json::to_string(item).map_or(usize::MAX, |s| s.len())
+}
+
+async fn deliver(client: &Client, worker: &str, items: Vec<ReplyItem>) {
     let mut backoff = Duration::from_millis(100);
     loop {
         match client.reply(worker, items.clone()).await {
             Ok(answer) => {
-                for r in answer["replies"].as_array().into_iter().flatten() {
-                    if r["admitted"] == false {
-                        tracing::info!(run.id = %r["run"], call.id = %r["call"], "reply dropped by the server: the call was answered or settled already");
-                    }
+                for r in answer.replies.iter().filter(|r| !r.admitted) {
+                    tracing::info!(run.id = %r.run, call.id = %r.call, "reply dropped by the server: the call was answered or settled already");
                 }
                 return;
             }
