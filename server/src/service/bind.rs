@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
 use crate::service::remote::Workers;
 use flow_engine::program::Program;
-use flow_store::{HostDetails, RunId};
+use flow_store::{HostDetails, HostRecordRow, RunId};
 use flow_tools::manifest::{Binding, Manifest, Resolver};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -536,7 +536,20 @@ impl super::RunService {
             Ok((s.run_info(&r)?, s.host_records(&r)?))
         })
         .await?;
-        let imported = info.imported_ms.is_some();
+        self.bind_at(run, program, hash, info.imported_ms.is_some(), &records)
+            .await
+    }
+
+    /// [`RunService::bind_recorded`] with the run's host records read
+    /// already; `imported`: the run came in by archive import.
+    pub(super) async fn bind_at(
+        &self,
+        run: &RunId,
+        program: &Arc<Program>,
+        hash: &str,
+        imported: bool,
+        records: &[HostRecordRow],
+    ) -> Result<(Bound, Option<std::path::PathBuf>)> {
         let dir = if imported {
             None
         } else {

@@ -462,9 +462,7 @@ impl RunService {
             resend,
             resumed_call,
             bound,
-        } = self
-            .prepare_resume(run, &info.last_fact, &info.program, reply, deep, open)
-            .await?;
+        } = self.prepare_resume(run, &info, reply, deep, open).await?;
         self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
         let accepted = self

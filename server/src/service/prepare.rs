@@ -18,8 +18,8 @@ use flow_engine::machine::{Effect, Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::{Replayed, Replayer, Verdict};
 use flow_store::{
-    Choice, Decision, FactKind, FactRef, HostDetails, HostRecord, HostRecordKind, OpenCallDecision,
-    RunId,
+    Choice, Decision, FactKind, FactRef, HostDetails, HostRecord, HostRecordKind, HostRecordRow,
+    OpenCallDecision, RunId, RunInfo,
 };
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeSet;
@@ -103,6 +103,8 @@ pub(super) struct Ready {
     /// With a reply: the other calls open before it, whose remote workers
     /// may still hold them.
     pub others: Vec<OpenCall>,
+    /// The run's host records, read once for the whole resume.
+    pub records: Vec<HostRecordRow>,
 }
 
 /// Tool calls a crash, a halt or a drain left open, with what the host
@@ -253,8 +255,7 @@ impl RunService {
     pub(super) async fn prepare_resume(
         &self,
         run: &RunId,
-        head: &FactRef,
-        hash: &str,
+        info: &RunInfo,
         reply: Option<(String, String)>,
         deep: Option<DeepReply>,
         open: Option<OpenChoice>,
@@ -270,9 +271,13 @@ impl RunService {
             mut resend,
             crashed,
             others,
-        } = self.ready(run, head, reply, deep, open).await?;
+            records,
+        } = self.ready(run, &info.last_fact, reply, deep, open).await?;
         // Bound after every refusal: a refused resume starts no Tool.
-        let (bound, _) = self.bind_recorded(run, &program, hash).await?;
+        let imported = info.imported_ms.is_some();
+        let (bound, _) = self
+            .bind_at(run, &program, &info.program, imported, &records)
+            .await?;
         // Calls parked for (or out at) remote workers stay theirs: the
         // drive attaches to them again.
         let module = machine.module().to_string();
@@ -334,10 +339,9 @@ impl RunService {
         // close the call (`timeout`) as the engine says (DESIGN §4).
         let now = super::deadlines::now_ms();
         let r = run.clone();
-        let (records, links) = super::store::blocking(&self.inner.store, move |s| {
-            Ok((s.host_records(&r)?, super::nested::nested_runs(s, &r)?))
-        })
-        .await?;
+        let records =
+            super::store::blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
+        let links = super::nested::links(&records);
         for r in &records {
             let HostDetails::Timeout { call, due_ms } = &r.details else {
                 continue;
@@ -434,6 +438,7 @@ impl RunService {
             resend,
             crashed,
             others,
+            records,
         })
     }
 
