@@ -1,6 +1,8 @@
 //! The HTTP API against the real server on 127.0.0.1:0 with a real client
 //! and a real SQLite store in a temp dir per test.
 
+mod common;
+
 use eventsource_stream::Eventsource;
 use flow_store::{SqliteOptions, SqliteStore};
 use flowd::http::auth::Tokens;
@@ -17,13 +19,20 @@ struct TestApp {
     base: String,
     client: reqwest::Client,
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     token: Option<String>,
+    /// The store's file: every run in it reads back verified when the
+    /// app is dropped (as `common::Server` checks a real server's).
+    db: PathBuf,
 }
 
-fn review_flow() -> Value {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/review/review.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if !std::thread::panicking() && self.db.exists() {
+            common::verify_store(&self.db);
+        }
+    }
 }
 
 fn open_store(dir: &Path) -> Arc<SqliteStore> {
@@ -45,8 +54,9 @@ impl TestApp {
             base: format!("http://{addr}"),
             client: reqwest::Client::builder().no_proxy().build().unwrap(),
             shutdown,
-            handle,
+            handle: Some(handle),
             token: None,
+            db: dir.join("flow.db"),
         }
     }
 
@@ -109,9 +119,10 @@ impl TestApp {
         (status, v)
     }
 
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(20), self.handle)
+        let handle = self.handle.take().expect("a running app");
+        tokio::time::timeout(Duration::from_secs(20), handle)
             .await
             .expect("the server stops within its drain deadline")
             .unwrap()
@@ -206,7 +217,7 @@ async fn start_review(app: &TestApp, wait: u64) -> Value {
     let (s, v) = app
         .post(
             "/v1/runs",
-            &json!({"flow": review_flow(), "input": {"text": "hello"}, "wait": wait}),
+            &json!({"flow": common::review_flow(), "input": {"text": "hello"}, "wait": wait}),
         )
         .await;
     assert_eq!(s, 201, "{v}");
@@ -371,7 +382,7 @@ async fn errors_are_problem_json() {
     assert_eq!(s, 422, "{v}");
     assert!(!v["diagnostics"].as_array().unwrap().is_empty(), "{v}");
     // 413 oversized.
-    let big = json!({"flow": review_flow(), "input": {"text": "x".repeat(100 * 1024)}});
+    let big = json!({"flow": common::review_flow(), "input": {"text": "x".repeat(100 * 1024)}});
     let (s, v) = app.post("/v1/runs", &big).await;
     assert_eq!(s, 413, "{v}");
 
@@ -416,14 +427,14 @@ async fn errors_are_problem_json() {
     let (s, v) = app
         .post(
             "/v1/check",
-            &json!({"flow": review_flow(), "name": "a\u{1b}[2J.json"}),
+            &json!({"flow": common::review_flow(), "name": "a\u{1b}[2J.json"}),
         )
         .await;
     assert_eq!(s, 422, "{v}");
     let (s, v) = app
         .post(
             "/v1/check",
-            &json!({"flow": review_flow(), "modules": {"b\u{7}.json": review_flow()}}),
+            &json!({"flow": common::review_flow(), "modules": {"b\u{7}.json": common::review_flow()}}),
         )
         .await;
     assert_eq!(s, 422, "{v}");
@@ -549,7 +560,9 @@ async fn discovery_pages_and_state_filter() {
 async fn fork_and_check_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let app = TestApp::start(dir.path()).await;
-    let (s, v) = app.post("/v1/check", &json!({"flow": review_flow()})).await;
+    let (s, v) = app
+        .post("/v1/check", &json!({"flow": common::review_flow()}))
+        .await;
     assert_eq!(s, 200);
     assert_eq!(v["ok"], true, "{v}");
     let (s, v) = app
@@ -623,7 +636,7 @@ async fn auth_by_scope() {
         },
     )
     .await;
-    let body = json!({"flow": review_flow(), "input": {"text": "hi"}});
+    let body = json!({"flow": common::review_flow(), "input": {"text": "hi"}});
     let (s, v) = app.get("/v1/runs").await;
     assert_eq!(s, 401, "{v}");
     let (s, _) = app.post("/v1/runs", &body).await;
@@ -674,7 +687,7 @@ async fn restart_keeps_runs_and_recovers_running_ones() {
         let sources = flowd::source::Sources {
             dir: None,
             root: "flow.json".into(),
-            texts: [("flow.json".to_string(), review_flow().to_string())].into(),
+            texts: [("flow.json".to_string(), common::review_flow().to_string())].into(),
         };
         flowd::service::record_start(&*store, &sources, "{\"text\": \"crash\"}")
             .unwrap()
@@ -854,7 +867,7 @@ async fn archive_exported_from_one_server_imports_into_another() {
 #[tokio::test]
 async fn hitl_deadline_fires_in_the_server_and_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut flow = review_flow();
+    let mut flow = common::review_flow();
     for n in flow["nodes"].as_array_mut().unwrap() {
         if n["id"] == "review" {
             n["timeout_seconds"] = json!(1);
@@ -984,7 +997,7 @@ async fn two_thousand_subscribers_on_two_thousand_runs() {
     let sources = flowd::source::Sources {
         dir: None,
         root: "flow.json".into(),
-        texts: [("flow.json".to_string(), review_flow().to_string())].into(),
+        texts: [("flow.json".to_string(), common::review_flow().to_string())].into(),
     };
     let runs: Vec<String> = {
         let store = open_store(dir.path());
