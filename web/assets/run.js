@@ -259,9 +259,13 @@ export function mount(root, runId) {
     if (!verified) return;
     const shown = tl.length ? tl.facts[tl.length - 1].n : 0;
     verify.className = 'verify verify-ok';
+    // The check may run ahead of the live feed (it read facts the page
+    // has yet to show) or behind it (facts arrived since).
     verify.textContent = shown > verified.facts
       ? `Chain verified by the server up to fact ${verified.facts} (head ${shortHash(verified.head)}, checked at ${verified.at}); facts ${verified.facts + 1}–${shown} arrived since and are checked at the next pause and at End.`
-      : `Chain verified by the server: ${verified.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(verified.head)} (checked at ${verified.at}; again at each pause and at End).`;
+      : shown < verified.facts
+        ? `Chain verified by the server up to fact ${verified.facts} (head ${shortHash(verified.head)}, checked at ${verified.at}); the page shows ${shown} so far.`
+        : `Chain verified by the server: ${verified.facts} facts, each hash linked to the one before and every blob checked; head ${shortHash(verified.head)} (checked at ${verified.at}; again at each pause and at End).`;
   }
 
   async function checkChain() {
