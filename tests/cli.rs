@@ -215,6 +215,18 @@ fn check_and_tools(f: &TestApp, dir: &std::path::Path) -> usize {
         let p = dir.join(name);
         n += 1;
         let (code, v) = f.json(&["check", p.to_str().unwrap()]);
+        // The shared corpus's two that can never run are refused with
+        // FS0901 at their pointer (fixtures::SHARED_REFUSED).
+        if let Some((_, pointer)) = fixtures::SHARED_REFUSED.iter().find(|(n, _)| n == name) {
+            assert_eq!(code, 2, "{name}: {v}");
+            assert_eq!(v["errors"], 1, "{name}: {v}");
+            assert_eq!(v["diagnostics"][0]["code"], "FS0901", "{name}: {v}");
+            assert_eq!(
+                v["diagnostics"][0]["location"]["pointer"], *pointer,
+                "{name}: {v}"
+            );
+            continue;
+        }
         assert_eq!(code, 0, "{name}: {v}");
         assert_eq!(v["errors"], 0);
         let out = f.cmd(&["tools", p.to_str().unwrap()]);
