@@ -328,6 +328,22 @@ async fn quickstart_start_watch_inbox_resume_complete() {
     let text = r.text().await.unwrap();
     assert!(text.contains("flowd_runs_started_total 1"), "{text}");
     assert!(text.contains("flowd_runs{state=\"completed\"} 1"), "{text}");
+    // One reply admitted (the refused second resume is not timed), and
+    // every drive commit timed (issue 38 §5).
+    assert!(
+        text.contains("flowd_resume_duration_seconds_count 1\n"),
+        "{text}"
+    );
+    let commits = text
+        .lines()
+        .find_map(|l| l.strip_prefix("flowd_step_commit_seconds_count "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        commits >= 2,
+        "a start and a resume commit at least once each: {text}"
+    );
+    assert!(text.contains("flowd_leases_held 0\n"), "{text}");
     app.stop().await;
 }
 

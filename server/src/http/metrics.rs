@@ -40,6 +40,9 @@ struct StatusLabel {
 pub struct Metrics {
     pub runs_started: Counter,
     pub resumes: Counter,
+    /// Seconds from a resume request to its reply admitted: the Reply
+    /// and the step it starts durable (a `wait` after that is not counted).
+    pub resume_latency: Histogram,
     pub sse_subscribers: Gauge,
     requests: Family<StatusLabel, Counter>,
     latency: Histogram,
@@ -50,6 +53,7 @@ impl Default for Metrics {
         Metrics {
             runs_started: Counter::default(),
             resumes: Counter::default(),
+            resume_latency: Histogram::new(BUCKETS),
             sse_subscribers: Gauge::default(),
             requests: Family::default(),
             latency: Histogram::new(BUCKETS),
@@ -63,6 +67,8 @@ struct Drives {
     /// Drives that ended or paused: completed, faulted, paused.
     ended: [(&'static str, u64); 3],
     active: u64,
+    leases: u64,
+    commit: Histogram,
 }
 
 /// Registers `metric` under `name`. Help texts have no final period: the
@@ -103,6 +109,8 @@ impl Metrics {
                 ("paused", get(&stats.paused)),
             ],
             active: service.active_drives() as u64,
+            leases: service.leases_held() as u64,
+            commit: stats.commit.clone(),
         };
         self.encode(runs, &drives)
     }
@@ -152,6 +160,24 @@ impl Metrics {
             "flowd_drives_active",
             "Driver tasks alive",
             gauge(drives.active),
+        );
+        add(
+            &mut r,
+            "flowd_leases_held",
+            "Run leases this server holds (runs it drives under a lease)",
+            gauge(drives.leases),
+        );
+        add(
+            &mut r,
+            "flowd_step_commit_seconds",
+            "Time from a drive handing its facts to the store to their commit being durable",
+            drives.commit.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_resume_duration_seconds",
+            "Time from a resume request to its Reply and the step it starts being durable",
+            self.resume_latency.clone(),
         );
         add(
             &mut r,
@@ -232,10 +258,15 @@ mod tests {
         let m = Metrics::default();
         m.runs_started.inc();
         m.request(200, 0.02);
+        m.resume_latency.observe(0.004);
+        let stats = crate::service::Stats::default();
+        stats.commit.observe(0.0003);
         let drives = Drives {
             facts: 3,
             ended: [("completed", 1), ("faulted", 0), ("paused", 0)],
             active: 1,
+            leases: 2,
+            commit: stats.commit.clone(),
         };
         let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
         for line in [
@@ -258,6 +289,14 @@ mod tests {
             "flowd_http_request_duration_seconds_bucket{le=\"0.025\"} 1",
             "flowd_http_request_duration_seconds_bucket{le=\"+Inf\"} 1",
             "flowd_http_request_duration_seconds_count 1",
+            "flowd_leases_held 2",
+            "# TYPE flowd_step_commit_seconds histogram",
+            "flowd_step_commit_seconds_bucket{le=\"0.00025\"} 0",
+            "flowd_step_commit_seconds_bucket{le=\"0.0005\"} 1",
+            "flowd_step_commit_seconds_count 1",
+            "# TYPE flowd_resume_duration_seconds histogram",
+            "flowd_resume_duration_seconds_bucket{le=\"0.005\"} 1",
+            "flowd_resume_duration_seconds_count 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -515,6 +515,7 @@ pub async fn resume_run(
     Body(req): Body<ResumeRequest>,
 ) -> ApiResult<Response> {
     state.accepting()?;
+    let began = std::time::Instant::now();
     let run = run_id(&run)?;
     let reply = match (&req.call, &req.reply, req.open) {
         (Some(c), Some(r), None) => Some((c.clone(), flow_abi::json::canonical(r))),
@@ -536,7 +537,11 @@ pub async fn resume_run(
         Some(reply) => state.service().resume(&run, Some(reply)).await?,
         None => state.service().continue_run(&run, req.open).await?,
     };
-    state.metrics().resumes.inc();
+    let metrics = state.metrics();
+    metrics.resumes.inc();
+    metrics
+        .resume_latency
+        .observe(began.elapsed().as_secs_f64());
     // A nested run is resumed through its outermost run: that run answers.
     let driven = accepted.run.clone();
     let body = match await_outcome(&mut accepted, req.wait).await {

@@ -559,6 +559,7 @@ impl RunService {
         // record never precedes a fact of the drive it halted.
         let guard = writes.lock_owned().await;
         let committing = self.inner.commits.begin();
+        let began = std::time::Instant::now();
         let lost = |e: &dyn std::fmt::Display| {
             Error::Unreadable(format!("the store's writer could not be reached: {e}"))
         };
@@ -598,8 +599,9 @@ impl RunService {
                 hash: a.hash.clone(),
             };
         }
-        self.inner
-            .stats
+        let stats = &self.inner.stats;
+        stats.commit.observe(began.elapsed().as_secs_f64());
+        stats
             .facts
             .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
         Ok(())

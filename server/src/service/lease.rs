@@ -242,6 +242,15 @@ impl RunService {
         set.spawn(take_over(self.clone()));
     }
 
+    /// How many run leases this server holds now.
+    pub fn leases_held(&self) -> usize {
+        self.inner
+            .active
+            .lock()
+            .map(|a| a.values().filter(|d| d.epoch.is_some()).count())
+            .unwrap_or_default()
+    }
+
     /// The leases of the drives going on here: `(run, epoch)`.
     fn held(&self) -> Vec<(RunId, u64)> {
         self.inner

@@ -198,7 +198,6 @@ pub struct RunEvent {
 pub type Progress = Arc<dyn Fn(&RunId, u64, usize) + Send + Sync>;
 
 /// Counters the service keeps (the server's `/metrics` reads them).
-#[derive(Default)]
 pub struct Stats {
     pub started: AtomicU64,
     pub resumed: AtomicU64,
@@ -206,6 +205,30 @@ pub struct Stats {
     pub completed: AtomicU64,
     pub faulted: AtomicU64,
     pub paused: AtomicU64,
+    /// Seconds from a drive handing its facts to the store to their
+    /// commit being durable (a step's commit latency, group commits
+    /// included).
+    pub commit: prometheus_client::metrics::histogram::Histogram,
+}
+
+/// Commit latency buckets (seconds): a step's commit is one fsync on a
+/// quiet disk, up to the wait for a busy writer.
+const COMMIT_BUCKETS: [f64; 10] = [
+    0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5,
+];
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            started: AtomicU64::default(),
+            resumed: AtomicU64::default(),
+            facts: AtomicU64::default(),
+            completed: AtomicU64::default(),
+            faulted: AtomicU64::default(),
+            paused: AtomicU64::default(),
+            commit: prometheus_client::metrics::histogram::Histogram::new(COMMIT_BUCKETS),
+        }
+    }
 }
 
 impl Stats {
