@@ -166,26 +166,6 @@ fn every_repo_corpus_flow_runs_from_the_cli() {
     assert!(passed >= 10, "{passed}");
 }
 
-/// `files` without the shared corpus's refused ones
-/// (`fixtures::SHARED_REFUSED`), after checking that each of those is
-/// refused with FS0901 at its pointer.
-fn without_refused(mut files: BTreeMap<String, Json>) -> BTreeMap<String, Json> {
-    for (name, pointer) in fixtures::SHARED_REFUSED {
-        let doc = files
-            .remove(name)
-            .unwrap_or_else(|| panic!("{name} is not in the shared corpus"));
-        let report = flow_engine::check::check_module(&doc, name);
-        assert!(
-            report
-                .errors()
-                .any(|d| d.code.code() == "FS0901" && d.pointer == pointer),
-            "{name}: {:?}",
-            report.diagnostics
-        );
-    }
-    files
-}
-
 #[test]
 #[ignore = "shared conformance: run by .ci/run when ../shared exists"]
 fn shared_corpus_flows_run_from_the_cli() {
@@ -196,7 +176,7 @@ fn shared_corpus_flows_run_from_the_cli() {
     // structured object answer to a field declared an array, FS0901); one
     // faults for a reason of its own (see engine/tests/interpreter.rs);
     // every other one completes: 9 of the 12.
-    let checked = without_refused(fixtures::flowspec_files(&dir));
+    let checked = fixtures::without_refused(fixtures::flowspec_files(&dir));
     assert_eq!(checked.len(), 10);
     for (name, _) in fixtures::SHARED_REFUSED {
         let out = Command::new(env!("CARGO_BIN_EXE_flow"))

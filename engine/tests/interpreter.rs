@@ -361,26 +361,6 @@ fn repo_corpus_flows_run_pause_resume_and_replay_matched() {
     }
 }
 
-/// `files` without the shared corpus's refused ones
-/// (`fixtures::SHARED_REFUSED`), after checking that each of those is
-/// refused with FS0901 at its pointer.
-fn without_refused(mut files: BTreeMap<String, Json>) -> BTreeMap<String, Json> {
-    for (name, pointer) in fixtures::SHARED_REFUSED {
-        let doc = files
-            .remove(name)
-            .unwrap_or_else(|| panic!("{name} is not in the shared corpus"));
-        let report = flow_engine::check::check_module(&doc, name);
-        assert!(
-            report
-                .errors()
-                .any(|d| d.code.code() == "FS0901" && d.pointer == pointer),
-            "{name}: {:?}",
-            report.diagnostics
-        );
-    }
-    files
-}
-
 #[test]
 #[ignore = "shared conformance: run by .ci/run when ../shared exists"]
 fn shared_corpus_flows_run_pause_resume_and_replay_matched() {
@@ -396,7 +376,7 @@ fn shared_corpus_flows_run_pause_resume_and_replay_matched() {
     // flow-llm-planner-meta quotes `{{$.state.field}}` literally in a
     // prompt, and a template path that is not set faults (GAP-EXPR-2; the
     // checker warns, FS0304). Every other file completes.
-    let files = without_refused(fixtures::flowspec_files(&dir));
+    let files = fixtures::without_refused(fixtures::flowspec_files(&dir));
     let faults = [(
         "flow-llm-planner-meta.json",
         "template-unbound: `$.state.field`",
