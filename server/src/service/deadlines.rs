@@ -18,7 +18,7 @@
 //! lease taken or the call closed.
 
 use super::RunService;
-use flow_store::{DiscoveryQuery, HostDetails, RunId, RunState};
+use flow_store::{HostDetails, RunId, RunState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Mutex;
@@ -115,26 +115,12 @@ fn due_of(service: &RunService, run: &RunId) -> Vec<i64> {
 /// Every paused run (at start, and every [`RELOAD`] when the store is
 /// shared).
 async fn load(service: &RunService) {
-    let mut after = None;
-    loop {
-        let q = DiscoveryQuery {
-            limit: Some(DiscoveryQuery::MAX_LIMIT),
-            after: after.clone(),
-            state: Some(RunState::Paused),
-        };
-        let Ok(page) = super::store::blocking(service.store(), move |s| Ok(s.discover(&q)?)).await
-        else {
-            return;
-        };
-        for row in &page.runs {
-            if let Ok(id) = RunId::parse(&row.run) {
-                service.inner.deadlines.watch_run(service, &id).await;
-            }
-        }
-        match page.next_after {
-            Some(n) => after = Some(n),
-            None => return,
-        }
+    let paused = super::store::blocking(service.store(), |s| super::inbox::paused_runs(s, None));
+    let Ok(runs) = paused.await else {
+        return;
+    };
+    for id in &runs {
+        service.inner.deadlines.watch_run(service, id).await;
     }
 }
 

@@ -162,7 +162,7 @@ impl RunService {
 }
 
 /// The paused runs, in id order (only `run` when given).
-fn paused_runs(store: &dyn Store, run: Option<&RunId>) -> Result<Vec<RunId>> {
+pub(super) fn paused_runs(store: &dyn Store, run: Option<&RunId>) -> Result<Vec<RunId>> {
     if let Some(run) = run {
         let paused = store.run_info(run)?.state == RunState::Paused;
         return Ok(paused.then(|| run.clone()).into_iter().collect());
