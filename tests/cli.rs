@@ -7,6 +7,8 @@ mod common;
 use common::{TestApp, flow};
 #[path = "fixtures/fixtures.rs"]
 mod fixtures;
+#[path = "fixtures/refused.rs"]
+mod refused;
 
 use serde_json::{Value as Json, json};
 use std::process::Command;
@@ -238,7 +240,7 @@ fn shared_corpus_check_and_tools() {
     let Some(dir) = fixtures::shared("flowspec-corpus") else {
         return;
     };
-    let files = fixtures::without_refused(fixtures::flowspec_files(&dir));
+    let files = refused::without_refused(fixtures::flowspec_files(&dir));
     assert_eq!(check_and_tools(&TestApp::new(), &dir, files), 10);
 }
 

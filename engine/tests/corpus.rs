@@ -7,6 +7,8 @@
 
 #[path = "../../tests/fixtures/fixtures.rs"]
 mod fixtures;
+#[path = "../../tests/fixtures/refused.rs"]
+mod refused;
 
 use flow_engine::{Severity, check};
 use std::collections::BTreeMap;
@@ -58,7 +60,7 @@ fn shared_corpus_checks_without_errors() {
     assert_eq!(
         check_corpus(
             &dir,
-            fixtures::without_refused(fixtures::flowspec_files(&dir))
+            refused::without_refused(fixtures::flowspec_files(&dir))
         ),
         10,
         "expected the 12 shared corpus flows, 2 of them refused"

@@ -8,6 +8,8 @@
 
 #[path = "../../tests/fixtures/fixtures.rs"]
 mod fixtures;
+#[path = "../../tests/fixtures/refused.rs"]
+mod refused;
 
 use flow_abi::example::example;
 use flow_abi::fact::Fact;
@@ -376,7 +378,7 @@ fn shared_corpus_flows_run_pause_resume_and_replay_matched() {
     // flow-llm-planner-meta quotes `{{$.state.field}}` literally in a
     // prompt, and a template path that is not set faults (GAP-EXPR-2; the
     // checker warns, FS0304). Every other file completes.
-    let files = fixtures::without_refused(fixtures::flowspec_files(&dir));
+    let files = refused::without_refused(fixtures::flowspec_files(&dir));
     let faults = [(
         "flow-llm-planner-meta.json",
         "template-unbound: `$.state.field`",
