@@ -99,6 +99,10 @@ pub(crate) struct StartMeta {
     pub program: String,
     pub parent: Option<(String, u64)>,
     pub outer: Option<(String, String)>,
+    /// The root FlowSpec document's `id` (the run query's flow filter).
+    pub flow_id: Option<String>,
+    /// The run's search attributes `(name, value text)` (crate::search).
+    pub attrs: Vec<(String, String)>,
 }
 
 /// The runs index's columns of a Start fact; anything else is refused.
@@ -123,7 +127,37 @@ pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
         outer: outer
             .as_ref()
             .map(|o| (o.run.to_string(), o.call.to_string())),
+        flow_id: None,
+        attrs: Vec::new(),
     })
+}
+
+/// `meta` with what the run query indexes from the root source's text and
+/// the run's logical input (crate::search).
+fn searchable(
+    mut meta: StartMeta,
+    root: Option<&str>,
+    input: Option<&serde_json::Value>,
+) -> StartMeta {
+    if let Some(text) = root {
+        let (id, decls) = crate::search::root_doc(text);
+        meta.flow_id = id;
+        if let Some(input) = input {
+            meta.attrs = crate::search::attrs_of(&decls, input);
+        }
+    }
+    meta
+}
+
+/// A faulted End's reason; `None` for every other fact.
+pub(crate) fn fault_of(end: &Fact) -> Option<String> {
+    match end {
+        Fact::End {
+            ending: FactEnding::Faulted(reason),
+            ..
+        } => Some(reason.clone()),
+        _ => None,
+    }
 }
 
 /// How an End fact ended the run; `None` for every other fact.
@@ -192,6 +226,15 @@ pub(crate) fn check_start(typed: Fact, sources: &[SourceText]) -> Result<Checked
     }
     let run = run.clone();
     let meta = start_meta(&typed)?;
+    let root = sources
+        .iter()
+        .find(|t| t.module == meta.entry_module)
+        .map(|t| t.text.as_str());
+    let input = match &typed {
+        Fact::Start { input, .. } => Some(input),
+        _ => None,
+    };
+    let meta = searchable(meta, root, input);
     Ok(CheckedStart {
         run,
         meta,
@@ -243,6 +286,8 @@ pub(crate) struct PreparedAppend {
     pub blobs: Vec<NewBlob>,
     pub head: Head,
     pub ckpt: Option<Option<CkptCache>>,
+    /// A faulted End's reason (the runs index's `fault`).
+    pub fault: Option<String>,
 }
 
 /// Checks fact `fact` against the run's head and stores it: refused after
@@ -262,6 +307,7 @@ pub(crate) fn prepare_append(
     admit(run, head, n)?;
     let mut blobs = Vec::new();
     let end = ending_of(&typed);
+    let fault = fault_of(&typed);
     let (body, ckpt) = match stored_text(&typed, &mut blobs)? {
         Some(text) => (text, (kind == FactKind::End).then_some(None)),
         None => {
@@ -283,7 +329,9 @@ pub(crate) fn prepare_append(
             (text, Some(Some(c)))
         }
     };
-    Ok(prepared(head, n, kind, body, blobs, end, ckpt, at_ms))
+    let mut p = prepared(head, n, kind, body, blobs, end, ckpt, at_ms);
+    p.fault = fault;
+    Ok(p)
 }
 
 /// [`prepare_append`] of a Checkpoint given by `change` against `base`,
@@ -371,6 +419,7 @@ fn prepared(
             ..head.moved(state, end, at_ms)
         },
         ckpt,
+        fault: None,
     }
 }
 
@@ -423,6 +472,8 @@ pub(crate) struct ImportPlan {
     pub ending: Option<Ending>,
     pub last_n: u64,
     pub last_hash: [u8; 32],
+    /// A faulted End's reason.
+    pub fault: Option<String>,
 }
 
 /// The index row of a new imported run: its ending, or the host decision
@@ -438,10 +489,15 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
     }
     // Verified already; read again only for the runs index. A Start is
     // never a delta, and an End's output is opaque to the reader.
-    let meta = start_meta(&read_logical(a.first.clone())?)?;
-    let ending = match a.facts.last() {
-        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(a.last.clone())?),
-        _ => None,
+    let start = read_logical(a.first.clone())?;
+    let meta = start_meta(&start)?;
+    let meta = import_searchable(a, &start, meta);
+    let (ending, fault) = match a.facts.last() {
+        Some(f) if f.kind == FactKind::End => {
+            let end = read_logical(a.last.clone())?;
+            (ending_of(&end), fault_of(&end))
+        }
+        _ => (None, None),
     };
     let decision = a
         .host
@@ -463,5 +519,29 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
         ending,
         last_n,
         last_hash,
+        fault,
     })
+}
+
+/// [`searchable`] for an imported run: its root source and stored input
+/// are among the archive's verified blobs. A value that cannot be loaded
+/// indexes nothing (the import itself was verified already).
+fn import_searchable(a: &VerifiedArchive, start: &Fact, meta: StartMeta) -> StartMeta {
+    let Fact::Start { sources, input, .. } = start else {
+        return meta;
+    };
+    let blob = |hash: &[u8; 32]| a.blobs.iter().find(|b| b.hash == *hash).map(|b| &b.body);
+    let root = sources
+        .iter()
+        .find(|s| s.module == meta.entry_module)
+        .and_then(|s| parse_hash(&s.hash))
+        .and_then(|h| blob(&h))
+        .and_then(|b| std::str::from_utf8(b).ok());
+    let input = crate::merkle::expand(input, &mut |h| {
+        blob(h)
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .ok_or_else(|| Error::InvalidFact("an input blob is missing".into()))
+    })
+    .ok();
+    searchable(meta, root, input.as_ref())
 }

@@ -227,6 +227,7 @@ pub async fn list_runs(
         order,
         state: st,
         prefix: q.prefix,
+        ..RunListQuery::default()
     };
     lq.check()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;

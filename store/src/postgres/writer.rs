@@ -444,6 +444,7 @@ fn decide(
                 last_hash: f.hash,
                 at_ms: *at_ms,
                 imported: false,
+                fault: None,
             });
             let appended = f.appended(&run);
             plan.rows
@@ -507,6 +508,9 @@ fn decide(
                 }
             };
             add_blobs(&mut plan.rows, p.blobs);
+            if let Some(f) = p.fault {
+                plan.rows.faults.push((id.clone(), f));
+            }
             let appended = p.fact.appended(run);
             plan.rows.facts.push((
                 id.clone(),
@@ -579,6 +583,7 @@ fn decide(
                 last_hash: p.last_hash,
                 at_ms: *at_ms,
                 imported: true,
+                fault: p.fault,
             });
             Ok(Out::Import(ImportOutcome::Imported {
                 run: a.run.clone(),

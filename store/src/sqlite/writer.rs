@@ -469,8 +469,8 @@ impl Writer {
         at_ms: i64,
     ) -> Result<i64> {
         let mut st = self.conn.prepare_cached(
-            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)",
+            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14)",
         )?;
         st.execute(params![
             meta.run,
@@ -486,8 +486,16 @@ impl Writer {
             last_n as i64,
             &last_hash[..],
             at_ms,
+            meta.flow_id,
         ])?;
-        Ok(self.conn.last_insert_rowid())
+        let key = self.conn.last_insert_rowid();
+        let mut attr = self.conn.prepare_cached(
+            "INSERT OR IGNORE INTO run_attrs (name, value, run) VALUES (?1, ?2, ?3)",
+        )?;
+        for (name, value) in &meta.attrs {
+            attr.execute(params![name, value, meta.run])?;
+        }
+        Ok(key)
     }
 
     fn create(
@@ -570,6 +578,15 @@ impl Writer {
             self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
             return Err(e);
         }
+        if let Some(fault) = &p.fault
+            && let Err(e) = self
+                .conn
+                .prepare_cached("UPDATE runs SET fault = ?1 WHERE key = ?2")
+                .and_then(|mut st| st.execute(params![fault, key]))
+        {
+            self.broken = Some(format!("writing the fault of fact {}: {e}", p.fact.n));
+            return Err(e.into());
+        }
         Ok((
             p.fact.appended(run),
             Effects {
@@ -627,8 +644,8 @@ impl Writer {
             at_ms,
         )?;
         self.conn
-            .prepare_cached("UPDATE runs SET imported_ms = ?1 WHERE key = ?2")?
-            .execute(params![at_ms, key])?;
+            .prepare_cached("UPDATE runs SET imported_ms = ?1, fault = ?2 WHERE key = ?3")?
+            .execute(params![at_ms, plan.fault, key])?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
