@@ -456,6 +456,16 @@ impl ReadDb for Session {
     }
 }
 
+/// A run query's arguments as tokio-postgres binds them.
+fn bound(args: &[Arg]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Text(t) => t as &(dyn ToSql + Sync),
+            Arg::Int(i) => i as &(dyn ToSql + Sync),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::mentions;
@@ -471,14 +481,4 @@ mod tests {
         mentions(text.as_bytes(), &mut out);
         assert_eq!(out, vec![[0xab; 32], [0xab; 32]]);
     }
-}
-
-/// A run query's arguments as tokio-postgres binds them.
-fn bound(args: &[Arg]) -> Vec<&(dyn ToSql + Sync)> {
-    args.iter()
-        .map(|a| match a {
-            Arg::Text(t) => t as &(dyn ToSql + Sync),
-            Arg::Int(i) => i as &(dyn ToSql + Sync),
-        })
-        .collect()
 }
