@@ -76,7 +76,10 @@ fn make(s: &dyn Backend, i: u64, parent: Option<flow_abi::fact::RunId>) -> flow_
                 &run,
                 Fact::End {
                     n: 2,
-                    ending: flow_abi::fact::Ending::Faulted(format!("tool failed: error {}", i % 7)),
+                    ending: flow_abi::fact::Ending::Faulted(format!(
+                        "tool failed: error {}",
+                        i % 7
+                    )),
                 },
             )
             .expect("fault");
@@ -130,7 +133,10 @@ fn fill(s: &(dyn Backend + Sync), n: u64) -> Vec<flow_abi::fact::RunId> {
 fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    (ms(v[v.len() / 2]), ms(v[(v.len() * 99 / 100).min(v.len() - 1)]))
+    (
+        ms(v[v.len() / 2]),
+        ms(v[(v.len() * 99 / 100).min(v.len() - 1)]),
+    )
 }
 
 fn time(repeat: usize, mut f: impl FnMut()) -> (f64, f64) {
