@@ -1,7 +1,7 @@
 //! What a dashboard lists and inspects, all typed in the OpenAPI document:
 //! the runs list (`GET /v1/runs`: discovery rows with state, times, parent,
 //! nested-run link and the flow's id and name; newest or oldest first,
-//! keyset paging, filters by state, flow and run id prefix), the inbox
+//! keyset paging, the run query's filters and counts, issue 38), the inbox
 //! (`GET /v1/calls`, with each call's deadline), the state at a checkpoint
 //! and a run's chain verification.
 
