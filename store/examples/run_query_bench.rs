@@ -298,12 +298,10 @@ fn main() {
     // output; a store still being written to may be measured without.
     let vacuum = || {
         if std::env::var("FLOW_BENCH_VACUUM").as_deref() != Ok("no") {
-            sql(
-                &url,
-                &format!(
-                    "SET search_path = {schema}; VACUUM ANALYZE runs; VACUUM ANALYZE run_attrs"
-                ),
-            );
+            // One statement per call: VACUUM runs outside a transaction.
+            for t in ["runs", "run_attrs"] {
+                sql(&url, &format!("VACUUM ANALYZE {schema}.{t}"));
+            }
             eprintln!("  VACUUM ANALYZE done");
         }
     };
