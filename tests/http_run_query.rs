@@ -20,7 +20,8 @@ fn client() -> reqwest::Client {
 fn flow(id: &str) -> Value {
     let mut f = review_flow();
     f["id"] = json!(id);
-    f["runtime_hints"] = json!({"search_attributes": {"text": "/input/text", "n": "/input/n"}});
+    f["runtime_hints"] = json!({"search_attributes": {
+        "text": "/input/text", "n": "/input/n", "draft": "/state/draft"}});
     f["state_schema"]["properties"]["n"] = json!({"type": "integer"});
     f["nodes"][0]["output_schema"]["n"] = json!({"type": "integer"});
     f
@@ -143,6 +144,12 @@ async fn check(base: &str) {
             newest(&|m| m.text == "beta" && m.n == 1 && m.flow == "billing"),
         ),
         (format!("attrs={}", urlencode(r#"{"n":"1"}"#)), Vec::new()),
+        // From the state at the run's last Checkpoint (the draft node
+        // copied the text into `draft` before the review paused it).
+        (
+            format!("attrs={}", urlencode(r#"{"draft":"beta"}"#)),
+            newest(&|m| m.text == "beta"),
+        ),
         (
             format!("started_from={}", created[2]),
             all["runs"].as_array().unwrap()[..3]

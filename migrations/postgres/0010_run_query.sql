@@ -2,6 +2,10 @@
 -- indexes, table and backfill as migrations/sqlite/0010_run_query.sql.
 ALTER TABLE runs ADD COLUMN flow_id TEXT COLLATE "C";
 ALTER TABLE runs ADD COLUMN fault TEXT;
+-- The search attributes a run takes from its state at each Checkpoint:
+-- the root flow's declarations `[[name, pointer], ...]` that point into
+-- `/state`, kept with the Start so the writer reads them with the head.
+ALTER TABLE runs ADD COLUMN state_attrs TEXT;
 CREATE INDEX runs_by_flow ON runs (flow_id, id) WHERE flow_id IS NOT NULL;
 CREATE INDEX runs_by_entry ON runs (entry_module, entry_function, id);
 CREATE INDEX runs_by_created ON runs (created_ms, id);
@@ -12,6 +16,7 @@ CREATE TABLE run_attrs (
     run    TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (name, value, run)
 );
+CREATE INDEX run_attrs_by_run ON run_attrs (run, name);
 
 -- Backfill (history bytes are not touched). A root source that is not JSON
 -- names no flow: the cast's error is caught row by row.

@@ -8,6 +8,10 @@
 -- through runs_by_state: only faulted runs have one).
 ALTER TABLE runs ADD COLUMN flow_id TEXT;
 ALTER TABLE runs ADD COLUMN fault TEXT;
+-- The search attributes a run takes from its state at each Checkpoint:
+-- the root flow's declarations `[[name, pointer], ...]` that point into
+-- `/state`, kept with the Start so the writer reads them with the head.
+ALTER TABLE runs ADD COLUMN state_attrs TEXT;
 CREATE INDEX runs_by_flow ON runs (flow_id, id) WHERE flow_id IS NOT NULL;
 CREATE INDEX runs_by_entry ON runs (entry_module, entry_function, id);
 CREATE INDEX runs_by_created ON runs (created_ms, id);
@@ -23,6 +27,8 @@ CREATE TABLE run_attrs (
     run    TEXT NOT NULL,
     PRIMARY KEY (name, value, run)
 ) WITHOUT ROWID;
+-- A Checkpoint replaces its run's state attributes by (run, name).
+CREATE INDEX run_attrs_by_run ON run_attrs (run, name);
 
 -- Backfill from what is stored (history bytes are not touched): the flow id
 -- from the root source blob, the fault from the End fact. SQLite's JSON

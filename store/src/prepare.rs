@@ -103,6 +103,17 @@ pub(crate) struct StartMeta {
     pub flow_id: Option<String>,
     /// The run's search attributes `(name, value text)` (crate::search).
     pub attrs: Vec<(String, String)>,
+    /// The declarations read from each Checkpoint's state `(name,
+    /// pointer)`, kept in the runs row (`state_attrs`).
+    pub state_decls: Vec<(String, String)>,
+}
+
+impl StartMeta {
+    /// The `state_attrs` column: the state declarations as JSON, or NULL.
+    pub(crate) fn state_attrs_column(&self) -> Option<String> {
+        (!self.state_decls.is_empty())
+            .then(|| serde_json::to_string(&self.state_decls).unwrap_or_default())
+    }
 }
 
 /// The runs index's columns of a Start fact; anything else is refused.
@@ -129,6 +140,7 @@ pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
             .map(|o| (o.run.to_string(), o.call.to_string())),
         flow_id: None,
         attrs: Vec::new(),
+        state_decls: Vec::new(),
     })
 }
 
@@ -145,6 +157,7 @@ fn searchable(
         if let Some(input) = input {
             meta.attrs = crate::search::attrs_of(&decls, input);
         }
+        meta.state_decls = crate::search::decls_in(&decls, "state");
     }
     meta
 }
@@ -288,6 +301,21 @@ pub(crate) struct PreparedAppend {
     pub ckpt: Option<Option<CkptCache>>,
     /// A faulted End's reason (the runs index's `fault`).
     pub fault: Option<String>,
+    /// A Checkpoint of a run with state search attributes: every declared
+    /// name, and the `(name, value text)` its state gives now (the rows
+    /// `run_attrs` keeps for those names from now on).
+    pub state_attrs: Option<StateAttrs>,
+}
+
+/// See [`PreparedAppend::state_attrs`].
+pub(crate) type StateAttrs = (Vec<String>, Vec<(String, String)>);
+
+/// What a Checkpoint's whole state gives a run's state declarations.
+fn state_attrs(head: &Head, ckpt: &Option<Option<CkptCache>>) -> Option<StateAttrs> {
+    let decls = head.state_attrs.as_ref()?;
+    let Some(Some(c)) = ckpt else { return None };
+    let names = decls.iter().map(|(n, _)| n.clone()).collect();
+    Some((names, crate::search::attrs_at(decls, "state", &c.state)))
 }
 
 /// Checks fact `fact` against the run's head and stores it: refused after
@@ -331,6 +359,9 @@ pub(crate) fn prepare_append(
     };
     let mut p = prepared(head, n, kind, body, blobs, end, ckpt, at_ms);
     p.fault = fault;
+    if kind == FactKind::Checkpoint {
+        p.state_attrs = state_attrs(head, &p.ckpt);
+    }
     Ok(p)
 }
 
@@ -355,7 +386,7 @@ pub(crate) fn prepare_change(
         node: &node,
     };
     let (text, c) = store_change(ckpt, change, base, &mut blobs)?;
-    Ok(prepared(
+    let mut p = prepared(
         head,
         n,
         FactKind::Checkpoint,
@@ -364,7 +395,9 @@ pub(crate) fn prepare_change(
         None,
         Some(Some(c)),
         at_ms,
-    ))
+    );
+    p.state_attrs = state_attrs(head, &p.ckpt);
+    Ok(p)
 }
 
 /// Refuses an append after End or with a number other than the head's
@@ -420,6 +453,7 @@ fn prepared(
         },
         ckpt,
         fault: None,
+        state_attrs: None,
     }
 }
 

@@ -8,10 +8,15 @@
 //! "runtime_hints": { "search_attributes": { "customer": "/input/customer" } }
 //! ```
 //!
-//! The store reads them once, when the run's Start is written (or
-//! imported), into the `run_attrs` side table; the history's bytes are
-//! never touched. A declaration the store cannot use (a bad name, a pointer
-//! outside `/input`) is skipped, and so is a value of another type or a
+//! A pointer into `{"state": …}` (`"/state/stage"`) takes its value from
+//! the run's state at each Checkpoint instead: the latest Checkpoint's
+//! value replaces the one before (none, when its state has no such value).
+//!
+//! The store reads input attributes once, when the run's Start is written
+//! (or imported), and state attributes with each Checkpoint, into the
+//! `run_attrs` side table; the history's bytes are never touched. A
+//! declaration the store cannot use (a bad name, a pointer outside `/input`
+//! and `/state`) is skipped, and so is a value of another type or a
 //! string longer than [`MAX_TEXT`]: the run is simply not found by it.
 
 use serde_json::Value;
@@ -58,7 +63,11 @@ pub(crate) fn root_doc(text: &str) -> (Option<String>, Vec<(String, String)>) {
             m.iter()
                 .filter(|(name, _)| valid_name(name))
                 .filter_map(|(name, p)| Some((name.clone(), p.as_str()?.to_string())))
-                .filter(|(_, p)| p == "/input" || p.starts_with("/input/"))
+                .filter(|(_, p)| {
+                    ["/input", "/state"]
+                        .iter()
+                        .any(|r| p == r || p.starts_with(&format!("{r}/")))
+                })
                 .take(MAX_ATTRS)
                 .collect()
         })
@@ -66,12 +75,38 @@ pub(crate) fn root_doc(text: &str) -> (Option<String>, Vec<(String, String)>) {
     (id, decls)
 }
 
+/// The declarations that point into `root` (`input` or `state`).
+pub(crate) fn decls_in(decls: &[(String, String)], root: &str) -> Vec<(String, String)> {
+    let top = format!("/{root}");
+    decls
+        .iter()
+        .filter(|(_, p)| *p == top || p.starts_with(&format!("{top}/")))
+        .cloned()
+        .collect()
+}
+
 /// The attributes `(name, value text)` a run's input gives its declarations.
 pub(crate) fn attrs_of(decls: &[(String, String)], input: &Value) -> Vec<(String, String)> {
-    let doc = serde_json::json!({ "input": input });
+    attrs_at(decls, "input", input)
+}
+
+/// The attributes `(name, value text)` that `value`, the run's `root`
+/// (`input` or `state`), gives the declarations pointing into it.
+pub(crate) fn attrs_at(
+    decls: &[(String, String)],
+    root: &str,
+    value: &Value,
+) -> Vec<(String, String)> {
+    let top = format!("/{root}");
     let mut out: Vec<(String, String)> = decls
         .iter()
-        .filter_map(|(name, p)| Some((name.clone(), value_text(doc.pointer(p)?)?)))
+        .filter_map(|(name, p)| {
+            let rest = p.strip_prefix(&top)?;
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                return None;
+            }
+            Some((name.clone(), value_text(value.pointer(rest)?)?))
+        })
         .collect();
     out.sort();
     out.dedup();
@@ -91,7 +126,11 @@ mod tests {
         .to_string();
         let (id, decls) = root_doc(&doc);
         assert_eq!(id.as_deref(), Some("orders"));
-        assert_eq!(decls.len(), 4);
+        assert_eq!(decls.len(), 5);
+        assert_eq!(
+            attrs_at(&decls_in(&decls, "state"), "state", &json!({"x": "s"})),
+            vec![("state".to_string(), "\"s\"".to_string())]
+        );
         let attrs = attrs_of(
             &decls,
             &json!({"customer": "acme", "n": 42, "vip": true, "a": {"b": 1.5}}),

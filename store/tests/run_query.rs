@@ -711,6 +711,7 @@ fn every_filter_is_an_index_lookup_on_sqlite() {
 const UNDO_10: &str =
     "DROP INDEX runs_by_flow; DROP INDEX runs_by_entry; DROP INDEX runs_by_created;
     DROP TABLE run_attrs; ALTER TABLE runs DROP COLUMN flow_id; ALTER TABLE runs DROP COLUMN fault;
+    ALTER TABLE runs DROP COLUMN state_attrs;
     DELETE FROM schema_migrations WHERE version = 10;";
 
 /// What migration 10's backfill must find again: each run's flow id and
@@ -835,5 +836,59 @@ fn every_filter_is_an_index_lookup_on_postgres() {
         }
         drop(client);
         let _ = driver.await;
+    });
+}
+
+/// A search attribute declared into `/state` is read from each
+/// Checkpoint's whole state: the latest Checkpoint's value replaces the
+/// one before, and a state without it leaves the run unfound by it.
+#[test]
+fn state_attributes_follow_each_checkpoint() {
+    on_both(|s, _| {
+        let run = new_run_id();
+        let doc = json!({"id": "staged", "runtime_hints": {"search_attributes": {
+            "stage": "/state/stage", "who": "/input/who"}}})
+        .to_string();
+        let (start, sources) =
+            start_with_source(&run, "staged.json", "main", doc, json!({"who": "ann"}));
+        s.create_run(start, &sources, Vec::new()).unwrap();
+        let find = |name: &str, v: Value| {
+            walk(
+                s,
+                &RunListQuery {
+                    attrs: vec![(name.into(), v)],
+                    ..Default::default()
+                },
+            )
+        };
+        let me = vec![run.to_string()];
+        assert_eq!(find("who", json!("ann")), me);
+        assert!(
+            find("stage", json!("draft")).is_empty(),
+            "no Checkpoint yet"
+        );
+        s.append(
+            &run,
+            flow_store::conformance::checkpoint_fact(2, json!({"stage": "draft", "n": 1})),
+        )
+        .unwrap();
+        assert_eq!(find("stage", json!("draft")), me);
+        s.append(
+            &run,
+            flow_store::conformance::checkpoint_fact(3, json!({"stage": "review", "n": 2})),
+        )
+        .unwrap();
+        assert!(find("stage", json!("draft")).is_empty(), "replaced");
+        assert_eq!(find("stage", json!("review")), me);
+        s.append(
+            &run,
+            flow_store::conformance::checkpoint_fact(4, json!({"n": 3})),
+        )
+        .unwrap();
+        assert!(
+            find("stage", json!("review")).is_empty(),
+            "gone from the state"
+        );
+        assert_eq!(find("who", json!("ann")), me, "input attributes stay");
     });
 }

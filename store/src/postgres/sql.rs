@@ -23,6 +23,7 @@ pub(super) struct Statements {
     notify: Statement,
     attrs: Statement,
     faults: Statement,
+    unattr: Statement,
 }
 
 pub(super) struct Conn {
@@ -39,6 +40,9 @@ pub(super) struct Rows {
     pub(super) host: Vec<HostRow>,
     /// `(run, reason)` of each faulted End appended.
     pub(super) faults: Vec<(String, String)>,
+    /// Each run's state search attributes as of its batch's latest
+    /// Checkpoint: the declared names, and the rows they have now.
+    pub(super) state_attrs: BTreeMap<String, crate::prepare::StateAttrs>,
 }
 
 /// `(run, n, kind, hash, body)`.
@@ -74,7 +78,8 @@ impl Conn {
             heads: client
                 .prepare(
                     "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms, r.state_ms,
-                            (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key)
+                            (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key),
+                            r.state_attrs
                      FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE OF r",
                 )
                 .await?,
@@ -85,10 +90,10 @@ impl Conn {
                 .await?,
             runs: client
                 .prepare(
-                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, fault)
-                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp, fid, fault
-                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[], $15::text[], $16::text[])
-                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp, fid, fault)",
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, fault, state_attrs)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp, fid, fault, sa
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[], $15::text[], $16::text[], $17::text[])
+                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp, fid, fault, sa)",
                 )
                 .await?,
             facts: client
@@ -120,6 +125,11 @@ impl Conn {
             attrs: client
                 .prepare(
                     "INSERT INTO run_attrs (name, value, run) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING",
+                )
+                .await?,
+            unattr: client
+                .prepare(
+                    "DELETE FROM run_attrs a USING unnest($1::text[], $2::text[]) AS u(run, name) WHERE a.run = u.run AND a.name = u.name",
                 )
                 .await?,
             faults: client
@@ -217,6 +227,7 @@ pub(super) async fn write(
         .collect();
     let run_flow: Vec<Option<&str>> = r.runs.iter().map(|x| x.meta.flow_id.as_deref()).collect();
     let run_fault: Vec<Option<&str>> = r.runs.iter().map(|x| x.fault.as_deref()).collect();
+    let run_sa: Vec<Option<String>> = r.runs.iter().map(|x| x.meta.state_attrs_column()).collect();
     let attrs = r
         .runs
         .iter()
@@ -226,6 +237,18 @@ pub(super) async fn write(
         a_name.push(n.as_str());
         a_value.push(v.as_str());
         a_run.push(run.as_str());
+    }
+    let (mut d_run, mut d_name) = (Vec::new(), Vec::new());
+    for (run, (names, now)) in &r.state_attrs {
+        for n in names {
+            d_run.push(run.as_str());
+            d_name.push(n.as_str());
+        }
+        for (n, v) in now {
+            a_name.push(n.as_str());
+            a_value.push(v.as_str());
+            a_run.push(run.as_str());
+        }
     }
     let x_id: Vec<&str> = r.faults.iter().map(|f| f.0.as_str()).collect();
     let x_f: Vec<&str> = r.faults.iter().map(|f| f.1.as_str()).collect();
@@ -255,11 +278,12 @@ pub(super) async fn write(
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
-    let p_runs: [P<'_>; 16] = [
+    let p_runs: [P<'_>; 17] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
-        &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault,
+        &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa,
     ];
     let p_attrs: [P<'_>; 3] = [&a_name, &a_value, &a_run];
+    let p_unattr: [P<'_>; 2] = [&d_run, &d_name];
     let p_faults: [P<'_>; 2] = [&x_id, &x_f];
     let p_facts: [P<'_>; 5] = [&f_id, &f_n, &f_kind, &f_hash, &f_body];
     let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];
@@ -281,6 +305,10 @@ pub(super) async fn write(
     }
     if !u_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));
+    }
+    // The state attributes' old rows go before the new ones are written.
+    if !d_run.is_empty() {
+        steps.push((Box::pin(c.execute(&st.unattr, &p_unattr)), None));
     }
     if !a_name.is_empty() {
         steps.push((Box::pin(c.execute(&st.attrs, &p_attrs)), None));

@@ -342,6 +342,7 @@ impl Writer {
                 let last_hash: Vec<u8> = r.try_get(3)?;
                 let ending: Option<String> = r.try_get(4)?;
                 let state: String = r.try_get(5)?;
+                let state_attrs: Option<String> = r.try_get(9)?;
                 let head = HeadColumns {
                     key: r.try_get(1)?,
                     last_n: r.try_get(2)?,
@@ -350,6 +351,7 @@ impl Writer {
                     state: &state,
                     updated_ms: r.try_get(6)?,
                     state_ms: r.try_get(7)?,
+                    state_attrs: state_attrs.as_deref(),
                 }
                 .check(&run)?;
                 plan.host_seq.insert(id.clone(), r.try_get(8)?);
@@ -435,6 +437,8 @@ fn decide(
             for b in checked.blobs.drain(..) {
                 plan.rows.blobs.insert(b.hash, b.body);
             }
+            let state_attrs =
+                crate::index::parse_state_attrs(checked.meta.state_attrs_column().as_deref());
             let id = run.to_string();
             plan.rows.runs.push(NewRun {
                 meta: checked.meta,
@@ -460,6 +464,7 @@ fn decide(
                     state: RunState::Running,
                     updated_ms: *at_ms,
                     state_ms: *at_ms,
+                    state_attrs,
                 },
             );
             plan.host_seq.insert(id.clone(), 0);
@@ -510,6 +515,10 @@ fn decide(
             add_blobs(&mut plan.rows, p.blobs);
             if let Some(f) = p.fault {
                 plan.rows.faults.push((id.clone(), f));
+            }
+            if let Some(a) = p.state_attrs {
+                // The batch's latest Checkpoint of the run wins.
+                plan.rows.state_attrs.insert(id.clone(), a);
             }
             let appended = p.fact.appended(run);
             plan.rows.facts.push((
@@ -571,6 +580,9 @@ fn decide(
                     state: p.state,
                     updated_ms: *at_ms,
                     state_ms: *at_ms,
+                    state_attrs: crate::index::parse_state_attrs(
+                        p.meta.state_attrs_column().as_deref(),
+                    ),
                 },
             );
             plan.host_seq.insert(id.clone(), a.host.len() as i64);

@@ -297,7 +297,7 @@ impl Writer {
         let head = self
             .conn
             .prepare_cached(
-                "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms FROM runs WHERE id = ?1",
+                "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms, state_attrs FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
                 Ok(HeadColumns {
@@ -308,6 +308,7 @@ impl Writer {
                     state: r.get_ref(4)?.as_str()?,
                     updated_ms: r.get(5)?,
                     state_ms: r.get(6)?,
+                    state_attrs: r.get_ref(7)?.as_str_or_null()?,
                 }
                 .check(run))
             })
@@ -469,8 +470,8 @@ impl Writer {
         at_ms: i64,
     ) -> Result<i64> {
         let mut st = self.conn.prepare_cached(
-            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14)",
+            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id, state_attrs)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14, ?15)",
         )?;
         st.execute(params![
             meta.run,
@@ -487,6 +488,7 @@ impl Writer {
             &last_hash[..],
             at_ms,
             meta.flow_id,
+            meta.state_attrs_column(),
         ])?;
         let key = self.conn.last_insert_rowid();
         let mut attr = self.conn.prepare_cached(
@@ -587,6 +589,15 @@ impl Writer {
             self.broken = Some(format!("writing the fault of fact {}: {e}", p.fact.n));
             return Err(e.into());
         }
+        if let Some((names, now)) = &p.state_attrs
+            && let Err(e) = self.write_state_attrs(run, names, now)
+        {
+            self.broken = Some(format!(
+                "writing the search attributes of fact {}: {e}",
+                p.fact.n
+            ));
+            return Err(e.into());
+        }
         Ok((
             p.fact.appended(run),
             Effects {
@@ -594,6 +605,29 @@ impl Writer {
                 head: Some((run.to_string(), p.head)),
             },
         ))
+    }
+
+    /// A Checkpoint's state search attributes: the declared names' rows
+    /// replaced by what its state gives now.
+    fn write_state_attrs(
+        &self,
+        run: &RunId,
+        names: &[String],
+        now: &[(String, String)],
+    ) -> rusqlite::Result<()> {
+        let mut del = self
+            .conn
+            .prepare_cached("DELETE FROM run_attrs WHERE name = ?1 AND run = ?2")?;
+        for n in names {
+            del.execute(params![n, run.as_str()])?;
+        }
+        let mut ins = self.conn.prepare_cached(
+            "INSERT OR IGNORE INTO run_attrs (name, value, run) VALUES (?1, ?2, ?3)",
+        )?;
+        for (n, v) in now {
+            ins.execute(params![n, v, run.as_str()])?;
+        }
+        Ok(())
     }
 
     fn host(
