@@ -209,6 +209,51 @@ fn every_command_prints_the_same_locally_and_over_a_server_and_what_it_prints_ru
     );
     assert!(l.stdout.contains("more: "), "{l:?}");
     same("runs", &l, &r);
+    // The run query's flags (issue 38 item 1): the same rows, header,
+    // counts and `more:` line locally and over the server, and the `more:`
+    // line carries every flag.
+    let query = [
+        "runs",
+        "--limit",
+        "1",
+        "--newest",
+        "--state",
+        "paused,halted",
+        "--flow",
+        "review-flow",
+        "--entry",
+        "review.json",
+        "--started-from",
+        "1",
+        "--counts",
+    ];
+    let (l, r) = (flow(&local_prefix, &query), flow(&remote_prefix, &query));
+    assert!(l.stdout.starts_with("RUN "), "a header: {l:?}");
+    assert!(l.stdout.contains("total: "), "{l:?}");
+    let more = l.stdout.lines().find(|x| x.starts_with("more: ")).unwrap();
+    for flag in [
+        "--before",
+        "--newest",
+        "--state paused,halted",
+        "--flow review-flow",
+        "--entry review.json",
+        "--started-from 1",
+        "--counts",
+        "--limit 1",
+    ] {
+        assert!(more.contains(flag), "{flag} in {more}");
+    }
+    // `same` gathers the printed commands (the more: line among them).
+    same(&query.join(" "), &l, &r);
+    let attr = ["runs", "--attr", "customer=acme", "--fault", "boom"];
+    let (l, r) = (flow(&local_prefix, &attr), flow(&remote_prefix, &attr));
+    assert_eq!(l.stdout.trim(), "no runs", "{l:?}");
+    same(&attr.join(" "), &l, &r);
+    let bad = ["runs", "--started-from", "5", "--started-to", "5"];
+    let (l, r) = (flow(&local_prefix, &bad), flow(&remote_prefix, &bad));
+    assert_eq!(l.code, 2, "{l:?}");
+    assert!(l.stderr.contains("range is empty"), "{l:?}");
+    same(&bad.join(" "), &l, &r);
 
     // Every printed command runs as printed, from another directory; the
     // resume lines go last (they change the runs).

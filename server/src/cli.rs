@@ -40,6 +40,7 @@ pub(crate) fn out_text(text: &str) {
 mod args;
 mod history;
 mod print;
+mod query;
 mod remote;
 mod watch;
 
@@ -49,6 +50,7 @@ pub(crate) use print::{
 };
 
 pub use args::{Cli, Color, Command, Global};
+pub use query::RunsFilter;
 
 /// A multi-thread runtime whose workers are named `name`: one worker per
 /// core, and never fewer than two (a step whose commit finds the store's
@@ -415,8 +417,37 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             limit,
             after,
             state,
-            runs,
+            runs: None,
+            filter,
         } => {
+            let q = query::query(limit, after, state.as_deref(), &filter)?;
+            // No store yet: no runs, and none is created (a read leaves
+            // nothing behind).
+            let v = if g.data.join("flow.db").exists() {
+                let store = open_store(&g)?;
+                query::local(&*store, &q, filter.counts)?
+            } else {
+                json!({"runs": [], "nextAfter": null, "nextBefore": null, "problems": [], "scanned": 0, "counts": null})
+            };
+            if g.json {
+                out!("{v}");
+            } else {
+                query::print(&g, &v, limit, state.as_deref(), &filter);
+            }
+            Ok(0)
+        }
+        Command::Runs {
+            limit,
+            after,
+            state,
+            runs: Some(dir),
+            filter,
+        } => {
+            if filter != RunsFilter::default() {
+                return Err(Error::Refused(
+                    "--runs discovers archives by id and state only: leave out the run query's filters, or import the archives and query the store".into(),
+                ));
+            }
             let state = match state.as_deref() {
                 None => None,
                 Some(s) => Some(
@@ -429,20 +460,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 after,
                 state,
             };
-            let page = match &runs {
-                Some(dir) => flow_store::inspect_archives(dir, &q)?,
-                // No store yet: no runs, and none is created (a read
-                // leaves nothing behind).
-                None if !g.data.join("flow.db").exists() => flow_store::DiscoveryPage {
-                    runs: Vec::new(),
-                    next_after: None,
-                    problems: Vec::new(),
-                },
-                None => {
-                    let store = open_store(&g)?;
-                    flow_store::Discover::discover(&*store, &q)?
-                }
-            };
+            let page = flow_store::inspect_archives(&dir, &q)?;
             let v = serde_json::to_value(&page).unwrap_or(Json::Null);
             if g.json {
                 out!("{v}");
@@ -459,7 +477,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                     next: v["nextAfter"].as_str(),
                     state: state.map(RunState::as_str),
                     limit,
-                    runs: runs.as_deref(),
+                    runs: Some(&dir),
                 };
                 print_runs(&g, rows, v["problems"].as_array().map_or(&[][..], |p| p), more);
             }

@@ -37,6 +37,9 @@ pub(crate) struct Head {
     pub updated_ms: i64,
     /// When `state` last changed.
     pub state_ms: i64,
+    /// The run's state search attribute declarations `(name, pointer)`
+    /// (crate::search), read from the runs row's `state_attrs`.
+    pub state_attrs: Option<std::sync::Arc<Vec<(String, String)>>>,
 }
 
 /// A runs row's head columns as a backend reads them.
@@ -48,6 +51,7 @@ pub(crate) struct HeadColumns<'a> {
     pub state: &'a str,
     pub updated_ms: i64,
     pub state_ms: i64,
+    pub state_attrs: Option<&'a str>,
 }
 
 impl HeadColumns<'_> {
@@ -68,8 +72,17 @@ impl HeadColumns<'_> {
             state: RunState::parse(self.state).ok_or_else(|| bad("state"))?,
             updated_ms: self.updated_ms,
             state_ms: self.state_ms,
+            state_attrs: parse_state_attrs(self.state_attrs),
         })
     }
+}
+
+/// The `state_attrs` column read back; a malformed one indexes nothing.
+pub(crate) fn parse_state_attrs(
+    col: Option<&str>,
+) -> Option<std::sync::Arc<Vec<(String, String)>>> {
+    let decls: Vec<(String, String)> = serde_json::from_str(col?).ok()?;
+    (!decls.is_empty()).then(|| std::sync::Arc::new(decls))
 }
 
 impl Head {

@@ -16,6 +16,7 @@ pub(crate) struct ListingColumns {
     pub id: String,
     pub cols: RunColumns,
     pub decision: Option<(String, i64, i64, Vec<u8>)>,
+    pub flow_id: Option<String>,
 }
 
 /// A row naming another run: its id, `(parent_run, parent_checkpoint)`
@@ -67,11 +68,225 @@ pub(crate) fn prefix_range(prefix: &str) -> (String, String) {
     (prefix.to_string(), format!("{prefix}~"))
 }
 
+/// A query's argument, bound by the backend.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Text(String),
+    Int(i64),
+}
+
+/// Generated SQL and its arguments, numbered from 1 (`?N` or `$N`).
+#[derive(Clone, Debug)]
+pub(crate) struct Sql {
+    pub text: String,
+    pub args: Vec<Arg>,
+}
+
+/// How a backend spells what differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    fn bind(self, args: &mut Vec<Arg>, a: Arg) -> String {
+        args.push(a);
+        match self {
+            Dialect::Sqlite => format!("?{}", args.len()),
+            Dialect::Postgres => format!("${}", args.len()),
+        }
+    }
+}
+
+/// The run query's FROM and WHERE for `q` (one state, or none), with
+/// the column the rows are ordered by. Every filter is a column an index
+/// leads with (docs/store.md, "The run query"): a search attribute drives
+/// the query from `run_attrs` (name, value, run), which hands its runs in
+/// id order; otherwise the runs index's own indexes serve it.
+fn filters(
+    q: &CheckedRunList,
+    d: Dialect,
+    state: Option<RunState>,
+    cursor: bool,
+    args: &mut Vec<Arg>,
+) -> (String, Vec<String>, &'static str) {
+    let mut w = Vec::new();
+    let mut from = String::new();
+    let order = if q.attrs.is_empty() {
+        from.push_str("runs r");
+        "r.id"
+    } else {
+        for (i, (name, value)) in q.attrs.iter().enumerate() {
+            let n = d.bind(args, Arg::Text(name.clone()));
+            let v = d.bind(args, Arg::Text(value.clone()));
+            if i == 0 {
+                from.push_str("run_attrs a0 JOIN runs r ON r.id = a0.run");
+                w.push(format!("a0.name = {n} AND a0.value = {v}"));
+            } else {
+                from.push_str(&format!(
+                    " JOIN run_attrs a{i} ON a{i}.run = r.id AND a{i}.name = {n} AND a{i}.value = {v}"
+                ));
+            }
+        }
+        "a0.run"
+    };
+    let mut eq = |col: &str, a: Arg, w: &mut Vec<String>| {
+        let p = d.bind(args, a);
+        w.push(format!("{col} = {p}"));
+    };
+    if let Some(s) = state {
+        eq("r.state", Arg::Text(s.as_str().into()), &mut w);
+    }
+    if let Some(f) = &q.flow {
+        eq("r.flow_id", Arg::Text(f.clone()), &mut w);
+    }
+    if let Some(m) = &q.entry_module {
+        eq("r.entry_module", Arg::Text(m.clone()), &mut w);
+    }
+    if let Some(f) = &q.entry_function {
+        eq("r.entry_function", Arg::Text(f.clone()), &mut w);
+    }
+    if let Some(p) = &q.fork_of {
+        eq("r.parent_run", Arg::Text(p.clone()), &mut w);
+    }
+    if let Some(o) = &q.nested_in {
+        eq("r.outer_run", Arg::Text(o.clone()), &mut w);
+    }
+    for (col, r) in [("r.created_ms", q.started), ("r.updated_ms", q.updated)] {
+        if let Some(f) = r.from {
+            let p = d.bind(args, Arg::Int(f));
+            w.push(format!("{col} >= {p}"));
+        }
+        if let Some(t) = r.to {
+            let p = d.bind(args, Arg::Int(t));
+            w.push(format!("{col} < {p}"));
+        }
+    }
+    if let Some(f) = &q.fault {
+        let p = d.bind(args, Arg::Text(f.clone()));
+        w.push(match d {
+            Dialect::Sqlite => format!("instr(r.fault, {p}) > 0"),
+            Dialect::Postgres => format!("strpos(r.fault, {p}) > 0"),
+        });
+    }
+    if let Some(p) = &q.prefix {
+        let (lo, hi) = prefix_range(p);
+        let lo = d.bind(args, Arg::Text(lo));
+        let hi = d.bind(args, Arg::Text(hi));
+        w.push(format!("{order} >= {lo} AND {order} < {hi}"));
+    }
+    if cursor && let Some(c) = &q.cursor {
+        let cmp = match q.order {
+            RunOrder::Oldest => ">",
+            RunOrder::Newest => "<",
+        };
+        let p = d.bind(args, Arg::Text(c.to_string()));
+        w.push(format!("{order} {cmp} {p}"));
+    }
+    (from, w, order)
+}
+
+fn where_clause(w: &[String]) -> String {
+    if w.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", w.join(" AND "))
+    }
+}
+
+/// The ids of up to `limit + 1` runs of a page, in its order. Several
+/// states are one branch each (each an ordered index range), merged: a
+/// page reads at most `states × (limit + 1)` index entries.
+pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
+    let dir = match q.order {
+        RunOrder::Oldest => "ASC",
+        RunOrder::Newest => "DESC",
+    };
+    let take = i64::from(q.limit) + 1;
+    let mut args = Vec::new();
+    let branches: Vec<Option<RunState>> = if q.states.is_empty() {
+        vec![None]
+    } else {
+        q.states.iter().copied().map(Some).collect()
+    };
+    let mut parts = Vec::new();
+    for s in &branches {
+        let (from, w, order) = filters(q, d, *s, true, &mut args);
+        let lim = d.bind(&mut args, Arg::Int(take));
+        parts.push(format!(
+            "SELECT {order} AS id FROM {from}{} ORDER BY {order} {dir} LIMIT {lim}",
+            where_clause(&w)
+        ));
+    }
+    let text = if parts.len() == 1 {
+        parts.remove(0)
+    } else {
+        let lim = d.bind(&mut args, Arg::Int(take));
+        let union: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("SELECT id FROM ({p}) b{i}"))
+            .collect();
+        format!(
+            "{} ORDER BY id {dir} LIMIT {lim}",
+            union.join(" UNION ALL ")
+        )
+    };
+    Sql { text, args }
+}
+
+/// Counts by state (the state filter left out) and by flow (every filter).
+pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
+    let mut args = Vec::new();
+    let (from, w, _) = filters(q, d, None, false, &mut args);
+    let by_state = Sql {
+        text: format!(
+            "SELECT r.state, COUNT(*) FROM {from}{} GROUP BY r.state",
+            where_clause(&w)
+        ),
+        args,
+    };
+    let mut args = Vec::new();
+    let (from, mut w, _) = filters(q, d, None, false, &mut args);
+    if !q.states.is_empty() {
+        let ps: Vec<String> = q
+            .states
+            .iter()
+            .map(|s| d.bind(&mut args, Arg::Text(s.as_str().into())))
+            .collect();
+        w.push(format!("r.state IN ({})", ps.join(", ")));
+    }
+    w.push("r.flow_id IS NOT NULL".into());
+    let by_flow = Sql {
+        text: format!(
+            "SELECT r.flow_id, COUNT(*) FROM {from}{} GROUP BY r.flow_id",
+            where_clause(&w)
+        ),
+        args,
+    };
+    (by_state, by_flow)
+}
+
 pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunListPage> {
-    let rows = db.listing_columns(q)?;
-    let more = rows.len() > q.limit as usize;
+    if q.none {
+        return Ok(RunListPage {
+            runs: Vec::new(),
+            next: None,
+        });
+    }
+    let ids = db.query_ids(&page_sql(q, db.dialect()))?;
+    let more = ids.len() > q.limit as usize;
+    let shown = &ids[..ids.len().min(q.limit as usize)];
+    let rows = db.listing_rows(shown)?;
     let mut runs = Vec::with_capacity(rows.len());
-    for ListingColumns { id, cols, decision } in rows.into_iter().take(q.limit as usize) {
+    for ListingColumns {
+        id,
+        cols,
+        decision,
+        flow_id,
+    } in rows
+    {
         let key = cols.key;
         let mut row = DiscoveryColumns {
             key,
@@ -96,14 +311,35 @@ pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunLi
             outer: cols.outer_run.zip(cols.outer_call),
             created_ms: cols.created_ms,
             updated_ms: cols.updated_ms,
+            flow_id,
         });
     }
-    let next = if more {
-        runs.last().map(|r| r.row.run.clone())
-    } else {
-        None
-    };
+    let next = if more { shown.last().cloned() } else { None };
     Ok(RunListPage { runs, next })
+}
+
+pub(crate) fn count_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunCounts> {
+    if q.none {
+        return Ok(RunCounts::default());
+    }
+    let (by_state, by_flow) = count_sql(q, db.dialect());
+    let mut counts = RunCounts::default();
+    for (s, n) in db.group_counts(&by_state)? {
+        if let Some(s) = s.as_deref().and_then(RunState::parse) {
+            if q.states.is_empty() || q.states.contains(&s) {
+                counts.total += n as u64;
+            }
+            counts.by_state.push((s, n as u64));
+        }
+    }
+    counts.by_state.sort_by_key(|(s, _)| s.as_str());
+    for (f, n) in db.group_counts(&by_flow)? {
+        if let Some(f) = f {
+            counts.by_flow.push((f, n as u64));
+        }
+    }
+    counts.by_flow.sort();
+    Ok(counts)
 }
 
 pub(crate) fn changed_since(

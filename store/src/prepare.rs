@@ -99,6 +99,21 @@ pub(crate) struct StartMeta {
     pub program: String,
     pub parent: Option<(String, u64)>,
     pub outer: Option<(String, String)>,
+    /// The root FlowSpec document's `id` (the run query's flow filter).
+    pub flow_id: Option<String>,
+    /// The run's search attributes `(name, value text)` (crate::search).
+    pub attrs: Vec<(String, String)>,
+    /// The declarations read from each Checkpoint's state `(name,
+    /// pointer)`, kept in the runs row (`state_attrs`).
+    pub state_decls: Vec<(String, String)>,
+}
+
+impl StartMeta {
+    /// The `state_attrs` column: the state declarations as JSON, or NULL.
+    pub(crate) fn state_attrs_column(&self) -> Option<String> {
+        (!self.state_decls.is_empty())
+            .then(|| serde_json::to_string(&self.state_decls).unwrap_or_default())
+    }
 }
 
 /// The runs index's columns of a Start fact; anything else is refused.
@@ -123,7 +138,39 @@ pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
         outer: outer
             .as_ref()
             .map(|o| (o.run.to_string(), o.call.to_string())),
+        flow_id: None,
+        attrs: Vec::new(),
+        state_decls: Vec::new(),
     })
+}
+
+/// `meta` with what the run query indexes from the root source's text and
+/// the run's logical input (crate::search).
+fn searchable(
+    mut meta: StartMeta,
+    root: Option<&str>,
+    input: Option<&serde_json::Value>,
+) -> StartMeta {
+    if let Some(text) = root {
+        let (id, decls) = crate::search::root_doc(text);
+        meta.flow_id = id;
+        if let Some(input) = input {
+            meta.attrs = crate::search::attrs_of(&decls, input);
+        }
+        meta.state_decls = crate::search::decls_in(&decls, "state");
+    }
+    meta
+}
+
+/// A faulted End's reason; `None` for every other fact.
+pub(crate) fn fault_of(end: &Fact) -> Option<String> {
+    match end {
+        Fact::End {
+            ending: FactEnding::Faulted(reason),
+            ..
+        } => Some(reason.clone()),
+        _ => None,
+    }
 }
 
 /// How an End fact ended the run; `None` for every other fact.
@@ -192,6 +239,15 @@ pub(crate) fn check_start(typed: Fact, sources: &[SourceText]) -> Result<Checked
     }
     let run = run.clone();
     let meta = start_meta(&typed)?;
+    let root = sources
+        .iter()
+        .find(|t| t.module == meta.entry_module)
+        .map(|t| t.text.as_str());
+    let input = match &typed {
+        Fact::Start { input, .. } => Some(input),
+        _ => None,
+    };
+    let meta = searchable(meta, root, input);
     Ok(CheckedStart {
         run,
         meta,
@@ -243,6 +299,23 @@ pub(crate) struct PreparedAppend {
     pub blobs: Vec<NewBlob>,
     pub head: Head,
     pub ckpt: Option<Option<CkptCache>>,
+    /// A faulted End's reason (the runs index's `fault`).
+    pub fault: Option<String>,
+    /// A Checkpoint of a run with state search attributes: every declared
+    /// name, and the `(name, value text)` its state gives now (the rows
+    /// `run_attrs` keeps for those names from now on).
+    pub state_attrs: Option<StateAttrs>,
+}
+
+/// See [`PreparedAppend::state_attrs`].
+pub(crate) type StateAttrs = (Vec<String>, Vec<(String, String)>);
+
+/// What a Checkpoint's whole state gives a run's state declarations.
+fn state_attrs(head: &Head, ckpt: &Option<Option<CkptCache>>) -> Option<StateAttrs> {
+    let decls = head.state_attrs.as_ref()?;
+    let Some(Some(c)) = ckpt else { return None };
+    let names = decls.iter().map(|(n, _)| n.clone()).collect();
+    Some((names, crate::search::attrs_at(decls, "state", &c.state)))
 }
 
 /// Checks fact `fact` against the run's head and stores it: refused after
@@ -262,6 +335,7 @@ pub(crate) fn prepare_append(
     admit(run, head, n)?;
     let mut blobs = Vec::new();
     let end = ending_of(&typed);
+    let fault = fault_of(&typed);
     let (body, ckpt) = match stored_text(&typed, &mut blobs)? {
         Some(text) => (text, (kind == FactKind::End).then_some(None)),
         None => {
@@ -283,7 +357,12 @@ pub(crate) fn prepare_append(
             (text, Some(Some(c)))
         }
     };
-    Ok(prepared(head, n, kind, body, blobs, end, ckpt, at_ms))
+    let mut p = prepared(head, n, kind, body, blobs, end, ckpt, at_ms);
+    p.fault = fault;
+    if kind == FactKind::Checkpoint {
+        p.state_attrs = state_attrs(head, &p.ckpt);
+    }
+    Ok(p)
 }
 
 /// [`prepare_append`] of a Checkpoint given by `change` against `base`,
@@ -307,7 +386,7 @@ pub(crate) fn prepare_change(
         node: &node,
     };
     let (text, c) = store_change(ckpt, change, base, &mut blobs)?;
-    Ok(prepared(
+    let mut p = prepared(
         head,
         n,
         FactKind::Checkpoint,
@@ -316,7 +395,9 @@ pub(crate) fn prepare_change(
         None,
         Some(Some(c)),
         at_ms,
-    ))
+    );
+    p.state_attrs = state_attrs(head, &p.ckpt);
+    Ok(p)
 }
 
 /// Refuses an append after End or with a number other than the head's
@@ -371,6 +452,8 @@ fn prepared(
             ..head.moved(state, end, at_ms)
         },
         ckpt,
+        fault: None,
+        state_attrs: None,
     }
 }
 
@@ -423,6 +506,8 @@ pub(crate) struct ImportPlan {
     pub ending: Option<Ending>,
     pub last_n: u64,
     pub last_hash: [u8; 32],
+    /// A faulted End's reason.
+    pub fault: Option<String>,
 }
 
 /// The index row of a new imported run: its ending, or the host decision
@@ -438,10 +523,15 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
     }
     // Verified already; read again only for the runs index. A Start is
     // never a delta, and an End's output is opaque to the reader.
-    let meta = start_meta(&read_logical(a.first.clone())?)?;
-    let ending = match a.facts.last() {
-        Some(f) if f.kind == FactKind::End => ending_of(&read_logical(a.last.clone())?),
-        _ => None,
+    let start = read_logical(a.first.clone())?;
+    let meta = start_meta(&start)?;
+    let meta = import_searchable(a, &start, meta);
+    let (ending, fault) = match a.facts.last() {
+        Some(f) if f.kind == FactKind::End => {
+            let end = read_logical(a.last.clone())?;
+            (ending_of(&end), fault_of(&end))
+        }
+        _ => (None, None),
     };
     let decision = a
         .host
@@ -463,5 +553,29 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
         ending,
         last_n,
         last_hash,
+        fault,
     })
+}
+
+/// [`searchable`] for an imported run: its root source and stored input
+/// are among the archive's verified blobs. A value that cannot be loaded
+/// indexes nothing (the import itself was verified already).
+fn import_searchable(a: &VerifiedArchive, start: &Fact, meta: StartMeta) -> StartMeta {
+    let Fact::Start { sources, input, .. } = start else {
+        return meta;
+    };
+    let blob = |hash: &[u8; 32]| a.blobs.iter().find(|b| b.hash == *hash).map(|b| &b.body);
+    let root = sources
+        .iter()
+        .find(|s| s.module == meta.entry_module)
+        .and_then(|s| parse_hash(&s.hash))
+        .and_then(|h| blob(&h))
+        .and_then(|b| std::str::from_utf8(b).ok());
+    let input = crate::merkle::expand(input, &mut |h| {
+        blob(h)
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .ok_or_else(|| Error::InvalidFact("an input blob is missing".into()))
+    })
+    .ok();
+    searchable(meta, root, input.as_ref())
 }

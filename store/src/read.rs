@@ -60,12 +60,15 @@ pub(crate) trait ReadDb {
         limit: u32,
         state: Option<RunState>,
     ) -> Result<Vec<DiscoveryColumns>>;
-    /// Up to `limit + 1` runs of a listing, in its order, each with its
-    /// latest pause or halt record.
-    fn listing_columns(
-        &mut self,
-        q: &CheckedRunList,
-    ) -> Result<Vec<crate::listing::ListingColumns>>;
+    /// How this backend spells the run query's SQL.
+    fn dialect(&self) -> crate::listing::Dialect;
+    /// The ids a run query's page SQL selects, in its order.
+    fn query_ids(&mut self, sql: &crate::listing::Sql) -> Result<Vec<String>>;
+    /// The listing rows of these runs, in this order (an id without a row
+    /// is left out), each with its latest pause or halt record.
+    fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<crate::listing::ListingColumns>>;
+    /// `(group, count)` rows of a run query's count SQL.
+    fn group_counts(&mut self, sql: &crate::listing::Sql) -> Result<Vec<(Option<String>, i64)>>;
     /// Ids of the runs whose row changed at or after `since_ms`, oldest
     /// change first, at most `limit`.
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>>;

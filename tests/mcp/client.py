@@ -142,6 +142,15 @@ async def every_tool(t):
         check(row["record"] == "complete" and row["ending"] == "completed", "row record", row)
         check(row["lastFact"]["n"] == h["page"]["factsTotal"], "lastFact", row)
         check(set(v) == {"runs", "nextAfter", "problems"}, "discovery result", sorted(v))
+        # The run query's filters (issue 38 item 1): the same shape and row
+        # fields, only the runs that match.
+        q = await ok(c, "runs", {"flow": "review-flow", "state": "completed,faulted", "started_from": 1})
+        check([r["run"] for r in q["runs"] if r["run"] == run] == [run], "filtered runs find the run", q)
+        check(all(set(r) == fields for r in q["runs"]), "filtered row fields", q)
+        check(set(q) == {"runs", "nextAfter", "problems"}, "filtered result", sorted(q))
+        none = await ok(c, "runs", {"flow": "no-such-flow"})
+        check(none["runs"] == [] and none["nextAfter"] is None, "no match", none)
+        await refused(c, "runs", {"state": "sleepy"}, "not one of")
         await refused(c, "replay", {"run": "run-nope"}, "no run")
         await refused(c, "history", {"run": "run-01m8rm3c2x72a1ep2ymfwssye0"}, "no run")
 

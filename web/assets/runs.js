@@ -1,11 +1,56 @@
 // The runs list: `GET /v1/runs?order=newest`, keyset paging with
-// `before`, filters by state, flow and run id prefix, kept live by the
-// state feed (runs started by the CLI on the same store included).
+// `before`, the run query's filters (issue 38 item 1: state, flow and a
+// search box for the rest — a run id prefix, `entry:`, `fault:`, `fork:`,
+// `nested:`, `since:`/`until:` and search attributes `name=value`), counts
+// by state in the state tabs, kept live by the state feed (runs started
+// by the CLI on the same store included).
 
 import {api} from './api.js';
 import {fill, h, onState, problemText, shortHash, shortRun, stateBadge, time} from './ui.js';
 
 const STATES = ['', 'running', 'paused', 'completed', 'faulted', 'halted'];
+
+// The search box's words: `key:value` filters, `name=value` search
+// attributes, anything else a run id prefix. A value may be quoted
+// ("tool failed"). Returns the query parameters, or an error message.
+export function parseSearch(text) {
+  const out = {attrs: {}};
+  const words = text.match(/(?:[^\s"]+|"[^"]*")+/g) || [];
+  const unquote = (v) => (v.length > 1 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1) : v);
+  const when = (v) => {
+    if (/^\d+$/.test(v)) return v;
+    const ms = Date.parse(v);
+    return Number.isNaN(ms) ? null : String(ms);
+  };
+  for (const w of words) {
+    const colon = /^([a-z]+):(.*)$/.exec(w);
+    const eq = /^([A-Za-z0-9_.-]+)=(.*)$/.exec(w);
+    if (colon) {
+      const [, k, raw] = colon;
+      const v = unquote(raw);
+      const key = {entry: 'entry', fault: 'fault', fork: 'fork_of', nested: 'nested_in', flow: 'flow', state: 'state'}[k];
+      if (key) { out[key] = v; continue; }
+      if (k === 'since' || k === 'until') {
+        const t = when(v);
+        if (t === null) return {error: `${k}: needs a date (2026-12-06, 2026-12-06T10:00Z) or unix ms, not "${v}"`};
+        out[k === 'since' ? 'started_from' : 'started_to'] = t;
+        continue;
+      }
+      return {error: `unknown filter "${k}:": use entry:, fault:, fork:, nested:, flow:, state:, since:, until: or name=value`};
+    }
+    if (eq) {
+      const raw = eq[2];
+      let v = raw;
+      if (/^(-?\d+|true|false)$/.test(raw)) v = JSON.parse(raw);
+      else v = unquote(raw);
+      out.attrs[eq[1]] = v;
+      continue;
+    }
+    const id = unquote(w);
+    out.prefix = id.startsWith('run-') ? id : `run-${id}`;
+  }
+  return out;
+}
 
 export function mount(root, params) {
   const f = {
@@ -27,9 +72,24 @@ export function mount(root, params) {
   const stateSel = h('select', {id: 'f-state', onchange: (e) => { f.state = e.target.value; apply(); }},
     STATES.map((s) => h('option', {value: s, selected: s === f.state}, s || 'any state')));
   const search = h('input', {
-    id: 'f-q', type: 'search', value: f.q, placeholder: 'run-01m8…', autocomplete: 'off',
+    id: 'f-q', type: 'search', value: f.q, placeholder: 'run-01m8…  customer=acme  fault:timeout  since:2026-12-01', autocomplete: 'off',
     spellcheck: 'false', 'aria-describedby': 'f-q-hint',
   });
+  // State tabs with the counts of the same filters (the state filter
+  // left out: what each tab would list).
+  const tabs = h('div', {class: 'state-tabs', role: 'group', 'aria-label': 'Runs by state'});
+  let counts = null;
+  function renderTabs() {
+    const by = counts ? counts.byState : {};
+    const all = counts ? Object.values(by).reduce((a, b) => a + b, 0) : null;
+    fill(tabs, STATES.map((s) => {
+      const n = s ? by[s] : all;
+      return h('button', {
+        type: 'button', class: 'tab', 'aria-pressed': String(s === f.state), dataset: {state: s || 'any'},
+        onclick: () => { f.state = s; stateSel.value = s; apply(); },
+      }, s || 'all', ' ', h('span', {class: 'count'}, n === undefined || n === null ? '…' : String(n)));
+    }));
+  }
   let searchTimer = 0;
   search.addEventListener('input', () => {
     clearTimeout(searchTimer);
@@ -43,8 +103,9 @@ export function mount(root, params) {
     h('form', {class: 'filters', role: 'search', 'aria-label': 'Filter runs', onsubmit: (e) => e.preventDefault()},
       h('label', {for: 'f-state'}, 'State'), stateSel,
       h('label', {for: 'f-flow'}, 'Flow'), flowSel,
-      h('label', {for: 'f-q'}, 'Run id'), search,
-      h('span', {id: 'f-q-hint', class: 'hint'}, 'starts with')),
+      h('label', {for: 'f-q'}, 'Search'), search,
+      h('span', {id: 'f-q-hint', class: 'hint'}, 'a run id prefix; entry:, fault:, fork:, nested:, since:, until:; name=value for search attributes')),
+    tabs,
     status,
     h('div', {class: 'table-wrap'},
       h('table', {class: 'runs'},
@@ -60,13 +121,28 @@ export function mount(root, params) {
     fill(flowSel, opts.map(([v, t]) => h('option', {value: v, selected: v === f.flow}, t)));
   }
 
-  function query(before) {
-    const p = new URLSearchParams({order: 'newest', limit: '50'});
-    if (f.state) p.set('state', f.state);
-    if (f.flow) p.set('flow', f.flow);
-    if (f.q) p.set('prefix', f.q.startsWith('run-') ? f.q : `run-${f.q}`);
+  // The run query for the filters (null when the search box cannot be
+  // read: its message is shown instead).
+  function runQuery() {
+    const s = parseSearch(f.q);
+    if (s.error) return {error: s.error};
+    const p = new URLSearchParams({order: 'newest'});
+    for (const k of ['entry', 'fault', 'fork_of', 'nested_in', 'started_from', 'started_to', 'prefix']) if (s[k]) p.set(k, s[k]);
+    if (Object.keys(s.attrs).length) p.set('attrs', JSON.stringify(s.attrs));
+    const flow = f.flow || s.flow;
+    if (flow) p.set('flow', flow);
+    const state = f.state || s.state;
+    if (state) p.set('state', state);
+    return {p};
+  }
+
+  function query(before, extra = {}) {
+    const {p, error} = runQuery();
+    if (error) return {error};
+    p.set('limit', '50');
     if (before) p.set('before', before);
-    return `/v1/runs?${p}`;
+    for (const [k, v] of Object.entries(extra)) p.set(k, v);
+    return {url: `/v1/runs?${p}`};
   }
 
   function apply() {
@@ -83,8 +159,16 @@ export function mount(root, params) {
     loading = true;
     status.textContent = 'Loading…';
     try {
-      const v = await api(query(reset ? null : next));
+      const q = query(reset ? null : next, reset ? {counts: 'true'} : {});
+      if (q.error) {
+        rows.clear(); order = []; next = null; counts = null;
+        render();
+        status.textContent = q.error;
+        return;
+      }
+      const v = await api(q.url);
       if (my !== gen) return;
+      if (v.counts) counts = v.counts;
       if (reset) { rows.clear(); order = []; }
       for (const r of v.runs) {
         if (!rows.has(r.run)) order.push(r.run);
@@ -119,14 +203,19 @@ export function mount(root, params) {
     fill(tbody, order.map((id) => rowEl(rows.get(id))));
     more.hidden = !next;
     flowOptions();
+    renderTabs();
     status.textContent = order.length ? `${order.length} run${order.length === 1 ? '' : 's'} shown` : 'No runs match.';
   }
 
-  function matches(r) {
-    if (f.state && r.state !== f.state) return false;
-    if (f.flow && !(r.flow && r.flow.id === f.flow)) return false;
-    if (f.q && !r.run.startsWith(f.q.startsWith('run-') ? f.q : `run-${f.q}`)) return false;
-    return true;
+  // The counts again, once changes settle.
+  let countTimer = 0;
+  function recount() {
+    clearTimeout(countTimer);
+    countTimer = setTimeout(async () => {
+      const q = query(null, {counts: 'true', limit: '1'});
+      if (q.error) return;
+      try { counts = (await api(q.url)).counts; renderTabs(); } catch { /* the next change retries */ }
+    }, 300);
   }
 
   // Live: a changed row is re-read (one indexed lookup by its id) and put
@@ -138,15 +227,23 @@ export function mount(root, params) {
     pending.clear();
     for (const id of ids) {
       try {
-        const v = await api(`/v1/runs?prefix=${encodeURIComponent(id)}&limit=1`);
+        // The row as the filters see it: the server answers the same
+        // query narrowed to this id, so a row that no longer matches is
+        // not returned.
+        const {p, error} = runQuery();
+        if (error) continue;
+        const mine = p.get('prefix');
+        if (mine && !id.startsWith(mine)) continue;
+        p.set('prefix', id);
+        p.set('limit', '1');
+        const v = await api(`/v1/runs?${p}`);
         const r = v.runs[0];
-        if (!r) continue;
-        if (r.flow && r.flow.id) flows.set(r.flow.id, r.flow.name || '');
-        const known = rows.has(r.run);
-        if (!matches(r)) {
-          if (known) { rows.delete(r.run); order = order.filter((x) => x !== r.run); }
+        const known = rows.has(id);
+        if (!r) {
+          if (known) { rows.delete(id); order = order.filter((x) => x !== id); }
           continue;
         }
+        if (r.flow && r.flow.id) flows.set(r.flow.id, r.flow.name || '');
         rows.set(r.run, r);
         if (!known) {
           // Newest first: ids are creation-ordered.
@@ -156,6 +253,7 @@ export function mount(root, params) {
       } catch { /* the next change retries */ }
     }
     render();
+    recount();
   }
   const off = onState((d) => {
     if (d.resync) { load(true); return; }
@@ -166,5 +264,5 @@ export function mount(root, params) {
   });
 
   load(true);
-  return {dispose() { off(); clearTimeout(timer); clearTimeout(searchTimer); gen++; }};
+  return {dispose() { off(); clearTimeout(timer); clearTimeout(searchTimer); clearTimeout(countTimer); gen++; }};
 }

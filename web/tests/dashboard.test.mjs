@@ -436,6 +436,46 @@ test('the runs list: newest first, filters, lineage, and live — a run the CLI 
   assert.deepEqual(page.errors(), []);
 });
 
+test('the runs list searches with the run query and counts runs in the state tabs (issue 38)', LIMIT, async () => {
+  // Two runs of a flow that declares a search attribute.
+  const flow = JSON.parse(readFileSync(REVIEW, 'utf8'));
+  flow.id = 'searchable';
+  flow.runtime_hints = {search_attributes: {text: '/input/text'}};
+  const made = [];
+  for (const text of ['findme', 'other']) {
+    made.push((await api(A.base, '/v1/runs', {method: 'POST', body: {flow, input: {text}, wait: 10}})).run);
+  }
+  await page.goto(`${A.base}/#/`);
+  const rows = page.locator('table.runs tbody tr');
+  await rows.first().waitFor();
+  // The tabs say what the API counts.
+  const counts = (await api(A.base, '/v1/runs?counts=true&limit=1')).counts;
+  const tab = (s) => page.locator(`.state-tabs .tab[data-state="${s}"] .count`);
+  await until(async () => (await tab('paused').textContent()) === String(counts.byState.paused), {what: 'paused count'});
+  assert.equal(await tab('any').textContent(), String(counts.total));
+  // A search attribute: only the run whose input has it.
+  await page.locator('#f-q').fill('text=findme');
+  await until(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-run')) === made[0], {what: 'attribute search'});
+  await until(async () => (await tab('paused').textContent()) === '1', {what: 'the tabs count the search'});
+  // Filters combine: the same attribute in another flow finds nothing.
+  await page.locator('#f-q').fill('text=findme flow:review-flow');
+  await until(async () => (await rows.count()) === 0, {what: 'combined filters'});
+  // An unreadable filter is explained, nothing is asked.
+  await page.locator('#f-q').fill('since:someday');
+  await until(async () => /since: needs a date/.test(await page.locator('p.status').first().textContent()), {what: 'a bad date explained'});
+  await page.locator('#f-q').fill('flow:searchable');
+  await until(async () => (await rows.count()) === 2, {what: 'flow from the search box'});
+  // A state tab filters, and says it is chosen.
+  await page.locator('.state-tabs .tab[data-state="completed"]').click();
+  await until(async () => (await rows.count()) === 0, {what: 'completed tab'});
+  assert.equal(await page.locator('.state-tabs .tab[data-state="completed"]').getAttribute('aria-pressed'), 'true');
+  await page.locator('.state-tabs .tab[data-state="any"]').click();
+  await until(async () => (await rows.count()) === 2, {what: 'all tab'});
+  await page.screenshot({path: shotPath('runs-search.png')});
+  await page.locator('#f-q').fill('');
+  assert.deepEqual(page.errors(), []);
+});
+
 test('phone width, labels and the keyboard', LIMIT, async () => {
   const phone = await newPage(web.context, {viewport: {width: 390, height: 844}});
   for (const hash of ['#/', `#/run/${triageRun}`, '#/inbox', '#/start']) {

@@ -168,19 +168,57 @@ class Client:
                 raise TimeoutError(f"run {run} is still {view.get('state')} after {timeout} s")
             time.sleep(poll)
 
-    def runs(self, limit=None, after=None, state=None):
-        """One page of discovery: ``{runs, nextAfter, problems}``."""
-        return self._call("GET", "/v1/runs", query={"limit": limit, "after": after, "state": state})
+    def runs(self, limit=None, after=None, state=None, *, before=None, newest=False, flow=None,
+             entry=None, started_from=None, started_to=None, updated_from=None, updated_to=None,
+             fork_of=None, nested_in=None, fault=None, attrs=None, counts=False):
+        """One page of the run query (docs/http.md, "Finding runs"):
+        ``{runs, nextAfter, nextBefore, problems, scanned, counts}``.
 
-    def iter_runs(self, state=None, page_size=100):
-        """Every run, page by page, following ``nextAfter``."""
-        after = None
+        Every filter combines with the others: ``state`` (one state, or a
+        list of them), ``flow`` (the root FlowSpec id), ``entry`` (module or
+        ``module#function``), ``started_from``/``started_to`` and
+        ``updated_from``/``updated_to`` (unix ms, ``[from, to)``),
+        ``fork_of``, ``nested_in`` (run ids), ``fault`` (text in a faulted
+        run's fault), ``attrs`` (a dict of search attributes, each a str,
+        int or bool, that must be equal). ``newest=True`` pages newest first
+        with ``before``; ``counts=True`` adds counts by state and by flow."""
+        if isinstance(state, (list, tuple, set)):
+            state = ",".join(state)
+        q = {
+            "limit": limit, "state": state, "flow": flow, "entry": entry,
+            "started_from": started_from, "started_to": started_to,
+            "updated_from": updated_from, "updated_to": updated_to,
+            "fork_of": fork_of, "nested_in": nested_in, "fault": fault,
+        }
+        if newest:
+            q["order"] = "newest"
+            q["before"] = before
+        else:
+            q["after"] = after
+        if attrs:
+            q["attrs"] = json.dumps(attrs, separators=(",", ":"))
+        if counts:
+            q["counts"] = "true"
+        return self._call("GET", "/v1/runs", query=q)
+
+    def iter_runs(self, state=None, page_size=100, *, newest=False, **filters):
+        """Every run the query selects, page by page, following
+        ``nextAfter`` (or ``nextBefore`` with ``newest=True``); ``filters``
+        are those of :meth:`runs`."""
+        cursor = None
         while True:
-            page = self.runs(limit=page_size, after=after, state=state)
+            if newest:
+                page = self.runs(limit=page_size, state=state, newest=True, before=cursor, **filters)
+            else:
+                page = self.runs(limit=page_size, after=cursor, state=state, **filters)
             yield from page["runs"]
-            after = page.get("nextAfter")
-            if not after:
+            cursor = page.get("nextBefore" if newest else "nextAfter")
+            if not cursor:
                 return
+
+    def count_runs(self, state=None, **filters):
+        """How many runs the filters select: ``{total, byState, byFlow}``."""
+        return self.runs(limit=1, state=state, counts=True, **filters)["counts"]
 
     def facts(self, run, kind=None, fact=None, search=None, offset=None, limit=None):
         """A page of the run's history."""

@@ -99,6 +99,28 @@ def test_list_runs_pages_through_next_after(server):
     assert list(c.iter_runs(state="completed")) == []
 
 
+def test_the_run_query_filters_counts_and_pages_newest_first(server):
+    """Issue 38 item 1: the run query's filters through the client."""
+    c = Client(server.url)
+    flow = json.load(open(REVIEW))
+    flow["id"] = "searchable"
+    flow["runtime_hints"] = {"search_attributes": {"text": "/input/text"}}
+    made = [c.start_run(flow, {"text": t})["run"] for t in ("a", "b", "a")]
+    other = c.start_run(REVIEW, {"text": "a"})["run"]
+    for r in made + [other]:
+        c.wait(r)
+    got = [r["run"] for r in c.iter_runs(page_size=1, newest=True, flow="searchable")]
+    assert got == list(reversed(made))
+    assert [r["run"] for r in c.iter_runs(attrs={"text": "a"})] == [made[0], made[2]]
+    assert [r["run"] for r in c.iter_runs(state=["paused", "halted"], flow="searchable", attrs={"text": "b"})] == [made[1]]
+    counts = c.count_runs(flow="searchable")
+    assert counts["total"] == 3 and counts["byState"]["paused"] == 3
+    assert counts["byFlow"] == [{"flow": "searchable", "count": 3}]
+    with pytest.raises(Refused) as e:
+        c.runs(started_from=5, started_to=5)
+    assert e.value.status == 400 and "range is empty" in e.value.detail
+
+
 def test_fork_from_a_checkpoint(server):
     c = Client(server.url)
     run = c.start_run(TRIAGE_FLOW, OUTAGE, wait=20)

@@ -203,7 +203,7 @@ pub enum Command {
     },
     /// Discover stored runs (or, with --runs, a directory of archives).
     #[command(
-        after_help = "Examples:\n  flow runs --state paused\n  flow runs --runs ./archives --limit 20\n\nExit codes: 0 a page was inspected (or the --runs root is missing); 2 refused (a bad cursor or state, a root that is a file or too large)."
+        after_help = "Examples:\n  flow runs --state paused\n  flow runs --newest --state faulted,halted --flow orders --fault timeout --counts\n  flow runs --attr customer=acme --started-from 1765000000000\n  flow runs --runs ./archives --limit 20\n\nExit codes: 0 a page was inspected (or the --runs root is missing); 2 refused (a bad cursor or state, a root that is a file or too large)."
     )]
     Runs {
         /// Runs on a page, at most.
@@ -212,12 +212,14 @@ pub enum Command {
         /// Start after this run id (the previous page's next cursor).
         #[arg(long)]
         after: Option<String>,
-        /// Only runs in this state: running, paused, completed, faulted or halted.
+        /// Only runs in these states, comma-separated: running, paused, completed, faulted, halted.
         #[arg(long)]
         state: Option<String>,
         /// Discover the archive directories under this root instead of the store.
         #[arg(long)]
         runs: Option<PathBuf>,
+        #[command(flatten)]
+        filter: super::query::RunsFilter,
     },
     /// Check a flow: diagnostics.
     #[command(

@@ -289,37 +289,18 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             after,
             state,
             runs: None,
+            filter,
         } => {
-            let mut q = vec![format!("limit={}", limit.unwrap_or(50))];
-            if let Some(a) = after {
-                q.push(format!("after={}", encode(&a)));
-            }
-            if let Some(s) = &state {
-                q.push(format!("state={}", encode(s)));
-            }
-            let v = c.get(&format!("/v1/runs?{}", q.join("&"))).await?;
+            // Checked here as the store checks it: the same refusal as
+            // without --server, before anything is sent.
+            super::query::query(limit, after.clone(), state.as_deref(), &filter)?;
+            let q =
+                super::query::params(limit, after.as_deref(), state.as_deref(), &filter, encode);
+            let v = c.get(&format!("/v1/runs?{q}")).await?;
             if g.json {
                 out!("{v}");
             } else {
-                let text = |r: &Json, k: &str| r[k].as_str().unwrap_or("").to_string();
-                let rows = v["runs"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|r| super::RunLine {
-                        run: text(r, "run"),
-                        state: text(r, "state"),
-                        record: text(r, "record"),
-                        module: r["entry"]["module"].as_str().unwrap_or("").to_string(),
-                    });
-                let more = super::RunsMore {
-                    next: v["nextAfter"].as_str(),
-                    state: state.as_deref(),
-                    limit,
-                    runs: None,
-                };
-                let problems = v["problems"].as_array().map_or(&[][..], |p| p);
-                super::print_runs(g, rows, problems, more);
+                super::query::print(g, &v, limit, state.as_deref(), &filter);
             }
             Ok(0)
         }

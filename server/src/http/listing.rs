@@ -1,7 +1,7 @@
 //! What a dashboard lists and inspects, all typed in the OpenAPI document:
 //! the runs list (`GET /v1/runs`: discovery rows with state, times, parent,
 //! nested-run link and the flow's id and name; newest or oldest first,
-//! keyset paging, filters by state, flow and run id prefix), the inbox
+//! keyset paging, the run query's filters and counts, issue 38), the inbox
 //! (`GET /v1/calls`, with each call's deadline), the state at a checkpoint
 //! and a run's chain verification.
 
@@ -13,10 +13,10 @@ use crate::service::{InboxCursor, InboxQuery, InboxSort};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use flow_store::{DiscoveryQuery, FactRef, ListedRun, RunId, RunListQuery, RunOrder, RunState};
+use flow_store::{FactRef, ListedRun, RunId, RunListQuery, RunOrder, RunState, TimeRange};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 use utoipa::{IntoParams, ToSchema};
 
@@ -140,9 +140,31 @@ pub struct RunList {
     /// Newest first: pass as `before` for the next page; null at the end.
     pub next_before: Option<String>,
     pub problems: Vec<ProblemView>,
-    /// Rows looked at to fill this page (a `flow` filter may look at more
-    /// than it returns; at most 2,000 per request).
+    /// Rows looked at to fill this page: every filter is an index lookup
+    /// (issue 38), so this is the number of rows listed.
     pub scanned: u64,
+    /// With `counts=true`: how many runs the filters select.
+    pub counts: Option<RunCountsView>,
+}
+
+/// How many runs a query's filters select (its cursor and limit aside).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCountsView {
+    /// Every filter applied.
+    pub total: u64,
+    /// By state, the `state` filter left out (what each state tab would
+    /// list); a state with no runs is 0.
+    pub by_state: BTreeMap<String, u64>,
+    /// By root flow id, every filter applied; runs whose flow has no id
+    /// are `total` minus their sum.
+    pub by_flow: Vec<FlowCount>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FlowCount {
+    pub flow: String,
+    pub count: u64,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -157,7 +179,8 @@ pub struct RunsQuery {
     pub after: Option<String>,
     /// Newest first: excludes this id and later ones.
     pub before: Option<String>,
-    /// running, paused, completed, faulted or halted.
+    /// One or more of running, paused, completed, faulted, halted,
+    /// separated by commas (`paused,faulted`).
     pub state: Option<String>,
     /// `oldest` (default: discovery order) or `newest`.
     pub order: Option<String>,
@@ -165,26 +188,82 @@ pub struct RunsQuery {
     pub flow: Option<String>,
     /// Only run ids starting with this (`run-01m8…`).
     pub prefix: Option<String>,
+    /// Only runs whose entry is this module, or `module#function`.
+    pub entry: Option<String>,
+    /// Only runs started at or after this time (unix ms).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub started_from: Option<u64>,
+    /// Only runs started before this time (unix ms).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub started_to: Option<u64>,
+    /// Only runs last changed at or after this time (unix ms).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub updated_from: Option<u64>,
+    /// Only runs last changed before this time (unix ms).
+    #[serde(default, deserialize_with = "super::params::query_int64")]
+    pub updated_to: Option<u64>,
+    /// Only forks of this run.
+    pub fork_of: Option<String>,
+    /// Only runs nested in this run (started for one of its calls).
+    pub nested_in: Option<String>,
+    /// Only faulted runs whose fault reason contains this text (case
+    /// sensitive).
+    pub fault: Option<String>,
+    /// Search attributes, a JSON object of name → string, integer or
+    /// boolean: `{"customer":"acme","vip":true}` (each must equal; the
+    /// flow declares them in `runtime_hints.search_attributes`).
+    pub attrs: Option<String>,
+    /// `true`: add `counts` (by state and by flow) for the same filters.
+    pub counts: Option<bool>,
 }
 
-/// Most rows one request looks at to fill a filtered page.
-const MAX_SCAN: u64 = 2000;
+/// Parses a `state` list: `paused,faulted`.
+pub(crate) fn parse_states(s: &str) -> Result<Vec<RunState>, String> {
+    s.split(',')
+        .map(|w| {
+            RunState::parse(w.trim()).ok_or_else(|| {
+                format!(
+                    "state {w:?} is not one of running, paused, completed, faulted, halted (give one or several, separated by commas)"
+                )
+            })
+        })
+        .collect()
+}
+
+/// Parses an `attrs` object: `{"customer":"acme","vip":true}`.
+pub(crate) fn parse_attrs(s: &str) -> Result<Vec<(String, Json)>, String> {
+    match serde_json::from_str::<Json>(s) {
+        Ok(Json::Object(m)) => Ok(m.into_iter().collect()),
+        _ => Err(format!(
+            "attrs must be a JSON object of search attribute names to values, such as {{\"customer\":\"acme\"}}, not {s:?}"
+        )),
+    }
+}
+
+/// Splits an `entry` filter: `module` or `module#function`.
+pub(crate) fn parse_entry(s: &str) -> (Option<String>, Option<String>) {
+    match s.rsplit_once('#') {
+        Some((m, f)) => (Some(m.to_string()), Some(f.to_string())),
+        None => (Some(s.to_string()), None),
+    }
+}
+
+fn ms(what: &str, v: Option<u64>) -> ApiResult<Option<i64>> {
+    v.map(|v| i64::try_from(v).map_err(|_| ApiError::bad_request(format!("{what} is too large"))))
+        .transpose()
+}
 
 #[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", tag = "runs", params(RunsQuery),
     responses(
-        (status = 200, description = "Runs: discovery rows with state, times, parent, outer run and flow", body = RunList),
-        (status = 400, description = "Invalid limit, cursor, order, state or prefix", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 200, description = "Runs: discovery rows with state, times, parent, outer run and flow; with counts=true, how many runs the filters select by state and flow", body = RunList),
+        (status = 400, description = "An invalid limit, cursor, order or filter, with what to give instead", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn list_runs(
     State(state): State<AppState>,
     QueryArgs(q): QueryArgs<RunsQuery>,
 ) -> ApiResult<Response> {
-    let st = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "state {s:?} is not one of running, paused, completed, faulted, halted"
-            ))
-        })?),
+    let states = match q.state.as_deref() {
+        None => Vec::new(),
+        Some(s) => parse_states(s).map_err(ApiError::bad_request)?,
     };
     let order = match q.order.as_deref() {
         None | Some("oldest") => RunOrder::Oldest,
@@ -212,84 +291,87 @@ pub async fn list_runs(
             ));
         }
     };
-    if q.flow
-        .as_deref()
-        .is_some_and(|f| f.is_empty() || f.len() > 256)
-    {
-        return Err(ApiError::bad_request(
-            "flow must be a FlowSpec id of 1 to 256 characters",
-        ));
-    }
+    let (entry_module, entry_function) = q.entry.as_deref().map(parse_entry).unwrap_or_default();
+    let attrs = match q.attrs.as_deref() {
+        None => Vec::new(),
+        Some(a) => parse_attrs(a).map_err(ApiError::bad_request)?,
+    };
     let lq = RunListQuery {
         limit: q.limit,
         cursor,
         order,
-        state: st,
+        states,
         prefix: q.prefix,
+        flow: q.flow,
+        entry_module,
+        entry_function,
+        started: TimeRange {
+            from: ms("started_from", q.started_from)?,
+            to: ms("started_to", q.started_to)?,
+        },
+        updated: TimeRange {
+            from: ms("updated_from", q.updated_from)?,
+            to: ms("updated_to", q.updated_to)?,
+        },
+        fork_of: q.fork_of,
+        nested_in: q.nested_in,
+        fault: q.fault,
+        attrs,
+        ..RunListQuery::default()
     };
     lq.check()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let flow = q.flow;
-    let list = blocking(&state, move |s| {
-        Ok(runs_page(&**s.store(), lq, flow.as_deref())?)
-    })
-    .await?;
+    let counts = q.counts.unwrap_or(false);
+    let list = blocking(&state, move |s| Ok(runs_page(&**s.store(), &lq, counts)?)).await?;
     Ok(json_response(StatusCode::OK, to_json(&list)?))
 }
 
-/// One page: a single store page without a flow filter; with one, store
-/// pages until the page is full or [`MAX_SCAN`] rows were looked at (the
-/// cursor then continues from the last row looked at).
-fn runs_page(
+/// One page of the run query, and its counts when asked for.
+pub(crate) fn runs_page(
     store: &dyn Store,
-    mut q: RunListQuery,
-    flow: Option<&str>,
+    q: &RunListQuery,
+    counts: bool,
 ) -> flow_store::Result<RunList> {
-    let want = q.limit.unwrap_or(DiscoveryQuery::DEFAULT_LIMIT) as usize;
-    let mut rows = Vec::new();
-    let mut scanned = 0u64;
-    let next = loop {
-        if flow.is_some() {
-            q.limit = Some(DiscoveryQuery::MAX_LIMIT);
-        }
-        let page = store.list_runs(&q)?;
-        let total = page.runs.len();
-        let mut taken = 0;
-        let mut last = None;
-        for r in page.runs {
-            taken += 1;
-            scanned += 1;
-            last = Some(r.row.run.clone());
-            let view = row(store, r);
-            if flow.is_none_or(|f| view.flow.as_ref().and_then(|v| v.id.as_deref()) == Some(f)) {
-                rows.push(view);
-            }
-            if rows.len() >= want {
-                break;
-            }
-        }
-        if rows.len() >= want {
-            // Full: more may follow the last row looked at.
-            break (taken < total || page.next.is_some())
-                .then_some(last)
-                .flatten();
-        }
-        match page.next {
-            None => break None,
-            Some(n) if flow.is_none() || scanned >= MAX_SCAN => break Some(n),
-            Some(n) => q.cursor = Some(n),
-        }
-    };
+    let page = store.list_runs(q)?;
+    let rows: Vec<RunRow> = page.runs.into_iter().map(|r| row(store, r)).collect();
     let (next_after, next_before) = match q.order {
-        RunOrder::Oldest => (next, None),
-        RunOrder::Newest => (None, next),
+        RunOrder::Oldest => (page.next, None),
+        RunOrder::Newest => (None, page.next),
+    };
+    let counts = if counts {
+        let c = store.count_runs(q)?;
+        let mut by_state: BTreeMap<String, u64> = [
+            RunState::Running,
+            RunState::Paused,
+            RunState::Completed,
+            RunState::Faulted,
+            RunState::Halted,
+        ]
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
+        for (s, n) in c.by_state {
+            by_state.insert(s.as_str().to_string(), n);
+        }
+        Some(RunCountsView {
+            total: c.total,
+            by_state,
+            by_flow: c
+                .by_flow
+                .into_iter()
+                .map(|(flow, count)| FlowCount { flow, count })
+                .collect(),
+        })
+    } else {
+        None
     };
     Ok(RunList {
+        scanned: rows.len() as u64,
         runs: rows,
         next_after,
         next_before,
         problems: Vec::new(),
-        scanned,
+        counts,
     })
 }
 

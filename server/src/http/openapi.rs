@@ -113,6 +113,8 @@ impl Modify for Bearer {
         routes::ForkRequest,
         listing::RunList,
         listing::RunRow,
+        listing::RunCountsView,
+        listing::FlowCount,
         listing::Inbox,
         listing::CallView,
         listing::CheckpointView,

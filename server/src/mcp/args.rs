@@ -137,4 +137,58 @@ pub struct RunsArgs {
     /// `nextAfter`).
     #[serde(default)]
     pub after: Option<String>,
+    /// The run query's filters (issue 38 item 1), all combined; rows keep
+    /// the seed's fields and id order. Only runs in these states, comma
+    /// separated: running, paused, completed, faulted, halted.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Only runs whose root flow has this FlowSpec id.
+    #[serde(default)]
+    pub flow: Option<String>,
+    /// Only runs whose entry is this module, or `module#function`.
+    #[serde(default)]
+    pub entry: Option<String>,
+    /// Only runs started at or after this time (unix ms).
+    #[serde(default)]
+    pub started_from: Option<i64>,
+    /// Only runs started before this time (unix ms).
+    #[serde(default)]
+    pub started_to: Option<i64>,
+    /// Only runs last changed at or after this time (unix ms).
+    #[serde(default)]
+    pub updated_from: Option<i64>,
+    /// Only runs last changed before this time (unix ms).
+    #[serde(default)]
+    pub updated_to: Option<i64>,
+    /// Only forks of this run.
+    #[serde(default)]
+    pub fork_of: Option<String>,
+    /// Only runs nested in this run.
+    #[serde(default)]
+    pub nested_in: Option<String>,
+    /// Only faulted runs whose fault contains this text.
+    #[serde(default)]
+    pub fault: Option<String>,
+    /// Search attributes that must be equal: name to a string, integer or
+    /// boolean (`{"customer": "acme"}`), as the flow declares them in
+    /// `runtime_hints.search_attributes`.
+    #[serde(default)]
+    pub attrs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl RunsArgs {
+    /// Whether any filter of the run query is given.
+    pub fn filtered(&self) -> bool {
+        self.state.is_some()
+            || self.flow.is_some()
+            || self.entry.is_some()
+            || self.started_from.is_some()
+            || self.started_to.is_some()
+            || self.updated_from.is_some()
+            || self.updated_to.is_some()
+            || self.fork_of.is_some()
+            || self.nested_in.is_some()
+            || self.fault.is_some()
+            || self.attrs.is_some()
+    }
 }

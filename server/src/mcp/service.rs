@@ -27,7 +27,7 @@ use crate::service::store::{StoreRef, blocking};
 use crate::service::{Accepted, RunService, ServiceOptions};
 use crate::source::Sources;
 use flow_engine::replay::Verdict;
-use flow_store::{DiscoveryQuery, FactRef, HistoryQuery, RunId};
+use flow_store::{DiscoveryQuery, FactRef, HistoryQuery, RunId, RunListQuery, TimeRange};
 use flow_tools::manifest::Manifest;
 use serde_json::{Value as Json, json};
 use std::future::Future;
@@ -268,6 +268,9 @@ impl Service {
     /// `runs`: discovery over the configured store (`{runs, nextAfter,
     /// problems}`); invalid arguments are refused before inspection.
     pub async fn runs(&self, a: RunsArgs) -> Answer<Json> {
+        if a.filtered() {
+            return self.run_query(a).await;
+        }
         let q = DiscoveryQuery {
             limit: limit(a.limit)?,
             after: a.after,
@@ -278,6 +281,50 @@ impl Service {
             let page = store.discover(&q)?;
             serde_json::to_value(&page)
                 .map_err(|e| Error::Refused(format!("the page cannot be shown: {e}")))
+        })
+        .await
+        .map_err(|e| self.refusal(e))
+    }
+
+    /// `runs` with the run query's filters: the store's indexed query, in
+    /// id order, answered with discovery's shape and row fields (`{runs,
+    /// nextAfter, problems}`, DISC-7, DISC-11).
+    async fn run_query(&self, a: RunsArgs) -> Answer<Json> {
+        let states = match a.state.as_deref() {
+            None => Vec::new(),
+            Some(s) => crate::http::listing::parse_states(s).map_err(Refusal::refused)?,
+        };
+        let (entry_module, entry_function) = a
+            .entry
+            .as_deref()
+            .map(crate::http::listing::parse_entry)
+            .unwrap_or_default();
+        let q = RunListQuery {
+            limit: limit(a.limit)?,
+            cursor: a.after,
+            states,
+            flow: a.flow,
+            entry_module,
+            entry_function,
+            started: TimeRange {
+                from: a.started_from,
+                to: a.started_to,
+            },
+            updated: TimeRange {
+                from: a.updated_from,
+                to: a.updated_to,
+            },
+            fork_of: a.fork_of,
+            nested_in: a.nested_in,
+            fault: a.fault,
+            attrs: a.attrs.map(|m| m.into_iter().collect()).unwrap_or_default(),
+            ..RunListQuery::default()
+        };
+        q.check().map_err(|e| self.refusal(Error::from(e)))?;
+        blocking(self.runs.store(), move |store| {
+            let page = store.list_runs(&q)?;
+            let rows: Vec<_> = page.runs.into_iter().map(|r| r.row).collect();
+            Ok(json!({"runs": rows, "nextAfter": page.next, "problems": []}))
         })
         .await
         .map_err(|e| self.refusal(e))

@@ -371,6 +371,9 @@ pub trait Discover {
 /// store).
 pub trait ListRuns {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage>;
+    /// How many runs the query's filters select, by state and by flow
+    /// ([`RunCounts`]); its cursor and limit are not used.
+    fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts>;
     /// Runs whose row changed at or after `since_ms` (host clock), oldest
     /// change first, at most `limit` (1 to 10,000).
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>>;

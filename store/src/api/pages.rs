@@ -137,19 +137,50 @@ pub enum RunOrder {
     Newest,
 }
 
-/// A run listing (the dashboard's runs list): discovery rows with the
-/// index's other columns, in either order, filtered by state and run id
-/// prefix. `cursor` is keyset paging: the id the previous page ended on,
-/// excluded with every id before it in this order.
+/// A run listing (the run query of issue 38: `GET /v1/runs`, `flow runs`,
+/// MCP `runs`, the dashboard): discovery rows with the index's other
+/// columns, in either order, filtered by what the runs index keeps. Every
+/// filter combines with every other (AND); each is served by an index
+/// (docs/store.md, "The run query"). `cursor` is keyset paging: the id the
+/// previous page ended on, excluded with every id before it in this order.
 #[derive(Clone, Debug, Default)]
 pub struct RunListQuery {
     pub limit: Option<u32>,
     pub cursor: Option<String>,
     pub order: RunOrder,
+    /// One state (kept for callers that name one); joined with `states`.
     pub state: Option<RunState>,
+    /// Any of these states (none: every state).
+    pub states: Vec<RunState>,
     /// Only ids starting with this (`run-01m8…`); at most 30 characters of
     /// `[0-9a-z-]`.
     pub prefix: Option<String>,
+    /// Only runs whose root FlowSpec document has this `id`.
+    pub flow: Option<String>,
+    /// Only runs whose entry is this module (and function, when given).
+    pub entry_module: Option<String>,
+    pub entry_function: Option<String>,
+    /// Started (Start recorded, host clock unix ms) in `[from, to)`.
+    pub started: TimeRange,
+    /// Last changed (any commit, unix ms) in `[from, to)`.
+    pub updated: TimeRange,
+    /// Only forks of this run (their Start's parent).
+    pub fork_of: Option<String>,
+    /// Only runs nested in this run (their Start's outer run).
+    pub nested_in: Option<String>,
+    /// Only faulted runs whose fault reason contains this text (case
+    /// sensitive).
+    pub fault: Option<String>,
+    /// Only runs whose search attribute `name` equals the value (a string,
+    /// integer or boolean: `"42"` and `42` differ).
+    pub attrs: Vec<(String, Value)>,
+}
+
+/// A host-clock interval `[from, to)` in unix ms; either end open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
 }
 
 /// The checked form of a [`RunListQuery`].
@@ -158,8 +189,34 @@ pub struct CheckedRunList {
     pub limit: u32,
     pub cursor: Option<RunId>,
     pub order: RunOrder,
-    pub state: Option<RunState>,
+    /// Sorted, no repeats; empty: every state.
+    pub states: Vec<RunState>,
     pub prefix: Option<String>,
+    pub flow: Option<String>,
+    pub entry_module: Option<String>,
+    pub entry_function: Option<String>,
+    pub started: TimeRange,
+    pub updated: TimeRange,
+    pub fork_of: Option<String>,
+    pub nested_in: Option<String>,
+    pub fault: Option<String>,
+    /// `(name, indexed value text)` (crate::search::value_text).
+    pub attrs: Vec<(String, String)>,
+    /// The filters admit no run (a fault filter with states other than
+    /// faulted): answered without a query.
+    pub none: bool,
+}
+
+/// How many runs a [`RunListQuery`]'s filters select (cursor and limit
+/// aside): `by_state` leaves the state filter out (the dashboard's tabs:
+/// each says how many runs selecting it would list), `by_flow` and `total`
+/// apply every filter. `by_flow` names the runs whose root flow has an id;
+/// `total` minus its sum is the rest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub total: u64,
+    pub by_state: Vec<(RunState, u64)>,
+    pub by_flow: Vec<(String, u64)>,
 }
 
 impl RunListQuery {
@@ -182,12 +239,88 @@ impl RunListQuery {
                 "prefix {p:?} is not the start of a run id (at most 30 of 0-9, a-z and -)"
             )));
         }
+        let text = |what: &str, v: &Option<String>, max: usize| match v {
+            Some(t) if t.is_empty() || t.len() > max => Err(crate::Error::InvalidArgument(
+                format!("{what} must be 1 to {max} bytes, not {}", t.len()),
+            )),
+            _ => Ok(v.clone()),
+        };
+        let run = |what: &str, v: &Option<String>| match v {
+            Some(t) => RunId::parse(t).map(|r| Some(r.to_string())).map_err(|_| {
+                crate::Error::InvalidArgument(format!(
+                    "{what} {t:?} is not a run id (run-<26 lowercase ULID characters>)"
+                ))
+            }),
+            None => Ok(None),
+        };
+        for (what, r) in [("started", self.started), ("updated", self.updated)] {
+            if let (Some(f), Some(t)) = (r.from, r.to)
+                && f >= t
+            {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "{what} range is empty: its start {f} is not before its end {t}"
+                )));
+            }
+        }
+        if self.entry_function.is_some() && self.entry_module.is_none() {
+            return Err(crate::Error::InvalidArgument(
+                "an entry function needs its module: give entry as module#function".into(),
+            ));
+        }
+        if self.attrs.len() > crate::search::MAX_ATTRS {
+            return Err(crate::Error::InvalidArgument(format!(
+                "at most {} search attributes, not {}",
+                crate::search::MAX_ATTRS,
+                self.attrs.len()
+            )));
+        }
+        let mut attrs = Vec::new();
+        for (name, value) in &self.attrs {
+            if !crate::search::valid_name(name) {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "search attribute name {name:?} is not 1 to 64 of A-Z, a-z, 0-9, _, . and -"
+                )));
+            }
+            let Some(v) = crate::search::value_text(value) else {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "search attribute {name} must equal a string (at most {} bytes), an integer or a boolean, not {value}",
+                    crate::search::MAX_TEXT
+                )));
+            };
+            attrs.push((name.clone(), v));
+        }
+        attrs.sort();
+        attrs.dedup();
+        let mut states: Vec<RunState> = self.states.iter().copied().chain(self.state).collect();
+        states.sort_by_key(|s| s.as_str());
+        states.dedup();
+        let fault = text("fault", &self.fault, 1024)?;
+        let mut none = false;
+        if fault.is_some() {
+            // Only a faulted run has a fault: the filter is served by the
+            // state index.
+            if states.is_empty() || states.contains(&RunState::Faulted) {
+                states = vec![RunState::Faulted];
+            } else {
+                none = true;
+            }
+        }
         Ok(CheckedRunList {
             limit: d.limit,
             cursor: d.after,
             order: self.order,
-            state: self.state,
+            states,
             prefix: self.prefix.clone(),
+            flow: text("flow", &self.flow, 256)?,
+            entry_module: text("entry module", &self.entry_module, 1024)?,
+            entry_function: text("entry function", &self.entry_function, 1024)?,
+            started: self.started,
+            updated: self.updated,
+            fork_of: run("fork_of", &self.fork_of)?,
+            nested_in: run("nested_in", &self.nested_in)?,
+            fault,
+            attrs,
+            none,
         })
     }
 }
@@ -202,6 +335,8 @@ pub struct ListedRun {
     pub outer: Option<(String, String)>,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// The root FlowSpec document's `id`, as the runs index keeps it.
+    pub flow_id: Option<String>,
 }
 
 /// A run that names another: a fork its parent, a nested run its outer

@@ -56,6 +56,43 @@ pub fn start_fact(run: &RunId, input: Value) -> (Fact, Vec<SourceText>) {
     )
 }
 
+/// A Start whose root source (module `module`) is `text`: the run query's
+/// tests give it a FlowSpec document with an id and search attributes.
+pub fn start_with_source(
+    run: &RunId,
+    module: &str,
+    function: &str,
+    text: String,
+    input: Value,
+) -> (Fact, Vec<SourceText>) {
+    let (hash, length) = source_ref(&text);
+    let start = Fact::Start {
+        n: 1,
+        run: run.clone(),
+        data: "1.0".into(),
+        entry: Entry {
+            module: module.into(),
+            function: function.into(),
+        },
+        program: "sha256:00".into(),
+        sources: vec![Source {
+            module: module.into(),
+            hash,
+            length,
+        }],
+        input,
+        parent: None,
+        outer: None,
+    };
+    (
+        start,
+        vec![SourceText {
+            module: module.into(),
+            text,
+        }],
+    )
+}
+
 /// Call `k` of the root task, `c1:root#<k>`. The suite counts calls from
 /// 1; a 0 here is a mistake in the suite, not in a backend.
 pub fn root_call(k: u64) -> CallId {

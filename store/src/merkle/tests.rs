@@ -1,4 +1,3 @@
-
 use super::*;
 use flow_abi::json::parse;
 

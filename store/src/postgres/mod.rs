@@ -446,6 +446,11 @@ impl ListRuns for PostgresStore {
         self.read(move |s| crate::listing::list_runs(s, &q))
     }
 
+    fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts> {
+        let q = query.check()?;
+        self.read(move |s| crate::listing::count_runs(s, &q))
+    }
+
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
         self.read(move |s| crate::listing::changed_since(s, since_ms, limit))
     }

@@ -11,12 +11,12 @@
 //! windows of [`WINDOW`] rows.
 
 use super::Shared;
-use crate::api::{CheckedRunList, RunOrder, RunState};
+use crate::api::RunState;
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
-use crate::listing::{ChildColumns, ListingColumns, prefix_range};
+use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
 use deadpool_postgres::Object;
@@ -356,42 +356,51 @@ impl ReadDb for Session {
             .collect()
     }
     /// One query: the page's rows with their latest pause or halt record.
-    fn listing_columns(&mut self, q: &CheckedRunList) -> Result<Vec<ListingColumns>> {
-        let take = i64::from(q.limit) + 1;
-        let (cmp, dir) = match q.order {
-            RunOrder::Oldest => (">", "ASC"),
-            RunOrder::Newest => ("<", "DESC"),
-        };
-        let sql = format!(
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn query_ids(&mut self, sql: &Sql) -> Result<Vec<String>> {
+        let args = bound(&sql.args);
+        let rows = self.query(&sql.text, &args)?;
+        Ok(rows
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()?)
+    }
+
+    fn group_counts(&mut self, sql: &Sql) -> Result<Vec<(Option<String>, i64)>> {
+        let args = bound(&sql.args);
+        let rows = self.query(&sql.text, &args)?;
+        Ok(rows
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<std::result::Result<_, tokio_postgres::Error>>()?)
+    }
+
+    fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.query(
             "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
-                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.state_ms
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.state_ms, r.flow_id
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
                  WHERE h.run_key = r.key AND h.kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1
              ) d ON true
-             WHERE ($1::text IS NULL OR r.id {cmp} $1)
-               AND ($2::text IS NULL OR r.state = $2)
-               AND ($3::text IS NULL OR (r.id >= $3 AND r.id < $4))
-             ORDER BY r.id {dir} LIMIT $5"
-        );
-        let cursor = q.cursor.as_ref().map(|c| c.as_str().to_string());
-        let (from, to) = match &q.prefix {
-            Some(p) => {
-                let (f, t) = prefix_range(p);
-                (Some(f), Some(t))
-            }
-            None => (None, None),
-        };
-        let rows = self.query(
-            &sql,
-            &[&cursor, &q.state.map(RunState::as_str), &from, &to, &take],
+             WHERE r.id = ANY($1::text[])",
+            &[&ids],
         )?;
-        rows.iter()
-            .map(|r| {
-                let kind: Option<String> = r.try_get(15)?;
-                Ok(ListingColumns {
-                    id: r.try_get(0)?,
+        let mut by_id = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let kind: Option<String> = r.try_get(15)?;
+            let id: String = r.try_get(0)?;
+            by_id.insert(
+                id.clone(),
+                ListingColumns {
+                    id,
                     cols: RunColumns {
                         key: r.try_get(1)?,
                         state: r.try_get(2)?,
@@ -414,9 +423,11 @@ impl ReadDb for Session {
                         Some(k) => Some((k, r.try_get(16)?, r.try_get(17)?, r.try_get(18)?)),
                         None => None,
                     },
-                })
-            })
-            .collect()
+                    flow_id: r.try_get(21)?,
+                },
+            );
+        }
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
     }
 
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>> {
@@ -443,6 +454,16 @@ impl ReadDb for Session {
             })
             .collect()
     }
+}
+
+/// A run query's arguments as tokio-postgres binds them.
+fn bound(args: &[Arg]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Text(t) => t as &(dyn ToSql + Sync),
+            Arg::Int(i) => i as &(dyn ToSql + Sync),
+        })
+        .collect()
 }
 
 #[cfg(test)]

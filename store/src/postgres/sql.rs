@@ -21,6 +21,9 @@ pub(super) struct Statements {
     host: Statement,
     update: Statement,
     notify: Statement,
+    attrs: Statement,
+    faults: Statement,
+    unattr: Statement,
 }
 
 pub(super) struct Conn {
@@ -35,6 +38,11 @@ pub(super) struct Rows {
     pub(super) runs: Vec<NewRun>,
     pub(super) facts: Vec<FactRow>,
     pub(super) host: Vec<HostRow>,
+    /// `(run, reason)` of each faulted End appended.
+    pub(super) faults: Vec<(String, String)>,
+    /// Each run's state search attributes as of its batch's latest
+    /// Checkpoint: the declared names, and the rows they have now.
+    pub(super) state_attrs: BTreeMap<String, crate::prepare::StateAttrs>,
 }
 
 /// `(run, n, kind, hash, body)`.
@@ -58,6 +66,8 @@ pub(super) struct NewRun {
     pub(super) at_ms: i64,
     /// An archive import (`runs.imported_ms` = `at_ms`).
     pub(super) imported: bool,
+    /// A faulted End's reason (an import's).
+    pub(super) fault: Option<String>,
 }
 
 impl Conn {
@@ -68,7 +78,8 @@ impl Conn {
             heads: client
                 .prepare(
                     "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms, r.state_ms,
-                            (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key)
+                            (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key),
+                            r.state_attrs
                      FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE OF r",
                 )
                 .await?,
@@ -79,10 +90,10 @@ impl Conn {
                 .await?,
             runs: client
                 .prepare(
-                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms)
-                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp
-                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[])
-                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp)",
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, fault, state_attrs)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp, fid, fault, sa
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[], $15::text[], $16::text[], $17::text[])
+                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp, fid, fault, sa)",
                 )
                 .await?,
             facts: client
@@ -110,6 +121,21 @@ impl Conn {
                 .await?,
             notify: client
                 .prepare("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+                .await?,
+            attrs: client
+                .prepare(
+                    "INSERT INTO run_attrs (name, value, run) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING",
+                )
+                .await?,
+            unattr: client
+                .prepare(
+                    "DELETE FROM run_attrs a USING unnest($1::text[], $2::text[]) AS u(run, name) WHERE a.run = u.run AND a.name = u.name",
+                )
+                .await?,
+            faults: client
+                .prepare(
+                    "UPDATE runs AS r SET fault = u.f FROM unnest($1::text[], $2::text[]) AS u(id, f) WHERE r.id = u.id",
+                )
                 .await?,
         };
         Ok(Conn { client, st })
@@ -199,6 +225,33 @@ pub(super) async fn write(
         .iter()
         .map(|x| x.imported.then_some(x.at_ms))
         .collect();
+    let run_flow: Vec<Option<&str>> = r.runs.iter().map(|x| x.meta.flow_id.as_deref()).collect();
+    let run_fault: Vec<Option<&str>> = r.runs.iter().map(|x| x.fault.as_deref()).collect();
+    let run_sa: Vec<Option<String>> = r.runs.iter().map(|x| x.meta.state_attrs_column()).collect();
+    let attrs = r
+        .runs
+        .iter()
+        .flat_map(|x| x.meta.attrs.iter().map(move |(n, v)| (n, v, &x.meta.run)));
+    let (mut a_name, mut a_value, mut a_run) = (Vec::new(), Vec::new(), Vec::new());
+    for (n, v, run) in attrs {
+        a_name.push(n.as_str());
+        a_value.push(v.as_str());
+        a_run.push(run.as_str());
+    }
+    let (mut d_run, mut d_name) = (Vec::new(), Vec::new());
+    for (run, (names, now)) in &r.state_attrs {
+        for n in names {
+            d_run.push(run.as_str());
+            d_name.push(n.as_str());
+        }
+        for (n, v) in now {
+            a_name.push(n.as_str());
+            a_value.push(v.as_str());
+            a_run.push(run.as_str());
+        }
+    }
+    let x_id: Vec<&str> = r.faults.iter().map(|f| f.0.as_str()).collect();
+    let x_f: Vec<&str> = r.faults.iter().map(|f| f.1.as_str()).collect();
     let f_id: Vec<&str> = r.facts.iter().map(|f| f.0.as_str()).collect();
     let f_n: Vec<i64> = r.facts.iter().map(|f| f.1 as i64).collect();
     let f_kind: Vec<&str> = r.facts.iter().map(|f| f.2).collect();
@@ -225,10 +278,13 @@ pub(super) async fn write(
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
-    let p_runs: [P<'_>; 14] = [
+    let p_runs: [P<'_>; 17] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
-        &run_end, &run_n, &run_h, &run_t, &run_imp,
+        &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa,
     ];
+    let p_attrs: [P<'_>; 3] = [&a_name, &a_value, &a_run];
+    let p_unattr: [P<'_>; 2] = [&d_run, &d_name];
+    let p_faults: [P<'_>; 2] = [&x_id, &x_f];
     let p_facts: [P<'_>; 5] = [&f_id, &f_n, &f_kind, &f_hash, &f_body];
     let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];
     let p_update: [P<'_>; 7] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t, &u_st];
@@ -249,6 +305,16 @@ pub(super) async fn write(
     }
     if !u_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));
+    }
+    // The state attributes' old rows go before the new ones are written.
+    if !d_run.is_empty() {
+        steps.push((Box::pin(c.execute(&st.unattr, &p_unattr)), None));
+    }
+    if !a_name.is_empty() {
+        steps.push((Box::pin(c.execute(&st.attrs, &p_attrs)), None));
+    }
+    if !x_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.faults, &p_faults)), Some(x_id.len())));
     }
     if !notes.is_empty() {
         steps.push((Box::pin(c.execute(&st.notify, &p_notify)), None));

@@ -342,6 +342,7 @@ impl Writer {
                 let last_hash: Vec<u8> = r.try_get(3)?;
                 let ending: Option<String> = r.try_get(4)?;
                 let state: String = r.try_get(5)?;
+                let state_attrs: Option<String> = r.try_get(9)?;
                 let head = HeadColumns {
                     key: r.try_get(1)?,
                     last_n: r.try_get(2)?,
@@ -350,6 +351,7 @@ impl Writer {
                     state: &state,
                     updated_ms: r.try_get(6)?,
                     state_ms: r.try_get(7)?,
+                    state_attrs: state_attrs.as_deref(),
                 }
                 .check(&run)?;
                 plan.host_seq.insert(id.clone(), r.try_get(8)?);
@@ -435,6 +437,8 @@ fn decide(
             for b in checked.blobs.drain(..) {
                 plan.rows.blobs.insert(b.hash, b.body);
             }
+            let state_attrs =
+                crate::index::parse_state_attrs(checked.meta.state_attrs_column().as_deref());
             let id = run.to_string();
             plan.rows.runs.push(NewRun {
                 meta: checked.meta,
@@ -444,6 +448,7 @@ fn decide(
                 last_hash: f.hash,
                 at_ms: *at_ms,
                 imported: false,
+                fault: None,
             });
             let appended = f.appended(&run);
             plan.rows
@@ -459,6 +464,7 @@ fn decide(
                     state: RunState::Running,
                     updated_ms: *at_ms,
                     state_ms: *at_ms,
+                    state_attrs,
                 },
             );
             plan.host_seq.insert(id.clone(), 0);
@@ -507,6 +513,13 @@ fn decide(
                 }
             };
             add_blobs(&mut plan.rows, p.blobs);
+            if let Some(f) = p.fault {
+                plan.rows.faults.push((id.clone(), f));
+            }
+            if let Some(a) = p.state_attrs {
+                // The batch's latest Checkpoint of the run wins.
+                plan.rows.state_attrs.insert(id.clone(), a);
+            }
             let appended = p.fact.appended(run);
             plan.rows.facts.push((
                 id.clone(),
@@ -567,6 +580,9 @@ fn decide(
                     state: p.state,
                     updated_ms: *at_ms,
                     state_ms: *at_ms,
+                    state_attrs: crate::index::parse_state_attrs(
+                        p.meta.state_attrs_column().as_deref(),
+                    ),
                 },
             );
             plan.host_seq.insert(id.clone(), a.host.len() as i64);
@@ -579,6 +595,7 @@ fn decide(
                 last_hash: p.last_hash,
                 at_ms: *at_ms,
                 imported: true,
+                fault: p.fault,
             });
             Ok(Out::Import(ImportOutcome::Imported {
                 run: a.run.clone(),

@@ -423,6 +423,11 @@ impl ListRuns for SqliteStore {
         self.with_reader(|c| read::snapshot(c, |db| crate::listing::list_runs(db, &q)))
     }
 
+    fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts> {
+        let q = query.check()?;
+        self.with_reader(|c| read::snapshot(c, |db| crate::listing::count_runs(db, &q)))
+    }
+
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
         self.with_reader(|c| {
             read::snapshot(c, |db| crate::listing::changed_since(db, since_ms, limit))

@@ -3,12 +3,11 @@
 //! consistent snapshot).
 
 use crate::api::RunState;
-use crate::api::{CheckedRunList, RunOrder};
 use crate::error::Result;
 use crate::fact::FactKind;
 use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
-use crate::listing::{ChildColumns, ListingColumns, prefix_range};
+use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::read::{FactRow, ReadDb};
 use flow_abi::fact::RunId;
 use rusqlite::types::ValueRef;
@@ -210,81 +209,73 @@ impl ReadDb for Db<'_> {
         Ok(out)
     }
 
-    fn listing_columns(&mut self, q: &CheckedRunList) -> Result<Vec<ListingColumns>> {
-        let mut wheres: Vec<String> = Vec::new();
-        let mut args: Vec<Box<dyn ToSql>> = Vec::new();
-        let (cmp, dir) = match q.order {
-            RunOrder::Oldest => (">", "ASC"),
-            RunOrder::Newest => ("<", "DESC"),
-        };
-        if let Some(c) = &q.cursor {
-            args.push(Box::new(c.as_str().to_string()));
-            wheres.push(format!("id {cmp} ?{}", args.len()));
-        }
-        if let Some(s) = q.state {
-            args.push(Box::new(s.as_str()));
-            wheres.push(format!("state = ?{}", args.len()));
-        }
-        if let Some(p) = &q.prefix {
-            let (from, to) = prefix_range(p);
-            args.push(Box::new(from));
-            wheres.push(format!("id >= ?{}", args.len()));
-            args.push(Box::new(to));
-            wheres.push(format!("id < ?{}", args.len()));
-        }
-        args.push(Box::new(i64::from(q.limit) + 1));
-        let take = args.len();
-        let filter = if wheres.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", wheres.join(" AND "))
-        };
-        let sql = format!(
-            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
-             FROM runs {filter} ORDER BY id {dir} LIMIT ?{take}"
-        );
-        let mut st = self.0.prepare_cached(&sql)?;
-        let params: Vec<&dyn ToSql> = args.iter().map(|a| a.as_ref()).collect();
-        let rows: Vec<(String, RunColumns)> = st
-            .query_map(params.as_slice(), |r| {
-                Ok((
-                    r.get(0)?,
-                    RunColumns {
-                        key: r.get(1)?,
-                        state: r.get(2)?,
-                        entry_module: r.get(3)?,
-                        entry_function: r.get(4)?,
-                        program: r.get(5)?,
-                        parent_run: r.get(6)?,
-                        parent_checkpoint: r.get(7)?,
-                        outer_run: r.get(8)?,
-                        outer_call: r.get(9)?,
-                        ending: r.get(10)?,
-                        last_n: r.get(11)?,
-                        last_hash: r.get(12)?,
-                        created_ms: r.get(13)?,
-                        updated_ms: r.get(14)?,
-                        state_ms: r.get(15)?,
-                        imported_ms: r.get(16)?,
-                    },
-                ))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn query_ids(&mut self, sql: &Sql) -> Result<Vec<String>> {
+        let mut st = self.0.prepare_cached(&sql.text)?;
+        let args = bound(&sql.args);
+        Ok(st
+            .query_map(args.as_slice(), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn group_counts(&mut self, sql: &Sql) -> Result<Vec<(Option<String>, i64)>> {
+        let mut st = self.0.prepare_cached(&sql.text)?;
+        let args = bound(&sql.args);
+        Ok(st
+            .query_map(args.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
+        let mut st = self.0.prepare_cached(
+            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id
+             FROM runs WHERE id = ?1",
+        )?;
         let mut hd = self.0.prepare_cached(
             "SELECT kind, at_ms, head_n, head_hash FROM host_records WHERE run_key = ?1 AND kind IN ('pause', 'halt') ORDER BY seq DESC LIMIT 1",
         )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (i, (id, cols)) in rows.into_iter().enumerate() {
-            // The extra row only tells that more exist.
-            let decision = if i < q.limit as usize {
-                hd.query_row([cols.key], |r| {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row = st
+                .query_row([id], |r| {
+                    Ok((
+                        RunColumns {
+                            key: r.get(1)?,
+                            state: r.get(2)?,
+                            entry_module: r.get(3)?,
+                            entry_function: r.get(4)?,
+                            program: r.get(5)?,
+                            parent_run: r.get(6)?,
+                            parent_checkpoint: r.get(7)?,
+                            outer_run: r.get(8)?,
+                            outer_call: r.get(9)?,
+                            ending: r.get(10)?,
+                            last_n: r.get(11)?,
+                            last_hash: r.get(12)?,
+                            created_ms: r.get(13)?,
+                            updated_ms: r.get(14)?,
+                            state_ms: r.get(15)?,
+                            imported_ms: r.get(16)?,
+                        },
+                        r.get::<_, Option<String>>(17)?,
+                    ))
+                })
+                .optional()?;
+            let Some((cols, flow_id)) = row else { continue };
+            let decision = hd
+                .query_row([cols.key], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
-                .optional()?
-            } else {
-                None
-            };
-            out.push(ListingColumns { id, cols, decision });
+                .optional()?;
+            out.push(ListingColumns {
+                id: id.clone(),
+                cols,
+                decision,
+                flow_id,
+            });
         }
         Ok(out)
     }
@@ -314,4 +305,14 @@ impl ReadDb for Db<'_> {
             })?
             .collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// A run query's arguments as rusqlite binds them.
+fn bound(args: &[Arg]) -> Vec<&dyn ToSql> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Text(t) => t as &dyn ToSql,
+            Arg::Int(i) => i as &dyn ToSql,
+        })
+        .collect()
 }

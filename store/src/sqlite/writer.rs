@@ -297,7 +297,7 @@ impl Writer {
         let head = self
             .conn
             .prepare_cached(
-                "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms FROM runs WHERE id = ?1",
+                "SELECT key, last_n, last_hash, ending, state, updated_ms, state_ms, state_attrs FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
                 Ok(HeadColumns {
@@ -308,6 +308,7 @@ impl Writer {
                     state: r.get_ref(4)?.as_str()?,
                     updated_ms: r.get(5)?,
                     state_ms: r.get(6)?,
+                    state_attrs: r.get_ref(7)?.as_str_or_null()?,
                 }
                 .check(run))
             })
@@ -469,8 +470,8 @@ impl Writer {
         at_ms: i64,
     ) -> Result<i64> {
         let mut st = self.conn.prepare_cached(
-            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)",
+            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id, state_attrs)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14, ?15)",
         )?;
         st.execute(params![
             meta.run,
@@ -486,8 +487,17 @@ impl Writer {
             last_n as i64,
             &last_hash[..],
             at_ms,
+            meta.flow_id,
+            meta.state_attrs_column(),
         ])?;
-        Ok(self.conn.last_insert_rowid())
+        let key = self.conn.last_insert_rowid();
+        let mut attr = self.conn.prepare_cached(
+            "INSERT OR IGNORE INTO run_attrs (name, value, run) VALUES (?1, ?2, ?3)",
+        )?;
+        for (name, value) in &meta.attrs {
+            attr.execute(params![name, value, meta.run])?;
+        }
+        Ok(key)
     }
 
     fn create(
@@ -570,6 +580,24 @@ impl Writer {
             self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
             return Err(e);
         }
+        if let Some(fault) = &p.fault
+            && let Err(e) = self
+                .conn
+                .prepare_cached("UPDATE runs SET fault = ?1 WHERE key = ?2")
+                .and_then(|mut st| st.execute(params![fault, key]))
+        {
+            self.broken = Some(format!("writing the fault of fact {}: {e}", p.fact.n));
+            return Err(e.into());
+        }
+        if let Some((names, now)) = &p.state_attrs
+            && let Err(e) = self.write_state_attrs(run, names, now)
+        {
+            self.broken = Some(format!(
+                "writing the search attributes of fact {}: {e}",
+                p.fact.n
+            ));
+            return Err(e.into());
+        }
         Ok((
             p.fact.appended(run),
             Effects {
@@ -577,6 +605,29 @@ impl Writer {
                 head: Some((run.to_string(), p.head)),
             },
         ))
+    }
+
+    /// A Checkpoint's state search attributes: the declared names' rows
+    /// replaced by what its state gives now.
+    fn write_state_attrs(
+        &self,
+        run: &RunId,
+        names: &[String],
+        now: &[(String, String)],
+    ) -> rusqlite::Result<()> {
+        let mut del = self
+            .conn
+            .prepare_cached("DELETE FROM run_attrs WHERE name = ?1 AND run = ?2")?;
+        for n in names {
+            del.execute(params![n, run.as_str()])?;
+        }
+        let mut ins = self.conn.prepare_cached(
+            "INSERT OR IGNORE INTO run_attrs (name, value, run) VALUES (?1, ?2, ?3)",
+        )?;
+        for (n, v) in now {
+            ins.execute(params![n, v, run.as_str()])?;
+        }
+        Ok(())
     }
 
     fn host(
@@ -627,8 +678,8 @@ impl Writer {
             at_ms,
         )?;
         self.conn
-            .prepare_cached("UPDATE runs SET imported_ms = ?1 WHERE key = ?2")?
-            .execute(params![at_ms, key])?;
+            .prepare_cached("UPDATE runs SET imported_ms = ?1, fault = ?2 WHERE key = ?3")?
+            .execute(params![at_ms, plan.fault, key])?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
