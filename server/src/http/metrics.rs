@@ -8,7 +8,7 @@ use crate::service::RunService;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use flow_store::{DiscoveryQuery, RunState};
+use flow_store::{RunListQuery, RunState};
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -214,37 +214,28 @@ pub async fn count(State(state): State<AppState>, req: Request, next: Next) -> R
     r
 }
 
-/// Runs by state, counted through discovery (bounded: at most 50 pages of
-/// 200 per state, so a scrape stays cheap).
+/// Runs by state: the run query's counts over every run (one aggregate
+/// query over the runs index, exact at any store size). Every state is
+/// named, a state with no run as 0.
 pub fn run_counts(state: &AppState) -> Vec<(RunState, u64)> {
-    let mut out = Vec::new();
-    for st in [
+    let counts = state
+        .store()
+        .count_runs(&RunListQuery::default())
+        .map(|c| c.by_state)
+        .unwrap_or_default();
+    [
         RunState::Running,
         RunState::Paused,
         RunState::Completed,
         RunState::Faulted,
         RunState::Halted,
-    ] {
-        let mut n = 0u64;
-        let mut after = None;
-        for _ in 0..50 {
-            let q = DiscoveryQuery {
-                limit: Some(DiscoveryQuery::MAX_LIMIT),
-                after: after.clone(),
-                state: Some(st),
-            };
-            let Ok(p) = state.store().discover(&q) else {
-                break;
-            };
-            n += p.runs.len() as u64;
-            match p.next_after {
-                Some(a) => after = Some(a),
-                None => break,
-            }
-        }
-        out.push((st, n));
-    }
-    out
+    ]
+    .into_iter()
+    .map(|st| {
+        let n = counts.iter().find(|(s, _)| *s == st).map_or(0, |(_, n)| *n);
+        (st, n)
+    })
+    .collect()
 }
 
 #[cfg(test)]
