@@ -56,6 +56,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "worker_owner",
         include_str!("../../migrations/sqlite/0009_worker_owner.sql"),
     ),
+    (
+        10,
+        "host_timing",
+        include_str!("../../migrations/sqlite/0010_host_timing.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -104,6 +109,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         9,
         "worker_owner",
         include_str!("../../migrations/postgres/0009_worker_owner.sql"),
+    ),
+    (
+        10,
+        "host_timing",
+        include_str!("../../migrations/postgres/0010_host_timing.sql"),
     ),
 ];
 
