@@ -643,5 +643,6 @@ pub(super) fn continue_call(
             ack: None,
             open,
         }),
+        attempt: 1,
     })
 }

@@ -518,7 +518,10 @@ mod tests {
                 HostRecordKind::Timing,
                 json!({"call": "c1:root#1", "sent_ms": 1.5}),
             ),
-            (HostRecordKind::Timing, json!({"call": "c1:root#1", "attempt": -1})),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#1", "attempt": -1}),
+            ),
             (HostRecordKind::Stderr, json!({"call": "c1:root#1"})),
             (HostRecordKind::Halt, json!([1, 2])),
         ];
