@@ -44,6 +44,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runs/{run}/facts", get(list_facts))
         .route("/v1/runs/{run}/inspect", get(super::inspect::inspect_run))
         .route(
+            "/v1/runs/{run}/timeline",
+            get(super::timeline::get_timeline),
+        )
+        .route(
             "/v1/runs/{run}/checkpoints/{fact}",
             get(super::listing::get_checkpoint),
         )

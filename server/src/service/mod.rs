@@ -41,6 +41,7 @@ mod prepare;
 pub mod remote;
 mod spawn;
 pub mod store;
+pub mod timeline;
 
 use crate::error::{Error, Result};
 use crate::source::Sources;
