@@ -325,6 +325,55 @@ test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which s
   assert.equal(await page.locator('g.node.failed').count(), 1);
   const at = await page.locator('dd.failed-at').textContent();
   assert.match(at, /node step, call \S+ to loop\.json#step, answered \{"Unknown":"halted"\}/);
+  // The fault view, from the run's timeline: node, call, Tool, outcome, reason.
+  const fv = page.locator('.fault-view .fault-call');
+  await fv.waitFor();
+  assert.match(await fv.textContent(), /node step, call \S+ to loop\.json#step, answered Unknown: halted/);
+  assert.deepEqual(page.errors(), []);
+});
+
+test('7. the timeline: a parallel run\'s calls side by side, each with its duration, and the run\'s total', LIMIT, async () => {
+  // The loop's flow with a parallel_fork: two branches each call the step
+  // Tool (held 400 ms by a negative count), joined before the end.
+  const flow = JSON.parse(readFileSync(path.join(loop, 'loop.json'), 'utf8'));
+  flow.state_schema = {type: 'object', properties: {count: {type: 'integer'}, a: {type: 'integer'}, b: {type: 'integer'}, joined: {type: 'object'}}, required: ['count']};
+  const branch = (id) => ({id, type: 'tool_invoke', tool_id: 'step', input_map: {count: '$.state.count'}, output_map: {count: id}});
+  flow.nodes = [
+    {id: 'start', type: 'input', output_schema: {count: {type: 'integer'}}},
+    {id: 'fork', type: 'parallel_fork', targets: ['a', 'b']},
+    branch('a'), branch('b'),
+    {id: 'join', type: 'parallel_join', wait_for: 'all', join_reducer: 'merge', output_key: 'joined'},
+    {id: 'done', type: 'output', exit_code: 'success'},
+  ];
+  flow.edges = [
+    {type: 'direct', from: 'start', to: 'fork'},
+    {type: 'direct', from: 'a', to: 'join'},
+    {type: 'direct', from: 'b', to: 'join'},
+    {type: 'direct', from: 'join', to: 'done'},
+  ];
+  const r = await api(A.base, '/v1/runs', {method: 'POST', body: {flow, name: 'loop.json', input: {count: -400}, wait: 30}});
+  assert.equal(r.state, 'completed', JSON.stringify(r));
+  await page.goto(`${A.base}/#/run/${r.run}`);
+  await page.locator('.run-state .badge', {hasText: 'completed'}).waitFor();
+  const bars = page.locator('.gantt .gantt-bar[data-ms]');
+  await until(async () => (await bars.count()) === 2, {what: 'two timed bars'});
+  // One row per branch: the calls side by side, not one after another on
+  // one row.
+  const rows = page.locator('.gantt .gantt-row');
+  assert.equal(await rows.count(), 2);
+  const tasks = await rows.evaluateAll((els) => els.map((e) => e.dataset.task).sort());
+  assert.notEqual(tasks[0], tasks[1]);
+  for (const ms of await bars.evaluateAll((els) => els.map((e) => Number(e.dataset.ms)))) {
+    assert.ok(ms >= 400, `a call held 400 ms took ${ms} ms`);
+  }
+  const nodes = await bars.evaluateAll((els) => els.map((e) => e.dataset.node).sort());
+  assert.deepEqual(nodes, ['a', 'b']);
+  await page.locator('.gantt-sum', {hasText: /^took /}).waitFor();
+  // The endpoint the page draws from agrees.
+  const t = await api(A.base, `/v1/runs/${r.run}/timeline`);
+  assert.equal(t.calls.length, 2);
+  assert.ok(t.durationMs >= 400, JSON.stringify(t));
+  await page.screenshot({path: shotPath('timeline.png'), fullPage: true});
   assert.deepEqual(page.errors(), []);
 });
 
