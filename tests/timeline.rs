@@ -286,3 +286,48 @@ fn a_history_with_no_timing_records_shows_no_durations() {
     let text = String::from_utf8(other.cmd(&["history", &run]).stdout).unwrap();
     assert!(!text.contains("\ntook "), "{text}");
 }
+
+/// The same timings on Postgres: the step's records ride in the facts'
+/// commit there too (`append_all_with_then`), and the endpoint answers the
+/// same shape.
+#[tokio::test]
+async fn parallel_calls_are_timed_on_postgres() {
+    let Some(db) = common::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let flow = parallel_flow(dir.path());
+    let data = tempfile::tempdir().unwrap();
+    let s = common::serve_bound(
+        data.path(),
+        Some(&dir.path().join("flow.toml")),
+        &["--postgres", &db.url, "--postgres-schema", &db.name],
+    );
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(flow).unwrap()).unwrap();
+    let (status, v) = common::post_json(
+        &c,
+        format!("{}/v1/runs", s.base),
+        &json!({"flow": doc, "name": "count.json", "input": {"count": 1}, "wait": 30}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    let run = v["run"].as_str().unwrap();
+    let t = common::get_json(&c, format!("{}/v1/runs/{run}/timeline", s.base)).await;
+    let calls = t["calls"].as_array().expect("calls");
+    assert_eq!(calls.len(), 2, "{t}");
+    for c in calls {
+        assert_eq!(c["route"], "process", "{c}");
+        assert!(c["durationMs"].as_i64().unwrap() >= SLEEP_MS, "{c}");
+    }
+    assert!(t["durationMs"].as_i64().unwrap() >= SLEEP_MS, "{t}");
+    // The answered calls' times are one record (the drive gathers them),
+    // written in a commit of facts: its head is at or after both Replies.
+    let rows = db.query("SELECT head_n FROM host_records WHERE kind = 'timing' ORDER BY seq");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let head: u64 = rows[0][0].as_deref().unwrap().parse().unwrap();
+    for c in calls {
+        assert!(head >= c["replyFact"].as_u64().unwrap(), "{head} {c}");
+    }
+}

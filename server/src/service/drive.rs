@@ -66,6 +66,41 @@ struct Sent {
     attempt: u32,
 }
 
+/// Calls answered since the last timings record: the drive writes their
+/// times together, at most this many or this old (ms), and whatever is
+/// left when it stops, so a steady step costs no row of its own (issue 38
+/// §3; a crash loses at most these, and a lost time is shown as none).
+const TIMINGS_MAX: usize = 64;
+const TIMINGS_AGE_MS: i64 = 1000;
+
+/// An answered call's times, kept for the next timings record.
+struct Answered {
+    call: String,
+    route: &'static str,
+    attempt: u32,
+    sent_ms: i64,
+    replied_ms: i64,
+}
+
+/// One `timing` record of many answered calls.
+fn timings(done: Vec<Answered>) -> Result<HostDetails> {
+    Ok(HostDetails::Timings(
+        done.into_iter()
+            .map(|a| {
+                Ok(CallTiming {
+                    call: call_id(&a.call)?,
+                    route: Some(a.route.to_string()),
+                    attempt: Some(a.attempt),
+                    sent_ms: Some(a.sent_ms),
+                    replied_ms: Some(a.replied_ms),
+                    via: None,
+                    by: None,
+                })
+            })
+            .collect::<Result<_>>()?,
+    ))
+}
+
 /// A timing record (issue 38 §3).
 pub(super) fn timing(
     call: &str,
@@ -245,8 +280,10 @@ impl RunService {
         let mut facts: Vec<Appending> = Vec::new();
         // Host records that ride with the next commit (timings, deadlines).
         let mut records: Vec<HostDetails> = Vec::new();
-        // Calls out, for their timing records.
+        // Calls out, for their timing records, and calls answered whose
+        // times are not recorded yet.
         let mut sent: BTreeMap<String, Sent> = BTreeMap::new();
+        let mut answered: Vec<Answered> = Vec::new();
         let now_ms = super::deadlines::now_ms;
         // Replies that came while the machine computed a slice.
         let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
@@ -352,6 +389,13 @@ impl RunService {
                     Effect::End(ending) => ended = Some(ending),
                     Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
                 }
+            }
+            if let Some(first) = answered.first()
+                && (ended.is_some()
+                    || answered.len() >= TIMINGS_MAX
+                    || now_ms() - first.replied_ms >= TIMINGS_AGE_MS)
+            {
+                records.push(timings(std::mem::take(&mut answered))?);
             }
             let appended = self
                 .append_all(run, &mut last, &mut facts, &mut records, writes)
@@ -498,10 +542,13 @@ impl RunService {
             let Some((call, answer)) = next else {
                 // Calls still out (parked, in a paused or drained nested
                 // run) keep when they went.
-                let out = std::mem::take(&mut sent)
+                let mut out = std::mem::take(&mut sent)
                     .iter()
                     .map(|(c, s)| sent_only(c, s))
                     .collect::<Result<Vec<_>>>()?;
+                if !answered.is_empty() {
+                    out.push(timings(std::mem::take(&mut answered))?);
+                }
                 self.record_all(run, out).await?;
                 if !withheld.is_empty() || nested_withheld {
                     self.withheld(run, &withheld).await?;
@@ -565,17 +612,16 @@ impl RunService {
             }
             let more = machine.feed_within(&call, &o, INLINE);
             facts.push(super::prepare::reply_fact(&call, o)?.into());
-            records.push(match &out {
-                Some(s) => timing(
-                    &call,
-                    Some(s.route),
-                    Some(s.attempt),
-                    Some(s.at_ms),
-                    Some(now_ms()),
-                    None,
-                )?,
-                None => timing(&call, None, None, None, Some(now_ms()), None)?,
-            });
+            match out {
+                Some(s) => answered.push(Answered {
+                    call,
+                    route: s.route,
+                    attempt: s.attempt,
+                    sent_ms: s.at_ms,
+                    replied_ms: now_ms(),
+                }),
+                None => records.push(timing(&call, None, None, None, Some(now_ms()), None)?),
+            }
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
     }

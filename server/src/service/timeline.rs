@@ -188,6 +188,17 @@ impl RunService {
                         }
                     }
                 }
+                HostDetails::Timings(ts) => {
+                    for t in ts {
+                        if let Some(c) = at.get(t.call.as_str()).map(|&i| &mut calls[i]) {
+                            c.route = t.route.clone();
+                            c.attempt = t.attempt;
+                            c.sent_ms = t.sent_ms;
+                            c.replied_ms = t.replied_ms;
+                            c.via = None;
+                        }
+                    }
+                }
                 HostDetails::Pause { open } => pauses.push(PauseSpan {
                     paused_ms: r.at_ms,
                     fact: r.head.n,

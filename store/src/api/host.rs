@@ -88,6 +88,11 @@ pub enum HostDetails {
     /// When a call went out and to what, and when its Reply was admitted
     /// (issue 38 §3). Kind `timing`.
     Timing(CallTiming),
+    /// Many calls' times in one record: the drive's steady state, where a
+    /// record per step would cost each step a row (issue 38 §3: the W1
+    /// step must not get slower by more than 5 %). Each has `route`,
+    /// `attempt`, `sent_ms` and `replied_ms`. Kind `timing`.
+    Timings(Vec<CallTiming>),
     /// The end of a Tool process's stderr (at most [`STDERR_MAX`] bytes)
     /// when it ended before answering `call`, or failed describe (no
     /// call). Kind `stderr`.
@@ -107,11 +112,12 @@ pub enum HostDetails {
 pub const STDERR_MAX: usize = 8 * 1024;
 
 /// One call's wall-clock times, unix milliseconds. A record carries what
-/// its writer knew: the common step (a Tool answered within the drive that
-/// sent it) writes `sent_ms` and `replied_ms` in one record, in the commit
-/// of the Reply; a call still out when the drive stopped gets one with
-/// `sent_ms` only, and its Reply later one with `replied_ms` only (a
-/// person's answer, a timeout, a resend). Readers take the latest of each.
+/// its writer knew: calls a Tool answered within the drive that sent them
+/// go, with both times, into a [`HostDetails::Timings`] record of many,
+/// committed with a later step's facts; a call still out when the drive
+/// stopped gets one with `sent_ms` only, and its Reply later one with
+/// `replied_ms` only (a person's answer, a timeout, a settled Unknown).
+/// Readers take the latest of each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallTiming {
     pub call: CallId,
@@ -236,7 +242,7 @@ impl HostDetails {
             HostDetails::Pause { .. } => HostRecordKind::Pause,
             HostDetails::OpenCall(_) => HostRecordKind::OpenCallDecision,
             HostDetails::Timeout { .. } => HostRecordKind::Timeout,
-            HostDetails::Timing(_) => HostRecordKind::Timing,
+            HostDetails::Timing(_) | HostDetails::Timings(_) => HostRecordKind::Timing,
             HostDetails::Stderr { .. } => HostRecordKind::Stderr,
             HostDetails::Other { kind, .. } => *kind,
         }
@@ -312,6 +318,22 @@ impl HostDetails {
                     put("by", s(b));
                 }
             }
+            HostDetails::Timings(ts) => put(
+                "calls",
+                Value::Array(
+                    ts.iter()
+                        .map(|t| {
+                            Value::Array(vec![
+                                s(t.call.as_str()),
+                                s(t.route.as_deref().unwrap_or_default()),
+                                Value::from(t.attempt.unwrap_or_default()),
+                                Value::from(t.sent_ms.unwrap_or_default()),
+                                Value::from(t.replied_ms.unwrap_or_default()),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
             HostDetails::Stderr { call, tool, text } => {
                 if let Some(c) = call {
                     put("call", s(c.as_str()));
@@ -389,6 +411,24 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
             call: call("call")?,
             due_ms: m.get("due_ms")?.as_i64()?,
         },
+        HostRecordKind::Timing if m.contains_key("calls") => HostDetails::Timings(
+            m.get("calls")?
+                .as_array()?
+                .iter()
+                .map(|e| {
+                    let a = e.as_array().filter(|a| a.len() == 5)?;
+                    Some(CallTiming {
+                        call: CallId::parse(a[0].as_str()?).ok()?,
+                        route: Some(a[1].as_str()?.to_string()),
+                        attempt: Some(u32::try_from(a[2].as_u64()?).ok()?),
+                        sent_ms: Some(a[3].as_i64()?),
+                        replied_ms: Some(a[4].as_i64()?),
+                        via: None,
+                        by: None,
+                    })
+                })
+                .collect::<Option<_>>()?,
+        ),
         HostRecordKind::Timing => {
             let ms = |k: &str| match m.get(k) {
                 None => Some(None),
@@ -487,6 +527,10 @@ mod tests {
                 json!({"call": "c1:root#1", "tool": "crash", "text": "Traceback…"}),
             ),
             (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "process", 1, 1_700_000_000_000i64, 1_700_000_000_004i64], ["c1:root/a#1", "mcp", 2, 5, 9]]}),
+            ),
+            (
                 HostRecordKind::Stderr,
                 json!({"tool": "boom", "text": "ImportError"}),
             ),
@@ -523,6 +567,10 @@ mod tests {
                 json!({"call": "c1:root#1", "attempt": -1}),
             ),
             (HostRecordKind::Stderr, json!({"call": "c1:root#1"})),
+            (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "process", 1, 5]]}),
+            ),
             (HostRecordKind::Halt, json!([1, 2])),
         ];
         for (kind, v) in cases {
