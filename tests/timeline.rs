@@ -331,3 +331,78 @@ async fn parallel_calls_are_timed_on_postgres() {
         assert!(head >= c["replyFact"].as_u64().unwrap(), "{head} {c}");
     }
 }
+
+/// A pause, answered by a person over HTTP with a token: the call is out
+/// from its Call to the answer (`route` person), the Reply's timing says
+/// `via` person and `by` the token's tag, and the pause says when it was
+/// answered and by whom.
+#[tokio::test]
+async fn a_pause_answered_by_a_token_says_when_and_by_whom() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "0123456789abcdef0123 admin\n").unwrap();
+    let s = common::serve(
+        &dir.path().join("data"),
+        &["--tokens", tokens.to_str().unwrap()],
+    );
+    let c = reqwest::Client::builder().no_proxy().build().unwrap();
+    let auth = "Bearer 0123456789abcdef0123";
+    let post = |path: String, body: Value| {
+        let c = c.clone();
+        async move {
+            let r = c
+                .post(path)
+                .header("authorization", auth)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, v) = post(
+        format!("{}/v1/runs", s.base),
+        json!({"flow": common::review_flow(), "input": {"text": "hello"}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["state"], "paused", "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (status, v) = post(
+        format!("{}/v1/runs/{run}/resume", s.base),
+        json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+    )
+    .await;
+    assert!(status < 300, "{v}");
+    let t: Value = c
+        .get(format!("{}/v1/runs/{run}/timeline", s.base))
+        .header("authorization", auth)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let person = t["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["call"] == call.as_str())
+        .unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(person["route"], "person", "{t}");
+    assert_eq!(person["via"], "person", "{t}");
+    assert!(
+        person["by"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("token ")),
+        "{t}"
+    );
+    assert!(person["durationMs"].as_i64().unwrap() >= 200, "{t}");
+    let pause = &t["pauses"][0];
+    assert_eq!(pause["open"][0], call.as_str(), "{t}");
+    assert_eq!(pause["answeredMs"], person["repliedMs"], "{t}");
+    assert_eq!(pause["by"], person["by"], "{t}");
+    assert!(pause["pausedMs"].as_i64().unwrap() <= pause["answeredMs"].as_i64().unwrap());
+}
