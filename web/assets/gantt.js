@@ -26,8 +26,8 @@ export function gantt(container, t, onSelect) {
     rows.get(c.task).push(c);
   }
   const total = t.durationMs != null ? `took ${duration(t.durationMs)}` : '';
-  const head = h('p', {class: 'gantt-sum'},
-    total || (timed.length ? `${duration(span)} from the first call to the last reply` : ''),
+  const said = total || (timed.length ? `${duration(span)} from the first call to the last reply` : '');
+  const head = h('p', {class: 'gantt-sum'}, said ? `${said}.` : '',
     timed.length < calls.length ? ` ${calls.length - timed.length} of ${calls.length} calls have no recorded times.` : '');
   const body = [...rows].map(([task, cs]) => h('div', {class: 'gantt-row', role: 'listitem', 'data-task': task},
     h('span', {class: 'gantt-task mono', title: task}, task),
