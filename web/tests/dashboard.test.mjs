@@ -330,6 +330,11 @@ test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which s
   await fv.waitFor();
   assert.match(await fv.textContent(), /node step, call \S+ to loop\.json#step, answered Unknown: halted/);
   await page.screenshot({path: shotPath('failure.png'), fullPage: true});
+  // The call out at the forced halt kept when it went: the settled Reply
+  // closes its span.
+  const t = await api(A.base, `/v1/runs/${r.run}/timeline`);
+  assert.equal(t.calls[0].via, 'settled', JSON.stringify(t));
+  assert.ok(t.calls[0].sentMs != null && t.calls[0].durationMs >= 0, JSON.stringify(t));
   assert.deepEqual(page.errors(), []);
 });
 

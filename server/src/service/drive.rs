@@ -82,6 +82,45 @@ struct Answered {
     replied_ms: i64,
 }
 
+/// A drive's calls out and answered calls whose times are not recorded
+/// yet. A drive that is dropped (a forced halt, a shutdown) records what
+/// is left when this drops, off the runtime and best effort, so a call
+/// out at a forced halt still says when it went.
+struct Times {
+    store: Arc<dyn Store>,
+    run: RunId,
+    sent: BTreeMap<String, Sent>,
+    answered: Vec<Answered>,
+}
+
+impl Drop for Times {
+    fn drop(&mut self) {
+        if self.sent.is_empty() && self.answered.is_empty() {
+            return;
+        }
+        let mut left: Vec<HostDetails> = std::mem::take(&mut self.sent)
+            .iter()
+            .filter_map(|(c, s)| sent_only(c, s).ok())
+            .collect();
+        if !self.answered.is_empty()
+            && let Ok(t) = timings(std::mem::take(&mut self.answered))
+        {
+            left.push(t);
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, run) = (self.store.clone(), self.run.clone());
+        rt.spawn_blocking(move || {
+            for d in left {
+                if let Err(e) = store.record_host(&run, HostRecord::now(d)) {
+                    tracing::debug!(run.id = %run, "a timing record was not kept: {e}");
+                }
+            }
+        });
+    }
+}
+
 /// One `timing` record of many answered calls.
 fn timings(done: Vec<Answered>) -> Result<HostDetails> {
     Ok(HostDetails::Timings(
@@ -282,8 +321,12 @@ impl RunService {
         let mut records: Vec<HostDetails> = Vec::new();
         // Calls out, for their timing records, and calls answered whose
         // times are not recorded yet.
-        let mut sent: BTreeMap<String, Sent> = BTreeMap::new();
-        let mut answered: Vec<Answered> = Vec::new();
+        let mut times = Times {
+            store: self.inner.store.clone(),
+            run: run.clone(),
+            sent: BTreeMap::new(),
+            answered: Vec::new(),
+        };
         let now_ms = super::deadlines::now_ms;
         // Replies that came while the machine computed a slice.
         let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
@@ -373,7 +416,7 @@ impl RunService {
                             host.closed(&module, run.as_str(), call.as_str());
                         }
                         stopped.extend(serving.remove(call.as_str()));
-                        if let Some(s) = sent.remove(call.as_str()) {
+                        if let Some(s) = times.sent.remove(call.as_str()) {
                             records.push(sent_only(call.as_str(), &s)?);
                         }
                     }
@@ -390,12 +433,12 @@ impl RunService {
                     Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
                 }
             }
-            if let Some(first) = answered.first()
+            if let Some(first) = times.answered.first()
                 && (ended.is_some()
-                    || answered.len() >= TIMINGS_MAX
+                    || times.answered.len() >= TIMINGS_MAX
                     || now_ms() - first.replied_ms >= TIMINGS_AGE_MS)
             {
-                records.push(timings(std::mem::take(&mut answered))?);
+                records.push(timings(std::mem::take(&mut times.answered))?);
             }
             let appended = self
                 .append_all(run, &mut last, &mut facts, &mut records, writes)
@@ -438,7 +481,7 @@ impl RunService {
                     Some(_) => "nested",
                     None => host.route(&module, &tool),
                 };
-                sent.insert(
+                times.sent.insert(
                     call.clone(),
                     Sent {
                         tool: tool.clone(),
@@ -542,12 +585,12 @@ impl RunService {
             let Some((call, answer)) = next else {
                 // Calls still out (parked, in a paused or drained nested
                 // run) keep when they went.
-                let mut out = std::mem::take(&mut sent)
+                let mut out = std::mem::take(&mut times.sent)
                     .iter()
                     .map(|(c, s)| sent_only(c, s))
                     .collect::<Result<Vec<_>>>()?;
-                if !answered.is_empty() {
-                    out.push(timings(std::mem::take(&mut answered))?);
+                if !times.answered.is_empty() {
+                    out.push(timings(std::mem::take(&mut times.answered))?);
                 }
                 self.record_all(run, out).await?;
                 if !withheld.is_empty() || nested_withheld {
@@ -575,7 +618,7 @@ impl RunService {
                 }
             };
             serving.remove(&call);
-            let out = sent.remove(&call);
+            let out = times.sent.remove(&call);
             // A reply for a call closed meanwhile is dropped.
             if !machine.is_open(&call) {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
@@ -613,7 +656,7 @@ impl RunService {
             let more = machine.feed_within(&call, &o, INLINE);
             facts.push(super::prepare::reply_fact(&call, o)?.into());
             match out {
-                Some(s) => answered.push(Answered {
+                Some(s) => times.answered.push(Answered {
                     call,
                     route: s.route,
                     attempt: s.attempt,
