@@ -5,8 +5,11 @@
 //! history` alike; a Tool process that crashes mid-call leaves the end of
 //! its stderr beside the run (a `stderr` host record), shown by `flow
 //! run`'s fault, `flow history` and the timeline. History bytes do not
-//! move: the facts carry no clock (GAP-HIST-2; the golden archives in
-//! store/tests guard the bytes).
+//! move: the facts carry no clock and keep their fields (GAP-HIST-2,
+//! GAP-CLOCK-1: the engine reads no wall clock; the golden archives in
+//! store/tests guard the bytes); times and stderr are host records
+//! outside the chain (GAP-HOST-1, GAP-PRO-4: stderr stays host-side),
+//! shown apart from the computed view (HIST-20).
 //!
 //! Real parts: the `flow` binary, a real `flow serve` on an ephemeral
 //! port, real SQLite, a real Python Tool process (the Python toolkit). No
