@@ -625,7 +625,12 @@ fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> 
                 eprintln!("{run} completed with exit code {exit}");
             }
         }
-        RunResult::Faulted { run, why } => eprintln!("{run} faulted: {why}"),
+        RunResult::Faulted { run, why } => {
+            eprintln!("{run} faulted: {why}");
+            if let Ok(t) = service.timeline(run) {
+                print_fault(&serde_json::to_value(&t.fault).unwrap_or_default());
+            }
+        }
         RunResult::Paused { run, open } => {
             out!("{run} paused; pending calls:");
             for p in open {
@@ -643,4 +648,33 @@ fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> 
         }
     }
     Ok(r.exit_code())
+}
+
+/// Where a faulted run failed (issue 38 §4), from its timeline's `fault`:
+/// the failing call's node, call id, Tool, outcome and reason, and the end
+/// of its Tool's stderr when the process ended before answering. The same
+/// locally and with `--server`.
+pub(crate) fn print_fault(fault: &serde_json::Value) {
+    let c = &fault["call"];
+    if c.is_null() {
+        return;
+    }
+    let text = |k: &str| c[k].as_str().unwrap_or("-").to_string();
+    eprintln!(
+        "  failed at node {}: call {} to {} answered {}{}",
+        text("node"),
+        text("call"),
+        text("tool"),
+        text("outcome"),
+        c["reason"]
+            .as_str()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    );
+    if let Some(stderr) = c["stderr"].as_str() {
+        eprintln!("  the end of its stderr:");
+        for line in stderr.lines() {
+            eprintln!("    {line}");
+        }
+    }
 }

@@ -192,6 +192,36 @@ impl Host {
         }
     }
 
+    /// What serves `tool`'s calls, for a timing record (issue 38 §3):
+    /// `worker`, `clock`, `memory`, `process`, `mcp`, or `host` when
+    /// nothing is bound (the call is answered NotRun here).
+    pub fn route(&self, module: &str, tool: &str) -> &'static str {
+        if self.workers.is_some()
+            && self
+                .remote
+                .get(module)
+                .is_some_and(|d| d.get(tool).is_some())
+        {
+            return "worker";
+        }
+        if tool == SLEEP {
+            return "clock";
+        }
+        if self.memory.is_some() && (tool == MEMORY_READ || tool == MEMORY_WRITE) {
+            return "memory";
+        }
+        self.dispatchers
+            .get(module)
+            .and_then(|d| d.kind(tool))
+            .unwrap_or("host")
+    }
+
+    /// The end of the stderr of the process serving `tool` when it ended
+    /// before answering `(run, call)`, once (issue 38 §4).
+    pub fn take_stderr(&self, module: &str, tool: &str, run: &str, call: &str) -> Option<String> {
+        self.dispatchers.get(module)?.take_stderr(tool, run, call)
+    }
+
     /// Sends a call to whatever serves it and waits for its outcome;
     /// `None` when the call is parked for a remote worker that is absent
     /// (it stays open: DESIGN §4).

@@ -61,6 +61,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "run_query",
         include_str!("../../migrations/sqlite/0010_run_query.sql"),
     ),
+    (
+        11,
+        "host_timing",
+        include_str!("../../migrations/sqlite/0011_host_timing.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -114,6 +119,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         10,
         "run_query",
         include_str!("../../migrations/postgres/0010_run_query.sql"),
+    ),
+    (
+        11,
+        "host_timing",
+        include_str!("../../migrations/postgres/0011_host_timing.sql"),
     ),
 ];
 

@@ -52,6 +52,15 @@ pub trait Implementation: Send + Sync + 'static {
     fn cancel(&self, run: &str, call: &str);
     /// Stops the implementation (its process, if any).
     fn shutdown(&self) -> BoxFuture<'static, ()>;
+    /// What serves the calls, for timings: `process`, `mcp`, ….
+    fn kind(&self) -> &'static str {
+        "process"
+    }
+    /// The end of the implementation's stderr when it ended before
+    /// answering `(run, call)`, once.
+    fn take_stderr(&self, _run: &str, _call: &str) -> Option<String> {
+        None
+    }
 }
 
 impl Implementation for ProcessHandle {
@@ -65,6 +74,12 @@ impl Implementation for ProcessHandle {
     fn shutdown(&self) -> BoxFuture<'static, ()> {
         let h = self.clone();
         Box::pin(async move { h.shutdown().await })
+    }
+    fn kind(&self) -> &'static str {
+        ProcessHandle::kind(self)
+    }
+    fn take_stderr(&self, run: &str, call: &str) -> Option<String> {
+        ProcessHandle::take_stderr(self, run, call)
     }
 }
 
@@ -188,6 +203,17 @@ impl Dispatcher {
     /// (the binding's `resend = true`).
     pub fn resends(&self, identity: &str) -> bool {
         self.inner.routes.get(identity).is_some_and(|r| r.resend)
+    }
+
+    /// What serves `identity` (`process`, `mcp`), when it is bound.
+    pub fn kind(&self, identity: &str) -> Option<&'static str> {
+        self.inner.routes.get(identity).map(|r| r.imp.kind())
+    }
+
+    /// The end of the stderr of the process serving `identity` when it
+    /// ended before answering `(run, call)`, once.
+    pub fn take_stderr(&self, identity: &str, run: &str, call: &str) -> Option<String> {
+        self.inner.routes.get(identity)?.imp.take_stderr(run, call)
     }
 
     /// Whether `identity` is bound.

@@ -5,6 +5,7 @@
 
 import {api, apiBlob, apiText, stream} from './api.js';
 import {checkpointPanel} from './checkpoint.js';
+import {faultCall, gantt} from './gantt.js';
 import {draw} from './graph.js';
 import {callCard} from './inbox.js';
 import {authorOrder} from './order.js';
@@ -27,6 +28,8 @@ export function mount(root, runId) {
   const count = h('span', {class: 'count-facts'}, '0 facts');
   const graphBox = h('div', {class: 'graph-box'});
   const tlBox = h('div', {class: 'tl-box'});
+  const ganttBox = h('div', {class: 'gantt-box'}, h('p', {class: 'hint'}, 'Loading the timeline…'));
+  const faultBox = h('section', {class: 'fault-view panel', 'aria-labelledby': 'fault-title', hidden: true});
   const detail = h('div', {class: 'detail', 'aria-live': 'polite'}, h('p', {class: 'hint'}, 'Choose a fact to see it whole.'));
   const kindSel = h('select', {id: 'tl-kind', onchange: (e) => tl.filter(e.target.value)},
     KINDS.map((k) => h('option', {value: k}, k || 'all kinds')));
@@ -44,6 +47,7 @@ export function mount(root, runId) {
   const calls = new Map(); // call → {node, tool, outcome}: what a fault view names
   let lastCall = null;
   let current = null;
+  let times = null; // GET …/timeline: the calls' spans, the fault pinpointed
   const cps = []; // root checkpoints {n, node}
 
   const cpPanel = checkpointPanel(runId, {checkpoints: () => cps});
@@ -51,7 +55,7 @@ export function mount(root, runId) {
 
   fill(root,
     h('div', {class: 'page-head run-head'}, h('div', {}, title, flowLine), badge),
-    actions, meta, lineage, verify, verdict, pending,
+    actions, meta, lineage, verify, verdict, faultBox, pending,
     h('div', {class: 'run-grid'},
       h('section', {class: 'panel', 'aria-labelledby': 'graph-title'},
         h('h2', {id: 'graph-title'}, 'Graph'),
@@ -64,6 +68,8 @@ export function mount(root, runId) {
         h('div', {class: 'panel-head'}, h('h2', {id: 'tl-title'}, 'Facts ', count),
           h('label', {for: 'tl-kind', class: 'field-inline'}, 'Show ', kindSel)),
         live, tlBox, detail)),
+    h('section', {class: 'panel', 'aria-labelledby': 'gantt-title'},
+      h('h2', {id: 'gantt-title'}, 'Timeline'), ganttBox),
     cpPanel.el);
 
   // Facts arrive in batches (the backlog comes in large chunks): collect
@@ -109,8 +115,10 @@ export function mount(root, runId) {
   function markGraph() {
     if (!graph) return;
     const waiting = new Set(view && view.state === 'paused' ? [...openCalls.values()].filter(Boolean) : []);
-    // A faulted run's last node is where it failed.
-    const failed = view && view.state === 'faulted' ? current : null;
+    // A faulted run failed at its failing call's node (the timeline's
+    // fault), or else at its last node.
+    const pin = times && times.fault && times.fault.call ? times.fault.call.node : null;
+    const failed = view && view.state === 'faulted' ? (pin || current) : null;
     graph.mark(ended ? null : current, visited, waiting, failed);
   }
 
@@ -187,6 +195,27 @@ export function mount(root, runId) {
       view.fault && current ? [h('dt', {}, 'Failed at'), h('dd', {class: 'failed-at'}, failedAt())] : null);
     showLineage();
     showPending();
+    loadTimeline();
+  }
+
+  // The Gantt of the calls and the fault pinpointed, from the timeline.
+  async function loadTimeline() {
+    try {
+      times = await api(`/v1/runs/${runId}/timeline`);
+    } catch (e) {
+      fill(ganttBox, h('p', {class: 'form-err'}, problemText(e)));
+      return;
+    }
+    if (disposed) return;
+    gantt(ganttBox, times, (c) => tl.show(c.fact));
+    const f = times.fault;
+    faultBox.hidden = !f;
+    if (f) {
+      fill(faultBox, h('h2', {id: 'fault-title'}, 'Where it failed'),
+        h('p', {class: 'mono'}, f.why),
+        f.call ? faultCall(f.call) : h('p', {class: 'sub'}, `No call failed: the run faulted at fact ${f.fact}.`));
+    }
+    markGraph();
   }
   // The node a faulted run ended in and, when its last fact there was a
   // Tool call, that call, its Tool and what it answered.

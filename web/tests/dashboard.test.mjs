@@ -325,50 +325,113 @@ test('6c. halt waits for the call out; "Halt now" leaves it to Continue, which s
   assert.equal(await page.locator('g.node.failed').count(), 1);
   const at = await page.locator('dd.failed-at').textContent();
   assert.match(at, /node step, call \S+ to loop\.json#step, answered \{"Unknown":"halted"\}/);
+  // The fault view, from the run's timeline: node, call, Tool, outcome, reason.
+  const fv = page.locator('.fault-view .fault-call');
+  await fv.waitFor();
+  assert.match(await fv.textContent(), /node step, call \S+ to loop\.json#step, answered Unknown: halted/);
+  await page.screenshot({path: shotPath('failure.png'), fullPage: true});
+  // The call out at the forced halt kept when it went: the settled Reply
+  // closes its span.
+  const t = await api(A.base, `/v1/runs/${r.run}/timeline`);
+  assert.equal(t.calls[0].via, 'settled', JSON.stringify(t));
+  assert.ok(t.calls[0].sentMs != null && t.calls[0].durationMs >= 0, JSON.stringify(t));
   assert.deepEqual(page.errors(), []);
+});
+
+test('7. the timeline: a parallel run\'s calls side by side, each with its duration, and the run\'s total', LIMIT, async () => {
+  // The loop's flow with a parallel_fork: two branches each call the step
+  // Tool (held 400 ms by a negative count), joined before the end.
+  const flow = JSON.parse(readFileSync(path.join(loop, 'loop.json'), 'utf8'));
+  flow.state_schema = {type: 'object', properties: {count: {type: 'integer'}, a: {type: 'integer'}, b: {type: 'integer'}, joined: {type: 'object'}}, required: ['count']};
+  const branch = (id) => ({id, type: 'tool_invoke', tool_id: 'step', input_map: {count: '$.state.count'}, output_map: {count: id}});
+  flow.nodes = [
+    {id: 'start', type: 'input', output_schema: {count: {type: 'integer'}}},
+    {id: 'fork', type: 'parallel_fork', targets: ['a', 'b']},
+    branch('a'), branch('b'),
+    {id: 'join', type: 'parallel_join', wait_for: 'all', join_reducer: 'merge', output_key: 'joined'},
+    {id: 'done', type: 'output', exit_code: 'success'},
+  ];
+  flow.edges = [
+    {type: 'direct', from: 'start', to: 'fork'},
+    {type: 'direct', from: 'a', to: 'join'},
+    {type: 'direct', from: 'b', to: 'join'},
+    {type: 'direct', from: 'join', to: 'done'},
+  ];
+  // A server of its own: the runs list's test counts A's runs.
+  const T = await serve({tools: [path.join(loop, 'flow.toml')]});
+  try {
+    const r = await api(T.base, '/v1/runs', {method: 'POST', body: {flow, name: 'loop.json', input: {count: -400}, wait: 30}});
+    assert.equal(r.state, 'completed', JSON.stringify(r));
+    await page.goto(`${T.base}/#/run/${r.run}`);
+    await page.locator('.run-state .badge', {hasText: 'completed'}).waitFor();
+    const bars = page.locator('.gantt .gantt-bar[data-ms]');
+    await until(async () => (await bars.count()) === 2, {what: 'two timed bars'});
+    // One row per branch: the calls side by side, not one after another on
+    // one row.
+    const rows = page.locator('.gantt .gantt-row');
+    assert.equal(await rows.count(), 2);
+    const tasks = await rows.evaluateAll((els) => els.map((e) => e.dataset.task).sort());
+    assert.notEqual(tasks[0], tasks[1]);
+    for (const ms of await bars.evaluateAll((els) => els.map((e) => Number(e.dataset.ms)))) {
+      assert.ok(ms >= 400, `a call held 400 ms took ${ms} ms`);
+    }
+    const nodes = await bars.evaluateAll((els) => els.map((e) => e.dataset.node).sort());
+    assert.deepEqual(nodes, ['a', 'b']);
+    await page.locator('.gantt-sum', {hasText: /^took /}).waitFor();
+    // The endpoint the page draws from agrees.
+    const t = await api(T.base, `/v1/runs/${r.run}/timeline`);
+    assert.equal(t.calls.length, 2);
+    assert.ok(t.durationMs >= 400, JSON.stringify(t));
+    await page.screenshot({path: shotPath('timeline.png'), fullPage: true});
+    // Leave the page before its server goes.
+    await page.goto('about:blank');
+    assert.deepEqual(page.errors(), []);
+  } finally {
+    await T.stop();
+  }
 });
 
 test('forms: fields in the order the author wrote, a message goes as its field is edited, only what the user set is sent', LIMIT, async () => {
   // Its own server: the runs list below counts A's runs.
   const C = await serve();
   try {
-    // The document's text, as the Start page sends it: the recorded
-    // source keeps the author's order (a JSON object body is canonical).
-    const flow = readFileSync(path.join(here, 'fixtures/order/order.json'), 'utf8');
-    const {run} = await api(C.base, '/v1/runs', {method: 'POST', body: {flow, input: {topic: 'the outage'}, wait: 10}});
-    await page.goto(`${C.base}/#/inbox`);
-    const card = page.locator(`article.call[data-run="${run}"]`);
-    await card.locator('.prompt', {hasText: 'How urgent is the outage?'}).waitFor();
-    // The recorded Call's schema is canonical (keys sorted); the form
-    // follows the flow as written (issue 41 item 10).
-    const labels = await card.locator('.schema-form > .fields > .field label').allTextContents();
-    assert.deepEqual(labels, ['urgency (required)', 'approve', 'comment']);
+      // The document's text, as the Start page sends it: the recorded
+      // source keeps the author's order (a JSON object body is canonical).
+      const flow = readFileSync(path.join(here, 'fixtures/order/order.json'), 'utf8');
+      const {run} = await api(C.base, '/v1/runs', {method: 'POST', body: {flow, input: {topic: 'the outage'}, wait: 10}});
+      await page.goto(`${C.base}/#/inbox`);
+      const card = page.locator(`article.call[data-run="${run}"]`);
+      await card.locator('.prompt', {hasText: 'How urgent is the outage?'}).waitFor();
+      // The recorded Call's schema is canonical (keys sorted); the form
+      // follows the flow as written (issue 41 item 10).
+      const labels = await card.locator('.schema-form > .fields > .field label').allTextContents();
+      assert.deepEqual(labels, ['urgency (required)', 'approve', 'comment']);
 
-    const urgency = card.getByLabel('urgency (required)');
-    const send = card.getByRole('button', {name: 'Send reply'});
-    const err = card.locator(`#${await urgency.getAttribute('id')}-err`);
-    await send.click();
-    await card.locator('.field-err', {hasText: 'required'}).waitFor();
-    // Typing makes the "required" stale: it goes at once.
-    await urgency.fill('99');
-    assert.equal(await err.isHidden(), true, 'the stale message is gone');
-    assert.equal(await urgency.getAttribute('aria-invalid'), null);
-    // Out of range: the page's own check answers (the browser's built-in
-    // validation does not swallow the submit).
-    await send.click();
-    await card.locator('.field-err', {hasText: 'at most 10'}).waitFor();
-    assert.equal((await api(C.base, `/v1/runs/${run}`)).state, 'paused', 'nothing sent');
+      const urgency = card.getByLabel('urgency (required)');
+      const send = card.getByRole('button', {name: 'Send reply'});
+      const err = card.locator(`#${await urgency.getAttribute('id')}-err`);
+      await send.click();
+      await card.locator('.field-err', {hasText: 'required'}).waitFor();
+      // Typing makes the "required" stale: it goes at once.
+      await urgency.fill('99');
+      assert.equal(await err.isHidden(), true, 'the stale message is gone');
+      assert.equal(await urgency.getAttribute('aria-invalid'), null);
+      // Out of range: the page's own check answers (the browser's built-in
+      // validation does not swallow the submit).
+      await send.click();
+      await card.locator('.field-err', {hasText: 'at most 10'}).waitFor();
+      assert.equal((await api(C.base, `/v1/runs/${run}`)).state, 'paused', 'nothing sent');
 
-    // A valid answer; the untouched box and the empty comment are not sent.
-    await urgency.fill('3');
-    await send.click();
-    await card.locator('.status', {hasText: 'Sent'}).waitFor();
-    const v = await api(C.base, `/v1/runs/${run}`);
-    assert.equal(v.state, 'completed');
-    const facts = await api(C.base, `/v1/runs/${run}/facts`);
-    const reply = facts.facts.find((f) => f.kind === 'Reply');
-    assert.deepEqual(reply.fact.outcome, {Ok: {urgency: 3}});
-    assert.deepEqual(page.errors([/status of 422/]), []);
+      // A valid answer; the untouched box and the empty comment are not sent.
+      await urgency.fill('3');
+      await send.click();
+      await card.locator('.status', {hasText: 'Sent'}).waitFor();
+      const v = await api(C.base, `/v1/runs/${run}`);
+      assert.equal(v.state, 'completed');
+      const facts = await api(C.base, `/v1/runs/${run}/facts`);
+      const reply = facts.facts.find((f) => f.kind === 'Reply');
+      assert.deepEqual(reply.fact.outcome, {Ok: {urgency: 3}});
+      assert.deepEqual(page.errors([/status of 422/]), []);
   } finally {
     await C.stop();
   }

@@ -101,6 +101,10 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String
         v["record"].as_str().unwrap_or(""),
         v["entry"]["module"].as_str().unwrap_or("")
     );
+    let timeline = &v["timeline"];
+    if let Some(total) = timeline["durationMs"].as_i64() {
+        out!("took {}", duration(total));
+    }
     let pending = match &v["pending"] {
         Json::Array(calls) => calls.clone(),
         _ => {
@@ -187,6 +191,7 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String
             flow_abi::json::canonical(&r["state"])
         );
     }
+    calls(timeline);
     out!("facts:");
     let facts = v["facts"].as_array().cloned().unwrap_or_default();
     for f in &facts {
@@ -207,4 +212,61 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String
         footer.push_str(&format!(" (more: --offset {next})"));
     }
     out!("{footer}");
+}
+
+/// Each call with its route, outcome and duration, and the end of a
+/// crashed Tool's stderr (issue 38 §3, §4). A call with no recorded times
+/// (a run from before timings, an imported archive) shows `-`, never a
+/// guess.
+fn calls(timeline: &Json) {
+    let calls = timeline["calls"].as_array().map_or(&[][..], |c| c);
+    if calls.is_empty() {
+        return;
+    }
+    out!("calls:");
+    for c in calls {
+        let text = |k: &str| c[k].as_str().unwrap_or("-").to_string();
+        let took = match c["durationMs"].as_i64() {
+            Some(ms) => duration(ms),
+            None if c["sentMs"].is_i64() && c["outcome"].is_null() => "out".to_string(),
+            None => "-".to_string(),
+        };
+        let attempt = match c["attempt"].as_u64() {
+            Some(a) if a > 1 => format!("  attempt {a}"),
+            _ => String::new(),
+        };
+        let via = match c["via"].as_str() {
+            Some(v) => format!(" via {v}"),
+            None => String::new(),
+        };
+        out!(
+            "  fact {:>4}  {}  {}  at node {}  {}  {}{via}  {took}{attempt}",
+            c["fact"].as_u64().unwrap_or(0),
+            text("call"),
+            text("tool"),
+            text("node"),
+            text("route"),
+            text("outcome"),
+        );
+        if let Some(reason) = c["reason"].as_str() {
+            out!("        reason: {reason}");
+        }
+        if let Some(stderr) = c["stderr"].as_str() {
+            out!("        the end of its stderr:");
+            for line in stderr.lines() {
+                out!("          {line}");
+            }
+        }
+    }
+}
+
+/// A duration as people read it: `840 ms`, `1.250 s`, `2 min 05 s`.
+pub(super) fn duration(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{}.{:03} s", ms / 1000, ms % 1000)
+    } else {
+        format!("{} min {:02} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
 }

@@ -576,7 +576,13 @@ async fn show(g: &Global, c: &Client, mut v: Json) -> Result<u8> {
             let id = flow_store::RunId::parse(&run).map_err(|e| Error::Refused(e.to_string()))?;
             return super::halted(g, &id, &[]);
         }
-        _ => eprintln!("{run} faulted: {}", v["fault"].as_str().unwrap_or_default()),
+        _ => {
+            eprintln!("{run} faulted: {}", v["fault"].as_str().unwrap_or_default());
+            // Pinpointed as a local run is (issue 38 §4).
+            if let Ok(t) = c.get(&format!("/v1/runs/{run}/timeline")).await {
+                super::print_fault(&t["fault"]);
+            }
+        }
     }
     Ok(code)
 }

@@ -61,6 +61,7 @@ static ASSETS: &[Asset] = assets! {
     "share.js" => JS,
     "start.js" => JS,
     "checkpoint.js" => JS,
+    "gantt.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");

@@ -29,6 +29,7 @@ pub mod openapi;
 pub mod params;
 pub mod routes;
 pub mod sse;
+pub mod timeline;
 pub mod workers;
 
 use crate::service::bind::Bindings;

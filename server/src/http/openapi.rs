@@ -65,6 +65,7 @@ impl Modify for Bearer {
         routes::get_run,
         routes::list_facts,
         super::inspect::inspect_run,
+        super::timeline::get_timeline,
         listing::get_checkpoint,
         listing::verify_run,
         routes::resume_run,
@@ -119,7 +120,11 @@ impl Modify for Bearer {
         listing::CallView,
         listing::CheckpointView,
         listing::Verification,
-        feed::StateChange
+        feed::StateChange,
+        crate::service::timeline::Timeline,
+        crate::service::timeline::CallSpan,
+        crate::service::timeline::PauseSpan,
+        crate::service::timeline::Fault
     )),
     modifiers(&Bearer),
     security((), ("bearer" = []))

@@ -44,6 +44,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runs/{run}/facts", get(list_facts))
         .route("/v1/runs/{run}/inspect", get(super::inspect::inspect_run))
         .route(
+            "/v1/runs/{run}/timeline",
+            get(super::timeline::get_timeline),
+        )
+        .route(
             "/v1/runs/{run}/checkpoints/{fact}",
             get(super::listing::get_checkpoint),
         )
@@ -511,6 +515,7 @@ pub async fn list_facts(
         (status = 422, description = "The reply does not decode against the call's declared type; nothing was recorded", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn resume_run(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     PathArgs(run): PathArgs<String>,
     Body(req): Body<ResumeRequest>,
 ) -> ApiResult<Response> {
@@ -534,7 +539,13 @@ pub async fn resume_run(
     // Every refusal comes back here, before anything is recorded; the
     // answer goes out once the Reply and its step are durable.
     let mut accepted = match reply {
-        Some(reply) => state.service().resume(&run, Some(reply)).await?,
+        Some(reply) => {
+            // Tokens carry no name: the answering token's owner tag (its
+            // first 8 hex digits) says who, for the timing record.
+            let by = caller
+                .map(|axum::Extension(c)| format!("token {}", &c.owner[..c.owner.len().min(8)]));
+            state.service().resume_by(&run, reply, by).await?
+        }
         None => state.service().continue_run(&run, req.open).await?,
     };
     let metrics = state.metrics();

@@ -17,7 +17,9 @@ use crate::source::Sources;
 use flow_abi::fact::Fact;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
-use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
+use flow_store::{
+    Appending, CallTiming, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId,
+};
 use flow_tools::outcome::CallRequest;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
 use serde_json::{Map, Value as Json};
@@ -36,6 +38,8 @@ const INLINE: usize = 16;
 pub(super) enum Step {
     Effect(Effect),
     Fact(Fact),
+    /// A host record committed with the facts before it (a reply's timing).
+    Host(HostDetails),
 }
 
 pub(super) fn steps(effects: Vec<Effect>) -> Vec<Step> {
@@ -49,6 +53,124 @@ pub(super) struct ToDispatch {
     pub tool: String,
     pub args: Map<String, Json>,
     pub nested: Option<NestedCall>,
+    /// 1 for the first send; a resend after a crash or halt counts on.
+    pub attempt: u32,
+}
+
+/// A call out: when it went, to what, which attempt (its timing record's
+/// first half, written with its Reply).
+struct Sent {
+    tool: String,
+    at_ms: i64,
+    route: &'static str,
+    attempt: u32,
+}
+
+/// Calls answered since the last timings record: the drive writes their
+/// times together, at most this many or this old (ms), and whatever is
+/// left when it stops, so a steady step costs no row of its own (issue 38
+/// §3; a crash loses at most these, and a lost time is shown as none).
+const TIMINGS_MAX: usize = 64;
+const TIMINGS_AGE_MS: i64 = 1000;
+
+/// An answered call's times, kept for the next timings record.
+struct Answered {
+    call: String,
+    route: &'static str,
+    attempt: u32,
+    sent_ms: i64,
+    replied_ms: i64,
+}
+
+/// A drive's calls out and answered calls whose times are not recorded
+/// yet. A drive that is dropped (a forced halt, a shutdown) records what
+/// is left when this drops, off the runtime and best effort, so a call
+/// out at a forced halt still says when it went.
+struct Times {
+    store: Arc<dyn Store>,
+    run: RunId,
+    sent: BTreeMap<String, Sent>,
+    answered: Vec<Answered>,
+}
+
+impl Drop for Times {
+    fn drop(&mut self) {
+        if self.sent.is_empty() && self.answered.is_empty() {
+            return;
+        }
+        let mut left: Vec<HostDetails> = std::mem::take(&mut self.sent)
+            .iter()
+            .filter_map(|(c, s)| sent_only(c, s).ok())
+            .collect();
+        if !self.answered.is_empty()
+            && let Ok(t) = timings(std::mem::take(&mut self.answered))
+        {
+            left.push(t);
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, run) = (self.store.clone(), self.run.clone());
+        rt.spawn_blocking(move || {
+            for d in left {
+                if let Err(e) = store.record_host(&run, HostRecord::now(d)) {
+                    tracing::debug!(run.id = %run, "a timing record was not kept: {e}");
+                }
+            }
+        });
+    }
+}
+
+/// One `timing` record of many answered calls.
+fn timings(done: Vec<Answered>) -> Result<HostDetails> {
+    Ok(HostDetails::Timings(
+        done.into_iter()
+            .map(|a| {
+                Ok(CallTiming {
+                    call: call_id(&a.call)?,
+                    route: Some(a.route.to_string()),
+                    attempt: Some(a.attempt),
+                    sent_ms: Some(a.sent_ms),
+                    replied_ms: Some(a.replied_ms),
+                    via: None,
+                    by: None,
+                })
+            })
+            .collect::<Result<_>>()?,
+    ))
+}
+
+/// A timing record (issue 38 §3).
+pub(super) fn timing(
+    call: &str,
+    route: Option<&str>,
+    attempt: Option<u32>,
+    sent_ms: Option<i64>,
+    replied_ms: Option<i64>,
+    via: Option<&str>,
+) -> Result<HostDetails> {
+    Ok(HostDetails::Timing(CallTiming {
+        call: call_id(call)?,
+        route: route.map(str::to_string),
+        attempt,
+        sent_ms,
+        replied_ms,
+        via: via.map(str::to_string),
+        by: None,
+    }))
+}
+
+/// A sent-only timing record for a call still out when its drive stops
+/// (or closed before it answered).
+fn sent_only(call: &str, s: &Sent) -> Result<HostDetails> {
+    timing(
+        call,
+        Some(s.route),
+        Some(s.attempt),
+        Some(s.at_ms),
+        None,
+        None,
+    )
 }
 
 pub(super) type Pending<'a> =
@@ -195,6 +317,17 @@ impl RunService {
         // The nested run serving each nested call out now.
         let mut serving: BTreeMap<String, RunId> = BTreeMap::new();
         let mut facts: Vec<Appending> = Vec::new();
+        // Host records that ride with the next commit (timings, deadlines).
+        let mut records: Vec<HostDetails> = Vec::new();
+        // Calls out, for their timing records, and calls answered whose
+        // times are not recorded yet.
+        let mut times = Times {
+            store: self.inner.store.clone(),
+            run: run.clone(),
+            sent: BTreeMap::new(),
+            answered: Vec::new(),
+        };
+        let now_ms = super::deadlines::now_ms;
         // Replies that came while the machine computed a slice.
         let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
         // Draining: Tool calls recorded and never sent, and whether a
@@ -209,13 +342,16 @@ impl RunService {
             // again with the same (run, call) pair (DESIGN §5).
             let mut dispatch: Vec<ToDispatch> = resend.take().unwrap_or_default();
             let mut ended = None;
-            let mut deadlines = Vec::new();
             // Nested runs whose outer call was closed: halted (NEST-18).
             let mut stopped = Vec::new();
             for step in effects.drain(..) {
                 let e = match step {
                     Step::Fact(f) => {
                         facts.push(f.into());
+                        continue;
+                    }
+                    Step::Host(d) => {
+                        records.push(d);
                         continue;
                     }
                     Step::Effect(e) => e,
@@ -250,6 +386,16 @@ impl RunService {
                         ..
                     } => {
                         if tool == HUMAN {
+                            // A person's call is out once its Call is
+                            // durable (this commit).
+                            records.push(timing(
+                                call.as_str(),
+                                Some("person"),
+                                None,
+                                Some(now_ms()),
+                                None,
+                                None,
+                            )?);
                             continue;
                         }
                         let args = match args {
@@ -261,6 +407,7 @@ impl RunService {
                             tool,
                             args,
                             nested: nested.map(NestedCall::start),
+                            attempt: 1,
                         });
                     }
                     Effect::Close { call, .. } => {
@@ -269,12 +416,15 @@ impl RunService {
                             host.closed(&module, run.as_str(), call.as_str());
                         }
                         stopped.extend(serving.remove(call.as_str()));
+                        if let Some(s) = times.sent.remove(call.as_str()) {
+                            records.push(sent_only(call.as_str(), &s)?);
+                        }
                     }
                     Effect::Deadline { call, seconds } => {
                         let due = super::deadlines::now_ms().saturating_add(
                             seconds.saturating_mul(1000).min(i64::MAX as u64) as i64,
                         );
-                        deadlines.push(HostDetails::Timeout {
+                        records.push(HostDetails::Timeout {
                             call: call.clone(),
                             due_ms: due,
                         });
@@ -283,8 +433,15 @@ impl RunService {
                     Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
                 }
             }
+            if let Some(first) = times.answered.first()
+                && (ended.is_some()
+                    || times.answered.len() >= TIMINGS_MAX
+                    || now_ms() - first.replied_ms >= TIMINGS_AGE_MS)
+            {
+                records.push(timings(std::mem::take(&mut times.answered))?);
+            }
             let appended = self
-                .append_all(run, &mut last, &mut facts, deadlines, writes)
+                .append_all(run, &mut last, &mut facts, &mut records, writes)
                 .await;
             if let Some(a) = ack.take() {
                 let _ = a.send(appended.clone().map(|()| last.clone()));
@@ -318,7 +475,21 @@ impl RunService {
                     tool,
                     args,
                     nested,
+                    attempt,
                 } = d;
+                let route = match nested {
+                    Some(_) => "nested",
+                    None => host.route(&module, &tool),
+                };
+                times.sent.insert(
+                    call.clone(),
+                    Sent {
+                        tool: tool.clone(),
+                        at_ms: now_ms(),
+                        route,
+                        attempt,
+                    },
+                );
                 let (handle, registration) = AbortHandle::new_pair();
                 aborts.insert(call.clone(), handle);
                 if let Some(mut n) = nested {
@@ -412,6 +583,16 @@ impl RunService {
                 },
             };
             let Some((call, answer)) = next else {
+                // Calls still out (parked, in a paused or drained nested
+                // run) keep when they went.
+                let mut out = std::mem::take(&mut times.sent)
+                    .iter()
+                    .map(|(c, s)| sent_only(c, s))
+                    .collect::<Result<Vec<_>>>()?;
+                if !times.answered.is_empty() {
+                    out.push(timings(std::mem::take(&mut times.answered))?);
+                }
+                self.record_all(run, out).await?;
                 if !withheld.is_empty() || nested_withheld {
                     self.withheld(run, &withheld).await?;
                     return Ok(Driven::Drained);
@@ -437,6 +618,7 @@ impl RunService {
                 }
             };
             serving.remove(&call);
+            let out = times.sent.remove(&call);
             // A reply for a call closed meanwhile is dropped.
             if !machine.is_open(&call) {
                 tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
@@ -457,10 +639,50 @@ impl RunService {
             // need is never held for more than INLINE effects. The Reply
             // is buffered before them all the same (the effects are
             // recorded after the facts buffered here).
+            // A process that ended before answering leaves its last
+            // words (issue 38 §4).
+            if matches!(
+                o,
+                flow_abi::protocol::Outcome::Unknown(_) | flow_abi::protocol::Outcome::NotRun(_)
+            ) && let Some(s) = &out
+                && let Some(text) = host.take_stderr(&module, &s.tool, run.as_str(), &call)
+            {
+                records.push(HostDetails::Stderr {
+                    call: Some(call_id(&call)?),
+                    tool: s.tool.clone(),
+                    text,
+                });
+            }
             let more = machine.feed_within(&call, &o, INLINE);
             facts.push(super::prepare::reply_fact(&call, o)?.into());
+            match out {
+                Some(s) => times.answered.push(Answered {
+                    call,
+                    route: s.route,
+                    attempt: s.attempt,
+                    sent_ms: s.at_ms,
+                    replied_ms: now_ms(),
+                }),
+                None => records.push(timing(&call, None, None, None, Some(now_ms()), None)?),
+            }
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
         }
+    }
+
+    /// Records host records of `run` (off the runtime), each its own commit:
+    /// for a drive that stops, when no fact is left to ride with.
+    async fn record_all(&self, run: &RunId, records: Vec<HostDetails>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let r = run.clone();
+        super::store::blocking(&self.inner.store, move |s| {
+            for d in records {
+                s.record_host(&r, HostRecord::now(d))?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Records that the Tool calls `calls` (durable, open) were never sent:
@@ -523,25 +745,28 @@ impl RunService {
         })
     }
 
-    /// Appends the buffered facts, numbering them, and the deadlines they
-    /// start (host records, after the facts: a deadline counts from its
-    /// durable Call); returns once every one is durable.
+    /// Appends the buffered facts, numbering them, and the host records
+    /// made with them (deadlines, timings: after the facts, in the same
+    /// commit, so a deadline counts from its durable Call and a step's
+    /// timings cost no commit of their own); returns once every one is
+    /// durable.
     ///
     /// The store's writer commits whatever is queued in one transaction, so
     /// many runs queue at once and share each commit (group commit). When
     /// it is idle, SQLite's commits this step on the calling worker at once
-    /// (one fsync, no hand-off to its thread and back: the W1 step); with a
-    /// deadline the wait happens off the async runtime (`spawn_blocking`).
+    /// (one fsync, no hand-off to its thread and back: the W1 step).
     async fn append_all(
         &self,
         run: &RunId,
         last: &mut FactRef,
         facts: &mut Vec<Appending>,
-        deadlines: Vec<HostDetails>,
+        records: &mut Vec<HostDetails>,
         writes: &Writes,
     ) -> Result<()> {
-        if facts.is_empty() && deadlines.is_empty() {
-            return Ok(());
+        if facts.is_empty() {
+            // Records with no fact to ride with (rare: a step that only
+            // dropped a reply) wait for their own commit.
+            return self.record_all(run, std::mem::take(records)).await;
         }
         let mut n = last.n;
         let batch: Vec<Appending> = facts
@@ -553,6 +778,7 @@ impl RunService {
             })
             .collect();
         let count = batch.len() as u64;
+        let records: Vec<HostRecord> = records.drain(..).map(HostRecord::now).collect();
         let (store, r) = (self.inner.store.clone(), run.clone());
         // The guard goes with the commit: a drive stopped while this commit
         // is under way lets go of its run only once it is done, so a halt
@@ -563,36 +789,19 @@ impl RunService {
         let lost = |e: &dyn std::fmt::Display| {
             Error::Unreadable(format!("the store's writer could not be reached: {e}"))
         };
-        let appended = if deadlines.is_empty() {
-            // The common step: the writer answers this task itself (or
-            // this worker commits it, the writer being idle), so no other
-            // thread waits for the commit.
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            store.append_all_then(
-                &r,
-                batch,
-                Box::new(move |res| {
-                    let _writing = (guard, committing);
-                    let _ = tx.send(res);
-                }),
-            );
-            rx.await.map_err(|e| lost(&e))??
-        } else {
-            tokio::task::spawn_blocking(move || -> Result<_> {
+        // The writer answers this task itself (or this worker commits it,
+        // the writer being idle), so no other thread waits for the commit.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        store.append_all_with_then(
+            &r,
+            batch,
+            records,
+            Box::new(move |res| {
                 let _writing = (guard, committing);
-                let a = if batch.is_empty() {
-                    Vec::new()
-                } else {
-                    store.append_all(&r, batch)?
-                };
-                for d in deadlines {
-                    store.record_host(&r, HostRecord::now(d))?;
-                }
-                Ok(a)
-            })
-            .await
-            .map_err(|e| lost(&e))??
-        };
+                let _ = tx.send(res);
+            }),
+        );
+        let appended = rx.await.map_err(|e| lost(&e))??;
         if let Some(a) = appended.last() {
             *last = FactRef {
                 n: a.n,

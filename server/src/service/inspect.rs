@@ -12,7 +12,9 @@
 //! * `rounds`: each recorded Checkpoint, the places a fork can start, with
 //!   its fact number, task, node and state (HIST-2);
 //! * `tools`: the declarations reachable from the recorded entry, by
-//!   identity and fingerprint (CLI-20).
+//!   identity and fingerprint (CLI-20);
+//! * `timeline`: each call's wall-clock span and the run's
+//!   ([`RunService::timeline`], issue 38 §3).
 
 use super::RunService;
 use crate::error::Result;
@@ -70,6 +72,9 @@ impl RunService {
             (None, false) => json!("unknown"),
         };
         v["rounds"] = Json::Array(rounds);
+        // Where the time went (issue 38 §3): what `flow history` prints
+        // durations from, locally and with `--server`.
+        v["timeline"] = serde_json::to_value(self.timeline(run)?).unwrap_or(Json::Null);
         v["tools"] = Json::Array(
             program
                 .reachable()

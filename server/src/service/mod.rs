@@ -43,6 +43,7 @@ mod prepare;
 pub mod remote;
 mod spawn;
 pub mod store;
+pub mod timeline;
 
 use crate::error::{Error, Result};
 use crate::source::Sources;
@@ -402,7 +403,18 @@ impl RunService {
     /// run goes down to that run (`nested.rs`): the [`Accepted`] run is
     /// then that outermost run.
     pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
-        self.resume_with(run, reply, None).await
+        self.resume_with(run, reply, None, None).await
+    }
+
+    /// [`RunService::resume`] by a caller the timing record names (`by`:
+    /// the answering token's tag over HTTP; issue 38 §3).
+    pub async fn resume_by(
+        &self,
+        run: &RunId,
+        reply: (String, String),
+        by: Option<String>,
+    ) -> Result<Accepted> {
+        self.resume_with(run, Some(reply), None, by).await
     }
 
     /// Continues a halted or crashed run (a resume with no reply), with
@@ -411,7 +423,7 @@ impl RunService {
     /// choice holds for the nested runs it continues too (NEST-19: their
     /// calls out at the halt are settled as any call out at a halt is).
     pub async fn continue_run(&self, run: &RunId, open: Option<OpenChoice>) -> Result<Accepted> {
-        self.resume_with(run, None, open).await
+        self.resume_with(run, None, open, None).await
     }
 
     async fn resume_with(
@@ -419,11 +431,12 @@ impl RunService {
         run: &RunId,
         reply: Option<(String, String)>,
         open: Option<OpenChoice>,
+        by: Option<String>,
     ) -> Result<Accepted> {
         self.refuse_if_stopping()?;
         let route = self.route(run, reply).await?;
         let claim = self.claim(&route.root, true).await?;
-        self.resume_routed(claim, route.reply, route.deep, open)
+        self.resume_routed(claim, route.reply, route.deep, open, by)
             .await
     }
 
@@ -434,7 +447,7 @@ impl RunService {
         claim: Claim,
         reply: Option<(String, String)>,
     ) -> Result<Accepted> {
-        self.resume_routed(claim, reply, None, None).await
+        self.resume_routed(claim, reply, None, None, None).await
     }
 
     async fn resume_routed(
@@ -443,6 +456,7 @@ impl RunService {
         reply: Option<(String, String)>,
         deep: Option<nested::DeepReply>,
         open: Option<OpenChoice>,
+        by: Option<String>,
     ) -> Result<Accepted> {
         let run = &claim.run.clone();
         let info = {
@@ -458,11 +472,21 @@ impl RunService {
         let prepare::Resumed {
             program,
             machine,
-            first,
+            mut first,
             resend,
             resumed_call,
             bound,
         } = self.prepare_resume(run, &info, reply, deep, open).await?;
+        // The person's reply's timing names who answered.
+        if let Some(by) = by {
+            for step in &mut first {
+                if let drive::Step::Host(flow_store::HostDetails::Timing(t)) = step
+                    && t.via.as_deref() == Some("person")
+                {
+                    t.by = Some(by.clone());
+                }
+            }
+        }
         self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
         let accepted = self

@@ -585,5 +585,6 @@ pub(super) fn continue_call(
             ack: None,
             open,
         }),
+        attempt: 1,
     })
 }

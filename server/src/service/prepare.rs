@@ -22,7 +22,7 @@ use flow_store::{
     OpenCallDecision, RunId, RunInfo,
 };
 use serde_json::{Map, Value as Json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A run's Start fact.
@@ -117,6 +117,9 @@ pub(super) struct Crashed {
     pub unsent: BTreeSet<String>,
     /// The run was halted at its head (no host restarted).
     pub halted: bool,
+    /// How many times each call was sent again already (its attempt is
+    /// one more than that, plus one).
+    pub resent: BTreeMap<String, u32>,
 }
 
 /// The host's decision for the calls out when a run was halted or its
@@ -290,6 +293,7 @@ impl RunService {
                     tool: c.tool.clone(),
                     args: args_of(&c),
                     nested: None,
+                    attempt: 1,
                 });
             }
         }
@@ -351,7 +355,13 @@ impl RunService {
                 let more = machine
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
-                first.extend(steps(machine.settle(more)));
+                let when =
+                    super::drive::timing(call, None, None, None, Some(now), Some("timeout"))?;
+                let more = steps(machine.settle(more));
+                // The Timeout Reply comes first among them; its timing
+                // rides with it.
+                first.extend(more);
+                first.push(Step::Host(when));
             }
         }
         let open = machine.open_calls();
@@ -359,6 +369,7 @@ impl RunService {
         let mut crashed = Crashed {
             unsent: unsent_calls(&records),
             halted: halted_at(&records, head),
+            resent: resent_calls(&records),
             ..Crashed::default()
         };
         let answered = reply
@@ -376,6 +387,14 @@ impl RunService {
         if let Some((call, text)) = &reply {
             let outcome = admit(run, &program, &machine, call, text)?;
             first.push(Step::Fact(reply_fact(call, outcome.clone())?));
+            first.push(Step::Host(super::drive::timing(
+                call,
+                None,
+                None,
+                None,
+                Some(super::deadlines::now_ms()),
+                Some("person"),
+            )?));
             let more = machine
                 .feed(call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -426,6 +445,7 @@ impl RunService {
                         tool: c.tool.clone(),
                         args: args_of(&c),
                         nested: Some(NestedCall::start(m.to_string())),
+                        attempt: 1,
                     }),
                     (None, _) => crashed.calls.push(c),
                 }
@@ -496,16 +516,29 @@ impl RunService {
                 chosen: open.filter(|_| !unsent && !queued).map(Choice::from),
             });
             if sending {
+                let attempt = match decision {
+                    Decision::Resend => crashed.resent.get(&c.call).copied().unwrap_or(0) + 2,
+                    _ => 1,
+                };
                 resend.push(ToDispatch {
                     call: c.call.clone(),
                     tool: c.tool.clone(),
                     args: args_of(&c),
                     nested: None,
+                    attempt,
                 });
                 continue;
             }
             let outcome = Outcome::Unknown(left.into());
             first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
+            first.push(Step::Host(super::drive::timing(
+                &c.call,
+                None,
+                None,
+                None,
+                Some(super::deadlines::now_ms()),
+                Some("settled"),
+            )?));
             let more = machine
                 .feed(&c.call, &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
@@ -687,6 +720,19 @@ pub fn unsent(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeSet<Str
 
 /// The calls whose latest open-call decision is that a draining drive
 /// never sent them.
+/// How many times each call was sent again (open-call-decision `resend`).
+fn resent_calls(records: &[flow_store::HostRecordRow]) -> BTreeMap<String, u32> {
+    let mut n = BTreeMap::new();
+    for r in records {
+        if let HostDetails::OpenCall(d) = &r.details
+            && d.decision == Decision::Resend
+        {
+            *n.entry(d.call.as_str().to_string()).or_insert(0) += 1;
+        }
+    }
+    n
+}
+
 fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<String> {
     let mut latest = std::collections::BTreeMap::new();
     for r in records {

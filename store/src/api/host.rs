@@ -25,6 +25,8 @@ pub enum HostRecordKind {
     Retry,
     Timeout,
     StorageFailure,
+    Timing,
+    Stderr,
 }
 
 impl HostRecordKind {
@@ -38,6 +40,8 @@ impl HostRecordKind {
             HostRecordKind::Retry => "retry",
             HostRecordKind::Timeout => "timeout",
             HostRecordKind::StorageFailure => "storage-failure",
+            HostRecordKind::Timing => "timing",
+            HostRecordKind::Stderr => "stderr",
         }
     }
 
@@ -51,6 +55,8 @@ impl HostRecordKind {
             "retry" => HostRecordKind::Retry,
             "timeout" => HostRecordKind::Timeout,
             "storage-failure" => HostRecordKind::StorageFailure,
+            "timing" => HostRecordKind::Timing,
+            "stderr" => HostRecordKind::Stderr,
             _ => return None,
         })
     }
@@ -79,11 +85,55 @@ pub enum HostDetails {
     OpenCall(OpenCallDecision),
     /// A call's deadline, unix milliseconds (`timeout_ms` of its node).
     Timeout { call: CallId, due_ms: i64 },
+    /// When a call went out and to what, and when its Reply was admitted
+    /// (issue 38 §3). Kind `timing`.
+    Timing(CallTiming),
+    /// Many calls' times in one record: the drive's steady state, where a
+    /// record per step would cost each step a row (issue 38 §3: the W1
+    /// step must not get slower by more than 5 %). Each has `route`,
+    /// `attempt`, `sent_ms` and `replied_ms`. Kind `timing`.
+    Timings(Vec<CallTiming>),
+    /// The end of a Tool process's stderr (at most [`STDERR_MAX`] bytes)
+    /// when it ended before answering `call`, or failed describe (no
+    /// call). Kind `stderr`.
+    Stderr {
+        call: Option<CallId>,
+        tool: String,
+        text: String,
+    },
     /// A record in a shape this host does not write: kept as it is.
     Other {
         kind: HostRecordKind,
         details: Value,
     },
+}
+
+/// Most bytes of a Tool's stderr a [`HostDetails::Stderr`] keeps (its end).
+pub const STDERR_MAX: usize = 8 * 1024;
+
+/// One call's wall-clock times, unix milliseconds. A record carries what
+/// its writer knew: calls a Tool answered within the drive that sent them
+/// go, with both times, into a [`HostDetails::Timings`] record of many,
+/// committed with a later step's facts; a call still out when the drive
+/// stopped gets one with `sent_ms` only, and its Reply later one with
+/// `replied_ms` only (a person's answer, a timeout, a settled Unknown).
+/// Readers take the latest of each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallTiming {
+    pub call: CallId,
+    /// What served it: `process` (a Tool process), `mcp` (an MCP server),
+    /// `worker` (a remote worker), `nested` (a nested run), `person` (a
+    /// resume), `clock` (`std/clock#sleep`), `memory`, `host`.
+    pub route: Option<String>,
+    /// 1 for the first send, 2 for the first resend after a crash or halt.
+    pub attempt: Option<u32>,
+    pub sent_ms: Option<i64>,
+    pub replied_ms: Option<i64>,
+    /// How the Reply came when not from `route`: `person`, `timeout`,
+    /// `settled` (Unknown at a resume).
+    pub via: Option<String>,
+    /// The token name of the person who answered (absent without tokens).
+    pub by: Option<String>,
 }
 
 /// Who halted a run, and why.
@@ -192,6 +242,8 @@ impl HostDetails {
             HostDetails::Pause { .. } => HostRecordKind::Pause,
             HostDetails::OpenCall(_) => HostRecordKind::OpenCallDecision,
             HostDetails::Timeout { .. } => HostRecordKind::Timeout,
+            HostDetails::Timing(_) | HostDetails::Timings(_) => HostRecordKind::Timing,
+            HostDetails::Stderr { .. } => HostRecordKind::Stderr,
             HostDetails::Other { kind, .. } => *kind,
         }
     }
@@ -244,6 +296,50 @@ impl HostDetails {
             HostDetails::Timeout { call, due_ms } => {
                 put("call", s(call.as_str()));
                 put("due_ms", Value::from(*due_ms));
+            }
+            HostDetails::Timing(t) => {
+                put("call", s(t.call.as_str()));
+                if let Some(r) = &t.route {
+                    put("route", s(r));
+                }
+                if let Some(a) = t.attempt {
+                    put("attempt", Value::from(a));
+                }
+                if let Some(ms) = t.sent_ms {
+                    put("sent_ms", Value::from(ms));
+                }
+                if let Some(ms) = t.replied_ms {
+                    put("replied_ms", Value::from(ms));
+                }
+                if let Some(v) = &t.via {
+                    put("via", s(v));
+                }
+                if let Some(b) = &t.by {
+                    put("by", s(b));
+                }
+            }
+            HostDetails::Timings(ts) => put(
+                "calls",
+                Value::Array(
+                    ts.iter()
+                        .map(|t| {
+                            Value::Array(vec![
+                                s(t.call.as_str()),
+                                s(t.route.as_deref().unwrap_or_default()),
+                                Value::from(t.attempt.unwrap_or_default()),
+                                Value::from(t.sent_ms.unwrap_or_default()),
+                                Value::from(t.replied_ms.unwrap_or_default()),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            HostDetails::Stderr { call, tool, text } => {
+                if let Some(c) = call {
+                    put("call", s(c.as_str()));
+                }
+                put("tool", s(tool));
+                put("text", s(text));
             }
             HostDetails::Other { details, .. } => return details.clone(),
         }
@@ -315,6 +411,50 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
             call: call("call")?,
             due_ms: m.get("due_ms")?.as_i64()?,
         },
+        HostRecordKind::Timing if m.contains_key("calls") => HostDetails::Timings(
+            m.get("calls")?
+                .as_array()?
+                .iter()
+                .map(|e| {
+                    let a = e.as_array().filter(|a| a.len() == 5)?;
+                    Some(CallTiming {
+                        call: CallId::parse(a[0].as_str()?).ok()?,
+                        route: Some(a[1].as_str()?.to_string()),
+                        attempt: Some(u32::try_from(a[2].as_u64()?).ok()?),
+                        sent_ms: Some(a[3].as_i64()?),
+                        replied_ms: Some(a[4].as_i64()?),
+                        via: None,
+                        by: None,
+                    })
+                })
+                .collect::<Option<_>>()?,
+        ),
+        HostRecordKind::Timing => {
+            let ms = |k: &str| match m.get(k) {
+                None => Some(None),
+                Some(v) => v.as_i64().map(Some),
+            };
+            HostDetails::Timing(CallTiming {
+                call: call("call")?,
+                route: text("route").map(str::to_string),
+                attempt: match m.get("attempt") {
+                    None => None,
+                    Some(a) => Some(u32::try_from(a.as_u64()?).ok()?),
+                },
+                sent_ms: ms("sent_ms")?,
+                replied_ms: ms("replied_ms")?,
+                via: text("via").map(str::to_string),
+                by: text("by").map(str::to_string),
+            })
+        }
+        HostRecordKind::Stderr => HostDetails::Stderr {
+            call: match text("call") {
+                None => None,
+                Some(c) => Some(CallId::parse(c).ok()?),
+            },
+            tool: text("tool")?.to_string(),
+            text: text("text")?.to_string(),
+        },
         _ => return None,
     })
 }
@@ -370,6 +510,30 @@ mod tests {
                 HostRecordKind::Timeout,
                 json!({"call": "c1:root#1", "due_ms": 1_700_000_000_000i64}),
             ),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#1", "route": "process", "attempt": 1, "sent_ms": 1_700_000_000_000i64, "replied_ms": 1_700_000_000_040i64}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#2", "route": "person", "sent_ms": 1_700_000_000_000i64}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#2", "replied_ms": 1_700_000_009_000i64, "via": "person", "by": "ann"}),
+            ),
+            (
+                HostRecordKind::Stderr,
+                json!({"call": "c1:root#1", "tool": "crash", "text": "Traceback…"}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "process", 1, 1_700_000_000_000i64, 1_700_000_000_004i64], ["c1:root/a#1", "mcp", 2, 5, 9]]}),
+            ),
+            (
+                HostRecordKind::Stderr,
+                json!({"tool": "boom", "text": "ImportError"}),
+            ),
         ];
         for (kind, v) in cases {
             let d = HostDetails::from_json(kind, v.clone());
@@ -394,6 +558,19 @@ mod tests {
                 json!({"call": "nope", "decision": "send", "reason": "x"}),
             ),
             (HostRecordKind::Approval, json!({"who": "ann"})),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#1", "sent_ms": 1.5}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#1", "attempt": -1}),
+            ),
+            (HostRecordKind::Stderr, json!({"call": "c1:root#1"})),
+            (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "process", 1, 5]]}),
+            ),
             (HostRecordKind::Halt, json!([1, 2])),
         ];
         for (kind, v) in cases {

@@ -291,6 +291,20 @@ pub trait AppendFacts {
     fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
         done(self.append_all(run, facts))
     }
+    /// [`AppendFacts::append_all_then`] with host records that ride in the
+    /// same commit, after the facts (each record's head is the last of
+    /// them): a step's timings cost no commit of their own (issue 38 §3).
+    /// A refused record changes nothing else and is not reported: `done`
+    /// answers for the facts, and is called at once when there are none
+    /// (the records then commit on their own; a caller that must wait for
+    /// them uses [`HostRecords::record_host`]).
+    fn append_all_with_then(
+        &self,
+        run: &RunId,
+        facts: Vec<Appending>,
+        records: Vec<HostRecord>,
+        done: AppendDone,
+    );
 }
 
 /// What a queued append is answered with (see [`AppendFacts::append_all_then`]).

@@ -293,3 +293,62 @@ pub(super) fn children_by_index<B: Backend + Sync>(
     }
     Ok(())
 }
+
+/// Host records given with a step's facts commit with them, after them:
+/// each record's head is the step's last fact, and a timing record
+/// changes no run state (issue 38 §3).
+pub(super) fn host_records_ride_with_facts<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    _: &Path,
+) -> Result<(), String> {
+    let s = new();
+    let (run, n) = seed_run(&s, 1).map_err(e)?;
+    let timing = HostDetails::Timing(CallTiming {
+        call: root_call(9),
+        route: Some("process".into()),
+        attempt: Some(1),
+        sent_ms: Some(10),
+        replied_ms: Some(20),
+        via: None,
+        by: None,
+    });
+    let stderr = HostDetails::Stderr {
+        call: Some(root_call(9)),
+        tool: "crash".into(),
+        text: "Traceback (most recent call last):\n".into(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.append_all_with_then(
+        &run,
+        vec![call_fact(n + 1, 9, json!({})).into()],
+        vec![
+            HostRecord {
+                at_ms: Some(21),
+                details: timing.clone(),
+            },
+            HostRecord::now(stderr.clone()),
+        ],
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    let a = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(e)?
+        .map_err(e)?;
+    ensure!(a.len() == 1 && a[0].n == n + 1, "appended {a:?}");
+    let rows = s.host_records(&run).map_err(e)?;
+    let got: Vec<_> = rows.iter().map(|r| &r.details).collect();
+    ensure!(got == vec![&timing, &stderr], "records {rows:?}");
+    ensure!(
+        rows.iter()
+            .all(|r| r.head.n == a[0].n && r.head.hash == a[0].hash),
+        "each record's head is the step's last fact: {rows:?}"
+    );
+    ensure!(rows[0].at_ms == 21, "the caller's clock is kept");
+    ensure!(
+        s.run_info(&run).map_err(e)?.state == RunState::Running,
+        "a timing record changes no state"
+    );
+    Ok(())
+}

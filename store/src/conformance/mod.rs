@@ -66,6 +66,10 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
             "host_records_and_decisions",
             host_records_and_decisions::<B>,
         ),
+        (
+            "host_records_ride_with_facts",
+            host_records_ride_with_facts::<B>,
+        ),
         ("children_by_index", children_by_index::<B>),
         ("live_tail", live_tail::<B>),
         ("history_pages", history_pages::<B>),

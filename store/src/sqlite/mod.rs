@@ -331,18 +331,37 @@ impl AppendFacts for SqliteStore {
         wait_for(|done| self.append_all_then(run, facts, done))
     }
 
-    /// One command holding every fact, so the writer takes them into one
-    /// batch: one transaction and one fsync for the lot.
     fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
+        self.append_all_with_then(run, facts, Vec::new(), done)
+    }
+
+    /// One command holding every fact and record, so the writer takes them
+    /// into one batch: one transaction and one fsync for the lot.
+    fn append_all_with_then(
+        &self,
+        run: &RunId,
+        facts: Vec<Appending>,
+        records: Vec<HostRecord>,
+        done: AppendDone,
+    ) {
         let at_ms = now_ms();
-        let cmd =
-            writer::Command::Many(queued(facts, done, |fact, reply| writer::Command::Append {
+        let mut cmds = queued(facts, done, |fact, reply| writer::Command::Append {
+            run: run.clone(),
+            fact,
+            at_ms,
+            reply,
+        });
+        for record in records {
+            // Nobody waits for a record's own answer (see the trait).
+            let (reply, _) = std::sync::mpsc::sync_channel(1);
+            cmds.push(writer::Command::Host {
                 run: run.clone(),
-                fact,
-                at_ms,
+                at_ms: record.at_ms.unwrap_or(at_ms),
+                record,
                 reply,
-            }));
-        self.inner.committer.submit(cmd);
+            });
+        }
+        self.inner.committer.submit(writer::Command::Many(cmds));
     }
 }
 

@@ -37,6 +37,8 @@ pub(super) enum LiveEvent {
 }
 
 pub(super) struct Actor {
+    /// Stderr tails of calls the process ended without answering.
+    pub(super) crashed: super::Crashed,
     pub(super) dialect: Dialect,
     /// MCP request id → the open call it carries.
     pub(super) mcp_ids: HashMap<String, Key>,

@@ -264,6 +264,22 @@ impl Actor {
         live.tasks.abort_all();
         self.mcp_ids.clear();
         let open = self.pending.len();
+        // Kept before the calls are answered, so whoever gets an answer
+        // finds the process's last words (issue 38 §4).
+        let tail = if open > 0 {
+            live.stderr.ended(self.options.stop_grace).await
+        } else {
+            None
+        };
+        if let Some(t) = &tail {
+            let mut c = self.crashed.lock().unwrap_or_else(|p| p.into_inner());
+            for key in self.pending.keys() {
+                if c.len() >= super::CRASHED_MAX {
+                    c.pop_front();
+                }
+                c.push_back((key.clone(), t.clone()));
+            }
+        }
         for (_, p) in self.pending.drain() {
             let outcome = if p.written.load(Ordering::Acquire) {
                 Outcome::Unknown(format!("{reason} after the call was sent to it"))
@@ -273,7 +289,7 @@ impl Actor {
             let _ = p.tx.send(outcome);
         }
         if open > 0 {
-            let stderr = live.stderr.text().unwrap_or_default();
+            let stderr = tail.unwrap_or_default();
             tracing::warn!(tool.process = %self.label, open.calls = open, tool.stderr = %stderr, "process ended: {status}");
         } else {
             tracing::debug!(tool.process = %self.label, "process ended: {status}");

@@ -139,7 +139,17 @@ pub struct ProcessHandle {
     tx: mpsc::UnboundedSender<Command>,
     decls: Arc<Declarations>,
     label: Arc<str>,
+    mcp: bool,
+    crashed: Crashed,
 }
+
+/// The end of a process's stderr for each call it ended without answering
+/// (`(run, call)` → text), kept until the caller takes it (issue 38 §4);
+/// at most [`CRASHED_MAX`] entries, the oldest forgotten first.
+pub type Crashed = Arc<std::sync::Mutex<std::collections::VecDeque<(Key, String)>>>;
+
+/// Most stderr tails a process keeps for calls nobody asked about yet.
+pub const CRASHED_MAX: usize = 64;
 
 impl std::fmt::Debug for ProcessHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,7 +177,9 @@ impl ProcessHandle {
             Launch::Command(_) => Dialect::Flow,
             Launch::Mcp(_) => Dialect::Mcp,
         };
+        let crashed = Crashed::default();
         let mut actor = Actor {
+            crashed: crashed.clone(),
             dialect,
             mcp_ids: HashMap::new(),
             binding: binding.clone(),
@@ -198,7 +210,13 @@ impl ProcessHandle {
             });
         }
         tokio::spawn(actor.run());
-        Ok(ProcessHandle { tx, decls, label })
+        Ok(ProcessHandle {
+            tx,
+            decls,
+            label,
+            mcp: dialect == Dialect::Mcp,
+            crashed,
+        })
     }
 
     /// Sends one call and waits for its admitted outcome. Dropping the
@@ -250,6 +268,19 @@ impl ProcessHandle {
     /// The declarations this process answers.
     pub fn declarations(&self) -> &Declarations {
         &self.decls
+    }
+
+    /// `mcp` for an MCP server, `process` for a Tool process.
+    pub fn kind(&self) -> &'static str {
+        if self.mcp { "mcp" } else { "process" }
+    }
+
+    /// The end of the process's stderr when it ended before answering
+    /// `(run, call)`, once (taken).
+    pub fn take_stderr(&self, run: &str, call: &str) -> Option<String> {
+        let mut c = self.crashed.lock().unwrap_or_else(|p| p.into_inner());
+        let i = c.iter().position(|((r, k), _)| r == run && k == call)?;
+        c.remove(i).map(|(_, t)| t)
     }
 
     /// The command, for logs.
