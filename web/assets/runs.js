@@ -111,7 +111,7 @@ export function mount(root, params) {
       h('table', {class: 'runs'},
         h('caption', {class: 'sr-only'}, 'Runs, newest first'),
         h('thead', {}, h('tr', {},
-          ['Run', 'Flow', 'State', 'Entry', 'Started', 'Last fact', 'Lineage'].map((c) => h('th', {scope: 'col'}, c)))),
+          ['Run', 'Flow', 'State', 'Entry', 'Started', 'Took', 'Last fact', 'Lineage'].map((c) => h('th', {scope: 'col'}, c)))),
         tbody)),
     h('p', {class: 'more'}, more));
 
@@ -184,6 +184,19 @@ export function mount(root, params) {
     }
   }
 
+  /** How long a run took from Start to its last change (its End, once it
+   * ended), as `flow runs` writes it: `850ms`, `12.3s`, `4m05s`, `2h03m`,
+   * `3d04h`. */
+  function duration(r) {
+    const ms = Math.max(0, r.updatedMs - r.createdMs);
+    const s = Math.floor(ms / 1000);
+    if (ms < 1000) return `${ms}ms`;
+    if (ms < 60_000) return `${s}.${Math.floor((ms % 1000) / 100)}s`;
+    if (ms < 3_600_000) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+    if (ms < 86_400_000) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+    return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3600)).padStart(2, '0')}h`;
+  }
+
   function rowEl(r) {
     const lineage = [];
     if (r.parent) lineage.push(h('a', {href: `#/run/${r.parent.run}`, title: r.parent.run}, `fork of ${shortRun(r.parent.run)} @${r.parent.checkpoint}`));
@@ -195,6 +208,7 @@ export function mount(root, params) {
       h('td', {}, stateBadge(r.state)),
       h('td', {class: 'mono'}, r.entry ? `${r.entry.module}#${r.entry.function}` : ''),
       h('td', {}, h('time', {datetime: new Date(r.createdMs).toISOString()}, time(r.createdMs))),
+      h('td', {class: 'nowrap duration', title: 'from Start to its last change (its End, once it ended)'}, duration(r)),
       h('td', {class: 'mono nowrap'}, r.lastFact ? `${r.lastFact.n} · ${shortHash(r.lastFact.hash)}` : ''),
       h('td', {}, lineage.length ? lineage : '—'));
   }

@@ -487,6 +487,11 @@ test('the runs list: newest first, filters, lineage, and live — a run the CLI 
   // Filters: state, flow, run id prefix.
   await page.locator('#f-state').selectOption('completed');
   await until(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-run')) === triageRun, {what: 'completed only'});
+  // How long it took, Start to End, as `flow runs` writes it.
+  const view = await api(A.base, `/v1/runs/${triageRun}`);
+  const took = await rows.first().locator('td.duration').textContent();
+  assert.match(took, /^(\d+ms|\d+\.\ds|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh)$/);
+  assert.ok(view.updatedMs > view.createdMs, 'a run that paused for a person took time');
   await page.locator('#f-state').selectOption('');
   await page.locator('#f-flow').selectOption('review-flow');
   await until(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-run')) === cliRun, {what: 'one flow'});

@@ -16,6 +16,7 @@
 //!   hides (HIST-4); `--summary` bounds the text to the run's state, its
 //!   pending calls and the next inspection commands (HIST-5).
 
+use super::query::duration;
 use super::{Global, open_existing, out_text, run_id, service};
 use crate::error::{Error, Result};
 use flow_store::HistoryQuery;
@@ -257,16 +258,5 @@ fn calls(timeline: &Json) {
                 out!("          {line}");
             }
         }
-    }
-}
-
-/// A duration as people read it: `840 ms`, `1.250 s`, `2 min 05 s`.
-pub(super) fn duration(ms: i64) -> String {
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms < 60_000 {
-        format!("{}.{:03} s", ms / 1000, ms % 1000)
-    } else {
-        format!("{} min {:02} s", ms / 60_000, (ms % 60_000) / 1000)
     }
 }
