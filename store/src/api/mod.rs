@@ -278,7 +278,9 @@ pub trait AppendFacts {
     /// them in one transaction (one fsync for a run's step: DESIGN §6 "a
     /// sequential run pays one fsync per step"); each is durable when this
     /// returns. On an error, the facts before the failing one may be stored.
-    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>>;
+    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
+        crate::prepare::wait_for(|done| self.append_all_then(run, facts, done))
+    }
     /// [`AppendFacts::append_all`] without waiting for another thread: one
     /// commit takes the facts; `done` gets what `append_all` would return
     /// once each is durable. A backend may commit them on the caller's own
@@ -289,7 +291,7 @@ pub trait AppendFacts {
     /// the writer held, so it must only hand the result on (a channel
     /// send), and an async caller needs no thread of its own to wait.
     fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
-        done(self.append_all(run, facts))
+        self.append_all_with_then(run, facts, Vec::new(), done)
     }
     /// [`AppendFacts::append_all_then`] with host records that ride in the
     /// same commit, after the facts (each record's head is the last of

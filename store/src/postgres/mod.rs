@@ -47,7 +47,7 @@ pub use connect::schema_version;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::{queued, wait_for};
+use crate::prepare::queued;
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -309,14 +309,6 @@ impl AppendFacts for PostgresStore {
             at_ms: now_ms(),
             reply: crate::prepare::sync_reply(reply),
         })
-    }
-
-    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
-        wait_for(|done| self.append_all_then(run, facts, done))
-    }
-
-    fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
-        self.append_all_with_then(run, facts, Vec::new(), done)
     }
 
     /// One command holding every fact and record, so the writer takes them

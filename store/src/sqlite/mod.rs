@@ -27,7 +27,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
-use crate::prepare::{queued, sync_reply, wait_for};
+use crate::prepare::{queued, sync_reply};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -325,14 +325,6 @@ impl AppendFacts for SqliteStore {
             at_ms: now_ms(),
             reply: sync_reply(reply),
         })
-    }
-
-    fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
-        wait_for(|done| self.append_all_then(run, facts, done))
-    }
-
-    fn append_all_then(&self, run: &RunId, facts: Vec<Appending>, done: AppendDone) {
-        self.append_all_with_then(run, facts, Vec::new(), done)
     }
 
     /// One command holding every fact and record, so the writer takes them
