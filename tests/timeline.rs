@@ -333,6 +333,29 @@ async fn parallel_calls_are_timed_on_postgres() {
     for c in calls {
         assert!(head >= c["replyFact"].as_u64().unwrap(), "{head} {c}");
     }
+    // /metrics has the same two calls' latency, by Tool and route (issue
+    // 38 §5), each at least the Tool's sleep.
+    let text = c
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let tool = calls[0]["tool"].as_str().unwrap();
+    let count = format!("flowd_call_duration_seconds_count{{tool=\"{tool}\",route=\"process\"}} 2");
+    assert!(text.lines().any(|l| l == count), "{count} in\n{text}");
+    let sum: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "flowd_call_duration_seconds_sum{{tool=\"{tool}\",route=\"process\"}} "
+            ))
+        })
+        .and_then(|v| v.parse().ok())
+        .expect("a latency sum");
+    assert!(sum * 1000.0 >= 2.0 * SLEEP_MS as f64, "{sum}");
 }
 
 /// A pause, answered by a person over HTTP with a token: the call is out

@@ -4,7 +4,7 @@
 //! the run service's drive counts.
 
 use super::AppState;
-use crate::service::RunService;
+use crate::service::{CallLabel, RunService};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -69,6 +69,7 @@ struct Drives {
     active: u64,
     leases: u64,
     commit: Histogram,
+    calls: Family<CallLabel, Histogram, fn() -> Histogram>,
 }
 
 /// Registers `metric` under `name`. Help texts have no final period: the
@@ -111,6 +112,7 @@ impl Metrics {
             active: service.active_drives() as u64,
             leases: service.leases_held() as u64,
             commit: stats.commit.clone(),
+            calls: stats.calls.clone(),
         };
         self.encode(runs, &drives)
     }
@@ -172,6 +174,12 @@ impl Metrics {
             "flowd_step_commit_seconds",
             "Time from a drive handing its facts to the store to their commit being durable",
             drives.commit.clone(),
+        );
+        add(
+            &mut r,
+            "flowd_call_duration_seconds",
+            "Time from a call being sent to its reply, by Tool and by what served it",
+            drives.calls.clone(),
         );
         add(
             &mut r,
@@ -252,12 +260,14 @@ mod tests {
         m.resume_latency.observe(0.004);
         let stats = crate::service::Stats::default();
         stats.commit.observe(0.0003);
+        stats.call_took("calc.json#add", "process", 3);
         let drives = Drives {
             facts: 3,
             ended: [("completed", 1), ("faulted", 0), ("paused", 0)],
             active: 1,
             leases: 2,
             commit: stats.commit.clone(),
+            calls: stats.calls.clone(),
         };
         let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
         for line in [
@@ -281,6 +291,9 @@ mod tests {
             "flowd_http_request_duration_seconds_bucket{le=\"+Inf\"} 1",
             "flowd_http_request_duration_seconds_count 1",
             "flowd_leases_held 2",
+            "# TYPE flowd_call_duration_seconds histogram",
+            "flowd_call_duration_seconds_bucket{tool=\"calc.json#add\",route=\"process\",le=\"0.0025\"} 0",
+            "flowd_call_duration_seconds_bucket{tool=\"calc.json#add\",route=\"process\",le=\"0.005\"} 1",
             "# TYPE flowd_step_commit_seconds histogram",
             "flowd_step_commit_seconds_bucket{le=\"0.00025\"} 0",
             "flowd_step_commit_seconds_bucket{le=\"0.0005\"} 1",

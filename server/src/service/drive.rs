@@ -656,13 +656,19 @@ impl RunService {
             let more = machine.feed_within(&call, &o, INLINE);
             facts.push(super::prepare::reply_fact(&call, o)?.into());
             match out {
-                Some(s) => times.answered.push(Answered {
-                    call,
-                    route: s.route,
-                    attempt: s.attempt,
-                    sent_ms: s.at_ms,
-                    replied_ms: now_ms(),
-                }),
+                Some(s) => {
+                    let replied_ms = now_ms();
+                    self.inner
+                        .stats
+                        .call_took(&s.tool, s.route, replied_ms - s.at_ms);
+                    times.answered.push(Answered {
+                        call,
+                        route: s.route,
+                        attempt: s.attempt,
+                        sent_ms: s.at_ms,
+                        replied_ms,
+                    })
+                }
                 None => records.push(timing(&call, None, None, None, Some(now_ms()), None)?),
             }
             effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);

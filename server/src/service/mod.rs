@@ -68,8 +68,8 @@ pub use inbox::{InboxCall, InboxCursor, InboxPage, InboxQuery, InboxSort};
 pub use lease::LeaseOptions;
 pub use nested::nested_runs;
 pub use outcome::{
-    Accepted, Acknowledging, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult, Stats,
-    new_run_id, record_start,
+    Accepted, Acknowledging, CallLabel, Gate, Outcome, PendingCall, Progress, RunEvent, RunResult,
+    Stats, new_run_id, record_start,
 };
 pub use pending::{Waits, waiting};
 pub use prepare::{OpenChoice, unsent};

@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::source::Sources;
 use flow_engine::machine::{Ending, Machine, OpenCall};
 use flow_store::{FactRef, RunId};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -208,7 +210,27 @@ pub struct Stats {
     /// Seconds from a drive handing its facts to the store to their
     /// commit being durable (a step's commit latency, group commits
     /// included).
-    pub commit: prometheus_client::metrics::histogram::Histogram,
+    pub commit: Histogram,
+    /// Seconds from a call being sent to its reply, by Tool and by what
+    /// served it (`process`, `mcp`, `worker`, `nested`, …).
+    pub calls: Family<CallLabel, Histogram, fn() -> Histogram>,
+}
+
+/// A call latency's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct CallLabel {
+    pub tool: String,
+    pub route: &'static str,
+}
+
+/// Call latency buckets (seconds): a Rust Tool answers in well under a
+/// millisecond, a model call in seconds, a worker's call in between.
+const CALL_BUCKETS: [f64; 12] = [
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
+];
+
+fn call_histogram() -> Histogram {
+    Histogram::new(CALL_BUCKETS)
 }
 
 /// Commit latency buckets (seconds): a step's commit is one fsync on a
@@ -226,8 +248,22 @@ impl Default for Stats {
             completed: AtomicU64::default(),
             faulted: AtomicU64::default(),
             paused: AtomicU64::default(),
-            commit: prometheus_client::metrics::histogram::Histogram::new(COMMIT_BUCKETS),
+            commit: Histogram::new(COMMIT_BUCKETS),
+            calls: Family::new_with_constructor(call_histogram),
         }
+    }
+}
+
+impl Stats {
+    /// Counts a call answered `ms` after it was sent.
+    pub fn call_took(&self, tool: &str, route: &'static str, ms: i64) {
+        let label = CallLabel {
+            tool: tool.to_string(),
+            route,
+        };
+        self.calls
+            .get_or_create(&label)
+            .observe(ms.max(0) as f64 / 1000.0);
     }
 }
 
