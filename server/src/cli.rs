@@ -628,7 +628,7 @@ fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> 
         RunResult::Faulted { run, why } => {
             eprintln!("{run} faulted: {why}");
             if let Ok(t) = service.timeline(run) {
-                print_fault(&serde_json::to_value(&t.fault).unwrap_or_default());
+                print_fault(t.fault.as_ref());
             }
         }
         RunResult::Paused { run, open } => {
@@ -654,24 +654,23 @@ fn show_result(g: &Global, service: &RunService, r: &RunResult, allow: bool) -> 
 /// the failing call's node, call id, Tool, outcome and reason, and the end
 /// of its Tool's stderr when the process ended before answering. The same
 /// locally and with `--server`.
-pub(crate) fn print_fault(fault: &serde_json::Value) {
-    let c = &fault["call"];
-    if c.is_null() {
+pub(crate) fn print_fault(fault: Option<&crate::service::timeline::Fault>) {
+    let Some(c) = fault.and_then(|f| f.call.as_ref()) else {
         return;
-    }
-    let text = |k: &str| c[k].as_str().unwrap_or("-").to_string();
+    };
+    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     eprintln!(
         "  failed at node {}: call {} to {} answered {}{}",
-        text("node"),
-        text("call"),
-        text("tool"),
-        text("outcome"),
-        c["reason"]
-            .as_str()
+        c.node,
+        c.call,
+        c.tool,
+        text(&c.outcome),
+        c.reason
+            .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default()
     );
-    if let Some(stderr) = c["stderr"].as_str() {
+    if let Some(stderr) = &c.stderr {
         eprintln!("  the end of its stderr:");
         for line in stderr.lines() {
             eprintln!("    {line}");

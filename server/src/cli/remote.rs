@@ -579,8 +579,10 @@ async fn show(g: &Global, c: &Client, mut v: Json) -> Result<u8> {
         _ => {
             eprintln!("{run} faulted: {}", v["fault"].as_str().unwrap_or_default());
             // Pinpointed as a local run is (issue 38 §4).
-            if let Ok(t) = c.get(&format!("/v1/runs/{run}/timeline")).await {
-                super::print_fault(&t["fault"]);
+            if let Ok(t) = c.get(&format!("/v1/runs/{run}/timeline")).await
+                && let Ok(t) = serde_json::from_value::<crate::service::timeline::Timeline>(t)
+            {
+                super::print_fault(t.fault.as_ref());
             }
         }
     }

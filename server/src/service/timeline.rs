@@ -13,12 +13,12 @@ use super::RunService;
 use crate::error::Result;
 use flow_abi::fact::Fact;
 use flow_store::{HostDetails, RunId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// A run's timeline.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeline {
     pub run: String,
@@ -37,7 +37,7 @@ pub struct Timeline {
 /// A faulted run's failure, pinpointed: the End's reason, and the last
 /// call whose Reply was not Ok before it (its node, Tool, outcome, reason
 /// and stderr), when there is one.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fault {
     /// The End's fault text.
@@ -48,7 +48,7 @@ pub struct Fault {
 }
 
 /// One call's span.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CallSpan {
     pub call: String,
@@ -81,7 +81,7 @@ pub struct CallSpan {
 
 /// A pause: when, with which calls open, and when and by whom it was
 /// answered.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PauseSpan {
     pub paused_ms: i64,
