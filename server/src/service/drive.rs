@@ -10,6 +10,9 @@
 use super::calls::Calls;
 use super::nested::{Answer, NestedCall};
 use super::store::Store;
+use super::times::{
+    Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
+};
 use super::{RunResult, RunService, new_run_id};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, SLEEP};
@@ -17,9 +20,7 @@ use crate::source::Sources;
 use flow_abi::fact::Fact;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
-use flow_store::{
-    Appending, CallTiming, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId,
-};
+use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
 use flow_tools::outcome::CallRequest;
 use futures_util::future::{AbortHandle, Abortable, Aborted};
 use serde_json::{Map, Value as Json};
@@ -55,122 +56,6 @@ pub(super) struct ToDispatch {
     pub nested: Option<NestedCall>,
     /// 1 for the first send; a resend after a crash or halt counts on.
     pub attempt: u32,
-}
-
-/// A call out: when it went, to what, which attempt (its timing record's
-/// first half, written with its Reply).
-struct Sent {
-    tool: String,
-    at_ms: i64,
-    route: &'static str,
-    attempt: u32,
-}
-
-/// Calls answered since the last timings record: the drive writes their
-/// times together, at most this many or this old (ms), and whatever is
-/// left when it stops, so a steady step costs no row of its own (issue 38
-/// §3; a crash loses at most these, and a lost time is shown as none).
-const TIMINGS_MAX: usize = 64;
-const TIMINGS_AGE_MS: i64 = 1000;
-
-/// An answered call's times, kept for the next timings record.
-struct Answered {
-    call: String,
-    route: &'static str,
-    attempt: u32,
-    sent_ms: i64,
-    replied_ms: i64,
-}
-
-/// A drive's calls out and answered calls whose times are not recorded
-/// yet. A drive that is dropped (a forced halt, a shutdown) records what
-/// is left when this drops, off the runtime and best effort, so a call
-/// out at a forced halt still says when it went.
-struct Times {
-    store: Arc<dyn Store>,
-    run: RunId,
-    sent: BTreeMap<String, Sent>,
-    answered: Vec<Answered>,
-}
-
-impl Drop for Times {
-    fn drop(&mut self) {
-        if self.sent.is_empty() && self.answered.is_empty() {
-            return;
-        }
-        let mut left: Vec<HostDetails> = std::mem::take(&mut self.sent)
-            .iter()
-            .filter_map(|(c, s)| sent_only(c, s).ok())
-            .collect();
-        if !self.answered.is_empty()
-            && let Ok(t) = timings(std::mem::take(&mut self.answered))
-        {
-            left.push(t);
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (store, run) = (self.store.clone(), self.run.clone());
-        rt.spawn_blocking(move || {
-            for d in left {
-                if let Err(e) = store.record_host(&run, HostRecord::now(d)) {
-                    tracing::debug!(run.id = %run, "a timing record was not kept: {e}");
-                }
-            }
-        });
-    }
-}
-
-/// One `timing` record of many answered calls.
-fn timings(done: Vec<Answered>) -> Result<HostDetails> {
-    Ok(HostDetails::Timings(
-        done.into_iter()
-            .map(|a| {
-                Ok(CallTiming {
-                    call: call_id(&a.call)?,
-                    route: Some(a.route.to_string()),
-                    attempt: Some(a.attempt),
-                    sent_ms: Some(a.sent_ms),
-                    replied_ms: Some(a.replied_ms),
-                    via: None,
-                    by: None,
-                })
-            })
-            .collect::<Result<_>>()?,
-    ))
-}
-
-/// A timing record (issue 38 §3).
-pub(super) fn timing(
-    call: &str,
-    route: Option<&str>,
-    attempt: Option<u32>,
-    sent_ms: Option<i64>,
-    replied_ms: Option<i64>,
-    via: Option<&str>,
-) -> Result<HostDetails> {
-    Ok(HostDetails::Timing(CallTiming {
-        call: call_id(call)?,
-        route: route.map(str::to_string),
-        attempt,
-        sent_ms,
-        replied_ms,
-        via: via.map(str::to_string),
-        by: None,
-    }))
-}
-
-/// A sent-only timing record for a call still out when its drive stops
-/// (or closed before it answered).
-fn sent_only(call: &str, s: &Sent) -> Result<HostDetails> {
-    timing(
-        call,
-        Some(s.route),
-        Some(s.attempt),
-        Some(s.at_ms),
-        None,
-        None,
-    )
 }
 
 pub(super) type Pending<'a> =

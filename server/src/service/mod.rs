@@ -44,6 +44,7 @@ pub mod remote;
 mod spawn;
 pub mod store;
 pub mod timeline;
+mod times;
 
 use crate::error::{Error, Result};
 use crate::source::Sources;

@@ -356,7 +356,7 @@ impl RunService {
                     .expire(call)
                     .map_err(|e| Error::Conflict(e.to_string()))?;
                 let when =
-                    super::drive::timing(call, None, None, None, Some(now), Some("timeout"))?;
+                    super::times::timing(call, None, None, None, Some(now), Some("timeout"))?;
                 let more = steps(machine.settle(more));
                 // The Timeout Reply comes first among them; its timing
                 // rides with it.
@@ -387,7 +387,7 @@ impl RunService {
         if let Some((call, text)) = &reply {
             let outcome = admit(run, &program, &machine, call, text)?;
             first.push(Step::Fact(reply_fact(call, outcome.clone())?));
-            first.push(Step::Host(super::drive::timing(
+            first.push(Step::Host(super::times::timing(
                 call,
                 None,
                 None,
@@ -531,7 +531,7 @@ impl RunService {
             }
             let outcome = Outcome::Unknown(left.into());
             first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
-            first.push(Step::Host(super::drive::timing(
+            first.push(Step::Host(super::times::timing(
                 &c.call,
                 None,
                 None,
