@@ -22,6 +22,7 @@ pub mod guard;
 pub mod headers;
 pub mod health;
 pub mod hub;
+pub mod inbox;
 pub mod inspect;
 pub mod listing;
 pub mod metrics;

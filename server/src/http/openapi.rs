@@ -6,7 +6,7 @@
 //! rewrites it).
 
 use super::AppState;
-use super::{feed, listing, routes, sse, workers};
+use super::{feed, inbox, listing, routes, sse, workers};
 use axum::Router;
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -76,7 +76,7 @@ impl Modify for Bearer {
         routes::get_blob,
         super::archive::export_archive,
         super::archive::import_archive,
-        listing::list_calls,
+        inbox::list_calls,
         sse::run_events,
         feed::state_events,
         workers::register_worker,
@@ -116,8 +116,8 @@ impl Modify for Bearer {
         listing::RunRow,
         listing::RunCountsView,
         listing::FlowCount,
-        listing::Inbox,
-        listing::CallView,
+        inbox::Inbox,
+        inbox::CallView,
         listing::CheckpointView,
         listing::Verification,
         feed::StateChange,

@@ -63,7 +63,7 @@ pub fn router() -> Router<AppState> {
             get(super::archive::export_archive),
         )
         .route("/v1/blobs/{hash}", get(get_blob))
-        .route("/v1/calls", get(super::listing::list_calls))
+        .route("/v1/calls", get(super::inbox::list_calls))
         .route("/v1/events", get(super::feed::state_events))
 }
 
