@@ -64,6 +64,14 @@ impl ReadStored {
     }
 }
 
+/// Reads a stored fact's text (as a feed sends it): strict JSON, then
+/// [`read_stored`].
+pub fn parse_stored(text: &str) -> Result<ReadStored> {
+    let (members, _) = flow_abi::json::parse_object_checking_canonical(text)
+        .map_err(|e| Error::InvalidFact(format!("not JSON: {e}")))?;
+    read_stored(members)
+}
+
 /// Checks a fact in stored form and reads it.
 ///
 /// Every stored fact but a delta Checkpoint has the logical shape (its
@@ -270,31 +278,35 @@ fn store_at(v: &Value, paths: &[&[&str]], depth: usize, blobs: &mut Vec<NewBlob>
 /// carries as text (NotRun, Unknown, BadReply, Faulted) after `: `, so the
 /// history's text says why a call failed or a run faulted. Presentation
 /// only, never parsed.
-pub fn summary(kind: FactKind, fact: &Value) -> String {
-    let Some(m) = fact.as_object() else {
-        return String::new();
-    };
-    let mut parts: Vec<String> = vec![kind.as_str().to_string()];
-    for key in ["call", "tool", "node"] {
-        if let Some(s) = m.get(key).and_then(Value::as_str) {
-            parts.push(s.to_string());
-        }
+pub fn summary(fact: &Fact) -> String {
+    use flow_abi::fact::Ending;
+    use flow_abi::protocol::Outcome;
+    let mut parts: Vec<&str> = vec![fact.kind().as_str()];
+    if let Some(call) = fact.call() {
+        parts.push(call.as_str());
     }
+    // A reason in text (NotRun, Unknown, BadReply, a fault) is what
+    // explains the fact: shown after it (issue 41 item 1).
     let mut why = None;
-    for key in ["outcome", "ending"] {
-        if let Some((tag, v)) = m
-            .get(key)
-            .and_then(Value::as_object)
-            .and_then(|o| o.iter().next())
-        {
-            parts.push(tag.clone());
-            // A reason in text (NotRun, Unknown, BadReply, a fault) is
-            // what explains the fact: shown after it (issue 41 item 1).
-            why = v.as_str();
+    match fact {
+        Fact::Call { tool, node, .. } => parts.extend([tool.as_str(), node.as_str()]),
+        Fact::Checkpoint { node, .. } => parts.push(node),
+        Fact::Reply { outcome, .. } => {
+            parts.push(outcome.tag());
+            why = match outcome {
+                Outcome::Ok(v) | Outcome::Failed(v) => v.as_str(),
+                Outcome::NotRun(r) | Outcome::Unknown(r) | Outcome::BadReply(r) => Some(r),
+            };
         }
-    }
-    if let Some(r) = m.get("reason").and_then(Value::as_str) {
-        parts.push(r.to_string());
+        Fact::End { ending, .. } => match ending {
+            Ending::Completed { .. } => parts.push("Completed"),
+            Ending::Faulted(r) => {
+                parts.push("Faulted");
+                why = Some(r);
+            }
+        },
+        Fact::Close { reason, .. } => parts.push(reason),
+        Fact::Start { .. } => {}
     }
     let text = parts.join(" ");
     match why {

@@ -100,18 +100,23 @@ struct RowChecker<'a> {
 /// A row that checked out, its hash not yet written as text.
 struct CheckedRow {
     n: u64,
-    kind: FactKind,
     hash: [u8; 32],
     fact: Checked,
+    body: String,
 }
 
 impl CheckedRow {
     fn into_stored(self) -> StoredFact {
+        let (fact, delta) = match self.fact {
+            Checked::Logical(fact) => (fact, None),
+            Checked::Stored(ReadStored { fact, delta }) => (fact, delta),
+        };
         StoredFact {
             n: self.n,
-            kind: self.kind,
             hash: hash_text(&self.hash),
-            fact: self.fact.into_stored(),
+            fact,
+            delta,
+            body: self.body,
         }
     }
 }
@@ -248,9 +253,9 @@ impl RowChecker<'_> {
         self.ended = kind == FactKind::End;
         Ok(CheckedRow {
             n,
-            kind,
             hash: h,
             fact,
+            body,
         })
     }
 }

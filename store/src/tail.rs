@@ -145,8 +145,8 @@ impl<R: ReadHistory + Send> Tail for StoreTail<R> {
         loop {
             if let Some(f) = self.buf.pop_front() {
                 self.last = f.n;
-                self.ended = f.kind == FactKind::End;
-                return Ok(TailEvent::Fact(f));
+                self.ended = f.kind() == FactKind::End;
+                return Ok(TailEvent::Fact(Box::new(f)));
             }
             if self.ended {
                 return Ok(TailEvent::Ended);

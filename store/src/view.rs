@@ -9,6 +9,7 @@ use crate::api::*;
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, summary};
 use crate::merkle::logical_len;
+use flow_abi::fact::Fact;
 use serde_json::Value;
 
 /// Fact text bound, in code points.
@@ -61,9 +62,9 @@ pub(crate) fn page(
     let selected: Vec<(&StoredFact, String)> = history
         .facts
         .iter()
-        .filter(|f| q.kind.is_none_or(|k| k == f.kind))
+        .filter(|f| q.kind.is_none_or(|k| k == f.kind()))
         .filter(|f| q.fact.is_none_or(|n| n == f.n))
-        .map(|f| (f, summary(f.kind, &f.fact)))
+        .map(|f| (f, summary(&f.fact)))
         .filter(|(_, s)| q.search.as_deref().is_none_or(|needle| s.contains(needle)))
         .collect();
     let total = selected.len() as u64;
@@ -83,31 +84,16 @@ pub(crate) fn page(
     }
     let end = q.offset + facts.len() as u64;
     // read_history verified every source blob, so each listed one is available.
-    let sources = history
-        .facts
-        .first()
-        .and_then(|f| f.fact.get("sources"))
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .map(|s| SourceInfo {
-                    module: s
-                        .get("module")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    commit: s.get("commit").and_then(Value::as_str).map(str::to_string),
-                    hash: s
-                        .get("hash")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    length: s.get("length").and_then(Value::as_u64).unwrap_or(0),
-                    available: true,
-                })
-                .collect()
+    let sources = recorded_sources(history.facts.first())
+        .iter()
+        .map(|s| SourceInfo {
+            module: s.module.clone(),
+            commit: None,
+            hash: s.hash.clone(),
+            length: s.length,
+            available: true,
         })
-        .unwrap_or_default();
+        .collect();
     Ok(HistoryPage {
         run: info.run.to_string(),
         state: info.state,
@@ -132,10 +118,10 @@ fn view_fact(
 ) -> Result<FactView> {
     let says_truncated = text.chars().count() > TEXT_BOUND;
     let text: String = text.chars().take(TEXT_BOUND).collect();
-    let mut fact = f.fact.clone();
+    let mut fact = f.stored_json();
     let mut values_omitted = false;
-    let mut paths: Vec<&[&str]> = crate::fact::value_paths(f.kind).to_vec();
-    if f.kind == FactKind::Checkpoint {
+    let mut paths: Vec<&[&str]> = crate::fact::value_paths(f.kind()).to_vec();
+    if f.kind() == FactKind::Checkpoint {
         paths.push(&["delta"]);
     }
     for path in paths {
@@ -152,18 +138,22 @@ fn view_fact(
     }
     Ok(FactView {
         n: f.n,
-        kind: f.kind,
+        kind: f.kind(),
         hash: f.hash.clone(),
-        call: f
-            .fact
-            .get("call")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        call: f.fact.call().map(ToString::to_string),
         text,
         says_truncated,
         fact,
         values_omitted,
     })
+}
+
+/// The sources a Start lists (none for any other fact).
+fn recorded_sources(start: Option<&StoredFact>) -> &[flow_abi::fact::Source] {
+    match start.map(|f| &f.fact) {
+        Some(Fact::Start { sources, .. }) => sources,
+        _ => &[],
+    }
 }
 
 /// Code points of source text per page.
@@ -178,22 +168,14 @@ pub(crate) fn source_page<S: ReadHistory + ?Sized>(
     offset: u64,
 ) -> Result<SourcePage> {
     let start = store.read_after(run, 0, 1)?;
-    let entry = start
+    let hash = start
         .first()
-        .and_then(|f| f.fact.get("sources"))
-        .and_then(Value::as_array)
-        .and_then(|l| {
-            l.iter()
-                .find(|s| s.get("module").and_then(Value::as_str) == Some(module))
-        })
+        .and_then(|f| f.fact.source(module))
         .ok_or_else(|| {
             Error::InvalidArgument(format!("run {run} recorded no source module {module:?}"))
-        })?;
-    let hash = entry
-        .get("hash")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+        })?
+        .hash
+        .clone();
     let bytes = store.blob(&hash)?;
     let text = String::from_utf8(bytes).map_err(|_| Error::CorruptBlob {
         hash: hash.clone(),

@@ -195,7 +195,7 @@ fn kill_9_rounds<B: Backend>(child_env: (&str, String), open: &dyn Fn() -> B) {
             .facts
             .iter()
             .rev()
-            .find(|f| f.kind == flow_store::FactKind::Checkpoint)
+            .find(|f| f.kind() == flow_store::FactKind::Checkpoint)
         {
             store.checkpoint_state(&run, c.n).unwrap();
         }

@@ -77,8 +77,8 @@ fn round_trip<A: Backend, B: Backend>(a: &A, b: &B, dir: &Path) {
     let hb = b.read_history(&run).unwrap().facts;
     assert_eq!(ha, hb, "stored facts and hashes");
     for (fa, fb) in ha.iter().zip(&hb) {
-        assert_eq!(a.expand(&fa.fact).unwrap(), b.expand(&fb.fact).unwrap());
-        if fa.kind == flow_store::FactKind::Checkpoint {
+        assert_eq!(a.expand_fact(fa).unwrap(), b.expand_fact(fb).unwrap());
+        if fa.kind() == flow_store::FactKind::Checkpoint {
             assert_eq!(
                 a.checkpoint_state(&run, fa.n).unwrap(),
                 b.checkpoint_state(&run, fb.n).unwrap()

@@ -362,7 +362,7 @@ fn refusals_inside_a_group_commit_leave_the_rest() {
             h.facts
                 .iter()
                 .skip(1)
-                .all(|f| f.fact["args"]["n"] == json!(f.n))
+                .all(|f| f.fact.value().map(|a| &a["n"]) == Some(&json!(f.n)))
         );
     }
 }
@@ -389,7 +389,7 @@ fn an_append_the_database_refuses_changes_nothing() {
         .unwrap();
     let h = a.read_history(&run).unwrap();
     assert_eq!(h.facts.len(), 3);
-    assert_eq!(h.facts[2].fact["state"], json!({"x": 2}));
+    assert_eq!(h.facts[2].fact.value(), Some(&json!({"x": 2})));
     assert_eq!(a.read_history(&other).unwrap().facts.len(), 2);
     drop((a, b));
     let c = rusqlite::Connection::open(&db).unwrap();

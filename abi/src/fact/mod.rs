@@ -226,6 +226,32 @@ impl Fact {
         }
     }
 
+    /// The one value the fact carries, if any (see [`Fact::value_mut`]).
+    pub fn value(&self) -> Option<&Json> {
+        match self {
+            Fact::Start { input: v, .. }
+            | Fact::Call { args: v, .. }
+            | Fact::Reply {
+                outcome: Outcome::Ok(v) | Outcome::Failed(v),
+                ..
+            }
+            | Fact::Checkpoint { state: v, .. }
+            | Fact::End {
+                ending: Ending::Completed { output: v, .. },
+                ..
+            } => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The source of `module` a Start lists.
+    pub fn source(&self, module: &str) -> Option<&Source> {
+        match self {
+            Fact::Start { sources, .. } => sources.iter().find(|s| s.module == module),
+            _ => None,
+        }
+    }
+
     /// The call a Call, Reply or Close names.
     pub fn call(&self) -> Option<&CallId> {
         match self {

@@ -64,14 +64,11 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
             .iter()
             .find(|f| f.n == n)
             .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
-        let mut v = store.expand(&f.fact)?;
-        if f.kind == flow_store::FactKind::Checkpoint
-            && let Json::Object(m) = &mut v
-        {
-            m.remove("delta");
-            m.insert("state".into(), store.checkpoint_state(&run, n)?);
+        let mut fact = store.expand_fact(f)?;
+        if let flow_store::Fact::Checkpoint { state, .. } = &mut fact {
+            *state = store.checkpoint_state(&run, n)?;
         }
-        out!("{}", flow_abi::json::canonical(&v));
+        out!("{}", flow_abi::json::canonical(&fact.into_json()));
         return Ok(0);
     }
     let q = HistoryQuery {

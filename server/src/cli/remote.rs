@@ -395,15 +395,19 @@ async fn watch(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
             }
             ("state", _) if data["state"] == "paused" => return paused(g, c, &run).await,
             ("error", _) => return Err(Error::Unreadable(e.data)),
-            (_, Some(kind)) => {
-                let n = e.id.parse::<u64>().unwrap_or(0);
+            (_, Some(_)) => {
+                let f = flow_store::fact::parse_stored(&e.data)
+                    .map_err(|err| {
+                        Error::Unreadable(format!("{}: a fact in the feed: {err}", c.base))
+                    })?
+                    .fact;
                 if g.json {
-                    out!("{}", flow_abi::json::canonical(&data));
+                    out!("{}", e.data);
                 } else {
-                    out!("{}", super::watch::line(n, kind, &data));
+                    out!("{}", super::watch::line(&f));
                 }
-                if kind == flow_store::FactKind::End {
-                    return super::watch::ended(g, &run, &data);
+                if let flow_store::Fact::End { ending, .. } = &f {
+                    return super::watch::ended(g, &run, Some(ending));
                 }
             }
             _ => {}

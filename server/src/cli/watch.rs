@@ -9,7 +9,8 @@
 
 use super::{Global, open_existing, print_resume, run_id, service};
 use crate::error::Result;
-use flow_store::{FactKind, RunState, TailEvent};
+use flow_abi::fact::{Ending, Fact};
+use flow_store::{RunState, TailEvent};
 use serde_json::{Value as Json, json};
 use std::time::Duration;
 
@@ -37,18 +38,21 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
             TailEvent::Fact(f) => {
                 last = f.n;
                 if g.json {
-                    out!("{}", flow_abi::json::canonical(&f.fact));
+                    out!("{}", f.body);
                 } else {
-                    out!("{}", line(f.n, f.kind, &f.fact));
+                    out!("{}", line(&f.fact));
                 }
-                if f.kind == FactKind::End {
-                    return ended(g, run.as_str(), &f.fact);
+                if let Fact::End { ending, .. } = &f.fact {
+                    return ended(g, run.as_str(), Some(ending));
                 }
             }
             TailEvent::Ended => {
                 let h = store.read_history(&run)?;
-                let end = h.facts.last().map(|f| f.fact.clone()).unwrap_or(Json::Null);
-                return ended(g, run.as_str(), &end);
+                let ending = match h.facts.last().map(|f| &f.fact) {
+                    Some(Fact::End { ending, .. }) => Some(ending),
+                    _ => None,
+                };
+                return ended(g, run.as_str(), ending);
             }
             TailEvent::Idle => {
                 let info = store.run_info(&run)?;
@@ -93,33 +97,21 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
 }
 
 /// One fact as a line: number, kind and what identifies it.
-pub(super) fn line(n: u64, kind: FactKind, f: &Json) -> String {
-    let s = |k: &str| f.get(k).and_then(Json::as_str).unwrap_or("");
-    let what = match kind {
-        FactKind::Call => format!("{}  {}  at {}", s("call"), s("tool"), s("node")),
-        FactKind::Reply => {
-            let outcome = f
-                .get("outcome")
-                .and_then(Json::as_object)
-                .and_then(|o| o.keys().next().cloned())
-                .unwrap_or_default();
-            format!("{}  {outcome}", s("call"))
-        }
-        FactKind::Close => format!("{}  {}", s("call"), s("reason")),
-        FactKind::Checkpoint => format!("{}  at {}", s("task"), s("node")),
-        FactKind::Start => f
-            .get("entry")
-            .and_then(|e| e.get("module"))
-            .and_then(Json::as_str)
-            .unwrap_or("")
-            .to_string(),
-        FactKind::End => f
-            .get("ending")
-            .and_then(Json::as_object)
-            .and_then(|o| o.keys().next().cloned())
-            .unwrap_or_default(),
+pub(super) fn line(f: &Fact) -> String {
+    let what = match f {
+        Fact::Call {
+            call, tool, node, ..
+        } => format!("{call}  {tool}  at {node}"),
+        Fact::Reply { call, outcome, .. } => format!("{call}  {}", outcome.tag()),
+        Fact::Close { call, reason, .. } => format!("{call}  {reason}"),
+        Fact::Checkpoint { task, node, .. } => format!("{task}  at {node}"),
+        Fact::Start { entry, .. } => entry.module.clone(),
+        Fact::End { ending, .. } => match ending {
+            Ending::Completed { .. } => "Completed".into(),
+            Ending::Faulted(_) => "Faulted".into(),
+        },
     };
-    format!("{n:>6}  {:<10}  {what}", kind.as_str())
+    format!("{:>6}  {:<10}  {what}", f.n(), f.kind().as_str())
 }
 
 /// The run is halted: how to continue it (with `tools`, see
@@ -137,18 +129,15 @@ pub(super) fn halted(g: &Global, run: &str, tools: &[String]) -> u8 {
     130
 }
 
-/// The run ended: its ending, and the exit code `flow run` would give.
-pub(super) fn ended(g: &Global, run: &str, end: &Json) -> Result<u8> {
-    let ending = end.get("ending").cloned().unwrap_or(Json::Null);
-    let code = match ending.as_object().and_then(|o| o.iter().next()) {
-        Some((k, v)) if k == "Completed" => {
-            match v.get("exit").and_then(Json::as_str).unwrap_or("success") {
-                "success" => 0,
-                _ => 4,
-            }
-        }
+/// The run ended: its ending (as recorded: its output may be a
+/// reference), and the exit code `flow run` would give.
+pub(super) fn ended(g: &Global, run: &str, ending: Option<&Ending>) -> Result<u8> {
+    let code = match ending {
+        Some(Ending::Completed { exit, .. }) if exit == "success" => 0,
+        Some(Ending::Completed { .. }) => 4,
         _ => 1,
     };
+    let ending = ending.map(Ending::to_json).unwrap_or(Json::Null);
     if g.json {
         out!(
             "{}",

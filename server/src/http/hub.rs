@@ -47,7 +47,7 @@ pub struct Frame {
 impl Frame {
     /// A fact read back from the store.
     pub fn of(f: &StoredFact) -> Arc<Frame> {
-        Frame::new(f.n, f.kind, &flow_abi::json::canonical(&f.fact))
+        Frame::new(f.n, f.kind(), &f.body)
     }
 
     /// A fact as this process committed it: its stored canonical text.

@@ -444,15 +444,7 @@ fn flow_of(store: &dyn Store, run: &str, module: &str, program: &str) -> Option<
     }
     let id = RunId::parse(run).ok()?;
     let start = store.read_after(&id, 0, 1).ok()?.into_iter().next()?;
-    let hash = start
-        .fact
-        .get("sources")
-        .and_then(Json::as_array)?
-        .iter()
-        .find(|s| s.get("module").and_then(Json::as_str) == Some(module))?
-        .get("hash")
-        .and_then(Json::as_str)?
-        .to_string();
+    let hash = start.fact.source(module)?.hash.clone();
     let doc: Option<Json> = store
         .blob(&hash)
         .ok()
@@ -510,15 +502,16 @@ pub async fn get_checkpoint(
             .read_after(&run, fact - 1, 1)?
             .into_iter()
             .next()
-            .filter(|f| f.kind == flow_store::FactKind::Checkpoint)
             .ok_or_else(none)?;
+        let flow_store::Fact::Checkpoint { task, node, .. } = f.fact else {
+            return Err(none());
+        };
         let st = s.store().checkpoint_state(&run, fact)?;
-        let text = |k: &str| f.fact.get(k).and_then(Json::as_str).map(str::to_string);
         Ok(CheckpointView {
             run: run.to_string(),
             fact,
-            task: text("task"),
-            node: text("node"),
+            task: Some(task),
+            node: Some(node),
             state: st,
         })
     })

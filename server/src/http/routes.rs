@@ -688,13 +688,8 @@ pub async fn get_source(
             .ok_or_else(|| ApiError::not_found(format!("{run} has no Start")))?;
         let hash = start
             .fact
-            .get("sources")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-            .find(|e| e.get("module").and_then(Json::as_str) == Some(module.as_str()))
-            .and_then(|e| e.get("hash").and_then(Json::as_str))
-            .map(str::to_string)
+            .source(&module)
+            .map(|s| s.hash.clone())
             .ok_or_else(|| ApiError::not_found(format!("{run} recorded no module {module:?}")))?;
         let bytes = s.store().blob(&hash)?;
         String::from_utf8(bytes).map_err(|_| ApiError::internal("a source blob is not UTF-8"))

@@ -29,7 +29,7 @@ use crate::host::Host;
 use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
-use flow_store::{FactKind, Halt, HostDetails, HostRecord, HostRecordRow, RunId};
+use flow_store::{Halt, HostDetails, HostRecord, HostRecordRow, RunId};
 use flow_tools::CallOutcome;
 use serde_json::{Map, Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -244,10 +244,9 @@ fn recorded_ending(store: &dyn Store, run: &RunId, last: u64) -> Result<RunResul
     let f = store.read_after(run, last.saturating_sub(1), 1)?;
     let end = f
         .first()
-        .filter(|f| f.kind == FactKind::End)
         .ok_or_else(|| Error::Unreadable(format!("{run} ended without an End fact")))?;
-    match Fact::from_value(store.expand(&end.fact)?) {
-        Ok(Fact::End { ending, .. }) => Ok(RunResult::ended(run, ending)),
+    match store.expand_fact(end)? {
+        Fact::End { ending, .. } => Ok(RunResult::ended(run, ending)),
         _ => Err(Error::Unreadable(format!("{run} fact {last}: not an End"))),
     }
 }

@@ -9,10 +9,10 @@ use super::RunService;
 use super::nested::{MAX_DEPTH, nested_runs};
 use super::outcome::PendingCall;
 use super::store::Store;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use flow_abi::fact::{Ending, Fact};
 use flow_engine::machine::OpenCall;
-use flow_store::{FactKind, RunId};
+use flow_store::RunId;
 use std::collections::BTreeSet;
 
 /// A run's calls waiting for a reply, and its ending once it has one.
@@ -28,26 +28,17 @@ pub struct Waits {
 /// one read of the history; only the open Calls and the End are expanded.
 pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
     let h = store.read_history(run)?;
-    let typed = |v: &serde_json::Value| {
-        Fact::from_json(v)
-            .map_err(|e| Error::Unreadable(format!("a stored fact of {run} does not read: {e}")))
-    };
     let mut settled = BTreeSet::new();
     for f in &h.facts {
-        if matches!(f.kind, FactKind::Reply | FactKind::Close)
-            && let Some(call) = typed(&f.fact)?.call()
-        {
-            settled.insert(call.as_str().to_string());
+        if let Fact::Reply { call, .. } | Fact::Close { call, .. } = &f.fact {
+            settled.insert(call);
         }
     }
     let mut w = Waits::default();
     for f in &h.facts {
-        match f.kind {
-            FactKind::Call => {
-                let Fact::Call { call, .. } = typed(&f.fact)? else {
-                    continue;
-                };
-                if settled.contains(call.as_str()) {
+        match &f.fact {
+            Fact::Call { call, .. } => {
+                if settled.contains(call) {
                     continue;
                 }
                 let Fact::Call {
@@ -57,7 +48,7 @@ pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
                     tool,
                     args,
                     ..
-                } = typed(&store.expand(&f.fact)?)?
+                } = store.expand_fact(f)?
                 else {
                     continue;
                 };
@@ -73,8 +64,8 @@ pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
                     },
                 });
             }
-            FactKind::End => {
-                if let Fact::End { ending, .. } = typed(&store.expand(&f.fact)?)? {
+            Fact::End { .. } => {
+                if let Fact::End { ending, .. } = store.expand_fact(f)? {
                     w.ending = Some(ending);
                 }
             }

@@ -71,10 +71,9 @@ fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
     let first = store.read_after(run, 0, 1)?;
     let start = first
         .first()
-        .filter(|f| f.kind == FactKind::Start)
+        .filter(|f| f.kind() == FactKind::Start)
         .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
-    Fact::from_value(store.expand(&start.fact)?)
-        .map_err(|e| Error::Unreadable(format!("{run} fact 1: {e}")))
+    Ok(store.expand_fact(start)?)
 }
 
 /// The sources a run's Start records.
@@ -602,22 +601,19 @@ impl RunService {
                 flow_store::Error::InvalidArgument(_) => missing(),
                 e => Error::from(e),
             })?;
-        let cp = cp
-            .first()
-            .filter(|f| f.n == checkpoint && f.kind == FactKind::Checkpoint)
-            .ok_or_else(missing)?;
-        let task = cp.fact.get("task").and_then(Json::as_str).unwrap_or("");
+        let Some(Fact::Checkpoint { task, node, .. }) = cp
+            .into_iter()
+            .next()
+            .filter(|f| f.n == checkpoint)
+            .map(|f| f.fact)
+        else {
+            return Err(missing());
+        };
         if task != "root" {
             return Err(Error::Refused(format!(
                 "fact {checkpoint} is a checkpoint of parallel branch {task}; fork from a root checkpoint"
             )));
         }
-        let node = cp
-            .fact
-            .get("node")
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_string();
         let mut state = store.checkpoint_state(parent, checkpoint)?;
         let (sources, program, module) = match onto {
             None => {

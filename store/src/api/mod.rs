@@ -51,15 +51,40 @@ pub struct Appended {
     pub body: Arc<str>,
 }
 
-/// One verified fact in stored form: values over 1 KiB are references
-/// (load them with [`ReadHistory::expand`]); a Checkpoint may be a delta
-/// (load its state with [`ReadHistory::checkpoint_state`]).
+/// One verified fact, read: the typed fact beside the canonical text the
+/// chain covers (as restate's journal keeps an entry's raw bytes beside it).
+/// The fact is in stored form: a value over 1 KiB is a `$blob` reference
+/// (load the values with [`ReadHistory::expand_fact`]), and a Checkpoint
+/// stored as a delta has `state: null` and its `delta` beside it (load its
+/// state with [`ReadHistory::checkpoint_state`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredFact {
     pub n: u64,
-    pub kind: FactKind,
     pub hash: String,
-    pub fact: Value,
+    pub fact: Fact,
+    /// A delta Checkpoint's delta, as stored.
+    pub delta: Option<serde_json::Map<String, Value>>,
+    /// The stored canonical text, sent as is by feeds and archives.
+    pub body: String,
+}
+
+impl StoredFact {
+    pub fn kind(&self) -> FactKind {
+        self.fact.kind()
+    }
+
+    /// The stored form as a JSON tree (the text `body` holds).
+    pub fn stored_json(&self) -> Value {
+        let v = self.fact.to_json();
+        match (&self.delta, v) {
+            (Some(delta), Value::Object(mut m)) => {
+                m.remove("state");
+                m.insert("delta".into(), Value::Object(delta.clone()));
+                Value::Object(m)
+            }
+            (_, v) => v,
+        }
+    }
 }
 
 /// A run's verified history.
@@ -200,7 +225,7 @@ pub enum ImportOutcome {
 /// What a live tail yields.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TailEvent {
-    Fact(StoredFact),
+    Fact(Box<StoredFact>),
     /// Nothing new within the timeout.
     Idle,
     /// The run's End has been yielded; nothing more will come.
@@ -350,8 +375,18 @@ pub trait ReadHistory {
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;
     /// A blob's verified bytes.
     fn blob(&self, hash: &str) -> Result<Vec<u8>>;
-    /// A stored value (or fact) with every reference loaded and verified.
+    /// A stored value with every reference loaded and verified.
     fn expand(&self, stored: &Value) -> Result<Value>;
+    /// A stored fact with its value's references loaded and verified (a
+    /// delta Checkpoint's state stays null: read it with
+    /// [`ReadHistory::checkpoint_state`]).
+    fn expand_fact(&self, stored: &StoredFact) -> Result<Fact> {
+        let mut fact = stored.fact.clone();
+        if let Some(v) = fact.value_mut() {
+            *v = self.expand(v)?;
+        }
+        Ok(fact)
+    }
     /// The logical state of Checkpoint `n` (deltas applied).
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
     /// A filtered page of the verified history.

@@ -25,8 +25,8 @@ use crate::fact::FactKind;
 use crate::hash::{chain_next, chain_start, hash_text, parse_hash};
 use crate::merkle::{BlobVerifier, NewBlob, collect_refs};
 use crate::verify::check_stored_fact;
-use flow_abi::fact::RunId;
-use flow_abi::json::canonical;
+use flow_abi::fact::{Fact, RunId};
+use flow_abi::json::{canonical, write_str};
 use serde_json::{Map, Number, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -152,20 +152,17 @@ pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
     let mut sources: BTreeSet<[u8; 32]> = BTreeSet::new();
     for f in &history.facts {
         let mut refs = Vec::new();
-        collect_refs(&f.fact, &mut refs).map_err(|e| Error::corrupt(run.as_str(), f.n, e))?;
+        for v in f
+            .fact
+            .value()
+            .into_iter()
+            .chain(f.delta.iter().flat_map(|d| d.values()))
+        {
+            collect_refs(v, &mut refs).map_err(|e| Error::corrupt(run.as_str(), f.n, e))?;
+        }
         todo.extend(refs.into_iter().map(|(h, _)| h));
-        if f.kind == FactKind::Start {
-            for s in f
-                .fact
-                .get("sources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(h) = s.get("hash").and_then(Value::as_str).and_then(parse_hash) {
-                    sources.insert(h);
-                }
-            }
+        if let Fact::Start { sources: list, .. } = &f.fact {
+            sources.extend(list.iter().filter_map(|s| parse_hash(&s.hash)));
         }
     }
     for h in sources {
@@ -196,11 +193,12 @@ pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
     }
     let mut lines = String::new();
     for f in &history.facts {
-        let mut m = Map::new();
-        m.insert("fact".into(), f.fact.clone());
-        m.insert("hash".into(), Value::String(f.hash.clone()));
-        lines.push_str(&canonical(&Value::Object(m)));
-        lines.push('\n');
+        // `{"fact":…,"hash":…}` in canonical form: the stored text is.
+        lines.push_str("{\"fact\":");
+        lines.push_str(&f.body);
+        lines.push_str(",\"hash\":");
+        write_str(&f.hash, &mut lines);
+        lines.push_str("}\n");
     }
     let mut host_lines = String::new();
     for r in &host {

@@ -113,13 +113,13 @@ pub(super) fn checkpoints_by_change<B: Backend + Sync>(
     let mut deltas = 0;
     for (fa, fb) in ha.facts.iter().zip(&hb.facts).skip(1) {
         ensure!(
-            fa.fact == fb.fact,
+            fa.body == fb.body,
             "fact {} is stored otherwise: {} / {}",
             fa.n,
-            fa.fact,
-            fb.fact
+            fa.body,
+            fb.body
         );
-        deltas += usize::from(fa.fact.get("delta").is_some());
+        deltas += usize::from(fa.delta.is_some());
     }
     ensure!(deltas > 40, "only {deltas} of 80 Checkpoints are deltas");
     for (k, st) in states.iter().enumerate() {

@@ -36,12 +36,12 @@ pub(super) fn round_trip<B: Backend + Sync>(
     }
     // Logical facts come back exactly (checkpoint state via checkpoint_state).
     ensure!(
-        s.expand(&h.facts[0].fact).map_err(e)? == start.to_json(),
+        s.expand_fact(&h.facts[0]).map_err(e)?.to_json() == start.to_json(),
         "Start differs"
     );
     for (i, f) in facts.iter().enumerate().filter(|(i, _)| *i != 2) {
         ensure!(
-            s.expand(&h.facts[i + 1].fact).map_err(e)? == f.to_json(),
+            s.expand_fact(&h.facts[i + 1]).map_err(e)?.to_json() == f.to_json(),
             "fact {} differs",
             i + 2
         );
@@ -202,7 +202,7 @@ pub(super) fn merkle_values_and_escaping<B: Backend + Sync>(
     }
     for run in &runs {
         let h = s.read_history(run).map_err(e)?;
-        let args = &h.facts[1].fact["args"];
+        let args = h.facts[1].fact.value().ok_or("a Call has args")?;
         // Innermost first: the 3 KB text becomes the blob, its small parent stays inline.
         ensure!(
             args["doc"].get("$blob").is_some() && args["n"] == json!(1),
@@ -213,7 +213,7 @@ pub(super) fn merkle_values_and_escaping<B: Backend + Sync>(
             "reference length is the logical length"
         );
         ensure!(s.expand(args).map_err(e)? == big, "big value round trip");
-        let stored_reply = &h.facts[2].fact["outcome"]["Ok"];
+        let stored_reply = h.facts[2].fact.value().ok_or("a Reply has a value")?;
         ensure!(
             stored_reply.get("$blob").is_none(),
             "a user $blob key is escaped"
@@ -223,8 +223,14 @@ pub(super) fn merkle_values_and_escaping<B: Backend + Sync>(
             "escaped value round trip"
         );
     }
-    let a = s.read_history(&runs[0]).map_err(e)?.facts[1].fact["args"].clone();
-    let b = s.read_history(&runs[1]).map_err(e)?.facts[1].fact["args"].clone();
+    let a = s.read_history(&runs[0]).map_err(e)?.facts[1]
+        .fact
+        .value()
+        .cloned();
+    let b = s.read_history(&runs[1]).map_err(e)?.facts[1]
+        .fact
+        .value()
+        .cloned();
     ensure!(a == b, "equal values share one blob");
     Ok(())
 }

@@ -91,7 +91,7 @@ pub(super) fn concurrent_runs<B: Backend + Sync>(
         );
         for (i, f) in h.facts.iter().skip(1).enumerate() {
             ensure!(
-                f.fact["args"] == json!({"t": t, "i": i}),
+                f.fact.value() == Some(&json!({"t": t, "i": i})),
                 "run {t} fact {} out of order",
                 f.n
             );
