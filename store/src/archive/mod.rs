@@ -296,16 +296,10 @@ fn check_line(
     if !is_canonical {
         return Err("not in canonical form".into());
     }
-    let m = w
-        .as_object()
-        .filter(|m| m.len() == 2)
-        .ok_or("a line is {\"fact\":…,\"hash\":…}")?;
-    let fact = m.get("fact").ok_or("a line has no fact")?;
-    let hash = m
-        .get("hash")
-        .and_then(Value::as_str)
-        .and_then(parse_hash)
-        .ok_or("a line's hash is not blake3:<hex>")?;
+    let ArchiveLine { fact, hash } = serde_json::from_value(w)
+        .map_err(|_| "a line is {\"fact\":{…},\"hash\":\"blake3:<hex>\"}")?;
+    let hash = parse_hash(&hash).ok_or("a line's hash is not blake3:<hex>")?;
+    let fact = &Value::Object(fact);
     let body = canonical(fact);
     let run_id = match run {
         Some(r) => r.clone(),
@@ -331,6 +325,14 @@ fn check_line(
         },
         fact,
     ))
+}
+
+/// One line of `history.jsonl`, exactly its two members.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArchiveLine {
+    fact: Map<String, Value>,
+    hash: String,
 }
 
 /// Checks a history file's bytes. `dir_run`: the run id the directory
