@@ -1,0 +1,208 @@
+//! Logical reads: values with their references loaded, Checkpoint
+//! states with their deltas applied, and the walk replay takes.
+
+use super::*;
+
+/// Loads and checks one value blob's stored form.
+fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
+    let name = hash_text(h);
+    let bad = |reason: &str| Error::CorruptBlob {
+        hash: name.clone(),
+        reason: reason.to_string(),
+    };
+    let bytes = db
+        .load_blob(h)?
+        .ok_or_else(|| Error::UnknownBlob(name.clone()))?;
+    if blob_hash(&bytes) != *h {
+        return Err(bad("content does not match its hash"));
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8"))?;
+    let (v, canonical) = flow_abi::json::parse_checking_canonical(text)
+        .map_err(|e| bad(&format!("not JSON: {e}")))?;
+    if !canonical {
+        return Err(bad("not canonical"));
+    }
+    Ok(v)
+}
+
+/// A stored value with every reference loaded and verified.
+pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
+    db.prefetch(&[stored])?;
+    merkle::expand(stored, &mut |h| stored_value(db, h))
+}
+
+/// The verified history as logical facts, in one walk, each handed to
+/// `visit` as it is made (which stops the walk by answering false), so a
+/// walk holds one Checkpoint's whole state at a time, not every one: each
+/// distinct blob is loaded and checked once, and a Checkpoint stored as a delta against
+/// the Checkpoint before it (as writers store them) is rebuilt from that
+/// one's state, already in hand (and handed on with what its delta
+/// changed); any other base is read as [`checkpoint_state`] reads it.
+pub(crate) fn walk_logical(db: &mut dyn ReadDb, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
+    let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
+    let mut last: Option<(u64, Value)> = None;
+    walk_stored(db, run, &mut |db, f, spent| {
+        let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
+        let mut change = None;
+        let mut fact = match f.fact {
+            Checked::Logical(fact) => fact,
+            Checked::Stored(r) => {
+                let base = r.base();
+                let ReadStored { mut fact, delta } = r;
+                let mut blob = |h: &[u8; 32], db: &mut dyn ReadDb| {
+                    if let Some(v) = loaded.get(h) {
+                        return Ok(v.clone());
+                    }
+                    let v = stored_value(db, h)?;
+                    loaded.insert(*h, v.clone());
+                    Ok(v)
+                };
+                // The fact's value with its references loaded; a delta's
+                // state built on the Checkpoint before it, in hand (any
+                // other base is read back).
+                if let Some(v) = fact.value_mut() {
+                    *v = match delta {
+                        None => merkle::expand_owned(std::mem::take(v), &mut |h| blob(h, db))
+                            .map_err(|e| corrupt(&e))?,
+                        Some(d) => match last.take() {
+                            Some((b, mut state)) if base == Some(b) => {
+                                change = Some(
+                                    apply_delta(&mut state, &d, &mut |v| {
+                                        merkle::expand(v, &mut |h| blob(h, db))
+                                    })
+                                    .map_err(|e| corrupt(&e))?,
+                                );
+                                state
+                            }
+                            _ => checkpoint_state(db, run, f.n)?,
+                        },
+                    };
+                }
+                fact
+            }
+        };
+        let more = visit(&fact, change.as_ref());
+        // The next delta's base: this state, moved out of the fact.
+        if let Fact::Checkpoint { state, .. } = &mut fact {
+            last = Some((f.n, std::mem::take(state)));
+        }
+        spent.push(fact);
+        Ok(more)
+    })
+}
+
+/// The run's latest Checkpoint read back, as the base of a Checkpoint given
+/// by change when the writer keeps none (see `checkpoint.rs`).
+pub(crate) fn latest_checkpoint(db: &mut dyn ReadDb, run: &RunId) -> Result<CkptCache> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    let n = db.last_checkpoint(key)?.ok_or_else(|| {
+        Error::InvalidFact(format!("{run} has no Checkpoint for a change to follow"))
+    })?;
+    Ok(CkptCache::reread(n, checkpoint_state(db, run, n)?))
+}
+
+pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    // Walk back from n to its snapshot, checking each fact's link to its
+    // predecessor, then apply the deltas forward.
+    let mut chain: Vec<(u64, Value)> = Vec::new();
+    let mut at = n;
+    loop {
+        if chain.len() as u32 > MAX_DELTA_CHAIN + 1 {
+            return Err(Error::corrupt(
+                run.as_str(),
+                n,
+                "checkpoint delta chain is too long",
+            ));
+        }
+        let (fact, kind) = linked_fact(db, key, run, at)?;
+        if kind != FactKind::Checkpoint {
+            return Err(if at == n {
+                Error::InvalidArgument(format!("fact {n} of {run} is not a Checkpoint"))
+            } else {
+                Error::corrupt(run.as_str(), at, "a delta's base is not a Checkpoint")
+            });
+        }
+        let base = match delta_of(&fact) {
+            Some(d) => Some(
+                d.map_err(|e| Error::corrupt(run.as_str(), at, e.to_string()))?
+                    .0,
+            ),
+            None => None,
+        };
+        chain.push((at, fact));
+        match base {
+            Some(b) if b < at && b >= 1 => at = b,
+            Some(_) => {
+                return Err(Error::corrupt(
+                    run.as_str(),
+                    at,
+                    "a delta's base does not precede it",
+                ));
+            }
+            None => break,
+        }
+    }
+    db.prefetch(&chain.iter().map(|(_, f)| f).collect::<Vec<_>>())?;
+    let (snap_n, snap) = chain
+        .pop()
+        .ok_or_else(|| Error::corrupt(run.as_str(), n, "no snapshot"))?;
+    let stored_state = snap
+        .get("state")
+        .ok_or_else(|| Error::corrupt(run.as_str(), snap_n, "checkpoint has no state"))?;
+    let mut state = merkle::expand(stored_state, &mut |h| stored_value(db, h))
+        .map_err(|e| Error::corrupt(run.as_str(), snap_n, e.to_string()))?;
+    while let Some((dn, fact)) = chain.pop() {
+        let d = match delta_of(&fact) {
+            Some(Ok((_, d))) => d,
+            _ => return Err(Error::corrupt(run.as_str(), dn, "malformed delta")),
+        };
+        apply_delta(&mut state, d, &mut |v| {
+            merkle::expand(v, &mut |h| stored_value(db, h))
+        })
+        .map_err(|e| Error::corrupt(run.as_str(), dn, e))?;
+    }
+    Ok(state)
+}
+
+/// Fact `n`, checked against its predecessor's recorded hash.
+fn linked_fact(db: &mut dyn ReadDb, key: i64, run: &RunId, n: u64) -> Result<(Value, FactKind)> {
+    linked_fact_hashed(db, key, run, n).map(|(fact, kind, _)| (fact, kind))
+}
+
+/// [`linked_fact`] with the fact's chain hash.
+pub(super) fn linked_fact_hashed(
+    db: &mut dyn ReadDb,
+    key: i64,
+    run: &RunId,
+    n: u64,
+) -> Result<(Value, FactKind, [u8; 32])> {
+    let rows: Vec<FactRow> = db
+        .fact_range(key, n.saturating_sub(1), n)?
+        .into_iter()
+        .collect::<Result<_, String>>()
+        .map_err(|e| Error::corrupt(run.as_str(), n, format!("row unreadable: {e}")))?;
+    let prev = if n == 1 {
+        chain_start(run.as_str())
+    } else {
+        rows.iter()
+            .find(|r| r.0 as u64 == n - 1)
+            .and_then(|r| r.2)
+            .ok_or_else(|| Error::corrupt(run.as_str(), n - 1, "fact is missing"))?
+    };
+    let (_, _, hash, body) = rows
+        .iter()
+        .find(|r| r.0 as u64 == n)
+        .ok_or_else(|| Error::InvalidArgument(format!("run {run} has no fact {n}")))?;
+    let (fact, kind) = check_stored_fact(run.as_str(), n, body)
+        .map_err(|reason| Error::corrupt(run.as_str(), n, reason))?;
+    let h = chain_next(&prev, body);
+    if *hash != Some(h) {
+        return Err(Error::corrupt(
+            run.as_str(),
+            n,
+            "the chain hash does not match",
+        ));
+    }
+    Ok((fact, kind, h))
+}
