@@ -23,14 +23,14 @@ use crate::api::*;
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::hash::{chain_next, chain_start, hash_text, parse_hash};
-use crate::merkle::{BlobVerifier, NewBlob, collect_refs};
+use crate::merkle::{BlobVerifier, NewBlob};
 use crate::verify::check_stored_fact;
-use flow_abi::fact::{Fact, RunId};
-use flow_abi::json::{canonical, write_str};
-use serde_json::{Map, Number, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use flow_abi::fact::RunId;
+use flow_abi::json::canonical;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 mod inspect;
@@ -125,113 +125,6 @@ pub struct ExportSummary {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, synced.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    fs::rename(&tmp, path).map_err(io(path))
-}
-
-/// Exports a run to `dir` (created if needed). The history and every blob
-/// are read verified before anything is written; exporting again writes
-/// the same bytes.
-pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
-    store: &S,
-    run: &RunId,
-    dir: &Path,
-) -> Result<ExportSummary> {
-    let history = store.read_history(run)?;
-    let host = store.host_records(run)?;
-    // Gather every blob, innermost ones included.
-    let mut blobs: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
-    let mut todo: Vec<[u8; 32]> = Vec::new();
-    let mut sources: BTreeSet<[u8; 32]> = BTreeSet::new();
-    for f in &history.facts {
-        let mut refs = Vec::new();
-        for v in f
-            .fact
-            .value()
-            .into_iter()
-            .chain(f.delta.iter().flat_map(|d| d.values()))
-        {
-            collect_refs(v, &mut refs).map_err(|e| Error::corrupt(run.as_str(), f.n, e))?;
-        }
-        todo.extend(refs.into_iter().map(|(h, _)| h));
-        if let Fact::Start { sources: list, .. } = &f.fact {
-            sources.extend(list.iter().filter_map(|s| parse_hash(&s.hash)));
-        }
-    }
-    for h in sources {
-        let bytes = store.blob(&hash_text(&h))?;
-        blobs.insert(h, bytes);
-    }
-    let mut seen_values: BTreeSet<[u8; 32]> = BTreeSet::new();
-    while let Some(h) = todo.pop() {
-        if !seen_values.insert(h) {
-            continue;
-        }
-        let bytes = store.blob(&hash_text(&h))?;
-        let text = String::from_utf8(bytes.clone()).map_err(|_| Error::CorruptBlob {
-            hash: hash_text(&h),
-            reason: "not UTF-8".into(),
-        })?;
-        let v = flow_abi::json::parse(&text).map_err(|e| Error::CorruptBlob {
-            hash: hash_text(&h),
-            reason: e.to_string(),
-        })?;
-        let mut refs = Vec::new();
-        collect_refs(&v, &mut refs).map_err(|reason| Error::CorruptBlob {
-            hash: hash_text(&h),
-            reason,
-        })?;
-        todo.extend(refs.into_iter().map(|(h, _)| h));
-        blobs.insert(h, bytes);
-    }
-    let mut lines = String::new();
-    for f in &history.facts {
-        // `{"fact":…,"hash":…}` in canonical form: the stored text is.
-        lines.push_str("{\"fact\":");
-        lines.push_str(&f.body);
-        lines.push_str(",\"hash\":");
-        write_str(&f.hash, &mut lines);
-        lines.push_str("}\n");
-    }
-    let mut host_lines = String::new();
-    for r in &host {
-        host_lines.push_str(&canonical(&host_line(r)));
-        host_lines.push('\n');
-    }
-    let blob_dir = dir.join("blobs");
-    fs::create_dir_all(&blob_dir).map_err(io(&blob_dir))?;
-    for (h, bytes) in &blobs {
-        let p = blob_dir.join(hex::encode(h));
-        if fs::read(&p).ok().as_deref() != Some(bytes.as_slice()) {
-            write_atomic(&p, bytes)?;
-        }
-    }
-    write_atomic(&dir.join("host.jsonl"), host_lines.as_bytes())?;
-    write_atomic(&dir.join("history.jsonl"), lines.as_bytes())?;
-    Ok(ExportSummary {
-        facts: history.facts.len() as u64,
-        blobs: blobs.len() as u64,
-    })
-}
-
-fn host_line(r: &HostRecordRow) -> Value {
-    let mut head = Map::new();
-    head.insert("n".into(), Value::Number(Number::from(r.head.n)));
-    head.insert("hash".into(), Value::String(r.head.hash.clone()));
-    let mut m = Map::new();
-    m.insert("seq".into(), Value::Number(Number::from(r.seq)));
-    m.insert("kind".into(), Value::String(r.kind().as_str().into()));
-    m.insert("at".into(), Value::Number(Number::from(r.at_ms)));
-    m.insert("head".into(), Value::Object(head));
-    m.insert("details".into(), r.details.to_json());
-    Value::Object(m)
 }
 
 fn parse_host_line(line: &str) -> Result<HostRecordRow, String> {
@@ -636,3 +529,6 @@ pub fn import_run<S: ImportRuns + ?Sized>(store: &S, dir: &Path) -> Result<Impor
     let archive = read_archive(dir)?;
     store.import_verified(archive)
 }
+
+mod export;
+pub use export::export_run;

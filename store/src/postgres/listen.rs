@@ -9,7 +9,7 @@
 //! re-read the database.
 
 use super::connect::describe;
-use super::workers::Observers;
+use super::queue_notes::Observers;
 use crate::api::HeadNote;
 use crate::error::{Error, Result};
 use crate::tail::Heads;
@@ -91,7 +91,7 @@ async fn listen(
             }
             m = std::future::poll_fn(|cx| conn.poll_message(cx)) => match m {
                 Some(Ok(AsyncMessage::Notification(n))) if n.channel() == channels.queue => {
-                    if let Some(note) = super::workers::parse_note(n.payload(), queue.origin()) {
+                    if let Some(note) = super::queue_notes::parse_note(n.payload(), queue.origin()) {
                         queue.note(&note);
                     }
                 }

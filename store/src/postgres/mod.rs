@@ -36,6 +36,7 @@
 mod connect;
 mod leases;
 mod listen;
+mod queue_notes;
 mod read;
 pub use read::CHILDREN_QUERY;
 mod sql;
@@ -92,7 +93,7 @@ struct Inner {
     thread: Mutex<Option<JoinHandle<()>>>,
     heads: Arc<Heads>,
     /// Who hears the worker queue's notes (see `workers`).
-    queue: Arc<workers::Observers>,
+    queue: Arc<queue_notes::Observers>,
     schema: String,
 }
 
@@ -124,7 +125,7 @@ type Started = (
     Arc<Shared>,
     writer::Writer,
     Arc<Heads>,
-    Arc<workers::Observers>,
+    Arc<queue_notes::Observers>,
 );
 
 /// A handle to a Postgres store; clones share one writer, one read pool and
@@ -200,13 +201,13 @@ impl PostgresStore {
             .map_err(|e| Error::Unavailable(format!("postgres pool: {e}")))?;
         let heads = Arc::new(Heads::default());
         let channel = format!("flow_facts:{schema}");
-        let queue = Arc::new(workers::Observers::default());
+        let queue = Arc::new(queue_notes::Observers::default());
         listen::start(
             &handle,
             cfg.clone(),
             listen::Channels {
                 facts: channel.clone(),
-                queue: workers::channel(&schema),
+                queue: queue_notes::channel(&schema),
             },
             heads.clone(),
             queue.clone(),
