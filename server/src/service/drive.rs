@@ -7,24 +7,18 @@
 //! between them are appended together (one commit, one fsync per step),
 //! and nothing acts on a fact before its append returned.
 
-use super::calls::Calls;
 use super::nested::{Answer, NestedCall};
 use super::store::Store;
-use super::times::{
-    Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
-};
-use super::{RunResult, RunService, new_run_id};
+use super::{RunResult, RunService};
 use crate::error::{Error, Result};
-use crate::host::{HUMAN, Host, SLEEP};
+use crate::host::Host;
 use crate::source::Sources;
 use flow_abi::fact::Fact;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
-use flow_tools::outcome::CallRequest;
-use futures_util::future::{AbortHandle, Abortable, Aborted};
+use futures_util::future::Aborted;
 use serde_json::{Map, Value as Json};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -33,6 +27,9 @@ use std::sync::Arc;
 /// Most effects a reply's slice computes on the async runtime; a machine
 /// still busy after them goes on in the blocking pool's slices.
 const INLINE: usize = 16;
+
+mod driving;
+use driving::Driving;
 
 /// What the drive records, in the order the machine saw it: an effect of
 /// the machine, or a fact the host decided (a Reply it admitted on resume).
@@ -164,6 +161,11 @@ pub(super) fn create(
 impl RunService {
     /// Carries out effects until the run ends or pauses. `head` is the
     /// run's last durable fact; `ack` is told when the first batch is.
+    ///
+    /// Each round: the effects absorbed (facts, host records, calls to
+    /// send), committed, the calls sent; then a busy machine's next slice,
+    /// or the next answer admitted — or, with no call out, the drive stops
+    /// (paused or drained).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn drive<'h>(
         &'h self,
@@ -172,7 +174,7 @@ impl RunService {
         mut machine: Machine,
         mut effects: Vec<Step>,
         host: &'h Host,
-        resend: Vec<ToDispatch>,
+        mut resend: Vec<ToDispatch>,
         head: u64,
         mut ack: Option<Ack>,
         writes: &'h Writes,
@@ -181,7 +183,6 @@ impl RunService {
         // Every Checkpoint from here on is recorded in order, so one of the
         // state before can be given by what changed (the next is whole).
         machine.checkpoint_by_change();
-        let mut resend = resend;
         // A reply carried down to a nested run is acknowledged there, once
         // it is durable in that run's history.
         if let Some(n) = resend
@@ -190,373 +191,25 @@ impl RunService {
         {
             n.ack = ack.take();
         }
+        let mut d = Driving::new(self, run, module, program, host, writes, head, ack);
+        // Calls open at a crash whose binding says `resend = true` go out
+        // again with the same (run, call) pair (DESIGN §5).
         let mut resend = Some(resend);
-        let mut last = FactRef {
-            n: head,
-            hash: String::new(),
-        };
-        let mut inflight = Calls::new();
-        // Abort handles of dispatched calls: a Close drops the call's future,
-        // which cancels it at its implementation.
-        let mut aborts: BTreeMap<String, AbortHandle> = BTreeMap::new();
-        // The nested run serving each nested call out now.
-        let mut serving: BTreeMap<String, RunId> = BTreeMap::new();
-        let mut facts: Vec<Appending> = Vec::new();
-        // Host records that ride with the next commit (timings, deadlines).
-        let mut records: Vec<HostDetails> = Vec::new();
-        // Calls out, for their timing records, and calls answered whose
-        // times are not recorded yet.
-        let mut times = Times {
-            store: self.inner.store.clone(),
-            run: run.clone(),
-            sent: BTreeMap::new(),
-            answered: Vec::new(),
-        };
-        let now_ms = super::deadlines::now_ms;
-        // Replies that came while the machine computed a slice.
-        let mut arrived: VecDeque<(String, Answer)> = VecDeque::new();
-        // Draining: Tool calls recorded and never sent, and whether a
-        // nested run drained with its own.
-        let mut withheld: Vec<String> = Vec::new();
-        let mut nested_withheld = false;
-        // `std/clock#sleep` calls out: a wait the host serves with no
-        // effect, so a drain cuts it short and it counts as never sent.
-        let mut sleeping: BTreeSet<String> = BTreeSet::new();
         loop {
-            // Calls open at a crash whose binding says `resend = true` go out
-            // again with the same (run, call) pair (DESIGN §5).
-            let mut dispatch: Vec<ToDispatch> = resend.take().unwrap_or_default();
-            let mut ended = None;
-            // Nested runs whose outer call was closed: halted (NEST-18).
-            let mut stopped = Vec::new();
-            for step in effects.drain(..) {
-                let e = match step {
-                    Step::Fact(f) => {
-                        facts.push(f.into());
-                        continue;
-                    }
-                    Step::Host(d) => {
-                        records.push(d);
-                        continue;
-                    }
-                    Step::Effect(e) => e,
-                };
-                // A Checkpoint is only recorded: its state moves into the
-                // fact.
-                match e {
-                    Effect::Checkpoint { .. } => {
-                        facts.extend(e.into_fact().map(Appending::Fact));
-                        continue;
-                    }
-                    Effect::Changed { task, node, change } => {
-                        facts.push(Appending::Changed {
-                            n: 0,
-                            task,
-                            node,
-                            change,
-                        });
-                        continue;
-                    }
-                    _ => {}
-                }
-                if let Some(f) = e.fact() {
-                    facts.push(f.into());
-                }
-                match e {
-                    Effect::Call {
-                        call,
-                        tool,
-                        args,
-                        nested,
-                        ..
-                    } => {
-                        if tool == HUMAN {
-                            // A person's call is out once its Call is
-                            // durable (this commit).
-                            records.push(timing(
-                                call.as_str(),
-                                Some("person"),
-                                None,
-                                Some(now_ms()),
-                                None,
-                                None,
-                            )?);
-                            continue;
-                        }
-                        let args = match args {
-                            Json::Object(m) => m,
-                            _ => Map::new(),
-                        };
-                        dispatch.push(ToDispatch {
-                            call: call.to_string(),
-                            tool,
-                            args,
-                            nested: nested.map(NestedCall::start),
-                            attempt: 1,
-                        });
-                    }
-                    Effect::Close { call, .. } => {
-                        if let Some(a) = aborts.remove(call.as_str()) {
-                            a.abort();
-                            host.closed(&module, run.as_str(), call.as_str());
-                        }
-                        stopped.extend(serving.remove(call.as_str()));
-                        if let Some(s) = times.sent.remove(call.as_str()) {
-                            records.push(sent_only(call.as_str(), &s)?);
-                        }
-                    }
-                    Effect::Deadline { call, seconds } => {
-                        let due = super::deadlines::now_ms().saturating_add(
-                            seconds.saturating_mul(1000).min(i64::MAX as u64) as i64,
-                        );
-                        records.push(HostDetails::Timeout {
-                            call: call.clone(),
-                            due_ms: due,
-                        });
-                    }
-                    Effect::End(ending) => ended = Some(ending),
-                    Effect::Checkpoint { .. } | Effect::Changed { .. } => {}
-                }
-            }
-            if let Some(first) = times.answered.first()
-                && (ended.is_some()
-                    || times.answered.len() >= TIMINGS_MAX
-                    || now_ms() - first.replied_ms >= TIMINGS_AGE_MS)
-            {
-                records.push(timings(std::mem::take(&mut times.answered))?);
-            }
-            let appended = self
-                .append_all(run, &mut last, &mut facts, &mut records, writes)
-                .await;
-            if let Some(a) = ack.take() {
-                let _ = a.send(appended.clone().map(|()| last.clone()));
-            }
-            appended?;
-            if !stopped.is_empty() {
-                // After the Close is durable, and after any commit the
-                // dropped nested drive handed to the store.
-                let _done = writes.lock().await;
-                for n in stopped {
-                    self.halt_closed(&n).await;
-                }
-            }
-            if let Some(ending) = ended {
+            let mut round = d.absorb(effects, resend.take().unwrap_or_default())?;
+            d.commit(&mut round).await?;
+            if let Some(ending) = round.ended {
                 return Ok(Driven::Result(RunResult::ended(run, ending)));
             }
-            if writes.drain.is_cancelled() && !dispatch.is_empty() {
-                // Nothing new goes out while draining. A nested call's run
-                // is started or continued by whoever continues this run; a
-                // Tool call is recorded as never sent once none is out.
-                for d in dispatch.drain(..) {
-                    match d.nested {
-                        Some(_) => nested_withheld = true,
-                        None => withheld.push(d.call),
-                    }
-                }
-            }
-            for d in dispatch {
-                let ToDispatch {
-                    call,
-                    tool,
-                    args,
-                    nested,
-                    attempt,
-                } = d;
-                let route = match nested {
-                    Some(_) => "nested",
-                    None => host.route(&module, &tool),
-                };
-                times.sent.insert(
-                    call.clone(),
-                    Sent {
-                        tool: tool.clone(),
-                        at_ms: now_ms(),
-                        route,
-                        attempt,
-                    },
-                );
-                let (handle, registration) = AbortHandle::new_pair();
-                aborts.insert(call.clone(), handle);
-                if let Some(mut n) = nested {
-                    let (id, fresh) = match n.run.take() {
-                        Some(id) => (id, false),
-                        None => (new_run_id(), true),
-                    };
-                    serving.insert(call.clone(), id.clone());
-                    let fut = self.nested(
-                        run.clone(),
-                        call.clone(),
-                        program.clone(),
-                        id,
-                        fresh,
-                        n,
-                        args,
-                        host,
-                        writes,
-                    );
-                    let fut = async move { (call, fut.await) };
-                    inflight.push(Box::pin(Abortable::new(fut, registration)));
-                    continue;
-                }
-                if tool == SLEEP {
-                    sleeping.insert(call.clone());
-                }
-                let req = CallRequest {
-                    run: run.to_string(),
-                    call: call.clone(),
-                    tool,
-                    args,
-                };
-                let module = module.clone();
-                let fut = async move {
-                    let out = match host.dispatch(&module, req).await {
-                        Some(o) => Answer::Reply(o),
-                        // Parked for an absent worker: the call stays open.
-                        None => Answer::Paused,
-                    };
-                    (call, out)
-                };
-                inflight.push(Box::pin(Abortable::new(fut, registration)));
-            }
-            if let Some(p) = &self.inner.progress {
-                p(run, last.n, inflight.len());
-            }
+            d.send(round.dispatch);
             if machine.busy() {
-                // A long stretch without calls comes in slices, each
-                // recorded before the next is computed; replies that arrive
-                // meanwhile wait their turn.
-                let job = tokio::task::spawn_blocking(move || {
-                    let more = machine.proceed();
-                    (machine, more)
-                });
-                tokio::pin!(job);
-                let (m, more) = loop {
-                    tokio::select! {
-                        r = &mut job => break r.map_err(engine_lost)?,
-                        Some(x) = inflight.next() => {
-                            if let Ok(x) = x {
-                                arrived.push_back(x);
-                            }
-                        }
-                    }
-                };
-                machine = m;
-                effects = steps(more);
+                (machine, effects) = d.slice(machine).await?;
                 continue;
             }
-            let next = match arrived.pop_front() {
-                Some(x) => Some(x),
-                None => loop {
-                    tokio::select! {
-                        biased;
-                        x = inflight.next() => match x {
-                            // A call closed (or a sleep cut short by a
-                            // drain) meanwhile: its future was dropped.
-                            Some(Err(Aborted)) => continue,
-                            Some(Ok(x)) => break Some(x),
-                            None => break None,
-                        },
-                        _ = writes.drain.cancelled(), if !sleeping.is_empty() => {
-                            for call in std::mem::take(&mut sleeping) {
-                                if let Some(a) = aborts.remove(&call) {
-                                    a.abort();
-                                }
-                                withheld.push(call);
-                            }
-                        }
-                    }
-                },
+            let Some((call, answer)) = d.next_answer().await else {
+                return d.stop(machine).await;
             };
-            let Some((call, answer)) = next else {
-                // Calls still out (parked, in a paused or drained nested
-                // run) keep when they went.
-                let mut out = std::mem::take(&mut times.sent)
-                    .iter()
-                    .map(|(c, s)| sent_only(c, s))
-                    .collect::<Result<Vec<_>>>()?;
-                if !times.answered.is_empty() {
-                    out.push(timings(std::mem::take(&mut times.answered))?);
-                }
-                self.record_all(run, out).await?;
-                if !withheld.is_empty() || nested_withheld {
-                    self.withheld(run, &withheld).await?;
-                    return Ok(Driven::Drained);
-                }
-                return self
-                    .paused(run, last, program, machine)
-                    .await
-                    .map(Driven::Result);
-            };
-            aborts.remove(&call);
-            sleeping.remove(&call);
-            let outcome = match answer {
-                Answer::Reply(o) => o,
-                // A nested run paused, or the call is parked for an absent
-                // worker: it stays open, and this run pauses once nothing
-                // else is out.
-                Answer::Paused => continue,
-                // A nested run drained: the call stays open, and this run
-                // drains too once nothing else is out.
-                Answer::Drained => {
-                    nested_withheld = true;
-                    continue;
-                }
-            };
-            serving.remove(&call);
-            let out = times.sent.remove(&call);
-            // A reply for a call closed meanwhile is dropped.
-            if !machine.is_open(&call) {
-                tracing::info!(run.id = %run, call.id = %call, "reply to a closed call dropped");
-                continue;
-            }
-            // A reply the machine would fail at once (it does not fit the
-            // node's schema or the state fields it is written to) is
-            // recorded as the BadReply it is, with the reason (PRO-13).
-            let o = outcome.into_outcome();
-            let o = match machine.misfit(&call, &o) {
-                Some(why) => flow_abi::protocol::Outcome::BadReply(why),
-                None => o,
-            };
-            // A reply's first few effects are computed here (a Tool step's
-            // Checkpoint and next Call: no thread hand-off per step); a
-            // longer stretch goes on where it is recorded next, off the
-            // async runtime (`machine.busy()` above), so a worker others
-            // need is never held for more than INLINE effects. The Reply
-            // is buffered before them all the same (the effects are
-            // recorded after the facts buffered here).
-            // A process that ended before answering leaves its last
-            // words (issue 38 §4).
-            if matches!(
-                o,
-                flow_abi::protocol::Outcome::Unknown(_) | flow_abi::protocol::Outcome::NotRun(_)
-            ) && let Some(s) = &out
-                && let Some(text) = host.take_stderr(&module, &s.tool, run.as_str(), &call)
-            {
-                records.push(HostDetails::Stderr {
-                    call: Some(call_id(&call)?),
-                    tool: s.tool.clone(),
-                    text,
-                });
-            }
-            let more = machine.feed_within(&call, &o, INLINE);
-            facts.push(super::prepare::reply_fact(&call, o)?.into());
-            match out {
-                Some(s) => {
-                    let replied_ms = now_ms();
-                    self.inner
-                        .stats
-                        .call_took(&s.tool, s.route, replied_ms - s.at_ms);
-                    times.answered.push(Answered {
-                        call,
-                        route: s.route,
-                        attempt: s.attempt,
-                        sent_ms: s.at_ms,
-                        replied_ms,
-                    })
-                }
-                None => records.push(timing(&call, None, None, None, Some(now_ms()), None)?),
-            }
-            effects = steps(more.map_err(|e| Error::Conflict(e.to_string()))?);
+            effects = d.admit(&mut machine, call, answer)?;
         }
     }
 
