@@ -273,6 +273,152 @@ async fn fork_onto_a_fixed_program_over_http() {
     assert_eq!(v["output"]["title"], "one", "the fixed node ran: {v}");
     let (s, v) = post(format!("/v1/runs/{forked}/replay"), json!({})).await;
     assert_eq!((s, v["verdict"].as_str()), (200, Some("matched")), "{v}");
+
+    // A what-if fork (issue 39 §3): the review's reply replaced.
+    let before = count().await;
+    for body in [
+        json!({"call": "c1:root#1"}),
+        json!({"reply": {"Ok": {"decision": "rejected"}}}),
+        json!({"checkpoint": cp, "call": "c1:root#1", "reply": {"Ok": {"decision": "rejected"}}}),
+        json!({"call": "c1:root#1", "reply": {"Ok": {"decision": "maybe"}}}),
+    ] {
+        let (s, v) = post(format!("/v1/runs/{run}/fork"), body.clone()).await;
+        assert_eq!(s, 422, "{body}: {v}");
+        assert_eq!(count().await, before, "nothing recorded: {v}");
+    }
+    let (s, v) = post(
+        format!("/v1/runs/{run}/fork"),
+        json!({"call": "c9:root#9", "reply": {"Ok": {"decision": "rejected"}}}),
+    )
+    .await;
+    assert_eq!(s, 404, "{v}");
+    let (s, v) = post(
+        format!("/v1/runs/{run}/fork"),
+        json!({"call": "c1:root#1", "reply": {"Ok": {"decision": "rejected"}}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(
+        v["parent"]["checkpoint"],
+        cp + 1,
+        "the Checkpoint entering review: {v}"
+    );
+    let what_if = v["run"].as_str().unwrap().to_string();
+    let (s, v) = post(format!("/v1/runs/{what_if}/replay"), json!({})).await;
+    assert_eq!((s, v["verdict"].as_str()), (200, Some("matched")), "{v}");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Issue 39 §3, what-if forks: "Fork from the checkpoint before a recorded
+/// Call, replacing that call's Reply with a given outcome (decoded against
+/// the call's declared type like any reply)". The review's reply is
+/// replaced: the fork starts at the Checkpoint before the call, records
+/// the Call and the given Reply (never asking anyone), goes the other way
+/// and replays matched; a reply that does not decode, an unknown call and
+/// a fork that names both a checkpoint and a call are refused, nothing
+/// recorded.
+#[test]
+fn a_what_if_fork_replaces_a_recorded_reply() {
+    let f = TestApp::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "review.json", &review());
+    let (code, v) = f.json(&[
+        "run",
+        file.to_str().unwrap(),
+        "--input",
+        r#"{"text":"one"}"#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    f.approve(&run);
+    // The Checkpoint as the review node is entered, just before its Call.
+    let cp = f.checkpoint(&run, "review");
+
+    let (code, v) = f.json(&[
+        "fork",
+        &run,
+        "--call",
+        "c1:root#1",
+        "--reply",
+        r#"{"Ok":{"decision":"rejected","notes":"what if"}}"#,
+    ]);
+    // The other branch: the `returned` output (exit 4), no pause.
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(v["output"]["review"]["decision"], "rejected", "{v}");
+    let forked = v["run"].as_str().unwrap().to_string();
+    let (_, start) = f.json(&["history", &forked, "--fact", "1"]);
+    assert_eq!(start["parent"]["run"], run.as_str(), "{start}");
+    assert_eq!(start["parent"]["checkpoint"], cp, "{start}");
+    let (code, r) = f.json(&["replay", &forked]);
+    assert_eq!((code, r["verdict"].as_str()), (0, Some("matched")), "{r}");
+    let (_, replies) = f.json(&["history", &forked, "--kind", "Reply"]);
+    let replies = replies["facts"].as_array().unwrap().clone();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        replies[0]["fact"]["outcome"]["Ok"]["decision"], "rejected",
+        "{replies:?}"
+    );
+
+    let before = f.runs();
+    for (args, needle) in [
+        (
+            vec![
+                "--call",
+                "c1:root#1",
+                "--reply",
+                r#"{"Ok":{"decision":"maybe"}}"#,
+            ],
+            "does not fit",
+        ),
+        (
+            vec![
+                "--call",
+                "c1:root#1",
+                "--reply",
+                r#"{"decision":"rejected"}"#,
+            ],
+            "wrapping the value",
+        ),
+        (
+            vec![
+                "--call",
+                "c9:root#9",
+                "--reply",
+                r#"{"Ok":{"decision":"rejected"}}"#,
+            ],
+            "recorded no call",
+        ),
+    ] {
+        let mut all = vec!["fork", run.as_str()];
+        all.extend(args.iter().copied());
+        let (code, v) = f.json(&all);
+        assert_eq!(code, 2, "{args:?}: {v}");
+        assert!(v["error"].to_string().contains(needle), "{args:?}: {v}");
+        assert_eq!(f.runs(), before, "{args:?}: nothing recorded");
+    }
+    // Both a checkpoint and a call, or a call without its reply: clap
+    // refuses them before anything is opened.
+    let cps = cp.to_string();
+    for args in [
+        vec![
+            "--checkpoint",
+            cps.as_str(),
+            "--call",
+            "c1:root#1",
+            "--reply",
+            "{}",
+        ],
+        vec!["--call", "c1:root#1"],
+    ] {
+        let mut all = vec!["fork", run.as_str()];
+        all.extend(args.iter().copied());
+        let out = f.cmd(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--call"), "{args:?}: {err}");
+        assert_eq!(f.runs(), before, "{args:?}: nothing recorded");
+    }
 }

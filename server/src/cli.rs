@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::service::bind::Bindings;
 use crate::service::store::StoreRef;
-use crate::service::{Accepted, Progress, RunResult, RunService, ServiceOptions};
+use crate::service::{Accepted, ForkAt, Progress, RunResult, RunService, ServiceOptions};
 use crate::source::Sources;
 use flow_engine::replay::Verdict;
 use flow_store::{DiscoveryQuery, ProblemStatus, RunId, RunState, SqliteOptions, SqliteStore};
@@ -349,11 +349,14 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Fork {
             run,
             checkpoint,
+            call,
+            reply,
             set,
             flow,
             allow,
             tools,
         } => {
+            let at = ForkAt::new(checkpoint, call, reply)?;
             let run = run_id(&run)?;
             let mut sets = Vec::new();
             for s in &set {
@@ -364,7 +367,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             }
             let onto = flow.as_deref().map(Sources::read).transpose()?;
             let service = service_with(&g, open_existing(&g, &run)?, allow, read_manifests(&tools)?);
-            let accepted = service.fork(&run, checkpoint, &sets, onto).await?;
+            let (accepted, _) = service.fork(&run, at, &sets, onto).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Replay { run } => {

@@ -130,17 +130,28 @@ pub enum Command {
         run: String,
     },
     /// Start a new run from a checkpoint of another, on its recorded
-    /// program or, with --flow, on a newer one that fits.
+    /// program or, with --flow, on a newer one that fits; or, with --call
+    /// and --reply, from the checkpoint before a recorded call, that call
+    /// answered with another reply (what if it had said …?).
     #[command(after_help = concat!(
-        "Example:\n  flow fork run-01m8… --checkpoint 4 --set 'severity=\"low\"'\n  flow fork run-01m8… --checkpoint 4 --flow fixed/triage.json\n\n",
-        "Exit codes: as flow run; 2 refused (no such checkpoint, a --set that does not fit, a --flow that does not fit), nothing recorded."))]
+        "Example:\n  flow fork run-01m8… --checkpoint 4 --set 'severity=\"low\"'\n  flow fork run-01m8… --checkpoint 4 --flow fixed/triage.json\n  flow fork run-01m8… --call 'c1:root#1' --reply '{\"Ok\":{\"category\":\"billing\"}}'\n\n",
+        "Exit codes: as flow run; 2 refused (no such checkpoint or call, a --set, --reply or --flow that does not fit), nothing recorded."))]
     Fork {
         /// The run to fork from.
         run: String,
         /// The fact number of a root-task Checkpoint in RUN's history (see
         /// `flow history RUN --kind Checkpoint`).
-        #[arg(long)]
-        checkpoint: u64,
+        #[arg(long, required_unless_present = "call", conflicts_with = "call")]
+        checkpoint: Option<u64>,
+        /// A call RUN recorded (see `flow history RUN --kind Call`): the
+        /// fork starts at the root Checkpoint before it, and the call is
+        /// answered with --reply instead of being made again.
+        #[arg(long, requires = "reply")]
+        call: Option<String>,
+        /// The outcome that replaces --call's reply, decoded against the
+        /// call's declared type: {"Ok": value} or {"Failed": value}.
+        #[arg(long, requires = "call")]
+        reply: Option<String>,
         /// Replace a state field: field=JSON (repeatable).
         #[arg(long = "set")]
         set: Vec<String>,

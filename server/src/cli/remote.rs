@@ -188,10 +188,13 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         Command::Fork {
             run,
             checkpoint,
+            call,
+            reply,
             set,
             flow,
             ..
         } => {
+            let at = crate::service::ForkAt::new(checkpoint, call, reply)?;
             let mut sets = Map::new();
             for s in &set {
                 let (k, v) = s
@@ -199,7 +202,14 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                     .ok_or_else(|| Error::Refused(format!("--set {s}: expected field=JSON")))?;
                 sets.insert(k.to_string(), parse(v, &format!("--set {k}"))?);
             }
-            let mut body = json!({"checkpoint": checkpoint, "set": sets, "wait": WAIT});
+            let mut body = json!({"set": sets, "wait": WAIT});
+            match at {
+                crate::service::ForkAt::Checkpoint(n) => body["checkpoint"] = json!(n),
+                crate::service::ForkAt::WhatIf { call, reply } => {
+                    body["call"] = json!(call);
+                    body["reply"] = parse(&reply, "--reply")?;
+                }
+            }
             if let Some(f) = flow {
                 let sources = Sources::read(&f)?;
                 let (flow, modules) = documents(&sources);

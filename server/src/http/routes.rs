@@ -10,8 +10,8 @@ use super::answers::{
 use super::error::{ApiError, ApiResult, Body, OptionalBody, PathArgs, QueryArgs, run_id};
 use super::guard::typed;
 use super::listing::{EntryView, StateName};
-use crate::service::Accepted;
 use crate::service::checks::Checks;
+use crate::service::{Accepted, ForkAt};
 use crate::source::{Sources, module_name_ok};
 use axum::Router;
 use axum::extract::FromRequest;
@@ -175,9 +175,22 @@ pub struct HaltRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
-    /// The fact number of a root-task Checkpoint.
-    #[serde(deserialize_with = "super::params::body_int64")]
-    pub checkpoint: u64,
+    /// The fact number of a root-task Checkpoint; or else `call` and
+    /// `reply`.
+    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    pub checkpoint: Option<u64>,
+    /// A what-if fork: a call the run recorded. The fork starts at the
+    /// root Checkpoint before it, and the call is answered with `reply`
+    /// instead of being made again.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub call: Option<String>,
+    /// The outcome that replaces `call`'s reply, decoded against the call's
+    /// declared type as a resume's reply is: `{"Ok": value}` or
+    /// `{"Failed": value}`.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub reply: Option<Json>,
     /// State fields to replace, each decoded against `state_schema`.
     #[schema(value_type = Option<Object>)]
     #[serde(default)]
@@ -625,8 +638,8 @@ pub async fn replay_run(
     responses(
         (status = 201, description = "The new run: `{run, state, parent}`", body = RunAnswer),
         (status = 400, description = "Malformed JSON", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such run or checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a root checkpoint, a `set` value does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run, checkpoint or recorded call", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a root checkpoint, neither or both of `checkpoint` and `call`, a `set` value or `reply` does not decode, or the `flow` does not check or does not fit the checkpoint", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Busy: as many large programs as the server checks at once are being checked; again after Retry-After", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn fork_run(
     State(state): State<AppState>,
@@ -650,13 +663,15 @@ pub async fn fork_run(
         }
         None => None,
     };
-    // Returns once the fork's Start is durable; a missing checkpoint, a
-    // `set` that does not decode or a program that does not fit is refused
-    // first.
-    let mut accepted = state
-        .service()
-        .fork(&parent, req.checkpoint, &sets, onto)
-        .await?;
+    let at = ForkAt::new(
+        req.checkpoint,
+        req.call,
+        req.reply.as_ref().map(flow_abi::json::canonical),
+    )?;
+    // Returns once the fork's Start is durable; a missing checkpoint or
+    // call, a `set` or `reply` that does not decode or a program that does
+    // not fit is refused first.
+    let (mut accepted, checkpoint) = state.service().fork(&parent, at, &sets, onto).await?;
     let run = accepted.run.clone();
     let mut body = match await_outcome(&mut accepted, req.wait).await {
         Some(Ok(a)) => a,
@@ -665,7 +680,7 @@ pub async fn fork_run(
     };
     body.parent = Some(ParentRef {
         run: parent.to_string(),
-        checkpoint: req.checkpoint,
+        checkpoint,
     });
     answer(StatusCode::CREATED, &body)
 }

@@ -45,6 +45,7 @@ mod spawn;
 pub mod store;
 pub mod timeline;
 mod times;
+mod whatif;
 
 use crate::error::{Error, Result};
 use crate::source::Sources;
@@ -74,6 +75,7 @@ pub use outcome::{
 };
 pub use pending::{Waits, waiting};
 pub use prepare::{OpenChoice, unsent};
+pub use whatif::ForkAt;
 
 /// A paused run's machine, kept while the run's head is `head`.
 struct Paused {
@@ -509,15 +511,17 @@ impl RunService {
     /// the parent and checkpoint, whose first Checkpoint is that node with
     /// that state (fields replaced as `sets` say, each decoded against
     /// `state_schema`). It runs the recorded program, or `onto` when that
-    /// fits (FORK-4), bound as a start of `onto` would be. Returns once the
-    /// fork's Start is durable.
+    /// fits (FORK-4), bound as a start of `onto` would be. At
+    /// [`ForkAt::WhatIf`], from the Checkpoint before a recorded Call, that
+    /// call answered with the reply given ([`whatif`]). Returns once the
+    /// fork's Start is durable, with the Checkpoint it started from.
     pub async fn fork(
         &self,
         parent: &RunId,
-        checkpoint: u64,
+        at: ForkAt,
         sets: &[(String, String)],
         onto: Option<Sources>,
-    ) -> Result<Accepted> {
+    ) -> Result<(Accepted, u64)> {
         self.refuse_if_stopping()?;
         let onto_dir = onto.as_ref().map(|s| s.dir.clone());
         // Onto a large program: its check holds a permit (the recorded
@@ -526,11 +530,23 @@ impl RunService {
             .inner
             .checks
             .permit(onto.as_ref().map_or(0, Sources::size))?;
-        let fork = {
+        let (fork, checkpoint, first) = {
             let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
             tokio::task::spawn_blocking(move || {
                 let _held = permit;
-                this.prepare_fork(&p, checkpoint, &sets, onto)
+                let (checkpoint, replacement) = match at {
+                    ForkAt::Checkpoint(n) => (n, None),
+                    ForkAt::WhatIf { call, reply } => {
+                        let (n, r) = this.what_if_point(&p, &call, &reply)?;
+                        (n, Some(r))
+                    }
+                };
+                let mut fork = this.prepare_fork(&p, checkpoint, &sets, onto)?;
+                let first = match replacement {
+                    None => drive::steps(std::mem::take(&mut fork.effects)),
+                    Some(r) => whatif::answered(&mut fork, &r, checkpoint)?,
+                };
+                Ok::<_, Error>((fork, checkpoint, first))
             })
             .await
             .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
@@ -568,19 +584,20 @@ impl RunService {
             "running",
             json!({"forked": {"run": parent.as_str(), "checkpoint": checkpoint}}),
         );
-        Ok(self
+        let accepted = self
             .spawn_drive(
                 claim,
                 bound,
                 fork.program,
                 fork.machine,
-                drive::steps(fork.effects),
+                first,
                 Vec::new(),
                 head,
                 None,
             )
             .await
-            .accepted)
+            .accepted;
+        Ok((accepted, checkpoint))
     }
 
     /// Claims a new run and records its Start (durable on return); on a

@@ -186,11 +186,24 @@ impl RunService {
         run: &RunId,
         see: &mut dyn FnMut(&Fact),
     ) -> Result<(Arc<Program>, Replayed)> {
+        self.replayed_until(run, &mut |f| {
+            see(f);
+            true
+        })
+    }
+
+    /// [`RunService::replayed`] as far as `see` answers true: the replay
+    /// of the history's prefix up to and with the fact it answered false.
+    pub fn replayed_until(
+        &self,
+        run: &RunId,
+        see: &mut dyn FnMut(&Fact) -> bool,
+    ) -> Result<(Arc<Program>, Replayed)> {
         let store: &dyn Store = &*self.inner.store;
         let mut replaying: Option<(Arc<Program>, Replayer)> = None;
         let mut refused = None;
         let walked = store.walk_logical(run, &mut |f, change| {
-            see(f);
+            let more = see(f);
             if replaying.is_none() {
                 match Sources::from_start(store, f).and_then(|s| self.program(&s)) {
                     Ok(p) => replaying = Some((p.clone(), Replayer::new(p))),
@@ -201,7 +214,7 @@ impl RunService {
                 }
             }
             // A replay that diverged stops the walk.
-            replaying.as_mut().is_some_and(|(_, r)| r.push(f, change))
+            replaying.as_mut().is_some_and(|(_, r)| r.push(f, change)) && more
         });
         if let Some(e) = refused {
             return Err(e);

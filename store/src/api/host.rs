@@ -183,6 +183,9 @@ pub enum Decision {
     Resend,
     /// Settled `Unknown`.
     Unknown,
+    /// Answered by the host with the reply a what-if fork supplied in
+    /// place of its parent's (`reason` names the parent's call).
+    WhatIf,
 }
 
 /// What a person chose for calls that were out.
@@ -200,6 +203,7 @@ impl Decision {
             Decision::Worker => "worker",
             Decision::Resend => "resend",
             Decision::Unknown => "unknown",
+            Decision::WhatIf => "what-if",
         }
     }
 
@@ -210,6 +214,7 @@ impl Decision {
             "worker" => Decision::Worker,
             "resend" => Decision::Resend,
             "unknown" => Decision::Unknown,
+            "what-if" => Decision::WhatIf,
             _ => return None,
         })
     }
