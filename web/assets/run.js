@@ -9,6 +9,7 @@ import {faultCall, gantt} from './gantt.js';
 import {draw} from './graph.js';
 import {callCard} from './inbox.js';
 import {authorOrder} from './order.js';
+import {openWhatIf} from './whatif.js';
 import {summary, timeline} from './timeline.js';
 import {download, fill, h, onState, pretty, problemText, shortHash, shortRun, stateBadge, time, toast} from './ui.js';
 
@@ -396,6 +397,12 @@ export function mount(root, runId) {
         h('button', {type: 'button', class: 'btn-quiet', onclick: () => cpPanel.show(f.n)}, 'State'),
         f.fact.task === 'root' ? h('button', {type: 'button', class: 'btn-quiet', onclick: () => cpPanel.show(f.n, {fork: true})}, 'Fork from here') : null));
     }
+    const whatIfBox = h('div', {class: 'whatif-box'});
+    if (f.kind === 'Reply') {
+      parts.push(h('div', {class: 'actions'},
+        h('button', {type: 'button', class: 'btn-quiet', title: 'Fork from the checkpoint before this call, with another reply', onclick: () => openWhatIf(runId, f, whatIfBox)}, 'What if…')));
+    }
+    parts.push(whatIfBox);
     parts.push(h('pre', {class: 'json', tabindex: 0, 'aria-label': `Fact ${f.n} as recorded`}, jsonView(f.fact)));
     fill(detail, parts);
   }

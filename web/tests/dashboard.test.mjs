@@ -218,6 +218,30 @@ test('4. fork from a checkpoint with an edited field, and watch the fork', LIMIT
   assert.deepEqual(page.errors(), []);
 });
 
+test('4b. what if the classifier had said billing: a fork with that reply, the call not made again (issue 39 §3)', LIMIT, async () => {
+  await page.goto(`${A.base}/#/run/${triageRun}`);
+  await page.locator('.tl-row.kind-End').waitFor();
+  await page.locator('.tl-row.kind-Reply').first().click();
+  await page.getByRole('button', {name: 'What if…'}).click();
+  const form = page.locator('form.whatif');
+  const outcome = form.getByLabel('Outcome');
+  assert.match(await outcome.inputValue(), /"severity": "high"/);
+  // One that does not fit the call's declared type is refused, explained.
+  await outcome.fill('{"Ok": {"category": "billing", "severity": 3}}');
+  await form.getByRole('button', {name: 'Fork with this reply'}).click();
+  await form.locator('.status', {hasText: 'does not fit'}).waitFor();
+  await outcome.fill('{"Ok": {"category": "billing", "severity": "low"}}');
+  await form.getByRole('button', {name: 'Fork with this reply'}).click();
+  await page.waitForURL((u) => /#\/run\/run-/.test(u.href) && !u.href.includes(triageRun));
+  const whatIf = runIdFrom(page.url());
+  // The low severity goes to the draft, which waits for review.
+  await page.locator('.pending .prompt', {hasText: '(low)'}).waitFor({timeout: 30_000});
+  assert.match(await page.locator('.lineage').textContent(), /forked at fact 3/);
+  const replies = await api(A.base, `/v1/runs/${whatIf}/facts?kind=Reply`);
+  assert.deepEqual(replies.facts[0].fact.outcome, {Ok: {category: 'billing', severity: 'low'}});
+  assert.deepEqual(page.errors([/status of 422/]), []);
+});
+
 test('5. download the archive and import it into a second server', LIMIT, async () => {
   await page.goto(`${A.base}/#/run/${triageRun}`);
   await page.locator('.tl-row.kind-End').waitFor();

@@ -62,6 +62,7 @@ static ASSETS: &[Asset] = assets! {
     "start.js" => JS,
     "checkpoint.js" => JS,
     "gantt.js" => JS,
+    "whatif.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");
