@@ -21,7 +21,6 @@ pub mod feed;
 pub mod guard;
 pub mod headers;
 pub mod health;
-pub mod hub;
 pub mod inbox;
 pub mod inspect;
 pub mod listing;
@@ -110,7 +109,7 @@ impl Default for ServeOptions {
 }
 
 /// Shared state: a cheap `Clone` handle, wiring only — the run service
-/// drives runs; the server adds its options, metrics and the SSE hub.
+/// drives runs; the server adds its options, metrics and the feeds.
 #[derive(Clone)]
 pub struct AppState {
     inner: Arc<Inner>,
@@ -121,7 +120,6 @@ struct Inner {
     options: ServeOptions,
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
-    hub: hub::Hub,
     /// Run state changes across runs (`GET /v1/events`).
     feed: feed::Feed,
 }
@@ -145,7 +143,6 @@ impl AppState {
                 service,
                 options,
                 metrics: metrics::Metrics::default(),
-                hub: hub::Hub::default(),
                 feed: feed::Feed::default(),
             }),
         }
@@ -178,10 +175,6 @@ impl AppState {
 
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.inner.metrics
-    }
-
-    pub fn hub(&self) -> &hub::Hub {
-        &self.inner.hub
     }
 
     pub fn feed(&self) -> &feed::Feed {

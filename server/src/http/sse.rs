@@ -6,8 +6,9 @@
 //! fetched from `/v1/blobs/{hash}`).
 //!
 //! A subscriber reads the store after the last number it yielded, and
-//! waits on the run's head in the [`super::hub`] (one async follower per
-//! followed run, whose ring of rendered frames live subscribers share), so
+//! waits on the run's head in the service's one registry of followed runs
+//! ([`crate::service::heads`]: a watch and a ring of rendered frames per
+//! run, shared by its subscribers), so
 //! the backlog and the live part are one code path, facts come strictly by
 //! number (no gap, no duplicate), and a slow subscriber costs no memory and
 //! never slows the writer — it is never skipped ahead; it reads on from the
@@ -19,7 +20,7 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
-use super::hub::{Frame, READ_BATCH, Ring};
+use crate::service::heads::{Frame, READ_BATCH, Ring};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -117,7 +118,7 @@ pub async fn run_events(
         );
         return Ok(r);
     }
-    let (rx, ring) = state.hub().watch(&state, &run, info.last_fact.n);
+    let (rx, ring) = state.service().follow(&run, info.last_fact.n);
     state.metrics().sse_subscribers.inc();
     let sub = Subscriber {
         state: state.clone(),
@@ -198,7 +199,7 @@ fn error_frame(e: &flow_store::Error) -> Bytes {
 const CHUNK: usize = 256 * 1024;
 
 /// One SSE subscriber's cursor: facts come from catch-up reads of the
-/// store after `last`; the hub's watch only says when to read again.
+/// store after `last`; the run's watch only says when to read again.
 struct Subscriber {
     state: AppState,
     run: RunId,
@@ -324,7 +325,7 @@ impl Subscriber {
                 if ended {
                     return None;
                 }
-                (self.rx, self.ring) = self.state.hub().watch(&self.state, &self.run, self.last);
+                (self.rx, self.ring) = self.state.service().follow(&self.run, self.last);
             }
         }
     }

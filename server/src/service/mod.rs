@@ -188,14 +188,9 @@ impl RunService {
         &self.inner.checks
     }
 
-    /// Live heads of the runs followed now (SSE).
     /// How long the oldest commit under way has waited (`/healthz`).
     pub fn oldest_commit(&self) -> Option<std::time::Duration> {
         self.inner.commits.oldest()
-    }
-
-    pub fn heads(&self) -> &heads::Heads {
-        &self.inner.heads
     }
 
     pub fn stats(&self) -> &Stats {
