@@ -17,8 +17,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// Stored runs per store: enough for the gate to work in parallel over
-/// several pages of the run query (200 a page), yet quick in debug builds.
-const RUNS: usize = 240;
+/// more than one page of the run query (200 a page), yet quick in debug
+/// builds (the issue asks for 200).
+const RUNS: usize = 210;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -197,6 +198,23 @@ fn check_gate(at: &At, s: &Seeded) {
         .filter_map(|d| d["code"].as_str())
         .collect();
     assert!(codes.contains(&"FS0205"), "{r}");
+
+    // A paused run (the review example's) is incomplete under its own
+    // program: every recorded fact re-derives, the record ends first. It
+    // passes (docs/recovery.md: what it has not recorded yet, no program
+    // can be held to).
+    let review = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/flows/review/review.json")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (code, r) = gate(at, &[&review]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(
+        (r["runs"].as_u64(), r["incomplete"].as_u64(), &r["passed"]),
+        (Some(1), Some(1), &json!(true)),
+        "{r}"
+    );
 
     // The run query's filters select: none of these runs is paused, and
     // the candidate names its own flow.

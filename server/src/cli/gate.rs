@@ -10,10 +10,14 @@ use super::query::{self, RunsFilter};
 use super::remote::Client;
 use super::{Global, open_store, shell_quote};
 use crate::error::{Error, Result};
+use crate::http::gate::GateLine;
 use crate::service::gate::{GateReport, GateVerdict};
 use crate::source::Sources;
 use serde_json::json;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc;
 
 /// `flow gate`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -94,12 +98,37 @@ pub(super) async fn local(g: &Global, a: GateArgs) -> Result<u8> {
         )));
     }
     let service = super::service(g, open_store(g)?, false);
-    let report = service.gate(sources, q, None).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let shown = progress(g);
+    let counting = tokio::spawn(async move {
+        let mut done = 0u64;
+        while rx.recv().await.is_some() {
+            done += 1;
+            shown(done);
+        }
+    });
+    let report = service.gate(sources, q, Some(tx)).await;
+    let _ = counting.await;
+    super::clear_progress(g);
+    let report = report?;
     print(g, &report);
     Ok(report.exit_code())
 }
 
-/// `flow --server URL gate`: `POST /v1/gate` with the same filters.
+/// A progress line on stderr when it is a terminal and the output is not
+/// JSON: how many runs have been replayed.
+fn progress(g: &Global) -> impl Fn(u64) + Send + 'static {
+    let show = !g.json && std::io::stderr().is_terminal();
+    move |done| {
+        if show {
+            eprint!("\r\x1b[2K{done} runs replayed");
+        }
+    }
+}
+
+/// `flow --server URL gate`: `POST /v1/gate` with the same filters, read
+/// as its NDJSON stream (a line per run, then the report), so a gate
+/// longer than the server's request timeout still answers, with progress.
 pub(super) async fn remote(g: &Global, c: &Client, a: GateArgs) -> Result<u8> {
     let sources = candidate(&a.candidate, a.modules.as_deref())?;
     selection(&a)?;
@@ -111,14 +140,42 @@ pub(super) async fn remote(g: &Global, c: &Client, a: GateArgs) -> Result<u8> {
         super::remote::encode,
     );
     let (flow, modules) = super::remote::documents(&sources);
-    let v = c
-        .post(
-            &format!("/v1/gate?{params}"),
-            json!({"flow": flow, "modules": modules, "name": sources.root}),
-        )
-        .await?;
-    let report: GateReport = serde_json::from_value(v)
-        .map_err(|e| Error::Refused(format!("the server's gate report does not read: {e}")))?;
+    let body = json!({"flow": flow, "modules": modules, "name": sources.root});
+    let req = c
+        .request(reqwest::Method::POST, &format!("/v1/gate?{params}"))
+        .header("accept", "application/x-ndjson")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        // The stream lasts as long as the gate: no client timeout.
+        .timeout(Duration::from_secs(7 * 24 * 3600));
+    let mut r = c.response(req).await?;
+    let unreadable =
+        |e: String| Error::Refused(format!("the server's gate answer does not read: {e}"));
+    let shown = progress(g);
+    let (mut buf, mut done, mut report) = (Vec::new(), 0u64, None);
+    while let Some(chunk) = r.chunk().await.map_err(|e| unreadable(e.to_string()))? {
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            match serde_json::from_slice::<GateLine>(&line)
+                .map_err(|e| unreadable(e.to_string()))?
+            {
+                GateLine::Run(_) => {
+                    done += 1;
+                    shown(done);
+                }
+                GateLine::Report(r) => report = Some(r),
+                GateLine::Error(detail) => {
+                    super::clear_progress(g);
+                    return Err(Error::Store(std::sync::Arc::new(
+                        flow_store::Error::CommitFailed(detail),
+                    )));
+                }
+            }
+        }
+    }
+    super::clear_progress(g);
+    let report = report.ok_or_else(|| unreadable("the stream ended before the report".into()))?;
     print(g, &report);
     Ok(report.exit_code())
 }

@@ -39,7 +39,7 @@ impl Client {
     }
 
     /// A request to `path`, with the token.
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let req = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(t) => req.bearer_auth(t),
@@ -59,7 +59,7 @@ impl Client {
 
     /// The answer to `req` when it succeeded, else the error its
     /// problem+json says.
-    async fn response(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+    pub(super) async fn response(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let r = req
             .send()
             .await
