@@ -108,8 +108,8 @@ fn a_fork_onto_a_changed_branch_parts_from_its_parent_where_the_branch_is_checkp
         cps_diff[0]["fields"],
         json!([{"path": "$.state.label", "a": "small", "b": "big"}])
     );
-    assert_eq!(d["ending_a"]["output"]["label"], "small");
-    assert_eq!(d["ending_b"]["output"]["label"], "big");
+    assert_eq!(d["endingA"]["output"]["label"], "small");
+    assert_eq!(d["endingB"]["output"]["label"], "big");
     assert_eq!(d["same"], false);
 
     // The other way round: the parent is B.

@@ -81,6 +81,7 @@ pub struct CallDiff {
 
 /// The i-th Checkpoint of each run from the alignment on, when they differ.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckpointDiff {
     pub index: u64,
     pub facts: FactPair,
@@ -107,6 +108,7 @@ pub struct EndingView {
 
 /// `flow diff A B`, `GET /v1/runs/{a}/diff/{b}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RunDiff {
     pub a: String,
     pub b: String,

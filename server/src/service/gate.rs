@@ -77,6 +77,7 @@ pub struct GateGroup {
 /// candidate; what they have not recorded yet, no program can be held
 /// to). Exit codes: 0 passed, 1 a run diverged, 2 refused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct GateReport {
     /// The candidate's flow id: the runs selected are runs of it.
     pub flow: String,
