@@ -286,3 +286,40 @@ async fn a_gate_over_stored_runs_on_postgres() {
     check_gate(&At::Server(s.base.clone()), &seeded);
     check_stream(&s.base, &seeded).await;
 }
+
+/// `--modules DIR`: a candidate whose subgraph's flow is not beside it
+/// reads it from DIR; without it the candidate does not check (exit 2).
+/// The nested run (of the inner flow) is not selected: its root flow id
+/// is the inner flow's.
+#[test]
+fn a_candidate_reads_its_subgraphs_from_modules() {
+    let app = common::TestApp::new();
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/flows/subgraph");
+    let out = app.cmd(&[
+        "run",
+        examples.join("outer.json").to_str().unwrap(),
+        "--input",
+        r#"{"text": "hi"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let alone = tempfile::tempdir().unwrap();
+    let candidate = alone.path().join("outer.json");
+    std::fs::copy(examples.join("outer.json"), &candidate).unwrap();
+    let at = At::Data(app.data.path().to_path_buf());
+    let (code, r) = gate(&at, &[candidate.to_str().unwrap()]);
+    assert_eq!(code, 2, "{r}");
+    let (code, r) = gate(
+        &at,
+        &[
+            candidate.to_str().unwrap(),
+            "--modules",
+            examples.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(
+        (r["runs"].as_u64(), r["matched"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+}

@@ -209,9 +209,10 @@ fn print(g: &Global, r: &GateReport) {
         }
     }
     out!(
-        "flow {}: {} runs replayed against the candidate ({} facts): {} matched, {} incomplete, {} diverged",
+        "flow {}: {} {} replayed against the candidate ({} facts): {} matched, {} incomplete, {} diverged",
         r.flow,
         r.runs,
+        if r.runs == 1 { "run" } else { "runs" },
         r.facts,
         r.matched,
         r.incomplete,
