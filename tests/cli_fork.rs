@@ -354,6 +354,15 @@ fn a_what_if_fork_replaces_a_recorded_reply() {
     assert_eq!(start["parent"]["checkpoint"], cp, "{start}");
     let (code, r) = f.json(&["replay", &forked]);
     assert_eq!((code, r["verdict"].as_str()), (0, Some("matched")), "{r}");
+    // Its diff against the parent: exactly that call, and what followed.
+    let out = f.cmd(&["diff", &run, &forked]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("call 1: A c1:root#1")
+            && text.contains(r#"$.outcome.Ok.decision: "approved" → "rejected""#)
+            && text.contains(r#"$.node: "publish" → "returned""#),
+        "{text}"
+    );
     let (_, replies) = f.json(&["history", &forked, "--kind", "Reply"]);
     let replies = replies["facts"].as_array().unwrap().clone();
     assert_eq!(replies.len(), 1, "{replies:?}");

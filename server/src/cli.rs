@@ -38,6 +38,8 @@ pub(crate) fn out_text(text: &str) {
 }
 
 mod args;
+mod diff;
+mod gate;
 mod history;
 mod print;
 mod query;
@@ -314,6 +316,8 @@ async fn dispatch(cli: Cli) -> Result<u8> {
     }
     match cli.command {
         Command::Check { flow } => check(&g, &flow),
+        Command::Gate(a) => gate::local(&g, a).await,
+        Command::Diff(d) => diff::local(&g, d).await,
         Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),
         Command::Run { flow, input, allow } => {
             let sources = Sources::read(&flow)?;

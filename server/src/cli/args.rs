@@ -171,6 +171,16 @@ pub enum Command {
         tools: Vec<PathBuf>,
     },
     /// Show a run's history.
+    #[command(after_help = concat!(
+        "Examples:\n  flow gate fixed/triage.json\n  flow gate fixed/triage.json --state completed,paused --started-from 1765000000000 --json\n\n",
+        "Replays every selected stored run of the candidate's flow id against the candidate (nothing bound, no Tool started), in parallel, and prints the verdicts grouped by reason with one example run each. Incomplete runs (paused, running, halted) pass: every fact they recorded re-derives.\n\n",
+        "Exit codes: 0 no run diverged; 1 a run diverged (each group's fact and reason are printed); 2 refused: the candidate does not check (its diagnostics are printed) or a filter is bad; 5 a storage failure."))]
+    Gate(super::gate::GateArgs),
+    #[command(after_help = concat!(
+        "Examples:\n  flow diff run-01m8…parent run-01m8…fork\n  flow diff run-01m8…a run-01m8…b --json\n\n",
+        "Aligns the two histories (a fork beside its parent from the fork's checkpoint; other runs fact by fact from Start), says where they part, and lists each call and checkpoint that differs, field by field (a JSON path per field).\n\n",
+        "Exit codes: 0 the histories agree from the alignment on; 1 they differ; 2 no such run; 5 a storage failure (a history does not verify)."))]
+    Diff(super::diff::DiffArgs),
     #[command(
         after_help = "Examples:\n  flow history run-01m8… --summary\n  flow history run-01m8… --kind Call --search classify\n  flow history run-01m8… --fact 5\n\nExit codes: 0 shown; 2 no such run or a bad selection; 5 a storage failure (the history does not verify)."
     )]

@@ -127,7 +127,10 @@ pub(crate) fn params(
     f: &RunsFilter,
     enc: impl Fn(&str) -> String,
 ) -> String {
-    let mut q = vec![format!("limit={}", limit.unwrap_or(50))];
+    let mut q = Vec::new();
+    if let Some(l) = limit {
+        q.push(format!("limit={l}"));
+    }
     let mut add = |k: &str, v: Option<String>| {
         if let Some(v) = v {
             q.push(format!("{k}={}", enc(&v)));

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The server's longest `wait` (seconds).
 const WAIT: u64 = 30;
 
-struct Client {
+pub(crate) struct Client {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
@@ -39,7 +39,7 @@ impl Client {
     }
 
     /// A request to `path`, with the token.
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let req = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
             Some(t) => req.bearer_auth(t),
@@ -59,7 +59,7 @@ impl Client {
 
     /// The answer to `req` when it succeeded, else the error its
     /// problem+json says.
-    async fn response(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+    pub(super) async fn response(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let r = req
             .send()
             .await
@@ -109,11 +109,11 @@ impl Client {
         Ok(serde_json::from_str(&text).unwrap_or(Json::String(text)))
     }
 
-    async fn get(&self, path: &str) -> Result<Json> {
+    pub(super) async fn get(&self, path: &str) -> Result<Json> {
         self.send(reqwest::Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Json) -> Result<Json> {
+    pub(super) async fn post(&self, path: &str, body: Json) -> Result<Json> {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }
 
@@ -220,6 +220,8 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             let v = c.post(&format!("/v1/runs/{run}/fork"), body).await?;
             show(g, &c, c.settle(v).await?).await
         }
+        Command::Gate(a) => super::gate::remote(g, &c, a).await,
+        Command::Diff(d) => super::diff::remote(g, &c, d).await,
         Command::Halt { run, force } => {
             let v = c
                 .post(&format!("/v1/runs/{run}/halt"), json!({"force": force}))
@@ -491,7 +493,7 @@ fn name(c: &Command) -> &'static str {
 
 /// The root document and the other modules, as texts (the server reads
 /// them exactly as the CLI would).
-fn documents(s: &Sources) -> (Json, Json) {
+pub(super) fn documents(s: &Sources) -> (Json, Json) {
     let root = json!(s.texts.get(&s.root).cloned().unwrap_or_default());
     let modules: Map<String, Json> = s
         .texts
@@ -507,7 +509,7 @@ fn parse(text: &str, what: &str) -> Result<Json> {
 }
 
 /// Percent-encodes a query value.
-fn encode(s: &str) -> String {
+pub(super) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {

@@ -260,6 +260,15 @@ pub async fn list_runs(
     State(state): State<AppState>,
     QueryArgs(q): QueryArgs<RunsQuery>,
 ) -> ApiResult<Response> {
+    let counts = q.counts.unwrap_or(false);
+    let lq = run_list_query(q)?;
+    let list = blocking(&state, move |s| Ok(runs_page(&**s.store(), &lq, counts)?)).await?;
+    Ok(json_response(StatusCode::OK, to_json(&list)?))
+}
+
+/// The run query `q` asks, checked as the store checks it (the runs list
+/// and the replay gate select runs with it).
+pub(crate) fn run_list_query(q: RunsQuery) -> ApiResult<RunListQuery> {
     let states = match q.state.as_deref() {
         None => Vec::new(),
         Some(s) => parse_states(s).map_err(ApiError::bad_request)?,
@@ -320,9 +329,7 @@ pub async fn list_runs(
     };
     lq.check()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let counts = q.counts.unwrap_or(false);
-    let list = blocking(&state, move |s| Ok(runs_page(&**s.store(), &lq, counts)?)).await?;
-    Ok(json_response(StatusCode::OK, to_json(&list)?))
+    Ok(lq)
 }
 
 /// One page of the run query, and its counts when asked for.

@@ -36,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(super::health::get_health))
         .route("/metrics", get(get_metrics))
         .route("/v1/check", typed(post(check_flow)))
+        .route("/v1/gate", typed(post(super::gate::gate_runs)))
         .route(
             "/v1/runs",
             typed(post(start_run).get(super::listing::list_runs)),
@@ -52,6 +53,7 @@ pub fn router() -> Router<AppState> {
             get(super::listing::get_checkpoint),
         )
         .route("/v1/runs/{run}/verify", get(super::listing::verify_run))
+        .route("/v1/runs/{run}/diff/{other}", get(super::diff::diff_runs))
         .route("/v1/runs/{run}/events", get(super::sse::run_events))
         .route("/v1/runs/{run}/resume", typed(post(resume_run)))
         .route("/v1/runs/{run}/replay", typed(post(replay_run)))
