@@ -15,9 +15,11 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod delete;
 mod host;
 mod pages;
 
+pub use delete::*;
 pub use host::*;
 pub use pages::*;
 
@@ -533,6 +535,7 @@ pub trait Backend:
     + ImportRuns
     + Subscribe
     + Leases
+    + DeleteRuns
     + crate::workers::WorkerQueue
 {
 }
@@ -545,6 +548,7 @@ impl<
         + ImportRuns
         + Subscribe
         + Leases
+        + DeleteRuns
         + crate::workers::WorkerQueue,
 > Backend for T
 {
