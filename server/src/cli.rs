@@ -38,6 +38,7 @@ pub(crate) fn out_text(text: &str) {
 }
 
 mod args;
+mod delete;
 mod history;
 mod print;
 mod query;
@@ -342,6 +343,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 None => service.continue_run(&run, open).await?,
             };
             finish(&g, &service, accepted, allow).await
+        }
+        Command::Delete { runs, yes, force } => {
+            delete::local(&g, delete::Ask { runs, yes, force }).await
         }
         Command::Halt { .. } => Err(Error::Refused(
             "flow halt stops a run a server drives: pass --server URL; a run `flow run` drives here is halted by interrupting it (Ctrl-C)".into(),

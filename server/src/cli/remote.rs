@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The server's longest `wait` (seconds).
 const WAIT: u64 = 30;
 
-struct Client {
+pub(super) struct Client {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
@@ -47,7 +47,12 @@ impl Client {
         }
     }
 
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json> {
+    pub(super) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Json>,
+    ) -> Result<Json> {
         let mut req = self.request(method, path);
         if let Some(b) = body {
             req = req
@@ -209,6 +214,9 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             }
             let v = c.post(&format!("/v1/runs/{run}/fork"), body).await?;
             show(g, &c, c.settle(v).await?).await
+        }
+        Command::Delete { runs, yes, force } => {
+            super::delete::remote(g, &c, super::delete::Ask { runs, yes, force }).await
         }
         Command::Halt { run, force } => {
             let v = c
