@@ -11,9 +11,11 @@
 //! entries.
 //!
 //! The sweeper asks the store for at most [`BATCH`] expired runs of each
-//! rule, deletes them one by one (each its own transaction, recorded in
-//! the audit log with `who = sweeper`), at most [`RATE`] a second, and
-//! sleeps between rounds; it stops when the server shuts down.
+//! rule and deletes them together (`delete_runs`: on SQLite one writer
+//! batch, each deletion in a savepoint, one fsync; on Postgres a few
+//! transactions at once), each recorded in the audit log with `who =
+//! sweeper`, at most [`RATE`] a second, and sleeps between rounds; it stops
+//! when the server shuts down.
 
 use super::store::StoreRef;
 use crate::error::{Error, Result};
@@ -158,19 +160,19 @@ pub fn sweep_once(store: &StoreRef, policy: &Retention, stop: &CancellationToken
             let q = policy.query(rule, now_ms(), BATCH);
             let runs = store.expired_runs(&q)?;
             let last = runs.len() < BATCH as usize;
-            for run in runs {
-                match store.delete_run(&run, &who) {
+            for r in store.delete_runs(&runs, &who) {
+                match r {
                     Ok(_) => deleted += 1,
                     // Gone already (another server's sweeper), or driven
                     // again since it was listed: left alone.
                     Err(flow_store::Error::UnknownRun(_) | flow_store::Error::Active { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
-                // Bounded rate: never ahead of RATE a second.
-                let due = Duration::from_secs_f64(deleted as f64 / RATE as f64);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    std::thread::sleep(wait);
-                }
+            }
+            // Bounded rate: never ahead of RATE a second.
+            let due = Duration::from_secs_f64(deleted as f64 / RATE as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
             }
             if last {
                 break;

@@ -67,6 +67,13 @@ pub struct ExpiredQuery {
 pub trait DeleteRuns {
     /// Deletes `run`; [`crate::Error::UnknownRun`] when there is none.
     fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted>;
+    /// Deletes each of `runs` as [`DeleteRuns::delete_run`] would, each
+    /// refused or done on its own, answered in order. A backend may commit
+    /// them together (SQLite: one writer batch, one fsync; Postgres: a few
+    /// transactions at once): the retention sweeper's way.
+    fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {
+        runs.iter().map(|r| self.delete_run(r, how)).collect()
+    }
     /// The audit log after `after` (a sequence number), oldest first, at
     /// most `limit`.
     fn deletions(&self, after: u64, limit: u32) -> Result<Vec<Deleted>>;

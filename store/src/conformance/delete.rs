@@ -172,5 +172,24 @@ pub(super) fn deletion<B: Backend + Sync>(
         s.expired_runs(&q).map_err(e)?.is_empty(),
         "a flow another rule covers is left to it"
     );
+    // Together: each done or refused on its own, answered in order.
+    let (c1, _) = seed_run(&s, 1).map_err(e)?;
+    let (c2, m) = seed_run(&s, 1).map_err(e)?;
+    s.append(&c2, end_fact(m + 1, json!("done"))).map_err(e)?;
+    let out = s.delete_runs(
+        &[c2.clone(), new_run_id(), c1.clone()],
+        &Deletion::by("sweeper"),
+    );
+    ensure!(
+        matches!(
+            out.as_slice(),
+            [Ok(d), Err(Error::UnknownRun(_)), Err(Error::Active { .. })] if d.run == c2.as_str()
+        ),
+        "a batch of deletions: {out:?}"
+    );
+    ensure!(
+        matches!(s.run_info(&c2), Err(Error::UnknownRun(_))) && s.run_info(&c1).is_ok(),
+        "the deleted one is gone, the refused one kept"
+    );
     Ok(())
 }

@@ -41,80 +41,86 @@ fn deleted_row(r: &tokio_postgres::Row) -> Result<Deleted> {
     })
 }
 
-impl DeleteRuns for PostgresStore {
-    fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted> {
-        let (id, how) = (run.to_string(), how.clone());
-        self.on_pool(move |mut conn| async move {
-            let tx = conn.transaction().await?;
-            let row = tx
-                .query_opt(
-                    &format!(
-                        "SELECT key, state, last_n, last_hash, {NOW_MS},
+/// Deletions of a batch in flight at once (each its own transaction; their
+/// commits share the server's WAL flushes).
+const CONCURRENT: usize = 8;
+
+/// Deletes run `id` in one transaction on `conn` (see the module doc).
+async fn delete_one(
+    mut conn: deadpool_postgres::Object,
+    id: String,
+    how: Deletion,
+) -> Result<Deleted> {
+    let tx = conn.transaction().await?;
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT key, state, last_n, last_hash, {NOW_MS},
                                 (SELECT expires_ms FROM leases WHERE run = r.id)
                          FROM runs r WHERE id = $1 FOR UPDATE"
-                    ),
-                    &[&id],
-                )
-                .await?
-                .ok_or_else(|| Error::UnknownRun(id.clone()))?;
-            let key: i64 = row.try_get(0)?;
-            let state: String = row.try_get(1)?;
-            let state = RunState::parse(&state).unwrap_or(RunState::Halted);
-            let last_n: i64 = row.try_get(2)?;
-            let last_hash: Vec<u8> = row.try_get(3)?;
-            let at_ms: i64 = row.try_get(4)?;
-            let lease: Option<i64> = row.try_get(5)?;
-            if !how.force {
-                let why = if state == RunState::Running {
-                    Some("running")
-                } else if lease.is_some_and(|e| e > at_ms) {
-                    Some("leased by a server")
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    return Err(Error::Active {
-                        run: id.clone(),
-                        why: why.into(),
-                    });
-                }
-            }
-            let hashes: Vec<Vec<u8>> = tx
-                .query("SELECT hash FROM blob_refs WHERE run_key = $1", &[&key])
-                .await?
-                .iter()
-                .map(|r| r.try_get(0))
-                .collect::<Result<_, _>>()?;
-            let mut keys: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
-            keys.sort_unstable();
-            keys.dedup();
-            // One at a time, in key order: two deletions never hold each
-            // other's next key.
-            for k in &keys {
-                tx.execute("SELECT pg_advisory_xact_lock($1)", &[k]).await?;
-            }
-            tx.execute("DELETE FROM blob_refs WHERE run_key = $1", &[&key])
-                .await?;
-            let blobs_removed = tx
-                .execute(
-                    "DELETE FROM blobs b WHERE b.hash = ANY($1::bytea[])
+            ),
+            &[&id],
+        )
+        .await?
+        .ok_or_else(|| Error::UnknownRun(id.clone()))?;
+    let key: i64 = row.try_get(0)?;
+    let state: String = row.try_get(1)?;
+    let state = RunState::parse(&state).unwrap_or(RunState::Halted);
+    let last_n: i64 = row.try_get(2)?;
+    let last_hash: Vec<u8> = row.try_get(3)?;
+    let at_ms: i64 = row.try_get(4)?;
+    let lease: Option<i64> = row.try_get(5)?;
+    if !how.force {
+        let why = if state == RunState::Running {
+            Some("running")
+        } else if lease.is_some_and(|e| e > at_ms) {
+            Some("leased by a server")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::Active {
+                run: id.clone(),
+                why: why.into(),
+            });
+        }
+    }
+    let hashes: Vec<Vec<u8>> = tx
+        .query("SELECT hash FROM blob_refs WHERE run_key = $1", &[&key])
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let mut keys: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    // One at a time, in key order: two deletions never hold each
+    // other's next key.
+    for k in &keys {
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[k]).await?;
+    }
+    tx.execute("DELETE FROM blob_refs WHERE run_key = $1", &[&key])
+        .await?;
+    let blobs_removed = tx
+        .execute(
+            "DELETE FROM blobs b WHERE b.hash = ANY($1::bytea[])
                        AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.hash = b.hash)",
-                    &[&hashes],
-                )
-                .await?;
-            let facts = tx
-                .execute("DELETE FROM facts WHERE run_key = $1", &[&key])
-                .await?;
-            tx.execute("DELETE FROM host_records WHERE run_key = $1", &[&key])
-                .await?;
-            for table in ["run_attrs", "leases", "worker_calls"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
-                    .await?;
-            }
-            tx.execute("DELETE FROM runs WHERE key = $1", &[&key])
-                .await?;
-            let (facts, blobs_removed) = (facts as i64, blobs_removed as i64);
-            let seq: i64 = tx
+            &[&hashes],
+        )
+        .await?;
+    let facts = tx
+        .execute("DELETE FROM facts WHERE run_key = $1", &[&key])
+        .await?;
+    tx.execute("DELETE FROM host_records WHERE run_key = $1", &[&key])
+        .await?;
+    for table in ["run_attrs", "leases", "worker_calls"] {
+        tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
+            .await?;
+    }
+    tx.execute("DELETE FROM runs WHERE key = $1", &[&key])
+        .await?;
+    let (facts, blobs_removed) = (facts as i64, blobs_removed as i64);
+    let seq: i64 = tx
                 .query_one(
                     "INSERT INTO deletions (run, state, head_n, head_hash, who, at_ms, facts, blobs_removed)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
@@ -122,22 +128,54 @@ impl DeleteRuns for PostgresStore {
                 )
                 .await?
                 .try_get(0)?;
-            tx.commit().await?;
-            let hash: [u8; 32] = last_hash.try_into().unwrap_or([0; 32]);
-            Ok(Deleted {
-                seq: seq as u64,
-                run: id,
-                state,
-                head: FactRef {
-                    n: last_n as u64,
-                    hash: hash_text(&hash),
-                },
-                who: how.who,
-                at_ms,
-                facts: facts as u64,
-                blobs_removed: blobs_removed as u64,
-            })
-        })
+    tx.commit().await?;
+    let hash: [u8; 32] = last_hash.try_into().unwrap_or([0; 32]);
+    Ok(Deleted {
+        seq: seq as u64,
+        run: id,
+        state,
+        head: FactRef {
+            n: last_n as u64,
+            hash: hash_text(&hash),
+        },
+        who: how.who,
+        at_ms,
+        facts: facts as u64,
+        blobs_removed: blobs_removed as u64,
+    })
+}
+
+impl DeleteRuns for PostgresStore {
+    fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted> {
+        let (id, how) = (run.to_string(), how.clone());
+        self.on_pool(move |conn| delete_one(conn, id, how))
+    }
+
+    fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {
+        let shared = self.inner.shared.clone();
+        let (ids, how) = (
+            runs.iter().map(RunId::to_string).collect::<Vec<_>>(),
+            how.clone(),
+        );
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.inner.shared.handle.spawn(async move {
+            let mut out = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(CONCURRENT) {
+                let tasks = chunk.iter().map(|id| {
+                    let (shared, id, how) = (shared.clone(), id.clone(), how.clone());
+                    async move {
+                        match shared.pool.get().await {
+                            Ok(conn) => delete_one(conn, id, how).await,
+                            Err(e) => Err(Error::Unavailable(format!("postgres pool: {e}"))),
+                        }
+                    }
+                });
+                out.extend(futures_util::future::join_all(tasks).await);
+            }
+            let _ = tx.send(out);
+        });
+        rx.recv()
+            .unwrap_or_else(|_| runs.iter().map(|_| Err(Error::WriterGone)).collect())
     }
 
     fn deletions(&self, after: u64, limit: u32) -> Result<Vec<Deleted>> {

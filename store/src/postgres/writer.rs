@@ -550,6 +550,9 @@ fn decide(
                 return import_over(a, h.last_n, &h.last_hash).map(Out::Import);
             }
             let p = plan_import(a)?;
+            // A run id may come back after a deletion: no checkpoint base
+            // this process remembers of the deleted run may serve it.
+            plan.ckpt.insert(id.clone(), None);
             add_blobs(&mut plan.rows, &id, a.blobs.clone());
             for f in &a.facts {
                 plan.rows.facts.push((

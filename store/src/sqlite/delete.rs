@@ -144,6 +144,28 @@ impl DeleteRuns for SqliteStore {
         })
     }
 
+    fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {
+        let at_ms = super::now_ms();
+        let (mut cmds, mut replies) = (Vec::new(), Vec::new());
+        for run in runs {
+            let (reply, rx) = std::sync::mpsc::sync_channel(1);
+            cmds.push(Command::Delete {
+                run: run.clone(),
+                how: how.clone(),
+                at_ms,
+                reply,
+            });
+            replies.push(rx);
+        }
+        // One batch of the writer: each deletion in a savepoint of its own,
+        // one COMMIT (one fsync) for them all.
+        self.inner.committer.submit(Command::Many(cmds));
+        replies
+            .into_iter()
+            .map(|rx| rx.recv().map_err(|_| Error::WriterGone)?)
+            .collect()
+    }
+
     fn deletions(&self, after: u64, limit: u32) -> Result<Vec<Deleted>> {
         self.with_reader(|c| {
             let rows = c
