@@ -2,7 +2,7 @@
 //! GC, as the retention sweeper deletes them — `expired_runs` a batch of
 //! 256 at a time, then `delete_runs` on the batch (SQLite with
 //! `synchronous = FULL`: one writer transaction, one fsync, for the batch;
-//! Postgres: 8 transactions at once). `FLOW_BENCH_ONE_BY_ONE=1` deletes
+//! Postgres: one transaction for the batch). `FLOW_BENCH_ONE_BY_ONE=1` deletes
 //! with `delete_run`, one transaction each, instead.
 //!
 //! The store is filled with N completed runs through the store's own API:

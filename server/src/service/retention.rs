@@ -12,8 +12,8 @@
 //!
 //! The sweeper asks the store for at most [`BATCH`] expired runs of each
 //! rule and deletes them together (`delete_runs`: on SQLite one writer
-//! batch, each deletion in a savepoint, one fsync; on Postgres a few
-//! transactions at once), each recorded in the audit log with `who =
+//! batch, each deletion in a savepoint, one fsync; on Postgres one
+//! transaction), each recorded in the audit log with `who =
 //! sweeper`, at most [`RATE`] a second, and sleeps between rounds; it stops
 //! when the server shuts down.
 

@@ -69,8 +69,8 @@ pub trait DeleteRuns {
     fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted>;
     /// Deletes each of `runs` as [`DeleteRuns::delete_run`] would, each
     /// refused or done on its own, answered in order. A backend may commit
-    /// them together (SQLite: one writer batch, one fsync; Postgres: a few
-    /// transactions at once): the retention sweeper's way.
+    /// them together (SQLite: one writer batch, one fsync; Postgres: one
+    /// transaction): the retention sweeper's way.
     fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {
         runs.iter().map(|r| self.delete_run(r, how)).collect()
     }

@@ -18,6 +18,7 @@ use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::hash_text;
 use flow_abi::fact::RunId;
+use std::collections::{HashMap, HashSet};
 
 /// The database's clock in unix ms.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -40,10 +41,6 @@ fn deleted_row(r: &tokio_postgres::Row) -> Result<Deleted> {
         blobs_removed: r.try_get::<_, i64>(8)? as u64,
     })
 }
-
-/// Deletions of a batch in flight at once (each its own transaction; their
-/// commits share the server's WAL flushes).
-const CONCURRENT: usize = 8;
 
 /// Deletes run `id` in one transaction on `conn` (see the module doc).
 async fn delete_one(
@@ -145,6 +142,185 @@ async fn delete_one(
     })
 }
 
+/// A run a batch deletes: its id, key, state and head.
+struct Going {
+    id: String,
+    key: i64,
+    state: RunState,
+    last_n: i64,
+    last_hash: Vec<u8>,
+}
+
+/// Deletes `ids` in one transaction (the sweeper's batches): the same
+/// steps as [`delete_one`] for every run at once — the rows locked in id
+/// order, the blobs' locks taken exclusive in key order in one statement —
+/// and one COMMIT. An unknown or (without force) driven run is refused on
+/// its own, answered in order; a failed statement fails the whole batch.
+async fn delete_batch(
+    mut conn: deadpool_postgres::Object,
+    ids: Vec<String>,
+    how: Deletion,
+) -> Result<Vec<Result<Deleted>>> {
+    let tx = conn.transaction().await?;
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT r.id, r.key, r.state, r.last_n, r.last_hash, {NOW_MS},
+                        (SELECT expires_ms FROM leases WHERE run = r.id)
+                 FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE"
+            ),
+            &[&sorted],
+        )
+        .await?;
+    let mut at_ms = 0i64;
+    let mut found: HashMap<String, (Going, Option<i64>)> = HashMap::new();
+    for r in &rows {
+        at_ms = r.try_get(5)?;
+        let state: String = r.try_get(2)?;
+        let g = Going {
+            id: r.try_get(0)?,
+            key: r.try_get(1)?,
+            state: RunState::parse(&state).unwrap_or(RunState::Halted),
+            last_n: r.try_get(3)?,
+            last_hash: r.try_get(4)?,
+        };
+        found.insert(g.id.clone(), (g, r.try_get(6)?));
+    }
+    // Each asked id: going (its index into `going`) or refused.
+    let mut going: Vec<Going> = Vec::new();
+    let mut answers: Vec<Result<usize>> = Vec::new();
+    for id in &ids {
+        let Some((g, lease)) = found.remove(id) else {
+            answers.push(Err(Error::UnknownRun(id.clone())));
+            continue;
+        };
+        let why = if how.force {
+            None
+        } else if g.state == RunState::Running {
+            Some("running")
+        } else if lease.is_some_and(|e| e > at_ms) {
+            Some("leased by a server")
+        } else {
+            None
+        };
+        match why {
+            Some(why) => answers.push(Err(Error::Active {
+                run: id.clone(),
+                why: why.into(),
+            })),
+            None => {
+                answers.push(Ok(going.len()));
+                going.push(g);
+            }
+        }
+    }
+    let keys: Vec<i64> = going.iter().map(|g| g.key).collect();
+    let ids_going: Vec<&str> = going.iter().map(|g| g.id.as_str()).collect();
+    let refs: Vec<(i64, Vec<u8>)> = tx
+        .query(
+            "SELECT run_key, hash FROM blob_refs WHERE run_key = ANY($1::int8[])",
+            &[&keys],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_>>()?;
+    let mut hashes: Vec<Vec<u8>> = refs.iter().map(|(_, h)| h.clone()).collect();
+    hashes.sort();
+    hashes.dedup();
+    let locks: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
+    tx.execute(
+        "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::int8[]) AS k ORDER BY k) AS s",
+        &[&locks],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM blob_refs WHERE run_key = ANY($1::int8[])",
+        &[&keys],
+    )
+    .await?;
+    let removed: HashSet<Vec<u8>> = tx
+        .query(
+            "DELETE FROM blobs b WHERE b.hash = ANY($1::bytea[])
+               AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.hash = b.hash)
+             RETURNING b.hash",
+            &[&hashes],
+        )
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let mut facts: HashMap<i64, i64> = HashMap::new();
+    for r in tx
+        .query(
+            "DELETE FROM facts WHERE run_key = ANY($1::int8[]) RETURNING run_key",
+            &[&keys],
+        )
+        .await?
+    {
+        *facts.entry(r.try_get(0)?).or_default() += 1;
+    }
+    tx.execute(
+        "DELETE FROM host_records WHERE run_key = ANY($1::int8[])",
+        &[&keys],
+    )
+    .await?;
+    for table in ["run_attrs", "leases", "worker_calls"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE run = ANY($1::text[])"),
+            &[&ids_going],
+        )
+        .await?;
+    }
+    tx.execute("DELETE FROM runs WHERE key = ANY($1::int8[])", &[&keys])
+        .await?;
+    // A removed blob is counted for the first deleted run that named it.
+    let mut counted: HashSet<&[u8]> = HashSet::new();
+    let mut gone: HashMap<i64, i64> = HashMap::new();
+    for (k, h) in &refs {
+        if removed.contains(h) && counted.insert(h) {
+            *gone.entry(*k).or_default() += 1;
+        }
+    }
+    let mut done: Vec<Deleted> = Vec::with_capacity(going.len());
+    for g in &going {
+        let (f, b) = (
+            facts.get(&g.key).copied().unwrap_or(0),
+            gone.get(&g.key).copied().unwrap_or(0),
+        );
+        let seq: i64 = tx
+            .query_one(
+                "INSERT INTO deletions (run, state, head_n, head_hash, who, at_ms, facts, blobs_removed)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+                &[&g.id, &g.state.as_str(), &g.last_n, &g.last_hash, &how.who, &at_ms, &f, &b],
+            )
+            .await?
+            .try_get(0)?;
+        let hash: [u8; 32] = g.last_hash.clone().try_into().unwrap_or([0; 32]);
+        done.push(Deleted {
+            seq: seq as u64,
+            run: g.id.clone(),
+            state: g.state,
+            head: FactRef {
+                n: g.last_n as u64,
+                hash: hash_text(&hash),
+            },
+            who: how.who.clone(),
+            at_ms,
+            facts: f as u64,
+            blobs_removed: b as u64,
+        });
+    }
+    tx.commit().await?;
+    Ok(answers
+        .into_iter()
+        .map(|a| a.map(|i| done[i].clone()))
+        .collect())
+}
+
 impl DeleteRuns for PostgresStore {
     fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted> {
         let (id, how) = (run.to_string(), how.clone());
@@ -152,30 +328,20 @@ impl DeleteRuns for PostgresStore {
     }
 
     fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {
-        let shared = self.inner.shared.clone();
         let (ids, how) = (
             runs.iter().map(RunId::to_string).collect::<Vec<_>>(),
             how.clone(),
         );
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.inner.shared.handle.spawn(async move {
-            let mut out = Vec::with_capacity(ids.len());
-            for chunk in ids.chunks(CONCURRENT) {
-                let tasks = chunk.iter().map(|id| {
-                    let (shared, id, how) = (shared.clone(), id.clone(), how.clone());
-                    async move {
-                        match shared.pool.get().await {
-                            Ok(conn) => delete_one(conn, id, how).await,
-                            Err(e) => Err(Error::Unavailable(format!("postgres pool: {e}"))),
-                        }
-                    }
-                });
-                out.extend(futures_util::future::join_all(tasks).await);
+        let n = ids.len();
+        match self.on_pool(move |conn| delete_batch(conn, ids, how)) {
+            Ok(out) => out,
+            Err(e) => {
+                let msg = e.to_string();
+                (0..n)
+                    .map(|_| Err(Error::CommitFailed(msg.clone())))
+                    .collect()
             }
-            let _ = tx.send(out);
-        });
-        rx.recv()
-            .unwrap_or_else(|_| runs.iter().map(|_| Err(Error::WriterGone)).collect())
+        }
     }
 
     fn deletions(&self, after: u64, limit: u32) -> Result<Vec<Deleted>> {
