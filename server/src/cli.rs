@@ -38,6 +38,7 @@ pub(crate) fn out_text(text: &str) {
 }
 
 mod args;
+mod delete;
 mod diff;
 mod gate;
 mod history;
@@ -346,6 +347,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 None => service.continue_run(&run, open).await?,
             };
             finish(&g, &service, accepted, allow).await
+        }
+        Command::Delete { runs, yes, force } => {
+            delete::local(&g, delete::Ask { runs, yes, force }).await
         }
         Command::Halt { .. } => Err(Error::Refused(
             "flow halt stops a run a server drives: pass --server URL; a run `flow run` drives here is halted by interrupting it (Ctrl-C)".into(),

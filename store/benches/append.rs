@@ -1,5 +1,7 @@
 //! Append throughput (durable facts/s), sequential and with 8 concurrent
-//! runs, at `synchronous=FULL` and `NORMAL`; and verified read throughput.
+//! runs, at `synchronous=FULL` and `NORMAL`; the same with a 2 KiB value in
+//! each fact (a blob and its `blob_refs` row, migration 0012); and verified
+//! read throughput.
 //! `cargo bench -p flow-store`. The larger measurements of issue 3 (100,000
 //! facts, 100 runs, 1,000,000 runs for discovery, bytes on disk) are printed
 //! by `cargo run --release -p flow-store --example store_report`.
@@ -36,6 +38,19 @@ fn append_batch(s: &SqliteStore, runs: usize, per_run: u64) -> Duration {
     t0.elapsed()
 }
 
+/// Appends `per_run` facts each carrying a 2 KiB value of its own (one
+/// blob each) to a new run; returns the time taken.
+fn append_blobs(s: &SqliteStore, per_run: u64) -> Duration {
+    let run = create(s);
+    let pad = "b".repeat(2048);
+    let t0 = Instant::now();
+    for n in 2..per_run + 2 {
+        s.append(&run, call_fact(n, n, json!({"i": n, "doc": pad})))
+            .expect("append");
+    }
+    t0.elapsed()
+}
+
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("tempdir");
     for (name, sync) in [("full", Synchronous::Full), ("normal", Synchronous::Normal)] {
@@ -56,6 +71,13 @@ fn bench(c: &mut Criterion) {
                 b.iter_custom(|iters| (0..iters).map(|_| append_batch(&s, runs, per_run)).sum())
             });
         }
+        g.finish();
+        let mut g = c.benchmark_group(format!("append_blobs_{name}"));
+        g.sample_size(10);
+        g.throughput(Throughput::Elements(200));
+        g.bench_function("1_run", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| append_blobs(&s, 200)).sum())
+        });
         g.finish();
     }
     let s = SqliteStore::open(

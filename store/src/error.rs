@@ -63,6 +63,11 @@ pub enum Error {
     CommitUnknown(String),
     #[error("the store's writer has stopped")]
     WriterGone,
+    /// A deletion refused because the run is still driven (docs/custody.md).
+    #[error(
+        "run {run} is {why}: deleting it would pull its history from under its driver; halt it first (`flow halt {run}`), or delete with force"
+    )]
+    Active { run: String, why: String },
 }
 
 impl Error {

@@ -66,6 +66,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "host_timing",
         include_str!("../../migrations/sqlite/0011_host_timing.sql"),
     ),
+    (
+        12,
+        "deletion",
+        include_str!("../../migrations/sqlite/0012_deletion.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -124,6 +129,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         11,
         "host_timing",
         include_str!("../../migrations/postgres/0011_host_timing.sql"),
+    ),
+    (
+        12,
+        "deletion",
+        include_str!("../../migrations/postgres/0012_deletion.sql"),
     ),
 ];
 

@@ -120,6 +120,25 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Delete runs: their facts, host records, index rows, search
+    /// attributes and the blobs no other run uses (forks keep theirs). The
+    /// deletion is recorded in the store's audit log (docs/custody.md).
+    #[command(after_help = concat!(
+        "Examples:\n  flow delete run-01m8… --yes\n  flow --server http://127.0.0.1:8080 --token $ADMIN delete run-01m8… run-01m9… --yes\n\n",
+        "Permanent: without --yes it asks on a terminal and refuses otherwise. A running run is refused unless --force (halt it first).\n\n",
+        "Exit codes: 0 every run deleted; 2 refused (no such run, a running run without --force, no --yes; with several runs, the others are still deleted)."))]
+    Delete {
+        /// The run ids.
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Delete without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Also delete a running (or leased) run: its driver finds the
+        /// history gone and stops.
+        #[arg(long)]
+        force: bool,
+    },
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.
     #[command(

@@ -47,7 +47,12 @@ impl Client {
         }
     }
 
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json> {
+    pub(super) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Json>,
+    ) -> Result<Json> {
         let mut req = self.request(method, path);
         if let Some(b) = body {
             req = req
@@ -222,6 +227,9 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         }
         Command::Gate(a) => super::gate::remote(g, &c, a).await,
         Command::Diff(d) => super::diff::remote(g, &c, d).await,
+        Command::Delete { runs, yes, force } => {
+            super::delete::remote(g, &c, super::delete::Ask { runs, yes, force }).await
+        }
         Command::Halt { run, force } => {
             let v = c
                 .post(&format!("/v1/runs/{run}/halt"), json!({"force": force}))

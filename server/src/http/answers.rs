@@ -83,6 +83,10 @@ pub struct TornAnswer {
 pub struct ParentRef {
     pub run: String,
     pub checkpoint: u64,
+    /// The parent has been deleted (docs/custody.md): this run still holds
+    /// every fact and blob it reads; the parent's id is lineage only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// A nested run's outer run.

@@ -230,7 +230,7 @@ impl Tokens {
 
 /// The scope a request needs: none for health, the API document, the
 /// docs page and the dashboard's page and files; `read` for reads (and the feeds and metrics); `run` for
-/// anything that records or drives; `admin` for imports; `worker` for what
+/// anything that records or drives; `admin` for imports and deletions; `worker` for what
 /// a remote worker does (register, poll, reply, leave; listing the workers
 /// is a read).
 pub fn needed(method: &Method, path: &str) -> Option<Scope> {
@@ -245,7 +245,8 @@ pub fn needed(method: &Method, path: &str) -> Option<Scope> {
     {
         return None;
     }
-    if path == "/v1/archives" {
+    // Imports, and deleting a run (issue 40: `DELETE /v1/runs/{run}`).
+    if path == "/v1/archives" || method == Method::DELETE && path.starts_with("/v1/runs/") {
         return Some(Scope::Admin);
     }
     if (path == "/v1/workers" || path.starts_with("/v1/workers/"))

@@ -6,6 +6,7 @@ use super::{AppState, ServeOptions};
 use crate::error::{Error, Result};
 use crate::service::LeaseOptions;
 use crate::service::remote::WorkerOptions;
+use crate::service::retention::{Retention, sweeper};
 use crate::service::store::StoreRef;
 use clap::Args;
 use flow_tools::manifest::Manifest;
@@ -118,6 +119,13 @@ pub struct ServeArgs {
     /// closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub mcp_idle_seconds: u64,
+    /// Delete runs that have been in a state longer than this, with a
+    /// background sweeper (docs/custody.md): `completed=30d,faulted=90d`;
+    /// per flow (the root FlowSpec's id) `flow:ID:completed=7d`, which
+    /// replaces the general rule for that state. States completed, faulted,
+    /// halted; ages in s, m, h or d. Comma-separated or repeated.
+    #[arg(long, value_name = "RULES")]
+    pub retain: Vec<String>,
 }
 
 /// The drain grace unless --drain-seconds says otherwise.
@@ -212,6 +220,7 @@ impl Drop for Drives {
 /// Runs the server until Ctrl-C or SIGTERM.
 pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     let mut opts = options(&args)?;
+    let retention = Retention::parse(&args.retain)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Error::Refused(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -240,6 +249,9 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
     })?));
     opts.drives = drives.0.as_ref().map(|rt| rt.handle().clone());
     let state = AppState::new(store, opts, shutdown.clone());
+    if !retention.is_empty() {
+        tokio::spawn(sweeper(state.store().clone(), retention, shutdown.clone()));
+    }
     // A signal drains (the server goes on answering meanwhile: reads, SSE,
     // workers' replies, `/healthz` saying `draining`), then stops; a second
     // signal stops at once.

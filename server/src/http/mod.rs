@@ -16,6 +16,7 @@ pub mod archive;
 pub mod auth;
 pub mod cli;
 pub mod dashboard;
+pub mod delete;
 pub mod diff;
 pub mod error;
 pub mod feed;

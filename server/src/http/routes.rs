@@ -41,7 +41,10 @@ pub fn router() -> Router<AppState> {
             "/v1/runs",
             typed(post(start_run).get(super::listing::list_runs)),
         )
-        .route("/v1/runs/{run}", get(get_run))
+        .route(
+            "/v1/runs/{run}",
+            get(get_run).delete(super::delete::delete_run),
+        )
         .route("/v1/runs/{run}/facts", get(list_facts))
         .route("/v1/runs/{run}/inspect", get(super::inspect::inspect_run))
         .route(
@@ -458,9 +461,16 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         pending: WaitingCall::all(service, &waits.open),
         calls_out,
         last_fact: (&info.last_fact).into(),
-        parent: info
-            .parent
-            .map(|(run, checkpoint)| ParentRef { run, checkpoint }),
+        parent: info.parent.map(|(run, checkpoint)| ParentRef {
+            deleted: RunId::parse(&run).is_ok_and(|p| {
+                matches!(
+                    state.store().run_info(&p),
+                    Err(flow_store::Error::UnknownRun(_))
+                )
+            }),
+            run,
+            checkpoint,
+        }),
         outer: info.outer.map(|(run, call)| OuterRef { run, call }),
         children,
         children_truncated,
@@ -683,6 +693,7 @@ pub async fn fork_run(
     body.parent = Some(ParentRef {
         run: parent.to_string(),
         checkpoint,
+        deleted: false,
     });
     answer(StatusCode::CREATED, &body)
 }

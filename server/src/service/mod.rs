@@ -43,6 +43,7 @@ mod outcome;
 mod pending;
 mod prepare;
 pub mod remote;
+pub mod retention;
 mod spawn;
 pub mod store;
 pub mod timeline;

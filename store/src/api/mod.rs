@@ -15,10 +15,14 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod delete;
 mod host;
+mod leases;
 mod pages;
 
+pub use delete::*;
 pub use host::*;
+pub use leases::*;
 pub use pages::*;
 
 /// A recorded source text handed over with Start (DESIGN §3: "sources are
@@ -471,45 +475,6 @@ pub trait Memory {
     fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()>;
 }
 
-/// What a lease claim found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LeaseClaim {
-    /// The caller holds the lease now; `epoch` names this claim (a release
-    /// or renewal of another epoch changes nothing).
-    Held { epoch: u64 },
-    /// Another holder's lease has not expired.
-    HeldBy { holder: String, expires_in_ms: i64 },
-}
-
-/// Who drives each run (docs/deploy.md "Leases"): a row per driven run,
-/// valid until it expires by the store's clock. Several servers on one
-/// database drive each run from one server at a time; a single process
-/// needs none of it (the run service calls these only when it is given a
-/// lease time).
-pub trait Leases {
-    /// Claims `run`'s lease for `holder` for `ttl`: granted when no lease
-    /// exists, when it expired, or when `holder` holds it already (a new
-    /// epoch); otherwise names the holder.
-    fn claim_lease(&self, run: &RunId, holder: &str, ttl: Duration) -> Result<LeaseClaim>;
-    /// Extends the leases `holder` still holds among `(run, epoch)`, by
-    /// `ttl` from now; returns the runs it still holds (the others were
-    /// taken over: their drives must stop).
-    fn renew_leases(
-        &self,
-        holder: &str,
-        leases: &[(RunId, u64)],
-        ttl: Duration,
-    ) -> Result<Vec<RunId>>;
-    /// Lets go of a lease (only that epoch of that holder's): a run still
-    /// `running` is handed over (its lease expires now, for another server
-    /// to take), any other run's lease is removed.
-    fn release_lease(&self, run: &RunId, holder: &str, epoch: u64) -> Result<()>;
-    /// Claims, for `holder`, at most `limit` expired leases of top-level
-    /// runs still `running` (their server died or handed them over),
-    /// skipping rows another claimer has locked; returns `(run, epoch)`.
-    fn claim_expired(&self, holder: &str, ttl: Duration, limit: u32) -> Result<Vec<(RunId, u64)>>;
-}
-
 /// A durable head the store learned of: the run and its last fact number,
 /// with the facts up to it, in order, when this process committed them (a
 /// live feed sends their stored text without reading it back). Another
@@ -568,6 +533,7 @@ pub trait Backend:
     + ImportRuns
     + Subscribe
     + Leases
+    + DeleteRuns
     + crate::workers::WorkerQueue
 {
 }
@@ -580,6 +546,7 @@ impl<
         + ImportRuns
         + Subscribe
         + Leases
+        + DeleteRuns
         + crate::workers::WorkerQueue,
 > Backend for T
 {

@@ -31,6 +31,7 @@ fn e<T: std::fmt::Display>(x: T) -> String {
 
 mod archive;
 mod changes;
+mod delete;
 mod discovery;
 mod facts;
 mod history;
@@ -40,6 +41,8 @@ mod workers;
 
 use archive::*;
 use changes::*;
+use delete::deletion;
+pub use delete::{blob_refs_in, fork_start, run_blobs};
 use discovery::*;
 pub use facts::*;
 use history::*;
@@ -77,6 +80,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("concurrent_runs", concurrent_runs::<B>),
         ("leases", leases::<B>),
         ("workers", workers::<B>),
+        ("deletion", deletion::<B>),
     ]
 }
 

@@ -34,6 +34,7 @@
 //!   checksums as for SQLite.
 
 mod connect;
+mod delete;
 mod leases;
 mod listen;
 mod queue_notes;

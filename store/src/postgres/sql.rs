@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::index::{Head, ending_text};
 use crate::prepare::StartMeta;
 use futures_util::future::BoxFuture;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::task::Poll;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -24,6 +24,8 @@ pub(super) struct Statements {
     attrs: Statement,
     faults: Statement,
     unattr: Statement,
+    blob_locks: Statement,
+    refs: Statement,
 }
 
 pub(super) struct Conn {
@@ -43,6 +45,9 @@ pub(super) struct Rows {
     /// Each run's state search attributes as of its batch's latest
     /// Checkpoint: the declared names, and the rows they have now.
     pub(super) state_attrs: BTreeMap<String, crate::prepare::StateAttrs>,
+    /// `(run, blob hash)`: the blob references of the batch's facts, Starts
+    /// and imports (migration 0012), written with them.
+    pub(super) refs: BTreeSet<(String, [u8; 32])>,
 }
 
 /// `(run, n, kind, hash, body)`.
@@ -137,6 +142,21 @@ impl Conn {
                     "UPDATE runs AS r SET fault = u.f FROM unnest($1::text[], $2::text[]) AS u(id, f) WHERE r.id = u.id",
                 )
                 .await?,
+            // Shared, in key order: a deletion holding one exclusively
+            // (docs/custody.md) is waited for before the blob is written.
+            blob_locks: client
+                .prepare(
+                    "SELECT count(pg_advisory_xact_lock_shared(k)) FROM (SELECT DISTINCT k FROM unnest($1::int8[]) AS k ORDER BY k) AS s",
+                )
+                .await?,
+            refs: client
+                .prepare(
+                    "INSERT INTO blob_refs (run_key, hash)
+                     SELECT r.key, u.h FROM unnest($1::text[], $2::bytea[]) AS u(id, h)
+                     JOIN runs r ON r.id = u.id
+                     ON CONFLICT DO NOTHING",
+                )
+                .await?,
         };
         Ok(Conn { client, st })
     }
@@ -183,6 +203,9 @@ pub(super) async fn write(
     let st = &conn.st;
     let blob_hash: Vec<&[u8]> = r.blobs.keys().map(|h| &h[..]).collect();
     let blob_body: Vec<&[u8]> = r.blobs.values().map(Vec::as_slice).collect();
+    let lock_keys: Vec<i64> = r.refs.iter().map(|(_, h)| blob_lock_key(h)).collect();
+    let ref_run: Vec<&str> = r.refs.iter().map(|(id, _)| id.as_str()).collect();
+    let ref_hash: Vec<&[u8]> = r.refs.iter().map(|(_, h)| &h[..]).collect();
     let run_id: Vec<&str> = r.runs.iter().map(|x| x.meta.run.as_str()).collect();
     let run_state: Vec<&str> = r.runs.iter().map(|x| x.state.as_str()).collect();
     let run_em: Vec<&str> = r
@@ -278,6 +301,8 @@ pub(super) async fn write(
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
+    let p_locks: [P<'_>; 1] = [&lock_keys];
+    let p_refs: [P<'_>; 2] = [&ref_run, &ref_hash];
     let p_runs: [P<'_>; 17] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
         &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa,
@@ -291,6 +316,9 @@ pub(super) async fn write(
     let p_notify: [P<'_>; 2] = [&channel, &notes];
     // (statement, rows it must affect: None = any)
     let mut steps: Vec<Step<'_>> = Vec::new();
+    if !lock_keys.is_empty() {
+        steps.push((Box::pin(c.execute(&st.blob_locks, &p_locks)), None));
+    }
     if !blob_hash.is_empty() {
         steps.push((Box::pin(c.execute(&st.blobs, &p_blobs)), None));
     }
@@ -302,6 +330,9 @@ pub(super) async fn write(
     }
     if !h_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.host, &p_host)), Some(h_id.len())));
+    }
+    if !ref_run.is_empty() {
+        steps.push((Box::pin(c.execute(&st.refs, &p_refs)), None));
     }
     if !u_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));

@@ -435,6 +435,7 @@ fn decide(
             }
             let f = checked.store()?;
             for b in checked.blobs.drain(..) {
+                plan.rows.refs.insert((run.to_string(), b.hash));
                 plan.rows.blobs.insert(b.hash, b.body);
             }
             let state_attrs =
@@ -512,7 +513,7 @@ fn decide(
                     prepare_change(run, head, *n, task, node, change.clone(), *at_ms, base)?
                 }
             };
-            add_blobs(&mut plan.rows, p.blobs);
+            add_blobs(&mut plan.rows, &id, p.blobs);
             if let Some(f) = p.fault {
                 plan.rows.faults.push((id.clone(), f));
             }
@@ -549,7 +550,10 @@ fn decide(
                 return import_over(a, h.last_n, &h.last_hash).map(Out::Import);
             }
             let p = plan_import(a)?;
-            add_blobs(&mut plan.rows, a.blobs.clone());
+            // A run id may come back after a deletion: no checkpoint base
+            // this process remembers of the deleted run may serve it.
+            plan.ckpt.insert(id.clone(), None);
+            add_blobs(&mut plan.rows, &id, a.blobs.clone());
             for f in &a.facts {
                 plan.rows.facts.push((
                     id.clone(),
@@ -605,8 +609,9 @@ fn decide(
     }
 }
 
-fn add_blobs(rows: &mut Rows, blobs: Vec<NewBlob>) {
+fn add_blobs(rows: &mut Rows, run: &str, blobs: Vec<NewBlob>) {
     for b in blobs {
+        rows.refs.insert((run.to_string(), b.hash));
         rows.blobs.entry(b.hash).or_insert(b.body);
     }
 }

@@ -16,6 +16,7 @@
 //!   one consistent snapshot and does not hold back WAL checkpoints for long.
 
 mod committer;
+mod delete;
 mod leases;
 mod queue;
 mod read;

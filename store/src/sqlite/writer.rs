@@ -54,6 +54,13 @@ pub(crate) enum Command {
     },
     /// Folds the WAL into the database file (outside any transaction).
     Checkpoint(SyncSender<Result<()>>),
+    /// Deletes a run (`delete`).
+    Delete {
+        run: RunId,
+        how: Deletion,
+        at_ms: i64,
+        reply: SyncSender<Result<Deleted>>,
+    },
 }
 
 type CacheUpdate = Option<(i64, Option<CkptCache>)>;
@@ -100,6 +107,7 @@ const HEADS_BUDGET: usize = 100_000;
 struct Batch {
     ckpt: HashMap<i64, Option<CkptCache>>,
     heads: HashMap<String, Head>,
+    gone: Vec<String>,
 }
 
 /// A successful command's changes to the writer's memory.
@@ -107,6 +115,8 @@ struct Batch {
 struct Effects {
     ckpt: CacheUpdate,
     head: Option<(String, Head)>,
+    /// A deleted run: its id and key leave the writer's memory.
+    gone: Option<(String, i64)>,
 }
 
 impl Writer {
@@ -210,6 +220,13 @@ impl Writer {
                 if let Some((run, h)) = fx.head {
                     batch.heads.insert(run, h);
                 }
+                if let Some((run, key)) = fx.gone {
+                    // SQLite may give a later run the same key: nothing
+                    // of this one may stay behind under it.
+                    batch.heads.remove(&run);
+                    batch.ckpt.insert(key, None);
+                    batch.gone.push(run);
+                }
             }
             done.push(d);
         }
@@ -228,6 +245,9 @@ impl Writer {
                     self.run_heads.clear();
                 }
                 self.run_heads.extend(batch.heads);
+                for run in &batch.gone {
+                    self.run_heads.remove(run);
+                }
                 let notes = HeadNote::gather(done.iter_mut().filter_map(|d| d.notify.take()));
                 for d in done {
                     (d.answer)(None);
@@ -418,6 +438,28 @@ impl Writer {
                     None,
                 )
             }
+            Command::Delete {
+                run,
+                how,
+                at_ms,
+                reply,
+            } => {
+                let r = self.head(&run, batch).and_then(|head| {
+                    super::delete::delete(&self.conn, &run, &head, &how, at_ms)
+                        .map(|d| (d, head.key))
+                });
+                let fx = r.as_ref().ok().map(|(_, key)| Effects {
+                    gone: Some((run.to_string(), *key)),
+                    ..Effects::default()
+                });
+                (
+                    Done {
+                        answer: answer(sync_reply(reply), r.map(|(d, _)| d)),
+                        notify: None,
+                    },
+                    fx,
+                )
+            }
             Command::Checkpoint(reply) => {
                 let r: Result<()> = Ok(());
                 (
@@ -524,6 +566,7 @@ impl Writer {
         let fact = checked.store()?;
         self.insert_blobs(&checked.blobs)?;
         let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
+        super::delete::insert_refs(&self.conn, key, &checked.blobs)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
         for r in records {
             // A record that moves the head (a pause) has no place at Start.
@@ -576,7 +619,9 @@ impl Writer {
         // INSERT is refused whole (a statement is atomic), then its blobs;
         // once the fact is in, a failure leaves the batch broken.
         self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
-        if let Err(e) = self.insert_blobs(&p.blobs) {
+        if let Err(e) = self.insert_blobs(&p.blobs).and_then(|()| {
+            super::delete::insert_refs(&self.conn, key, &p.blobs).map_err(Error::from)
+        }) {
             self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
             return Err(e);
         }
@@ -603,6 +648,7 @@ impl Writer {
             Effects {
                 ckpt: p.ckpt.map(|c| (key, c)),
                 head: Some((run.to_string(), p.head)),
+                gone: None,
             },
         ))
     }
@@ -680,6 +726,7 @@ impl Writer {
         self.conn
             .prepare_cached("UPDATE runs SET imported_ms = ?1, fault = ?2 WHERE key = ?3")?
             .execute(params![at_ms, plan.fault, key])?;
+        super::delete::insert_refs(&self.conn, key, &a.blobs)?;
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
@@ -725,6 +772,9 @@ pub(crate) fn refuse(cmd: Command, err: &dyn Fn() -> Error) {
             let _ = reply.send(Err(err()));
         }
         Command::Checkpoint(reply) => {
+            let _ = reply.send(Err(err()));
+        }
+        Command::Delete { reply, .. } => {
             let _ = reply.send(Err(err()));
         }
     }

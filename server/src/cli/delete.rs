@@ -1,0 +1,162 @@
+//! `flow delete RUN… [--yes] [--force]` (issue 40 item 1, docs/custody.md):
+//! deletes runs from the store under `--data`, or, with `--server`, by
+//! `DELETE /v1/runs/{run}` (a token of scope `admin`). Deleting is
+//! permanent: without `--yes` the command asks on a terminal and refuses
+//! otherwise. Each run is deleted on its own; the exit code is 0 when every
+//! one was, 2 when any was refused (the others are still deleted).
+
+use super::remote::Client;
+use super::{Global, open_existing, run_id};
+use crate::error::{Error, Result};
+use flow_store::{Deleted, Deletion, RunId};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, IsTerminal, Write};
+
+/// One deletion as the command prints it (`--json`: one line each), the
+/// same locally and from a server's answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    run: String,
+    seq: u64,
+    state: String,
+    head: Head,
+    who: String,
+    at_ms: i64,
+    facts: u64,
+    blobs_removed: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Head {
+    n: u64,
+    hash: String,
+}
+
+impl From<Deleted> for Line {
+    fn from(d: Deleted) -> Line {
+        Line {
+            run: d.run,
+            seq: d.seq,
+            state: d.state.as_str().to_string(),
+            head: Head {
+                n: d.head.n,
+                hash: d.head.hash,
+            },
+            who: d.who,
+            at_ms: d.at_ms,
+            facts: d.facts,
+            blobs_removed: d.blobs_removed,
+        }
+    }
+}
+
+/// What `flow delete` was asked.
+pub(super) struct Ask {
+    pub runs: Vec<String>,
+    pub yes: bool,
+    pub force: bool,
+}
+
+/// Confirms a permanent deletion: `--yes`, or `y` typed on a terminal.
+fn confirmed(g: &Global, ask: &Ask) -> Result<()> {
+    if ask.yes {
+        return Ok(());
+    }
+    let place = match &g.server {
+        Some(url) => format!("the server at {url}"),
+        None => format!("the store at {}", g.data.display()),
+    };
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Error::Refused(format!(
+            "deleting is permanent: pass --yes to delete {} from {place}",
+            ask.runs.join(" ")
+        )));
+    }
+    eprint!(
+        "delete {} from {place}, with the blobs no other run uses? [y/N] ",
+        ask.runs.join(" ")
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::Refused(format!("standard input: {e}")))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::Refused("nothing was deleted".into()))
+    }
+}
+
+fn print(g: &Global, line: &Line) {
+    if g.json {
+        out!("{}", serde_json::to_string(line).unwrap_or_default());
+    } else {
+        out!(
+            "deleted {} ({}, {} facts, head {} {}; {} blobs removed)",
+            line.run,
+            line.state,
+            line.facts,
+            line.head.n,
+            line.head.hash,
+            line.blobs_removed
+        );
+    }
+}
+
+/// Deletes each run in turn; says why each refused one was refused.
+async fn each(
+    g: &Global,
+    ask: &Ask,
+    mut one: impl AsyncFnMut(&RunId) -> Result<Line>,
+) -> Result<u8> {
+    confirmed(g, ask)?;
+    let ids = ask
+        .runs
+        .iter()
+        .map(|r| run_id(r))
+        .collect::<Result<Vec<_>>>()?;
+    let mut failed = None;
+    for run in &ids {
+        match one(run).await {
+            Ok(line) => print(g, &line),
+            Err(e) => {
+                eprintln!("flow: {run} not deleted: {e}");
+                failed = Some(e);
+            }
+        }
+    }
+    match (failed, ids.len()) {
+        (Some(e), 1) => Err(e),
+        (Some(_), _) => Ok(2),
+        (None, _) => Ok(0),
+    }
+}
+
+/// In the store under `--data`.
+pub(super) async fn local(g: &Global, ask: Ask) -> Result<u8> {
+    let how = Deletion {
+        who: "cli".into(),
+        force: ask.force,
+    };
+    each(g, &ask, async |run: &RunId| {
+        let store = open_existing(g, run)?;
+        Ok(Line::from(store.delete_run(run, &how)?))
+    })
+    .await
+}
+
+/// With `--server`.
+pub(super) async fn remote(g: &Global, c: &Client, ask: Ask) -> Result<u8> {
+    let force = ask.force;
+    each(g, &ask, async |run: &RunId| {
+        let path = format!("/v1/runs/{run}?force={force}");
+        let v = c.send(reqwest::Method::DELETE, &path, None).await?;
+        serde_json::from_value::<Line>(v)
+            .map_err(|e| Error::Refused(format!("the server's answer to DELETE {path}: {e}")))
+    })
+    .await
+}
