@@ -68,6 +68,7 @@ impl From<Deleted> for DeleteAnswer {
     params(("run" = String, Path, description = "A run id"), DeleteParams),
     responses(
         (status = 200, description = "Deleted: its facts, host records, index rows, search attributes and the blobs no other run references are gone; the audit log has the deletion", body = DeleteAnswer),
+        (status = 400, description = "A malformed run id or `force` (true or false)", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 401, description = "No token, or one this server does not know", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token's scope is not `admin`", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
