@@ -195,6 +195,9 @@ pub enum Command {
         "Replays every selected stored run of the candidate's flow id against the candidate (nothing bound, no Tool started), in parallel, and prints the verdicts grouped by reason with one example run each. Incomplete runs (paused, running, halted) pass: every fact they recorded re-derives.\n\n",
         "Exit codes: 0 no run diverged; 1 a run diverged (each group's fact and reason are printed); 2 refused: the candidate does not check (its diagnostics are printed) or a filter is bad; 5 a storage failure."))]
     Gate(super::gate::GateArgs),
+    /// Recover runs onto a fixed program: fork each selected run that FIXED
+    /// does not replay from its last root Checkpoint before the divergence
+    /// that FIXED fits, onto FIXED, and start the fork.
     #[command(
         mut_arg("flow", |a| a
             .required(true)
