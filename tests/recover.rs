@@ -315,3 +315,71 @@ async fn recovery_on_postgres() {
     let faulted = seed(&s.base).await;
     check_server(&s.base, &faulted).await;
 }
+
+/// Issue 39: "a kill -9 in the middle of a recovery resumes it without
+/// double forks". The server is killed (SIGKILL) once the first fork is
+/// made, with the rest waiting on the rate limit; started again on the
+/// same store, the recovery run again forks only the runs still without a
+/// fork: every faulted run ends with exactly one.
+#[tokio::test]
+async fn a_killed_recovery_resumes_without_double_forks() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let faulted = seed(&s.base).await;
+    let mut cli_child = flow()
+        .args([
+            "--server",
+            &s.base,
+            "recover",
+            "--flow",
+            &path("fixed.json"),
+            "--rate",
+            "2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(cli_child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("a recovered line").unwrap();
+        if line.contains("recovered: fork") {
+            break;
+        }
+    }
+    // SIGKILL, mid-recovery (the next fork is half a second away).
+    drop(s);
+    let _ = cli_child.wait();
+    let s = serve(dir.path(), &[]);
+    let at = At::Server(s.base.clone());
+    let forks_of = |run: &str| {
+        let (code, v) = cli(&at, &["runs", "--fork-of", run]);
+        assert_eq!(code, 0, "{v}");
+        v["runs"].as_array().unwrap().len()
+    };
+    let made: usize = faulted.iter().map(|r| forks_of(r)).sum();
+    assert!(
+        made >= 1 && made < faulted.len(),
+        "interrupted after {made} forks"
+    );
+    let (code, v) = recover(&at, &path("fixed.json"), &["--rate", "0"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["alreadyRecovered"].as_u64(), Some(made as u64), "{v}");
+    assert_eq!(
+        v["recovered"].as_u64(),
+        Some((faulted.len() - made) as u64),
+        "{v}"
+    );
+    for run in &faulted {
+        assert_eq!(forks_of(run), 1, "{run}: one fork");
+    }
+    let forks: Vec<String> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["fork"].as_str().map(String::from))
+        .collect();
+    assert_eq!(forks.len(), faulted.len(), "{v}");
+    ended(&s.base, &forks).await;
+}
