@@ -67,7 +67,7 @@ pub(super) fn reply_fact(call: &str, outcome: Outcome) -> Result<Fact> {
 }
 
 /// A run's Start, values loaded (one fact read, not the history).
-fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
+pub(super) fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
     let first = store.read_after(run, 0, 1)?;
     let start = first
         .first()

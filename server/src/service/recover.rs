@@ -16,7 +16,7 @@
 //! later recovery selects them as `not needed`.
 
 use super::gate::{Candidate, GateVerdict};
-use super::prepare::{fit, start_sources};
+use super::prepare::{fit, read_start};
 use super::{Accepted, RunService};
 use crate::error::{Error, Result};
 use crate::service::whatif::ForkAt;
@@ -213,6 +213,24 @@ impl RunService {
     /// FIXED's program `hash`, else its fork point found: the latest root
     /// Checkpoint before the divergence that FIXED fits.
     fn plan(&self, run: &RunId, fixed: &Candidate, hash: &str) -> Result<RecoverRun> {
+        let store = &*self.inner.store;
+        let start = read_start(store, run)?;
+        let not_needed = RecoverRun {
+            run: run.to_string(),
+            outcome: RecoverOutcome::NotNeeded,
+            diverged: None,
+            reason: None,
+            checkpoint: None,
+            node: None,
+            fork: None,
+            again: Vec::new(),
+            why: None,
+        };
+        // A run of FIXED already (an earlier recovery's fork among them,
+        // even one a crash cut short after its Start): nothing to move.
+        if matches!(&start, Fact::Start { program, .. } if program == hash) {
+            return Ok(not_needed);
+        }
         let (mut checkpoints, mut calls) = (Vec::new(), Vec::new());
         let gated = self.gate_one(run, fixed, &mut |f| match f {
             Fact::Checkpoint { n, task, node, .. } if task == "root" => {
@@ -233,15 +251,9 @@ impl RunService {
             _ => {}
         })?;
         let mut line = RecoverRun {
-            run: run.to_string(),
-            outcome: RecoverOutcome::NotNeeded,
             diverged: gated.fact,
             reason: gated.reason,
-            checkpoint: None,
-            node: None,
-            fork: None,
-            again: Vec::new(),
-            why: None,
+            ..not_needed
         };
         let Some(diverged) = gated
             .fact
@@ -255,8 +267,7 @@ impl RunService {
             line.checkpoint = Some(checkpoint);
             return Ok(line);
         }
-        let store = &*self.inner.store;
-        let recorded = self.program(&start_sources(store, run)?)?;
+        let recorded = self.program(&Sources::from_start(store, &start)?)?;
         let mut refused = None;
         for (n, node) in checkpoints.iter().rev().filter(|(n, _)| *n < diverged) {
             let state = store.checkpoint_state(run, *n)?;
@@ -286,9 +297,10 @@ impl RunService {
         Ok(line)
     }
 
-    /// A fork of `run` onto the program `hash` (the first by id), with
-    /// the checkpoint it started from: the runs index's forks of the run
-    /// (FORK-1 lineage), each row with its program hash.
+    /// A fork of `run` onto the program `hash` (the first by id) that
+    /// recorded more than its Start, with the checkpoint it started from:
+    /// the runs index's forks of the run (FORK-1 lineage), each row with
+    /// its program hash and head.
     fn fork_onto(&self, run: &RunId, hash: &str) -> Result<Option<(String, u64)>> {
         let mut query = RunListQuery {
             fork_of: Some(run.to_string()),
@@ -297,10 +309,15 @@ impl RunService {
         };
         loop {
             let page = self.inner.store.list_runs(&query)?;
+            // A fork a crash cut short right after its Start (nothing
+            // else recorded, no ending) can never run: it does not count.
+            let started = |r: &flow_store::ListedRun| {
+                r.row.ending.is_some() || r.row.last_fact.as_ref().is_some_and(|f| f.n > 1)
+            };
             let found = page
                 .runs
                 .iter()
-                .find(|r| r.row.program.as_deref() == Some(hash));
+                .find(|r| r.row.program.as_deref() == Some(hash) && started(r));
             if let Some(r) = found {
                 let checkpoint = r.parent.as_ref().map_or(0, |(_, n)| *n);
                 return Ok(Some((r.row.run.clone(), checkpoint)));
