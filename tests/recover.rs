@@ -404,3 +404,84 @@ async fn a_killed_recovery_resumes_without_double_forks() {
     }
     ended(&s.base, &forks).await;
 }
+
+/// With a Tool: the rolling tests' counter, whose COUNT_LOG gets a line
+/// per call it serves. Runs that made their calls and then faulted are
+/// recovered from their Checkpoint after the last call: the Tool is not
+/// called again (the log has the same lines, none of a fork), each fork
+/// completes and replays matched, and a second recovery forks nothing.
+#[test]
+fn a_recovery_makes_no_call_before_the_fork_point_again() {
+    let data = tempfile::tempdir().unwrap();
+    let at = At::Data(data.path().to_path_buf());
+    let log = data.path().join("calls.log");
+    let counted =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flows/recover-count");
+    let fault = counted.join("count.json");
+    // FIXED: the same file name (the Tool binds by module), labelling with
+    // the count instead of the tag.
+    let dir = tempfile::tempdir().unwrap();
+    let fixed = dir.path().join("count.json");
+    let text = std::fs::read_to_string(&fault).unwrap();
+    std::fs::write(&fixed, text.replace("\"$.state.tag\"", "\"$.state.count\"")).unwrap();
+    let toml = counted.join("flow.toml");
+    let with_log = |args: &[&str]| {
+        let out = flow()
+            .env("COUNT_LOG", &log)
+            .arg("--data")
+            .arg(data.path())
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        let v: Json = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let calls = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut faulted = Vec::new();
+    for tag in [r#""x""#, "5", r#""y""#] {
+        let input = format!(r#"{{"count": 0, "limit": 2, "tag": {tag}}}"#);
+        let (code, v) = with_log(&["run", fault.to_str().unwrap(), "--allow", "--input", &input]);
+        if tag == "5" {
+            assert_eq!(code, 0, "{v}");
+        } else {
+            assert_eq!(code, 1, "{v}");
+            faulted.push(v["run"].as_str().unwrap().to_string());
+        }
+    }
+    let before = calls();
+    assert_eq!(before.lines().count(), 6, "two calls a run: {before}");
+    let fixed = fixed.to_str().unwrap();
+    let tools = toml.to_str().unwrap();
+    // The completed run diverges too (FIXED labels it with its count, not
+    // its tag): only the faulted runs are recovered.
+    let (code, v) = with_log(&[
+        "recover", "--flow", fixed, "--state", "faulted", "--allow", "--tools", tools,
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let recovered = outcome(&v, "recovered");
+    let mut runs: Vec<String> = recovered.keys().cloned().collect();
+    faulted.sort();
+    runs.sort();
+    assert_eq!(runs, faulted, "{v}");
+    assert_eq!(calls(), before, "no Tool call made again");
+    for (run, line) in &recovered {
+        assert_eq!(line["node"], "label", "after the last call: {line}");
+        assert!(line.get("again").is_none(), "{line}");
+        let fork = line["fork"].as_str().unwrap();
+        let (code, r) = cli(&at, &["replay", fork]);
+        assert_eq!((code, r["verdict"].as_str()), (0, Some("matched")), "{r}");
+        let (code, h) = cli(&at, &["history", fork, "--limit", "200"]);
+        assert_eq!(code, 0, "{h}");
+        let facts = h["facts"].as_array().unwrap();
+        assert!(facts.iter().all(|f| f["kind"] != "Call"), "{h}");
+        assert_eq!(facts[0]["fact"]["parent"]["run"], run.as_str(), "{h}");
+    }
+    let (code, v) = with_log(&[
+        "recover", "--flow", fixed, "--state", "faulted", "--allow", "--tools", tools,
+    ]);
+    assert_eq!((code, v["alreadyRecovered"].as_u64()), (0, Some(2)), "{v}");
+    assert_eq!(v["recovered"], 0, "{v}");
+    assert_eq!(calls(), before);
+}
