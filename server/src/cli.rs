@@ -44,6 +44,7 @@ mod gate;
 mod history;
 mod print;
 mod query;
+mod recover;
 mod remote;
 mod watch;
 
@@ -318,6 +319,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Check { flow } => check(&g, &flow),
         Command::Gate(a) => gate::local(&g, a).await,
+        Command::Recover(a) => recover::local(&g, a).await,
         Command::Diff(d) => diff::local(&g, d).await,
         Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),
         Command::Run { flow, input, allow } => {

@@ -195,6 +195,19 @@ pub enum Command {
         "Replays every selected stored run of the candidate's flow id against the candidate (nothing bound, no Tool started), in parallel, and prints the verdicts grouped by reason with one example run each. Incomplete runs (paused, running, halted) pass: every fact they recorded re-derives.\n\n",
         "Exit codes: 0 no run diverged; 1 a run diverged (each group's fact and reason are printed); 2 refused: the candidate does not check (its diagnostics are printed) or a filter is bad; 5 a storage failure."))]
     Gate(super::gate::GateArgs),
+    /// Recover runs onto a fixed program: fork each selected run that FIXED
+    /// does not replay from its last root Checkpoint before the divergence
+    /// that FIXED fits, onto FIXED, and start the fork.
+    #[command(
+        mut_arg("flow", |a| a
+            .required(true)
+            .value_name("FIXED.json")
+            .help("The fixed program (a FlowSpec document): its flow id selects the runs, and the forks run it. Its flow.toml binds their Tools")),
+        after_help = concat!(
+        "Examples:\n  flow recover --flow fixed/triage.json --state faulted --dry-run\n  flow recover --flow fixed/triage.json --state faulted --allow\n  flow --server http://flowd:8080 recover --flow fixed/triage.json --fault 'node classify' --rate 5\n\n",
+        "For each selected run of FIXED's flow id that FIXED does not replay (matched or incomplete runs are `not needed`): forks it from the latest root Checkpoint before its first divergence that FIXED fits, onto FIXED, and starts the fork, as `flow fork RUN --checkpoint N --flow FIXED` does. Every recorded Reply before that checkpoint is kept. A run that already has a fork onto FIXED's program is `already recovered`: running the recovery again (after an interruption too) forks only what is left. A line per run on stderr; --dry-run lists fork points and the calls made again, forking nothing.\n\n",
+        "Exit codes: 0 every selected run recovered, already recovered or not needed; 1 a run cannot be recovered (no root Checkpoint before its divergence that FIXED fits: the reason is printed); 2 refused: FIXED does not check (its diagnostics are printed), a bad filter, Tools not bound (--allow); 5 a storage failure."))]
+    Recover(super::recover::RecoverArgs),
     #[command(after_help = concat!(
         "Examples:\n  flow diff run-01m8…parent run-01m8…fork\n  flow diff run-01m8…a run-01m8…b --json\n\n",
         "Aligns the two histories (a fork beside its parent from the fork's checkpoint; other runs fact by fact from Start), says where they part, and lists each call and checkpoint that differs, field by field (a JSON path per field).\n\n",

@@ -39,7 +39,7 @@ pub struct GateArgs {
 
 /// The candidate's sources: the document and the FlowSpec files beside it,
 /// and those of `--modules` the program names that are not beside it.
-fn candidate(path: &Path, modules: Option<&Path>) -> Result<Sources> {
+pub(super) fn candidate(path: &Path, modules: Option<&Path>) -> Result<Sources> {
     let mut s = Sources::read(path)?;
     let Some(dir) = modules else {
         return Ok(s);

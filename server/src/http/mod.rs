@@ -30,6 +30,7 @@ pub mod listing;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod recover;
 pub mod routes;
 pub mod sse;
 pub mod timeline;

@@ -37,6 +37,7 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(get_metrics))
         .route("/v1/check", typed(post(check_flow)))
         .route("/v1/gate", typed(post(super::gate::gate_runs)))
+        .route("/v1/recover", typed(post(super::recover::recover_runs)))
         .route(
             "/v1/runs",
             typed(post(start_run).get(super::listing::list_runs)),

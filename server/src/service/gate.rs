@@ -166,13 +166,43 @@ impl GateReport {
 /// root; the same flow submitted over HTTP records `flow.json`): the
 /// candidate's root document stands in for the recorded root, whatever
 /// its own file name.
-struct Candidate {
-    sources: Sources,
-    program: Arc<Program>,
+pub(super) struct Candidate {
+    pub(super) sources: Sources,
+    pub(super) program: Arc<Program>,
     rooted: Mutex<BTreeMap<String, Arc<Program>>>,
 }
 
 impl Candidate {
+    /// The candidate checked (off the async runtime: a check is CPU work),
+    /// and its flow id.
+    pub(super) fn new(sources: Sources) -> Result<(Candidate, String)> {
+        let program = sources.program()?;
+        let flow = program
+            .root_module()
+            .map(|m| m.report.flow.id.clone())
+            .unwrap_or_default();
+        let candidate = Candidate {
+            sources,
+            program,
+            rooted: Mutex::new(BTreeMap::new()),
+        };
+        Ok((candidate, flow))
+    }
+
+    /// The selection of runs `query` makes, confined to the candidate's
+    /// flow id (another flow id in the query is refused).
+    pub(super) fn confine(flow: &str, query: &mut RunListQuery, what: &str) -> Result<()> {
+        match &query.flow {
+            Some(f) if f != flow => Err(Error::Refused(format!(
+                "the {what}'s flow id is {flow:?}: only runs of that flow are selected, not of {f:?} (leave out the flow filter)"
+            ))),
+            _ => {
+                query.flow = Some(flow.to_string());
+                Ok(())
+            }
+        }
+    }
+
     fn rooted(&self, module: &str) -> Result<Arc<Program>> {
         if module == self.sources.root {
             return Ok(self.program.clone());
@@ -216,25 +246,9 @@ impl RunService {
     ) -> Result<GateReport> {
         let this = self.clone();
         let (candidate, runs) = tokio::task::spawn_blocking(move || {
-            let program = candidate.program()?;
-            let flow = program
-                .root_module()
-                .map(|m| m.report.flow.id.clone())
-                .unwrap_or_default();
-            match &query.flow {
-                Some(f) if *f != flow => {
-                    return Err(Error::Refused(format!(
-                        "the candidate's flow id is {flow:?}: the gate replays runs of that flow, not of {f:?} (leave out the flow filter)"
-                    )));
-                }
-                _ => query.flow = Some(flow.clone()),
-            }
+            let (candidate, flow) = Candidate::new(candidate)?;
+            Candidate::confine(&flow, &mut query, "candidate")?;
             let runs = this.select(query)?;
-            let candidate = Candidate {
-                sources: candidate,
-                program,
-                rooted: Mutex::new(BTreeMap::new()),
-            };
             Ok::<_, Error>(((Arc::new(candidate), flow), runs))
         })
         .await
@@ -248,9 +262,11 @@ impl RunService {
             let (this, candidate, permits) = (self.clone(), candidate.clone(), permits.clone());
             set.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let r = tokio::task::spawn_blocking(move || this.gate_one(&run, &candidate))
-                    .await
-                    .map_err(|e| Error::Unreadable(format!("a gate replay ended: {e}")))?;
+                let r = tokio::task::spawn_blocking(move || {
+                    this.gate_one(&run, &candidate, &mut |_| {})
+                })
+                .await
+                .map_err(|e| Error::Unreadable(format!("a gate replay ended: {e}")))?;
                 r.map(|r| (i, r))
             });
         }
@@ -273,7 +289,7 @@ impl RunService {
     }
 
     /// Every run id `query` selects, oldest first (page by page).
-    fn select(&self, mut query: RunListQuery) -> Result<Vec<RunId>> {
+    pub(super) fn select(&self, mut query: RunListQuery) -> Result<Vec<RunId>> {
         query.limit = Some(PAGE);
         let mut runs = Vec::new();
         loop {
@@ -290,14 +306,21 @@ impl RunService {
 
     /// One run's history walked into a replay against the candidate
     /// (rooted under the run's recorded entry module), stopping at the
-    /// first divergence.
-    fn gate_one(&self, run: &RunId, candidate: &Candidate) -> Result<GateRun> {
+    /// first divergence. `see` is shown each fact read (the divergent one
+    /// last).
+    pub(super) fn gate_one(
+        &self,
+        run: &RunId,
+        candidate: &Candidate,
+        see: &mut dyn FnMut(&Fact),
+    ) -> Result<GateRun> {
         let store = &*self.inner.store;
         let mut replaying: Option<Replayer> = None;
         let mut refused = None;
         let mut facts = 0u64;
         store.walk_logical(run, &mut |f, change| {
             facts += 1;
+            see(f);
             if replaying.is_none() {
                 let program = match f {
                     Fact::Start { entry, .. } => candidate.rooted(&entry.module),

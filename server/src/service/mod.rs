@@ -42,6 +42,7 @@ mod nested;
 mod outcome;
 mod pending;
 mod prepare;
+pub mod recover;
 pub mod remote;
 pub mod retention;
 mod spawn;

@@ -67,7 +67,7 @@ pub(super) fn reply_fact(call: &str, outcome: Outcome) -> Result<Fact> {
 }
 
 /// A run's Start, values loaded (one fact read, not the history).
-fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
+pub(super) fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
     let first = store.read_after(run, 0, 1)?;
     let start = first
         .first()
@@ -681,7 +681,7 @@ impl RunService {
 /// `id`, a node of the checkpoint's id, and a state that decodes against the
 /// new `state_schema` (fields it does not declare are carried, as a record
 /// carries extra members; a required field the state lacks does not fit).
-fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()> {
+pub(super) fn fit(recorded: &Program, new: &Program, node: &str, state: &Json) -> Result<()> {
     let refused = |why: String| Error::Refused(format!("the program does not fit the fork: {why}"));
     let (Some(old), Some(m)) = (recorded.root_module(), new.root_module()) else {
         return Err(refused("a program has no root module".into()));

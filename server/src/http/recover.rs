@@ -1,0 +1,167 @@
+//! `POST /v1/recover`: bulk recovery (issue 39, item 2; the service is
+//! `service/recover.rs`). The body is the fixed program as `POST
+//! /v1/runs` gives it, with `dryRun` and `rate`; the query string selects
+//! runs with the run query's filters, as `POST /v1/gate` takes them. The
+//! answer is the report; with `Accept: application/x-ndjson` it streams:
+//! one `{"run": …}` line per run as it is done, then one `{"report": …}`
+//! line (or one `{"error": …}` line when the recovery fails after it
+//! began). The forks are driven by this server, as `POST
+//! /v1/runs/{run}/fork` drives one.
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, Body, QueryArgs};
+use super::listing::{RunsQuery, run_list_query};
+use super::routes::{sources, typed_response};
+use crate::service::recover::{RATE, RecoverOptions, RecoverReport, RecoverRun};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+use tokio::sync::mpsc;
+use utoipa::ToSchema;
+
+/// `POST /v1/recover`: the fixed program, and how to recover.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RecoverRequest {
+    /// The fixed root FlowSpec document (a JSON object, or its text).
+    #[schema(value_type = Value)]
+    pub flow: Json,
+    /// Other modules by name (`flow_ref` targets), each a document or text.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    pub modules: Option<BTreeMap<String, Json>>,
+    /// The root module's name (default `flow.json`). It is part of the
+    /// program hash the forks record: recover with the same name again to
+    /// find them.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: Option<String>,
+    /// List what would happen; fork nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// At most this many forks a second (default 10; 0: no limit).
+    #[serde(default)]
+    pub rate: Option<f64>,
+}
+
+/// One line of a streamed recovery (`application/x-ndjson`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoverLine {
+    /// A run, as it was done.
+    Run(RecoverRun),
+    /// The report, last.
+    Report(RecoverReport),
+    /// The recovery failed after it began: no report (the forks made so
+    /// far stay; recovering again goes on from there).
+    Error(String),
+}
+
+const NDJSON: &str = "application/x-ndjson";
+
+#[utoipa::path(post, path = "/v1/recover", operation_id = "recover_runs", tag = "runs", request_body = RecoverRequest,
+    params(RunsQuery),
+    responses(
+        (status = 200, description = "The report: per selected run of the fixed program's flow, recovered (forked onto it and started), recoverable (dry run), already recovered, not needed, or unrecoverable and why. With `Accept: application/x-ndjson`, RecoverLine objects, one a line: a `run` per run, then the `report`", body = RecoverReport),
+        (status = 400, description = "A bad filter, a paging parameter (a recovery takes every run the filters select), or a bad rate", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The fixed program does not check (its diagnostics), or names another flow than the `flow` filter", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn recover_runs(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    QueryArgs(q): QueryArgs<RunsQuery>,
+    Body(req): Body<RecoverRequest>,
+) -> ApiResult<Response> {
+    if q.limit.is_some()
+        || q.after.is_some()
+        || q.before.is_some()
+        || q.order.is_some()
+        || q.counts.is_some()
+    {
+        return Err(ApiError::bad_request(
+            "a recovery takes every run the filters select: leave out limit, after, before, order and counts",
+        ));
+    }
+    let rate = req.rate.unwrap_or(RATE);
+    if !(rate >= 0.0 && rate.is_finite()) {
+        return Err(ApiError::bad_request(
+            "rate: forks a second, 0 or more (0: no limit)",
+        ));
+    }
+    if !req.dry_run {
+        state.accepting()?;
+    }
+    let query = run_list_query(q)?;
+    let fixed = sources(&req.flow, &req.modules, &req.name)?;
+    let options = RecoverOptions {
+        dry_run: req.dry_run,
+        rate,
+    };
+    let streamed = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains(NDJSON));
+    if !streamed {
+        let (report, _) = state
+            .service()
+            .recover_runs(fixed, query, options, None)
+            .await?;
+        return typed_response(StatusCode::OK, &report);
+    }
+    // Refusals come before the first line, as a problem: FIXED is checked
+    // here first (the program cache makes the recovery's own check free).
+    let check = fixed.clone();
+    let program = tokio::task::spawn_blocking(move || check.program())
+        .await
+        .map_err(ApiError::internal)??;
+    let flow = program.root_module().map(|m| m.report.flow.id.clone());
+    if let (Some(f), Some(id)) = (&query.flow, &flow)
+        && f != id
+    {
+        return Err(ApiError::unprocessable(format!(
+            "the fixed program's flow id is {id:?}: only runs of that flow are recovered, not of {f:?} (leave out the flow filter)"
+        )));
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel::<RecoverLine>();
+    let service = state.service().clone();
+    let forward = lines_tx.clone();
+    let forwarding = tokio::spawn(async move {
+        while let Some(r) = rx.recv().await {
+            let _ = forward.send(RecoverLine::Run(r));
+        }
+    });
+    // The recovery goes on if the client goes: each fork is recorded as
+    // it is made, so it is never half done.
+    tokio::spawn(async move {
+        let recovered = service.recover_runs(fixed, query, options, Some(tx)).await;
+        let _ = forwarding.await;
+        let line = match recovered {
+            Ok((report, _)) => RecoverLine::Report(report),
+            Err(e) => {
+                tracing::warn!(error = %e, "recovery failed after it began");
+                RecoverLine::Error(match e {
+                    crate::error::Error::Store(_) | crate::error::Error::Unreadable(_) => {
+                        "a storage failure ended the recovery: the server's log says which".into()
+                    }
+                    e => e.to_string(),
+                })
+            }
+        };
+        let _ = lines_tx.send(line);
+    });
+    let body = futures_util::stream::unfold(lines_rx, |mut rx| async move {
+        let line = rx.recv().await?;
+        let mut text = serde_json::to_string(&line).unwrap_or_default();
+        text.push('\n');
+        Some((Ok::<_, std::convert::Infallible>(text), rx))
+    });
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, NDJSON)],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}

@@ -1,0 +1,331 @@
+//! Bulk recovery (issue 39, item 2): every selected stored run of a flow
+//! that a FIXED program no longer replays is forked onto FIXED from the
+//! latest root Checkpoint that precedes its first divergence and that
+//! FIXED fits (FORK-4), and the fork is started — as `flow fork RUN
+//! --checkpoint N --flow FIXED` does, one run after another, at most
+//! `rate` forks a second. Every recorded Reply before the fork point is
+//! kept: nothing before it runs again.
+//!
+//! A recovery is recorded by the forks themselves, with no table of its
+//! own: each fork's Start names its parent and checkpoint (FORK-1) and
+//! records FIXED's program hash, and the runs index keeps both. A run
+//! that already has a fork whose program is FIXED's is `already
+//! recovered`, so a recovery run again — after an interruption, even a
+//! kill -9 between two forks — forks only the runs still without one.
+//! The forks are runs of the same flow, replayed matched by FIXED: a
+//! later recovery selects them as `not needed`.
+
+use super::gate::{Candidate, GateVerdict};
+use super::prepare::{fit, read_start};
+use super::{Accepted, RunService};
+use crate::error::{Error, Result};
+use crate::service::whatif::ForkAt;
+use crate::source::Sources;
+use flow_abi::fact::Fact;
+use flow_store::{RunId, RunListQuery};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What became of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RecoverOutcome {
+    /// Forked onto FIXED and started (`fork` is the new run).
+    Recovered,
+    /// The dry run: it would be forked from `checkpoint`.
+    Recoverable,
+    /// It replays matched or incomplete under FIXED: nothing to recover.
+    NotNeeded,
+    /// It already has a fork onto FIXED's program (`fork`): not forked
+    /// again.
+    AlreadyRecovered,
+    /// No root Checkpoint before its divergence that FIXED fits (`why`),
+    /// or the fork was refused.
+    Unrecoverable,
+}
+
+/// A recorded Call after the fork point: the fork makes it again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AgainCall {
+    /// The Call's fact number in the run.
+    pub fact: u64,
+    pub call: String,
+    pub node: String,
+    pub tool: String,
+}
+
+/// One run of a recovery.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RecoverRun {
+    pub run: String,
+    pub outcome: RecoverOutcome,
+    /// The first recorded fact FIXED does not re-derive, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diverged: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The fork point: a root Checkpoint's fact number, and its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The fork (recovered now, or already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<String>,
+    /// The recorded Calls between the fork point and the divergence: the
+    /// fork makes these again (from the divergence on FIXED decides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub again: Vec<AgainCall>,
+    /// Unrecoverable: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// What a recovery did (or, dry, would do). Exit codes: 0 every run
+/// recovered, recoverable, already recovered or not needed; 1 a run
+/// cannot be recovered; 2 refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverReport {
+    /// FIXED's flow id: the runs selected are runs of it.
+    pub flow: String,
+    /// FIXED's program hash: the forks record it.
+    pub program: String,
+    pub dry_run: bool,
+    pub runs: u64,
+    pub recovered: u64,
+    pub recoverable: u64,
+    pub not_needed: u64,
+    pub already_recovered: u64,
+    pub unrecoverable: u64,
+    /// Wall time of the whole recovery, in milliseconds.
+    pub elapsed_ms: u64,
+    /// Every run, in the order selected.
+    pub results: Vec<RecoverRun>,
+}
+
+impl RecoverReport {
+    /// The CLI's exit code for this report.
+    pub fn exit_code(&self) -> u8 {
+        if self.unrecoverable == 0 { 0 } else { 1 }
+    }
+}
+
+/// How a recovery goes.
+#[derive(Clone, Copy, Debug)]
+pub struct RecoverOptions {
+    /// List what would happen; fork nothing.
+    pub dry_run: bool,
+    /// At most this many forks a second (0: no limit).
+    pub rate: f64,
+}
+
+/// The default `rate`: forks a second.
+pub const RATE: f64 = 10.0;
+
+impl RunService {
+    /// Recovers every run `query` selects of FIXED's flow (its flow filter
+    /// is FIXED's id; another id is refused) that FIXED does not replay.
+    /// Each run's line is sent on `progress` as it is done; the forks'
+    /// drives are returned (a CLI waits for them before it exits). FIXED
+    /// that does not check is refused ([`Error::Check`]) before any run is
+    /// read.
+    pub async fn recover_runs(
+        &self,
+        fixed: Sources,
+        mut query: RunListQuery,
+        options: RecoverOptions,
+        progress: Option<mpsc::UnboundedSender<RecoverRun>>,
+    ) -> Result<(RecoverReport, Vec<Accepted>)> {
+        let began = Instant::now();
+        let this = self.clone();
+        let (candidate, flow, runs) = tokio::task::spawn_blocking(move || {
+            let (candidate, flow) = Candidate::new(fixed)?;
+            Candidate::confine(&flow, &mut query, "fixed program")?;
+            let runs = this.select(query)?;
+            Ok::<_, Error>((Arc::new(candidate), flow, runs))
+        })
+        .await
+        .map_err(|e| Error::Unreadable(format!("a recovery task ended: {e}")))??;
+        let hash = candidate.sources.program_hash();
+        let gap = (options.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / options.rate));
+        let mut next_fork = Instant::now();
+        let (mut results, mut drives) = (Vec::new(), Vec::new());
+        for run in runs {
+            let (this, c, h, r) = (self.clone(), candidate.clone(), hash.clone(), run.clone());
+            let mut line = tokio::task::spawn_blocking(move || this.plan(&r, &c, &h))
+                .await
+                .map_err(|e| Error::Unreadable(format!("a recovery task ended: {e}")))??;
+            if line.outcome == RecoverOutcome::Recoverable && !options.dry_run {
+                if let Some(gap) = gap {
+                    tokio::time::sleep_until(next_fork.into()).await;
+                    next_fork = Instant::now() + gap;
+                }
+                let at = ForkAt::Checkpoint(line.checkpoint.unwrap_or_default());
+                match self
+                    .fork(&run, at, &[], Some(candidate.sources.clone()))
+                    .await
+                {
+                    Ok((accepted, _)) => {
+                        line.outcome = RecoverOutcome::Recovered;
+                        line.fork = Some(accepted.run.to_string());
+                        drives.push(accepted);
+                    }
+                    // This run's own refusal: reported, the others go on.
+                    Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Conflict(_))) => {
+                        line.outcome = RecoverOutcome::Unrecoverable;
+                        line.why = Some(format!("the fork was refused: {e}"));
+                    }
+                    // What would refuse every fork (Tools not bound, a
+                    // storage failure, the service stopping) ends the
+                    // recovery: the forks made so far are recorded, and
+                    // running it again goes on from there.
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(tx) = &progress {
+                // A listener that has gone stops hearing, not the recovery.
+                let _ = tx.send(line.clone());
+            }
+            results.push(line);
+        }
+        let count = |o| results.iter().filter(|r| r.outcome == o).count() as u64;
+        let report = RecoverReport {
+            flow,
+            program: hash,
+            dry_run: options.dry_run,
+            runs: results.len() as u64,
+            recovered: count(RecoverOutcome::Recovered),
+            recoverable: count(RecoverOutcome::Recoverable),
+            not_needed: count(RecoverOutcome::NotNeeded),
+            already_recovered: count(RecoverOutcome::AlreadyRecovered),
+            unrecoverable: count(RecoverOutcome::Unrecoverable),
+            elapsed_ms: began.elapsed().as_millis() as u64,
+            results,
+        };
+        Ok((report, drives))
+    }
+
+    /// One run's plan (off the async runtime): replayed against FIXED as
+    /// the gate does; when it diverges, its forks looked up for one onto
+    /// FIXED's program `hash`, else its fork point found: the latest root
+    /// Checkpoint before the divergence that FIXED fits.
+    fn plan(&self, run: &RunId, fixed: &Candidate, hash: &str) -> Result<RecoverRun> {
+        let store = &*self.inner.store;
+        let start = read_start(store, run)?;
+        let not_needed = RecoverRun {
+            run: run.to_string(),
+            outcome: RecoverOutcome::NotNeeded,
+            diverged: None,
+            reason: None,
+            checkpoint: None,
+            node: None,
+            fork: None,
+            again: Vec::new(),
+            why: None,
+        };
+        // A run of FIXED already (an earlier recovery's fork among them,
+        // even one a crash cut short after its Start): nothing to move.
+        if matches!(&start, Fact::Start { program, .. } if program == hash) {
+            return Ok(not_needed);
+        }
+        let (mut checkpoints, mut calls) = (Vec::new(), Vec::new());
+        let gated = self.gate_one(run, fixed, &mut |f| match f {
+            Fact::Checkpoint { n, task, node, .. } if task == "root" => {
+                checkpoints.push((*n, node.clone()));
+            }
+            Fact::Call {
+                n,
+                call,
+                node,
+                tool,
+                ..
+            } => calls.push(AgainCall {
+                fact: *n,
+                call: call.to_string(),
+                node: node.clone(),
+                tool: tool.clone(),
+            }),
+            _ => {}
+        })?;
+        let mut line = RecoverRun {
+            diverged: gated.fact,
+            reason: gated.reason,
+            ..not_needed
+        };
+        let Some(diverged) = gated
+            .fact
+            .filter(|_| gated.verdict == GateVerdict::Diverged)
+        else {
+            return Ok(line);
+        };
+        if let Some((fork, checkpoint)) = self.fork_onto(run, hash)? {
+            line.outcome = RecoverOutcome::AlreadyRecovered;
+            line.fork = Some(fork);
+            line.checkpoint = Some(checkpoint);
+            return Ok(line);
+        }
+        let recorded = self.program(&Sources::from_start(store, &start)?)?;
+        let mut refused = None;
+        for (n, node) in checkpoints.iter().rev().filter(|(n, _)| *n < diverged) {
+            let state = store.checkpoint_state(run, *n)?;
+            match fit(&recorded, &fixed.program, node, &state) {
+                Ok(()) => {
+                    line.outcome = RecoverOutcome::Recoverable;
+                    line.checkpoint = Some(*n);
+                    line.node = Some(node.clone());
+                    line.again = calls
+                        .into_iter()
+                        .filter(|c| c.fact > *n && c.fact < diverged)
+                        .collect();
+                    return Ok(line);
+                }
+                Err(e) => {
+                    refused.get_or_insert((*n, e.to_string()));
+                }
+            }
+        }
+        line.outcome = RecoverOutcome::Unrecoverable;
+        line.why = Some(match refused {
+            Some((n, e)) => format!(
+                "no root Checkpoint before fact {diverged} fits the fixed program (the latest, at fact {n}: {e})"
+            ),
+            None => format!("no root Checkpoint before fact {diverged}, where it diverges"),
+        });
+        Ok(line)
+    }
+
+    /// A fork of `run` onto the program `hash` (the first by id) that
+    /// recorded more than its Start, with the checkpoint it started from:
+    /// the runs index's forks of the run (FORK-1 lineage), each row with
+    /// its program hash and head.
+    fn fork_onto(&self, run: &RunId, hash: &str) -> Result<Option<(String, u64)>> {
+        let mut query = RunListQuery {
+            fork_of: Some(run.to_string()),
+            limit: Some(200),
+            ..RunListQuery::default()
+        };
+        loop {
+            let page = self.inner.store.list_runs(&query)?;
+            // A fork a crash cut short right after its Start (nothing
+            // else recorded, no ending) can never run: it does not count.
+            let started = |r: &flow_store::ListedRun| {
+                r.row.ending.is_some() || r.row.last_fact.as_ref().is_some_and(|f| f.n > 1)
+            };
+            let found = page
+                .runs
+                .iter()
+                .find(|r| r.row.program.as_deref() == Some(hash) && started(r));
+            if let Some(r) = found {
+                let checkpoint = r.parent.as_ref().map_or(0, |(_, n)| *n);
+                return Ok(Some((r.row.run.clone(), checkpoint)));
+            }
+            match page.next {
+                Some(next) => query.cursor = Some(next),
+                None => return Ok(None),
+            }
+        }
+    }
+}
