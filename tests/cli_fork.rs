@@ -431,3 +431,75 @@ fn a_what_if_fork_replaces_a_recorded_reply() {
         assert_eq!(f.runs(), before, "{args:?}: nothing recorded");
     }
 }
+
+/// A fork a crash cut short right after its Start (durable, acknowledged)
+/// and before its first Checkpoint: nothing of the fork happened yet, so
+/// `flow resume` starts it as the fork would have — at the Checkpoint's
+/// node with the Start's state — and it goes on, replaying matched.
+#[test]
+fn a_fork_cut_short_after_its_start_is_continued() {
+    use flow_store::{
+        AppendFacts, Fact, GenerateRunId, ReadHistory, RunId, SourceText, SqliteStore,
+    };
+    let f = TestApp::new();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "review.json", &review());
+    let (code, v) = f.json(&[
+        "run",
+        file.to_str().unwrap(),
+        "--input",
+        r#"{"text":"one"}"#,
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let cp = f.checkpoint(&run, "review");
+    // The fork's Start as `flow fork --checkpoint` records it, and nothing
+    // after it: what a kill between the two commits leaves.
+    let fork = {
+        let store = SqliteStore::open(f.data.path().join("flow.db"), Default::default()).unwrap();
+        let parent = RunId::parse(&run).unwrap();
+        let h = store.read_history(&parent).unwrap();
+        let Fact::Start {
+            data,
+            entry,
+            program,
+            sources,
+            ..
+        } = store.expand_fact(&h.facts[0]).unwrap()
+        else {
+            panic!("fact 1 is a Start");
+        };
+        let texts: Vec<SourceText> = sources
+            .iter()
+            .map(|s| SourceText {
+                module: s.module.clone(),
+                text: String::from_utf8(store.blob(&s.hash).unwrap()).unwrap(),
+            })
+            .collect();
+        let id = RunId::generate();
+        let start = Fact::Start {
+            n: 1,
+            run: id.clone(),
+            data,
+            entry,
+            program,
+            sources,
+            input: store.checkpoint_state(&parent, cp).unwrap(),
+            parent: Some(flow_abi::fact::Parent {
+                run: parent,
+                checkpoint: cp,
+            }),
+            outer: None,
+        };
+        store.create_run(start, &texts, Vec::new()).unwrap();
+        id.to_string()
+    };
+    let (code, v) = f.json(&["resume", &fork]);
+    assert_eq!(code, 3, "paused at the review again: {v}");
+    assert_eq!(v["pending"][0]["call"], "c1:root#1", "{v}");
+    let out = f.approve(&fork);
+    assert_eq!(out["state"], "completed", "{out}");
+    let (_, start) = f.json(&["history", &fork, "--fact", "2"]);
+    assert_eq!(start["fact"], "Checkpoint", "{start}");
+    assert_eq!(start["node"], "review", "{start}");
+}

@@ -47,6 +47,7 @@ pub mod remote;
 pub mod retention;
 mod spawn;
 pub mod store;
+mod stub;
 pub mod timeline;
 mod times;
 mod whatif;

@@ -239,8 +239,11 @@ impl RunService {
             return Ok((program, machine, Vec::new(), None));
         }
         let this = self.clone();
-        let r = run.clone();
+        let (r, h) = (run.clone(), head.clone());
         tokio::task::spawn_blocking(move || {
+            if let Some(f) = this.fork_restarted(&r, &h)? {
+                return Ok((f.program, f.machine, f.first, Some(BTreeSet::new())));
+            }
             let mut recorded = BTreeSet::new();
             let (program, replayed) = this.replayed(&r, &mut |f| {
                 if let Fact::Call { call, .. } = f {
@@ -346,7 +349,9 @@ impl RunService {
         choice: Option<OpenChoice>,
     ) -> Result<Ready> {
         let (program, mut machine, mut first, recorded) = self.machine_at(run, head).await?;
-        if machine.ending().is_some() {
+        // Ended, with its End recorded (a fork cut short after its Start
+        // may end within its first steps, still to record).
+        if machine.ending().is_some() && first.is_empty() {
             return Err(Error::Conflict(format!(
                 "{run} has ended; nothing to resume"
             )));

@@ -185,6 +185,13 @@ impl RunService {
                     Err(e) => return Err(e),
                 }
             }
+            if line.outcome == RecoverOutcome::AlreadyRecovered && !options.dry_run {
+                // A fork a crash cut short right after its Start is
+                // continued: it starts as the fork would have.
+                if let Some(accepted) = self.continue_stub(line.fork.as_deref()).await? {
+                    drives.push(accepted);
+                }
+            }
             if let Some(tx) = &progress {
                 // A listener that has gone stops hearing, not the recovery.
                 let _ = tx.send(line.clone());
@@ -297,8 +304,30 @@ impl RunService {
         Ok(line)
     }
 
-    /// A fork of `run` onto the program `hash` (the first by id) that
-    /// recorded more than its Start, with the checkpoint it started from:
+    /// Continues `fork` when a crash cut it short right after its Start
+    /// (its history is only the Start and nobody drives it); a fork that
+    /// is being driven, or went further, is left as it is.
+    async fn continue_stub(&self, fork: Option<&str>) -> Result<Option<super::Accepted>> {
+        let Some(fork) = fork.and_then(|f| RunId::parse(f).ok()) else {
+            return Ok(None);
+        };
+        let (s, f) = (self.inner.store.clone(), fork.clone());
+        let info = tokio::task::spawn_blocking(move || s.run_info(&f))
+            .await
+            .map_err(|e| Error::Unreadable(format!("a recovery task ended: {e}")))??;
+        if info.last_fact.n != 1 || info.ending.is_some() {
+            return Ok(None);
+        }
+        match self.continue_run(&fork, None).await {
+            Ok(accepted) => Ok(Some(accepted)),
+            // Driven already (a takeover got to it first).
+            Err(Error::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A fork of `run` onto the program `hash` (the first by id), with the
+    /// checkpoint it started from:
     /// the runs index's forks of the run (FORK-1 lineage), each row with
     /// its program hash and head.
     fn fork_onto(&self, run: &RunId, hash: &str) -> Result<Option<(String, u64)>> {
@@ -309,15 +338,12 @@ impl RunService {
         };
         loop {
             let page = self.inner.store.list_runs(&query)?;
-            // A fork a crash cut short right after its Start (nothing
-            // else recorded, no ending) can never run: it does not count.
-            let started = |r: &flow_store::ListedRun| {
-                r.row.ending.is_some() || r.row.last_fact.as_ref().is_some_and(|f| f.n > 1)
-            };
+            // A fork a crash cut short right after its Start counts too:
+            // the recovery continues it (`continue_stub`).
             let found = page
                 .runs
                 .iter()
-                .find(|r| r.row.program.as_deref() == Some(hash) && started(r));
+                .find(|r| r.row.program.as_deref() == Some(hash));
             if let Some(r) = found {
                 let checkpoint = r.parent.as_ref().map_or(0, |(_, n)| *n);
                 return Ok(Some((r.row.run.clone(), checkpoint)));
