@@ -3,20 +3,34 @@
 //! next fact, a halt or its deletion, all in the writer's transaction; and
 //! filled at open for runs paused before the migration.
 
+use crate::api::HostDetails;
 use crate::error::Result;
 use crate::waiting::{WaitingRow, rows, rows_of_paused};
 use flow_abi::fact::RunId;
 use rusqlite::{Connection, params};
 
-/// Replaces run `key`'s rows by those of its pause at `since_ms` with
-/// `open` calls.
-pub(super) fn pause(
+/// A host record of run `key` written at `at_ms`: a pause replaces the
+/// run's rows, a halt removes them.
+pub(super) fn on_host(
     conn: &Connection,
     key: i64,
     run: &RunId,
-    open: &[String],
-    since_ms: i64,
+    details: &HostDetails,
+    at_ms: i64,
 ) -> Result<()> {
+    match details {
+        HostDetails::Pause { open } => {
+            let open: Vec<String> = open.iter().map(|c| c.as_str().to_string()).collect();
+            pause(conn, key, run, &open, at_ms)
+        }
+        HostDetails::Halt(_) => clear(conn, key),
+        _ => Ok(()),
+    }
+}
+
+/// Replaces run `key`'s rows by those of its pause at `since_ms` with
+/// `open` calls.
+fn pause(conn: &Connection, key: i64, run: &RunId, open: &[String], since_ms: i64) -> Result<()> {
     let rows = super::read::on(conn, |db| rows(db, key, run, open, since_ms))?;
     clear(conn, key)?;
     insert(conn, key, run, &rows)
@@ -67,7 +81,11 @@ pub(super) fn backfill(conn: &mut Connection) -> Result<usize> {
     let mut filled = 0;
     for (key, id) in missing {
         let Ok(run) = RunId::parse(&id) else { continue };
-        let rows = super::read::on(&tx, |db| rows_of_paused(db, &run))?;
+        // A run whose facts do not read (a storage failure its own reads
+        // report) is left without rows rather than failing the open.
+        let Ok(rows) = super::read::on(&tx, |db| rows_of_paused(db, &run)) else {
+            continue;
+        };
         insert(&tx, key, &run, &rows)?;
         filled += usize::from(!rows.is_empty());
     }

@@ -702,14 +702,7 @@ impl Writer {
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, record.kind().as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
-        match &record.details {
-            HostDetails::Pause { open } => {
-                let open: Vec<String> = open.iter().map(|c| c.as_str().to_string()).collect();
-                super::waiting::pause(&self.conn, head.key, run, &open, at_ms)?;
-            }
-            HostDetails::Halt(_) => super::waiting::clear(&self.conn, head.key)?,
-            _ => {}
-        }
+        super::waiting::on_host(&self.conn, head.key, run, &record.details, at_ms)?;
         let fx = Effects {
             head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()
