@@ -7,8 +7,9 @@
 //!   paused run by discovery, its whole history read and verified, its
 //!   open calls expanded, its host records read for deadlines;
 //! * **index** — what it does now: one page of `waiting_calls` and its
-//!   count, then each listed call's Call fact and run row (the prompt,
-//!   the schema and the outer run the answer shows).
+//!   count, then each listed call's history up to its Call (checked
+//!   against the chain) and run row (the prompt, the schema and the
+//!   outer run the answer shows).
 //!
 //! `cargo run --release -p flow-store --example inbox_bench -- N`; one
 //! fsync of the same filesystem is printed beside them.
@@ -85,8 +86,8 @@ fn index(s: &SqliteStore) -> usize {
         })
         .expect("waiting calls");
     for c in &page.calls {
-        let f = s.read_after(&c.run, c.fact - 1, 1).expect("call fact");
-        s.expand_fact(&f[0]).expect("expand");
+        let f = s.read_after(&c.run, 0, c.fact as u32).expect("to the call");
+        s.expand_fact(f.last().expect("the call")).expect("expand");
         s.run_info(&c.run).expect("run info");
     }
     page.total as usize

@@ -171,8 +171,12 @@ fn inbox_call(
     outer: &mut BTreeMap<RunId, Option<String>>,
     w: &WaitingCall,
 ) -> Result<InboxCall> {
-    let stored = store.read_after(&w.run, w.fact.saturating_sub(1), 1)?;
-    let args = match stored.first().map(|f| store.expand_fact(f)).transpose()? {
+    // The history up to the Call, each fact checked against the chain: a
+    // damaged run is a problem, not a call (its facts after the Call are
+    // not read: the cost follows the page, not the number of paused runs).
+    let limit = u32::try_from(w.fact).unwrap_or(u32::MAX);
+    let stored = store.read_after(&w.run, 0, limit)?;
+    let args = match stored.last().map(|f| store.expand_fact(f)).transpose()? {
         Some(Fact::Call { args, .. }) => args,
         _ => {
             return Err(Error::from(flow_store::Error::Corrupt {
