@@ -161,6 +161,18 @@ async fn check(base: &str) {
         ("entry=review.json%23main".into(), Vec::new()),
         (format!("fork_of={}", made[0].run), Vec::new()),
         ("fault=boom".into(), Vec::new()),
+        // Paused runs by the call they wait on (the waiting calls index,
+        // migration 0013): halted runs wait on nothing.
+        (
+            "waiting_tool=std%2Fhuman%23input".into(),
+            newest(&|m| !halted(m)),
+        ),
+        (
+            "waiting_node=review&flow=orders".into(),
+            newest(&|m| !halted(m) && m.flow == "orders"),
+        ),
+        ("waiting_tool=std%2Fllm".into(), Vec::new()),
+        ("waiting_node=review&state=halted".into(), Vec::new()),
     ];
     for (q, want) in cases {
         assert_eq!(walk(&c, base, &q).await, want, "{q}");
@@ -185,6 +197,36 @@ async fn check(base: &str) {
     want.reverse();
     assert_eq!(both, want);
     assert!(p2["nextAfter"].is_null());
+
+    // A resumed run waits on nothing: it leaves the filter and the inbox.
+    let waiting = walk(&c, base, "waiting_tool=std%2Fhuman%23input").await;
+    let run = &waiting[0];
+    let r = c
+        .get(format!("{base}/v1/calls?run={run}"))
+        .send()
+        .await
+        .unwrap();
+    let calls: Value = r.json().await.unwrap();
+    assert_eq!(calls["total"], 1, "{calls}");
+    assert_eq!(calls["calls"][0]["tool"], "std/human#input", "{calls}");
+    let call = calls["calls"][0]["call"].as_str().unwrap();
+    let r = c
+        .post(format!("{base}/v1/runs/{run}/resume"))
+        .json(&json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_ne!(v["state"], "paused", "{v}");
+    let after = walk(&c, base, "waiting_tool=std%2Fhuman%23input").await;
+    assert_eq!(after, waiting[1..], "the resumed run is gone");
+    let r = c
+        .get(format!("{base}/v1/calls?run={run}"))
+        .send()
+        .await
+        .unwrap();
+    let calls: Value = r.json().await.unwrap();
+    assert_eq!(calls["total"], 0, "{calls}");
 
     for (q, says) in [
         ("state=sleeping", "not one of running, paused"),

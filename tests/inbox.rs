@@ -2,7 +2,7 @@
 //! opaque cursor without gaps or repeats while runs are added, filters by
 //! run, node, tool, waiting time and deadline, sorts by age or deadline,
 //! and counts exactly what the filter matches; bad values are refused with
-//! what to send. A real `flow serve` on a real SQLite file.
+//! what to send. A real `flow serve` on a real SQLite file and on Postgres.
 
 mod common;
 
@@ -69,7 +69,33 @@ fn urlencode(s: &str) -> String {
 async fn the_inbox_pages_filters_sorts_and_counts() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::serve(dir.path(), &["--listen", "127.0.0.1:0"]);
-    let (c, base) = (reqwest::Client::new(), server.base.clone());
+    check(&server.base).await;
+}
+
+/// The same on Postgres: the inbox reads the waiting calls index
+/// (migration 0013) both backends keep.
+#[tokio::test]
+async fn the_inbox_on_postgres() {
+    let Some(db) = common::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::serve(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--postgres",
+            &db.url,
+            "--postgres-schema",
+            &db.name,
+        ],
+    );
+    check(&server.base).await;
+}
+
+async fn check(base: &str) {
+    let (c, base) = (reqwest::Client::new(), base.to_string());
     let mut runs = Vec::new();
     for _ in 0..7 {
         runs.push(start_paused(&c, &base).await);
@@ -149,6 +175,10 @@ async fn the_inbox_pages_filters_sorts_and_counts() {
     assert_ne!(v["state"], "paused", "{v}");
     let (_, after) = get(&c, format!("{base}/v1/calls")).await;
     assert_eq!(after["total"], 8, "{after}");
+    let (_, gone) = get(&c, format!("{base}/v1/calls?run={run}")).await;
+    assert_eq!(gone["total"], 0, "{gone}");
+    let (_, by_tool) = get(&c, format!("{base}/v1/calls?tool=std%2Fhuman%23input")).await;
+    assert_eq!(by_tool["total"], 8, "{by_tool}");
 
     // Bad values: 400, saying what to send.
     for (q, says) in [

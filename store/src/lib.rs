@@ -35,6 +35,7 @@ pub mod sqlite;
 pub mod tail;
 mod verify;
 pub mod view;
+mod waiting;
 pub mod workers;
 
 pub use api::*;

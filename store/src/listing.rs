@@ -170,6 +170,16 @@ fn filters(
             Dialect::Postgres => format!("strpos(r.fault, {p}) > 0"),
         });
     }
+    // The runs waiting on a node or Tool, from `waiting_calls` by its
+    // (node, run_key) or (tool, run_key) index.
+    for (col, v) in [("node", &q.waiting_node), ("tool", &q.waiting_tool)] {
+        if let Some(v) = v {
+            let p = d.bind(args, Arg::Text(v.clone()));
+            w.push(format!(
+                "r.key IN (SELECT run_key FROM waiting_calls WHERE {col} = {p})"
+            ));
+        }
+    }
     if let Some(p) = &q.prefix {
         let (lo, hi) = prefix_range(p);
         let lo = d.bind(args, Arg::Text(lo));

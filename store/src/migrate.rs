@@ -71,6 +71,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "deletion",
         include_str!("../../migrations/sqlite/0012_deletion.sql"),
     ),
+    (
+        13,
+        "waiting_calls",
+        include_str!("../../migrations/sqlite/0013_waiting_calls.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -134,6 +139,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         12,
         "deletion",
         include_str!("../../migrations/postgres/0012_deletion.sql"),
+    ),
+    (
+        13,
+        "waiting_calls",
+        include_str!("../../migrations/postgres/0013_waiting_calls.sql"),
     ),
 ];
 

@@ -41,6 +41,12 @@ pub struct RunsFilter {
     /// Only faulted runs whose fault contains this text.
     #[arg(long, value_name = "TEXT")]
     pub fault: Option<String>,
+    /// Only paused runs waiting on a call at this node.
+    #[arg(long, value_name = "NODE")]
+    pub waiting_node: Option<String>,
+    /// Only paused runs waiting on a call to this Tool (std/human#input).
+    #[arg(long, value_name = "TOOL")]
+    pub waiting_tool: Option<String>,
     /// A search attribute the run must have (repeatable): NAME=VALUE, the
     /// value read as JSON when it is a number, true, false or a quoted
     /// string, else as text (--attr customer=acme --attr n=3).
@@ -113,6 +119,8 @@ pub(crate) fn query(
         nested_in: f.nested_in.clone(),
         fault: f.fault.clone(),
         attrs: f.attrs.iter().map(|a| attr(a)).collect::<Result<_>>()?,
+        waiting_node: f.waiting_node.clone(),
+        waiting_tool: f.waiting_tool.clone(),
         ..RunListQuery::default()
     };
     q.check().map_err(|e| Error::Refused(e.to_string()))?;
@@ -152,6 +160,8 @@ pub(crate) fn params(
     add("fork_of", f.fork_of.clone());
     add("nested_in", f.nested_in.clone());
     add("fault", f.fault.clone());
+    add("waiting_node", f.waiting_node.clone());
+    add("waiting_tool", f.waiting_tool.clone());
     if !f.attrs.is_empty() {
         let m: serde_json::Map<String, Json> =
             f.attrs.iter().filter_map(|a| attr(a).ok()).collect();
@@ -313,6 +323,8 @@ fn more(g: &Global, next: &str, limit: Option<u32>, state: Option<&str>, f: &Run
     add("--fork-of", f.fork_of.clone());
     add("--nested-in", f.nested_in.clone());
     add("--fault", f.fault.clone());
+    add("--waiting-node", f.waiting_node.clone());
+    add("--waiting-tool", f.waiting_tool.clone());
     for a in &f.attrs {
         add("--attr", Some(a.clone()));
     }

@@ -208,6 +208,11 @@ pub struct RunsQuery {
     /// Only faulted runs whose fault reason contains this text (case
     /// sensitive).
     pub fault: Option<String>,
+    /// Only paused runs waiting on a call at this node.
+    pub waiting_node: Option<String>,
+    /// Only paused runs waiting on a call to this Tool (e.g.
+    /// `std/human#input`).
+    pub waiting_tool: Option<String>,
     /// Search attributes, a JSON object of name → string, integer or
     /// boolean: `{"customer":"acme","vip":true}` (each must equal; the
     /// flow declares them in `runtime_hints.search_attributes`).
@@ -325,6 +330,8 @@ pub(crate) fn run_list_query(q: RunsQuery) -> ApiResult<RunListQuery> {
         nested_in: q.nested_in,
         fault: q.fault,
         attrs,
+        waiting_node: q.waiting_node,
+        waiting_tool: q.waiting_tool,
         ..RunListQuery::default()
     };
     lq.check()

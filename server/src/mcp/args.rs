@@ -169,6 +169,12 @@ pub struct RunsArgs {
     /// Only faulted runs whose fault contains this text.
     #[serde(default)]
     pub fault: Option<String>,
+    /// Only paused runs waiting on a call at this node.
+    #[serde(default)]
+    pub waiting_node: Option<String>,
+    /// Only paused runs waiting on a call to this Tool.
+    #[serde(default)]
+    pub waiting_tool: Option<String>,
     /// Search attributes that must be equal: name to a string, integer or
     /// boolean (`{"customer": "acme"}`), as the flow declares them in
     /// `runtime_hints.search_attributes`.
@@ -189,6 +195,8 @@ impl RunsArgs {
             || self.fork_of.is_some()
             || self.nested_in.is_some()
             || self.fault.is_some()
+            || self.waiting_node.is_some()
+            || self.waiting_tool.is_some()
             || self.attrs.is_some()
     }
 }

@@ -318,6 +318,8 @@ impl Service {
             nested_in: a.nested_in,
             fault: a.fault,
             attrs: a.attrs.map(|m| m.into_iter().collect()).unwrap_or_default(),
+            waiting_node: a.waiting_node,
+            waiting_tool: a.waiting_tool,
             ..RunListQuery::default()
         };
         q.check().map_err(|e| self.refusal(Error::from(e)))?;

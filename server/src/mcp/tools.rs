@@ -157,7 +157,7 @@ impl FlowMcp {
 
     #[tool(
         name = "runs",
-        description = "Discover stored runs, ordered by id: limit (1 to 200, default 50) candidates after `after`. Each row has run, historyPresent, record, truncated, ending, entry, program, lastFact, hostDecision and problem; nextAfter names the next page's `after` (null at the end); problems lists what could not be inspected. Optional filters, all combined, each an index lookup: state (comma-separated states), flow (the root FlowSpec id), entry (module or module#function), started_from/started_to and updated_from/updated_to (unix ms, [from, to)), fork_of, nested_in (run ids), fault (text in a faulted run's fault), attrs (search attributes the flow declares in runtime_hints.search_attributes, e.g. {\"customer\": \"acme\"}).",
+        description = "Discover stored runs, ordered by id: limit (1 to 200, default 50) candidates after `after`. Each row has run, historyPresent, record, truncated, ending, entry, program, lastFact, hostDecision and problem; nextAfter names the next page's `after` (null at the end); problems lists what could not be inspected. Optional filters, all combined, each an index lookup: state (comma-separated states), flow (the root FlowSpec id), entry (module or module#function), started_from/started_to and updated_from/updated_to (unix ms, [from, to)), fork_of, nested_in (run ids), fault (text in a faulted run's fault), waiting_node / waiting_tool (paused runs waiting on a call at that node or to that Tool), attrs (search attributes the flow declares in runtime_hints.search_attributes, e.g. {\"customer\": \"acme\"}).",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn runs(

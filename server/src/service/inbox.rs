@@ -2,17 +2,18 @@
 //! calls of paused runs, each with how long it has waited and its
 //! deadline, filtered, sorted by age or deadline, paged by an opaque
 //! cursor, with the exact count of the calls the filter matches (issue 38
-//! §2). It reads each paused run's waiting calls from the one read model
-//! ([`super::pending::waiting`]); a call that drives a nested run is
-//! answered by that run's calls, listed under the nested run.
+//! §2). It reads the store's index of the calls paused runs wait on
+//! (`waiting_calls`, migration 0013: written with each pause record), not
+//! the runs' histories; a call that drives a nested run is not indexed:
+//! that run's calls are, listed under the nested run.
 
 use super::RunService;
-use super::nested::links;
-use super::pending::waiting;
 use super::store::Store;
 use crate::error::{Error, Result};
 use flow_engine::machine::OpenCall;
-use flow_store::{DiscoveryQuery, HostDetails, RunId, RunState};
+use flow_store::{
+    DiscoveryQuery, Fact, RunId, RunState, WaitingCall, WaitingCursor, WaitingQuery, WaitingSort,
+};
 use std::collections::BTreeMap;
 
 /// Which calls an inbox page holds.
@@ -104,61 +105,109 @@ pub struct InboxPage {
 }
 
 impl InboxQuery {
-    fn admits(&self, c: &InboxCall) -> bool {
-        self.node.as_ref().is_none_or(|n| *n == c.open.node)
-            && self.tool.as_ref().is_none_or(|t| *t == c.open.tool)
-            && self
-                .waiting_ms
-                .is_none_or(|w| self.now_ms - c.since_ms >= w)
-            && self
-                .due_before_ms
-                .is_none_or(|d| c.due_ms.is_some_and(|due| due < d))
-    }
-
-    fn cursor(&self, c: &InboxCall) -> InboxCursor {
-        let key = match self.sort {
-            InboxSort::Age => c.since_ms,
-            InboxSort::Due => c.due_ms.unwrap_or(i64::MAX),
-        };
-        InboxCursor {
-            key,
-            run: c.run.to_string(),
-            call: c.open.call.clone(),
+    /// The store's query for this page (`waiting_calls`, migration 0013).
+    fn store_query(&self) -> WaitingQuery {
+        WaitingQuery {
+            run: self.run.clone(),
+            node: self.node.clone(),
+            tool: self.tool.clone(),
+            since_at_most: self.waiting_ms.map(|w| self.now_ms.saturating_sub(w)),
+            due_before: self.due_before_ms,
+            sort: match self.sort {
+                InboxSort::Age => WaitingSort::Age,
+                InboxSort::Due => WaitingSort::Due,
+            },
+            after: self.after.as_ref().map(|c| WaitingCursor {
+                key: c.key,
+                run: c.run.clone(),
+                call: c.call.clone(),
+            }),
+            limit: u32::try_from(self.limit).unwrap_or(u32::MAX),
         }
     }
 }
 
 impl RunService {
-    /// The inbox page `q` asks for. Blocking: it reads the store.
+    /// The inbox page `q` asks for, from the store's index of the calls
+    /// paused runs wait on: one ordered index range and one count, then
+    /// each listed call's Call fact (its prompt and schema) and run row.
+    /// Blocking: it reads the store.
     pub fn inbox(&self, q: &InboxQuery) -> Result<InboxPage> {
         let store = &*self.inner.store;
-        let mut page = InboxPage::default();
-        let mut all = BTreeMap::new();
-        for run in paused_runs(store, q.run.as_ref())? {
-            match run_calls(store, &run) {
-                Ok(calls) => {
-                    for c in calls.into_iter().filter(|c| q.admits(c)) {
-                        all.insert(q.cursor(&c), c);
-                    }
-                }
-                Err(e) => page.problems.push((run, e)),
-            }
-        }
-        page.total = all.len();
-        let mut rest = match &q.after {
-            Some(after) => all.split_off(after),
-            None => all,
+        let wq = q.store_query();
+        let found = store.waiting_calls(&wq)?;
+        let mut page = InboxPage {
+            total: found.total as usize,
+            ..InboxPage::default()
         };
-        if let Some(after) = &q.after {
-            rest.remove(after);
+        if found.more
+            && let Some(last) = found.calls.last()
+        {
+            let c = last.cursor(wq.sort);
+            page.next = Some(
+                InboxCursor {
+                    key: c.key,
+                    run: c.run,
+                    call: c.call,
+                }
+                .text(),
+            );
         }
-        let more = rest.len() > q.limit;
-        for (cursor, c) in rest.into_iter().take(q.limit) {
-            page.next = more.then(|| cursor.text());
-            page.calls.push(c);
+        let mut outer: BTreeMap<RunId, Option<String>> = BTreeMap::new();
+        for w in found.calls {
+            match inbox_call(store, &mut outer, &w) {
+                Ok(c) => page.calls.push(c),
+                Err(e) => page.problems.push((w.run, e)),
+            }
         }
         Ok(page)
     }
+}
+
+/// An indexed waiting call with what the inbox shows of it: its Call's
+/// arguments (read by fact number) and its run's outer run.
+fn inbox_call(
+    store: &dyn Store,
+    outer: &mut BTreeMap<RunId, Option<String>>,
+    w: &WaitingCall,
+) -> Result<InboxCall> {
+    // The history up to the Call, each fact checked against the chain: a
+    // damaged run is a problem, not a call (its facts after the Call are
+    // not read: the cost follows the page, not the number of paused runs).
+    let limit = u32::try_from(w.fact).unwrap_or(u32::MAX);
+    let stored = store.read_after(&w.run, 0, limit)?;
+    let args = match stored.last().map(|f| store.expand_fact(f)).transpose()? {
+        Some(Fact::Call { args, .. }) => args,
+        _ => {
+            return Err(Error::from(flow_store::Error::Corrupt {
+                run: w.run.to_string(),
+                n: w.fact,
+                reason: format!("the waiting call {} is not this fact", w.call),
+            }));
+        }
+    };
+    let o = match outer.get(&w.run) {
+        Some(o) => o.clone(),
+        None => {
+            let o = store.run_info(&w.run)?.outer.map(|(o, _)| o);
+            outer.insert(w.run.clone(), o.clone());
+            o
+        }
+    };
+    Ok(InboxCall {
+        run: w.run.clone(),
+        outer: o,
+        fact: w.fact,
+        open: OpenCall {
+            call: w.call.clone(),
+            task: w.task.clone(),
+            node: w.node.clone(),
+            tool: w.tool.clone(),
+            args,
+        },
+        since_ms: w.since_ms,
+        due_ms: w.due_ms,
+    })
 }
 
 /// The paused runs, in id order (only `run` when given).
@@ -182,37 +231,4 @@ pub(super) fn paused_runs(store: &dyn Store, run: Option<&RunId>) -> Result<Vec<
             None => return Ok(out),
         }
     }
-}
-
-/// The calls of paused `run` a person answers: its open calls but those
-/// that drive a nested run not ended (that run lists its own).
-fn run_calls(store: &dyn Store, run: &RunId) -> Result<Vec<InboxCall>> {
-    let info = store.run_info(run)?;
-    let open = waiting(store, run)?.open;
-    let records = store.host_records(run)?;
-    let due: BTreeMap<&str, i64> = records
-        .iter()
-        .filter_map(|r| match &r.details {
-            HostDetails::Timeout { call, due_ms } => Some((call.as_str(), *due_ms)),
-            _ => None,
-        })
-        .collect();
-    let links = links(&records);
-    let outer = info.outer.map(|(o, _)| o);
-    Ok(open
-        .into_iter()
-        .filter(|p| {
-            !links
-                .get(&p.open.call)
-                .is_some_and(|n| store.run_info(n).is_ok_and(|i| i.ending.is_none()))
-        })
-        .map(|p| InboxCall {
-            run: run.clone(),
-            outer: outer.clone(),
-            fact: p.fact.unwrap_or_default(),
-            due_ms: due.get(p.open.call.as_str()).copied(),
-            since_ms: info.state_ms,
-            open: p.open,
-        })
-        .collect())
 }

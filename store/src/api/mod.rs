@@ -19,11 +19,13 @@ mod delete;
 mod host;
 mod leases;
 mod pages;
+mod waiting;
 
 pub use delete::*;
 pub use host::*;
 pub use leases::*;
 pub use pages::*;
+pub use waiting::*;
 
 /// A recorded source text handed over with Start (DESIGN §3: "sources are
 /// always blobs"). Start lists it as `{"module":M,"hash":H,"length":L}` where
@@ -436,6 +438,9 @@ pub trait ListRuns {
     /// (nested runs), by id, at most `limit`: by index, whatever the
     /// number of runs.
     fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage>;
+    /// A page of the calls paused runs wait on, with their count, from
+    /// the `waiting_calls` index (migration 0013).
+    fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage>;
 }
 
 /// Host records beside each history.

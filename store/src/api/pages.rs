@@ -174,6 +174,12 @@ pub struct RunListQuery {
     /// Only runs whose search attribute `name` equals the value (a string,
     /// integer or boolean: `"42"` and `42` differ).
     pub attrs: Vec<(String, Value)>,
+    /// Only paused runs waiting on a call at this node (`waiting_calls`,
+    /// migration 0013).
+    pub waiting_node: Option<String>,
+    /// Only paused runs waiting on a call to this Tool (e.g.
+    /// `std/human#input`).
+    pub waiting_tool: Option<String>,
 }
 
 /// A host-clock interval `[from, to)` in unix ms; either end open.
@@ -202,8 +208,11 @@ pub struct CheckedRunList {
     pub fault: Option<String>,
     /// `(name, indexed value text)` (crate::search::value_text).
     pub attrs: Vec<(String, String)>,
+    pub waiting_node: Option<String>,
+    pub waiting_tool: Option<String>,
     /// The filters admit no run (a fault filter with states other than
-    /// faulted): answered without a query.
+    /// faulted, a waiting filter with states other than paused): answered
+    /// without a query.
     pub none: bool,
 }
 
@@ -305,6 +314,16 @@ impl RunListQuery {
                 none = true;
             }
         }
+        let waiting_node = text("waiting node", &self.waiting_node, 1024)?;
+        let waiting_tool = text("waiting tool", &self.waiting_tool, 1024)?;
+        if waiting_node.is_some() || waiting_tool.is_some() {
+            // Only a paused run waits on a call.
+            if states.is_empty() || states.contains(&RunState::Paused) {
+                states = vec![RunState::Paused];
+            } else {
+                none = true;
+            }
+        }
         Ok(CheckedRunList {
             limit: d.limit,
             cursor: d.after,
@@ -320,6 +339,8 @@ impl RunListQuery {
             nested_in: run("nested_in", &self.nested_in)?,
             fault,
             attrs,
+            waiting_node,
+            waiting_tool,
             none,
         })
     }

@@ -37,6 +37,7 @@ mod facts;
 mod history;
 mod leases;
 mod live;
+mod waiting;
 mod workers;
 
 use archive::*;
@@ -48,6 +49,7 @@ pub use facts::*;
 use history::*;
 use leases::*;
 use live::*;
+use waiting::waiting_calls;
 use workers::*;
 
 /// Every case, by name.
@@ -81,6 +83,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("leases", leases::<B>),
         ("workers", workers::<B>),
         ("deletion", deletion::<B>),
+        ("waiting_calls", waiting_calls::<B>),
     ]
 }
 

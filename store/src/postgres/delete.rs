@@ -110,7 +110,7 @@ async fn delete_one(
         .await?;
     tx.execute("DELETE FROM host_records WHERE run_key = $1", &[&key])
         .await?;
-    for table in ["run_attrs", "leases", "worker_calls"] {
+    for table in ["run_attrs", "leases", "worker_calls", "waiting_calls"] {
         tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
             .await?;
     }
@@ -268,7 +268,7 @@ async fn delete_batch(
         &[&keys],
     )
     .await?;
-    for table in ["run_attrs", "leases", "worker_calls"] {
+    for table in ["run_attrs", "leases", "worker_calls", "waiting_calls"] {
         tx.execute(
             &format!("DELETE FROM {table} WHERE run = ANY($1::text[])"),
             &[&ids_going],

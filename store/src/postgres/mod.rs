@@ -41,6 +41,7 @@ mod queue_notes;
 mod read;
 pub use read::CHILDREN_QUERY;
 mod sql;
+mod waiting;
 mod workers;
 mod writer;
 
@@ -214,6 +215,7 @@ impl PostgresStore {
             queue.clone(),
         )?;
         let shared = Arc::new(Shared { handle, pool });
+        waiting::backfill(&shared)?;
         let writer = writer::Writer::open(shared.clone(), cfg, channel, heads.clone())?;
         Ok((shared, writer, heads, queue))
     }
@@ -472,6 +474,11 @@ impl ListRuns for PostgresStore {
     fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
         let run = run.clone();
         self.read(move |s| crate::listing::children(s, &run, limit))
+    }
+
+    fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage> {
+        let q = query.clone();
+        self.read(move |s| crate::read::waiting::page(s, &q))
     }
 }
 

@@ -378,6 +378,26 @@ impl ReadDb for Session {
             .collect::<std::result::Result<_, tokio_postgres::Error>>()?)
     }
 
+    fn waiting_rows(&mut self, sql: &Sql) -> Result<Vec<crate::read::waiting::WaitingColumns>> {
+        let args = bound(&sql.args);
+        let rows = self.query(&sql.text, &args)?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                    r.try_get(5)?,
+                    r.try_get(6)?,
+                    r.try_get(7)?,
+                ))
+            })
+            .collect::<std::result::Result<_, tokio_postgres::Error>>()?)
+    }
+
     fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
         if ids.is_empty() {
             return Ok(Vec::new());

@@ -26,6 +26,8 @@ pub(super) struct Statements {
     unattr: Statement,
     blob_locks: Statement,
     refs: Statement,
+    unwait: Statement,
+    wait: Statement,
 }
 
 pub(super) struct Conn {
@@ -48,6 +50,12 @@ pub(super) struct Rows {
     /// `(run, blob hash)`: the blob references of the batch's facts, Starts
     /// and imports (migration 0012), written with them.
     pub(super) refs: BTreeSet<(String, [u8; 32])>,
+    /// Runs whose waiting calls (migration 0013) go: they left paused or
+    /// paused again.
+    pub(super) unwait: BTreeSet<String>,
+    /// `(run, row)`: the waiting calls of the batch's pauses, written after
+    /// `unwait`.
+    pub(super) waiting: Vec<(String, crate::waiting::WaitingRow)>,
 }
 
 /// `(run, n, kind, hash, body)`.
@@ -153,6 +161,21 @@ impl Conn {
                 .prepare(
                     "INSERT INTO blob_refs (run_key, hash)
                      SELECT r.key, u.h FROM unnest($1::text[], $2::bytea[]) AS u(id, h)
+                     JOIN runs r ON r.id = u.id
+                     ON CONFLICT DO NOTHING",
+                )
+                .await?,
+            unwait: client
+                .prepare(
+                    "DELETE FROM waiting_calls w USING runs r WHERE w.run_key = r.key AND r.id = ANY($1::text[])",
+                )
+                .await?,
+            wait: client
+                .prepare(
+                    "INSERT INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms)
+                     SELECT r.key, u.call, u.id, u.task, u.node, u.tool, u.fact, u.since, u.due
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int8[])
+                       AS u(id, call, task, node, tool, fact, since, due)
                      JOIN runs r ON r.id = u.id
                      ON CONFLICT DO NOTHING",
                 )
@@ -298,6 +321,16 @@ pub(super) async fn write(
     let u_t: Vec<i64> = changed.values().map(|h| h.updated_ms).collect();
     let u_st: Vec<i64> = changed.values().map(|h| h.state_ms).collect();
     let notes: Vec<String> = notes.iter().map(|(r, n)| format!("{r}:{n}")).collect();
+    let un_id: Vec<&str> = r.unwait.iter().map(String::as_str).collect();
+    let w = &r.waiting;
+    let w_id: Vec<&str> = w.iter().map(|(id, _)| id.as_str()).collect();
+    let w_call: Vec<&str> = w.iter().map(|(_, x)| x.call.as_str()).collect();
+    let w_task: Vec<&str> = w.iter().map(|(_, x)| x.task.as_str()).collect();
+    let w_node: Vec<&str> = w.iter().map(|(_, x)| x.node.as_str()).collect();
+    let w_tool: Vec<&str> = w.iter().map(|(_, x)| x.tool.as_str()).collect();
+    let w_fact: Vec<i64> = w.iter().map(|(_, x)| x.fact as i64).collect();
+    let w_since: Vec<i64> = w.iter().map(|(_, x)| x.since_ms).collect();
+    let w_due: Vec<Option<i64>> = w.iter().map(|(_, x)| x.due_ms).collect();
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
@@ -314,6 +347,10 @@ pub(super) async fn write(
     let p_host: [P<'_>; 7] = [&h_id, &h_seq, &h_kind, &h_at, &h_n, &h_hash, &h_det];
     let p_update: [P<'_>; 7] = [&u_id, &u_n, &u_h, &u_s, &u_e, &u_t, &u_st];
     let p_notify: [P<'_>; 2] = [&channel, &notes];
+    let p_unwait: [P<'_>; 1] = [&un_id];
+    let p_wait: [P<'_>; 8] = [
+        &w_id, &w_call, &w_task, &w_node, &w_tool, &w_fact, &w_since, &w_due,
+    ];
     // (statement, rows it must affect: None = any)
     let mut steps: Vec<Step<'_>> = Vec::new();
     if !lock_keys.is_empty() {
@@ -330,6 +367,13 @@ pub(super) async fn write(
     }
     if !h_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.host, &p_host)), Some(h_id.len())));
+    }
+    // A run's old waiting calls go before its new ones are written.
+    if !un_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.unwait, &p_unwait)), None));
+    }
+    if !w_id.is_empty() {
+        steps.push((Box::pin(c.execute(&st.wait, &p_wait)), None));
     }
     if !ref_run.is_empty() {
         steps.push((Box::pin(c.execute(&st.refs, &p_refs)), None));

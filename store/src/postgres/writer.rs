@@ -155,6 +155,8 @@ struct Plan {
     host_seq: HashMap<String, i64>,
     ckpt: HashMap<String, Option<CkptCache>>,
     notes: BTreeMap<String, u64>,
+    /// The rows of the batch's pauses (`waiting::load`).
+    waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
 }
 
 pub(crate) struct Writer {
@@ -166,6 +168,7 @@ pub(crate) struct Writer {
     conn: Option<Conn>,
     heads: Arc<Heads>,
     cache: CkptCaches<String>,
+    waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
 }
 
 impl Writer {
@@ -184,6 +187,7 @@ impl Writer {
             conn: None,
             heads,
             cache: CkptCaches::new(),
+            waits: HashMap::new(),
         };
         let h = w.handle.clone();
         h.block_on(w.ensure_conn())?;
@@ -219,6 +223,7 @@ impl Writer {
     fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
         let handle = self.handle.clone();
         self.load_bases(&cmds);
+        self.waits = super::waiting::load(&self.shared, &cmds);
         let mut result = handle.block_on(self.batch(&cmds));
         if let Err(f) = &result
             && !f.unknown
@@ -335,7 +340,10 @@ impl Writer {
         let (begin, rows) = tokio::join!(c.batch_execute("BEGIN"), c.query(&conn.st.heads, &p_ids));
         let result = async {
             begin?;
-            let mut plan = Plan::default();
+            let mut plan = Plan {
+                waits: self.waits.clone(),
+                ..Plan::default()
+            };
             for r in rows? {
                 let id: String = r.try_get(0)?;
                 let Ok(run) = RunId::parse(&id) else { continue };
@@ -403,6 +411,7 @@ fn host_decision(
     let seq = plan.host_seq.entry(id.clone()).or_insert(0);
     *seq += 1;
     let seq = *seq;
+    super::waiting::on_host(&mut plan.rows, &mut plan.waits, &id, &record.details);
     plan.rows.host.push((
         id.clone(),
         seq,
@@ -483,6 +492,7 @@ fn decide(
                 .heads
                 .get(&id)
                 .ok_or_else(|| Error::UnknownRun(id.clone()))?;
+            let was = head.state;
             let p = match fact {
                 Appending::Fact(fact) => {
                     let prev = match plan.ckpt.get(&id) {
@@ -514,6 +524,7 @@ fn decide(
                 }
             };
             add_blobs(&mut plan.rows, &id, p.blobs);
+            super::waiting::on_append(&mut plan.rows, &id, was);
             if let Some(f) = p.fault {
                 plan.rows.faults.push((id.clone(), f));
             }

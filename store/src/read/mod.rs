@@ -69,6 +69,8 @@ pub(crate) trait ReadDb {
     fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<crate::listing::ListingColumns>>;
     /// `(group, count)` rows of a run query's count SQL.
     fn group_counts(&mut self, sql: &crate::listing::Sql) -> Result<Vec<(Option<String>, i64)>>;
+    /// The `waiting_calls` rows a waiting calls page's SQL selects.
+    fn waiting_rows(&mut self, sql: &crate::listing::Sql) -> Result<Vec<waiting::WaitingColumns>>;
     /// Ids of the runs whose row changed at or after `since_ms`, oldest
     /// change first, at most `limit`.
     fn changed_ids(&mut self, since_ms: i64, limit: u32) -> Result<Vec<String>>;
@@ -161,6 +163,7 @@ pub(crate) fn host_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostR
 
 mod discovery;
 mod logical;
+pub(crate) mod waiting;
 mod walk;
 
 pub(crate) use discovery::{discover, verify_ends};

@@ -77,6 +77,8 @@ pub(super) fn delete(
         .execute([key])? as u64;
     conn.prepare_cached("DELETE FROM host_records WHERE run_key = ?1")?
         .execute([key])?;
+    conn.prepare_cached("DELETE FROM waiting_calls WHERE run_key = ?1")?
+        .execute([key])?;
     conn.prepare_cached("DELETE FROM run_attrs WHERE run = ?1")?
         .execute([id])?;
     conn.prepare_cached("DELETE FROM leases WHERE run = ?1")?

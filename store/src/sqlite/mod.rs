@@ -21,6 +21,7 @@ mod leases;
 mod queue;
 mod read;
 pub use read::CHILDREN_QUERY;
+mod waiting;
 mod workers;
 mod writer;
 
@@ -158,7 +159,10 @@ fn open_writer(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
     let mut tries = 0;
     loop {
         let mut conn = Connection::open(path)?;
-        match configure(&conn, opts, true).and_then(|()| migrate(&mut conn)) {
+        match configure(&conn, opts, true)
+            .and_then(|()| migrate(&mut conn))
+            .and_then(|()| waiting::backfill(&mut conn).map(drop))
+        {
             Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
                 if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 50 =>
             {
@@ -448,6 +452,10 @@ impl ListRuns for SqliteStore {
 
     fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
         self.with_reader(|c| read::snapshot(c, |db| crate::listing::children(db, run, limit)))
+    }
+
+    fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage> {
+        self.with_reader(|c| read::snapshot(c, |db| crate::read::waiting::page(db, query)))
     }
 }
 

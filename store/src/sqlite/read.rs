@@ -229,6 +229,25 @@ impl ReadDb for Db<'_> {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    fn waiting_rows(&mut self, sql: &Sql) -> Result<Vec<crate::read::waiting::WaitingColumns>> {
+        let mut st = self.0.prepare_cached(&sql.text)?;
+        let args = bound(&sql.args);
+        Ok(st
+            .query_map(args.as_slice(), |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
         let mut st = self.0.prepare_cached(
             "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id

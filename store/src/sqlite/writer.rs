@@ -585,6 +585,7 @@ impl Writer {
     ) -> Result<(Appended, Effects)> {
         let head = self.head(run, batch)?;
         let key = head.key;
+        let was_paused = head.state == RunState::Paused;
         let p = match fact {
             Appending::Fact(fact) => {
                 let prev_ckpt = match batch.ckpt.get(&key) {
@@ -623,6 +624,13 @@ impl Writer {
             super::delete::insert_refs(&self.conn, key, &p.blobs).map_err(Error::from)
         }) {
             self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
+            return Err(e);
+        }
+        if was_paused && let Err(e) = super::waiting::clear(&self.conn, key) {
+            self.broken = Some(format!(
+                "clearing the waiting calls at fact {}: {e}",
+                p.fact.n
+            ));
             return Err(e);
         }
         if let Some(fault) = &p.fault
@@ -694,6 +702,7 @@ impl Writer {
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, record.kind().as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
+        super::waiting::on_host(&self.conn, head.key, run, &record.details, at_ms)?;
         let fx = Effects {
             head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()

@@ -1,0 +1,144 @@
+//! The inbox's numbers (issue 38 §2, "Measure"): a SQLite store of N
+//! paused runs (default 10,000), each with one open call, generated
+//! through the store's own API; then the inbox's first page (200 calls)
+//! and its exact count read two ways:
+//!
+//! * **scan** — what `GET /v1/calls` did before migration 0013: every
+//!   paused run by discovery, its whole history read and verified, its
+//!   open calls expanded, its host records read for deadlines;
+//! * **index** — what it does now: one page of `waiting_calls` and its
+//!   count, then each listed call's history up to its Call (checked
+//!   against the chain) and run row (the prompt, the schema and the
+//!   outer run the answer shows).
+//!
+//! `cargo run --release -p flow-store --example inbox_bench -- N`; one
+//! fsync of the same filesystem is printed beside them.
+
+use flow_store::conformance::{call_fact, root_call, seed_run};
+use flow_store::{
+    AppendFacts, Discover, DiscoveryQuery, Fact, HostDetails, HostRecord, HostRecords, ListRuns,
+    ReadHistory, RunId, RunState, SqliteOptions, SqliteStore, Synchronous, WaitingQuery,
+};
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::Instant;
+
+/// Median and worst of `repeat` timings of `f`, in ms.
+fn time(repeat: usize, mut f: impl FnMut() -> usize) -> (f64, f64, usize) {
+    let mut v = Vec::with_capacity(repeat);
+    let mut out = 0;
+    for _ in 0..repeat {
+        let t = Instant::now();
+        out = f();
+        v.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[v.len() - 1], out)
+}
+
+/// The inbox as it was: every paused run's history.
+fn scan(s: &SqliteStore) -> usize {
+    let mut calls = 0;
+    let mut after = None;
+    loop {
+        let q = DiscoveryQuery {
+            limit: Some(DiscoveryQuery::MAX_LIMIT),
+            after: after.clone(),
+            state: Some(RunState::Paused),
+        };
+        let page = s.discover(&q).expect("discover");
+        for r in &page.runs {
+            let run = RunId::parse(&r.run).expect("run id");
+            let _info = s.run_info(&run).expect("run info");
+            let h = s.read_history(&run).expect("history");
+            let settled: BTreeSet<_> = h
+                .facts
+                .iter()
+                .filter_map(|f| match &f.fact {
+                    Fact::Reply { call, .. } | Fact::Close { call, .. } => Some(call.clone()),
+                    _ => None,
+                })
+                .collect();
+            for f in &h.facts {
+                if let Fact::Call { call, .. } = &f.fact
+                    && !settled.contains(call)
+                {
+                    s.expand_fact(f).expect("expand");
+                    calls += 1;
+                }
+            }
+            s.host_records(&run).expect("host records");
+        }
+        match page.next_after {
+            Some(n) => after = Some(n),
+            None => return calls,
+        }
+    }
+}
+
+/// The inbox as it is: the index, then the page's Call facts.
+fn index(s: &SqliteStore) -> usize {
+    let page = s
+        .waiting_calls(&WaitingQuery {
+            limit: 200,
+            ..WaitingQuery::default()
+        })
+        .expect("waiting calls");
+    for c in &page.calls {
+        let f = s.read_after(&c.run, 0, c.fact as u32).expect("to the call");
+        s.expand_fact(f.last().expect("the call")).expect("expand");
+        s.run_info(&c.run).expect("run info");
+    }
+    page.total as usize
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("flow.db");
+    let opts = SqliteOptions {
+        synchronous: Synchronous::Normal,
+        ..SqliteOptions::default()
+    };
+    let s = SqliteStore::open(&db, opts).expect("open");
+    let t = Instant::now();
+    for i in 0..n {
+        let (run, last) = seed_run(&s, 1).expect("seed");
+        s.append(
+            &run,
+            call_fact(last + 1, 9, json!({"prompt": format!("review {i}")})),
+        )
+        .expect("call");
+        s.record_host(
+            &run,
+            HostRecord::now(HostDetails::Pause {
+                open: vec![root_call(9)],
+            }),
+        )
+        .expect("pause");
+    }
+    eprintln!(
+        "filled {n} paused runs in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let probe = dir.path().join("fsync.probe");
+    let mut f = std::fs::File::create(&probe).expect("probe");
+    let (fsync, _, _) = time(20, || {
+        f.write_all(b"x").expect("write");
+        f.sync_all().expect("fsync");
+        0
+    });
+    let (scan_p50, scan_max, scanned) = time(5, || scan(&s));
+    let (idx_p50, idx_max, total) = time(50, || index(&s));
+    assert_eq!(scanned, n);
+    assert_eq!(total, n);
+    println!("paused runs: {n}; one fsync: {fsync:.2} ms");
+    println!("scan  (before): p50 {scan_p50:.1} ms, max {scan_max:.1} ms (5 runs)");
+    println!(
+        "index (after):  p50 {idx_p50:.1} ms, max {idx_max:.1} ms (50 runs; first page of 200 + exact count)"
+    );
+}

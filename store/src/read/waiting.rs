@@ -1,0 +1,142 @@
+//! The inbox's page and count over `waiting_calls` (migration 0013): one
+//! ordered index range for the page (`waiting_calls_by_age` or `_by_due`,
+//! keyset from the cursor), one count with the same filters.
+
+use super::ReadDb;
+use crate::api::{WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
+use crate::error::{Error, Result};
+use crate::listing::{Arg, Dialect, Sql};
+use flow_abi::fact::RunId;
+
+/// A `waiting_calls` row as read: run, call, task, node, tool, fact,
+/// since_ms, due_ms.
+pub(crate) type WaitingColumns = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+);
+
+/// The columns a page selects, in [`WaitingColumns`] order.
+pub(crate) const COLUMNS: &str =
+    "w.run, w.call, w.task, w.node, w.tool, w.fact, w.since_ms, w.due_ms";
+
+fn bind(d: Dialect, args: &mut Vec<Arg>, a: Arg) -> String {
+    args.push(a);
+    match d {
+        Dialect::Sqlite => format!("?{}", args.len()),
+        Dialect::Postgres => format!("${}", args.len()),
+    }
+}
+
+fn key(sort: WaitingSort) -> &'static str {
+    match sort {
+        WaitingSort::Age => "w.since_ms",
+        WaitingSort::Due => "COALESCE(w.due_ms, 9223372036854775807)",
+    }
+}
+
+/// The WHERE conditions of `q` (the cursor when `cursor`).
+fn filters(q: &WaitingQuery, d: Dialect, cursor: bool, args: &mut Vec<Arg>) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(r) = &q.run {
+        let p = bind(d, args, Arg::Text(r.to_string()));
+        w.push(format!("w.run_key = (SELECT key FROM runs WHERE id = {p})"));
+    }
+    for (col, v) in [("w.node", &q.node), ("w.tool", &q.tool)] {
+        if let Some(v) = v {
+            let p = bind(d, args, Arg::Text(v.clone()));
+            w.push(format!("{col} = {p}"));
+        }
+    }
+    if let Some(t) = q.since_at_most {
+        let p = bind(d, args, Arg::Int(t));
+        w.push(format!("w.since_ms <= {p}"));
+    }
+    if let Some(t) = q.due_before {
+        let p = bind(d, args, Arg::Int(t));
+        w.push(format!("w.due_ms < {p}"));
+    }
+    if cursor && let Some(c) = &q.after {
+        let k = bind(d, args, Arg::Int(c.key));
+        let r = bind(d, args, Arg::Text(c.run.clone()));
+        let call = bind(d, args, Arg::Text(c.call.clone()));
+        w.push(format!(
+            "({}, w.run, w.call) > ({k}, {r}, {call})",
+            key(q.sort)
+        ));
+    }
+    w
+}
+
+fn where_clause(w: &[String]) -> String {
+    if w.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", w.join(" AND "))
+    }
+}
+
+/// The page's SQL: up to `limit + 1` rows in the sort's order.
+pub(crate) fn page_sql(q: &WaitingQuery, d: Dialect) -> Sql {
+    let mut args = Vec::new();
+    let w = filters(q, d, true, &mut args);
+    let lim = bind(d, &mut args, Arg::Int(i64::from(q.limit) + 1));
+    let text = format!(
+        "SELECT {COLUMNS} FROM waiting_calls w{} ORDER BY {}, w.run, w.call LIMIT {lim}",
+        where_clause(&w),
+        key(q.sort)
+    );
+    Sql { text, args }
+}
+
+/// The count's SQL, as one `(NULL, count)` group.
+pub(crate) fn count_sql(q: &WaitingQuery, d: Dialect) -> Sql {
+    let mut args = Vec::new();
+    let w = filters(q, d, false, &mut args);
+    let text = format!(
+        "SELECT CAST(NULL AS TEXT), COUNT(*) FROM waiting_calls w{}",
+        where_clause(&w)
+    );
+    Sql { text, args }
+}
+
+/// A page of `q` and its count, read in one snapshot.
+pub(crate) fn page(db: &mut dyn ReadDb, q: &WaitingQuery) -> Result<WaitingPage> {
+    if !(1..=1000).contains(&q.limit) {
+        return Err(Error::InvalidArgument(format!(
+            "limit must be from 1 to 1000, not {}",
+            q.limit
+        )));
+    }
+    let d = db.dialect();
+    let mut rows = db.waiting_rows(&page_sql(q, d))?;
+    let more = rows.len() > q.limit as usize;
+    rows.truncate(q.limit as usize);
+    let total = db
+        .group_counts(&count_sql(q, d))?
+        .first()
+        .map_or(0, |(_, n)| *n as u64);
+    let calls = rows
+        .into_iter()
+        .map(|(run, call, task, node, tool, fact, since_ms, due_ms)| {
+            let run = RunId::parse(&run)
+                .map_err(|e| Error::corrupt(&run, 0, format!("waiting_calls: {e}")))?;
+            Ok(WaitingCall {
+                run,
+                call,
+                task,
+                node,
+                tool,
+                fact: fact as u64,
+                since_ms,
+                due_ms,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(WaitingPage { calls, more, total })
+}
