@@ -61,14 +61,14 @@ pub(crate) fn rows(
             _ => {}
         }
     }
+    // The open calls' Calls are the latest ones as a rule: read back from
+    // the head a window at a time, until every one is found.
     let mut out = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = db.facts_after(key, after, PAGE)?;
-        let got = page.len();
-        for row in page {
-            let (n, kind, _, body) = row.map_err(|e| Error::corrupt(run.as_str(), after + 1, e))?;
-            after = n as u64;
+    let mut hi = db.run_columns(run)?.map_or(0, |c| c.last_n.max(0) as u64);
+    while hi >= 1 && out.len() < wanted.len() {
+        let lo = hi.saturating_sub(u64::from(PAGE) - 1).max(1);
+        for row in db.fact_range(key, lo, hi)? {
+            let (n, kind, _, body) = row.map_err(|e| Error::corrupt(run.as_str(), lo, e))?;
             if kind != Some(FactKind::Call) {
                 continue;
             }
@@ -91,9 +91,11 @@ pub(crate) fn rows(
                     .run_columns(nested_run)?
                     .is_some_and(|c| c.ending.is_none())
             {
+                // Counted as found: the nested run lists its own calls.
+                out.push(None);
                 continue;
             }
-            out.push(WaitingRow {
+            out.push(Some(WaitingRow {
                 due_ms: due.get(&call).copied(),
                 call,
                 task,
@@ -101,12 +103,13 @@ pub(crate) fn rows(
                 tool,
                 fact: n as u64,
                 since_ms,
-            });
+            }));
         }
-        if got < PAGE as usize {
-            return Ok(out);
-        }
+        hi = lo - 1;
     }
+    let mut rows: Vec<WaitingRow> = out.into_iter().flatten().collect();
+    rows.sort_by_key(|r| r.fact);
+    Ok(rows)
 }
 
 /// The rows of a run the index says is paused, from its latest pause
