@@ -10,11 +10,12 @@
 use super::AppState;
 use super::error::{ApiError, ApiResult, Body, QueryArgs};
 use super::listing::{RunsQuery, run_list_query};
+use super::ndjson;
 use super::routes::{sources, typed_response};
 use crate::service::gate::{GateReport, GateRun};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
@@ -50,8 +51,6 @@ pub enum GateLine {
     Error(String),
 }
 
-const NDJSON: &str = "application/x-ndjson";
-
 #[utoipa::path(post, path = "/v1/gate", operation_id = "gate_runs", tag = "runs", request_body = GateRequest,
     params(RunsQuery),
     responses(
@@ -76,11 +75,7 @@ pub async fn gate_runs(
     }
     let query = run_list_query(q)?;
     let candidate = sources(&req.flow, &req.modules, &req.name)?;
-    let streamed = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains(NDJSON));
-    if !streamed {
+    if !ndjson::wanted(&headers) {
         let report = state.service().gate(candidate, query, None).await?;
         return typed_response(StatusCode::OK, &report);
     }
@@ -88,18 +83,12 @@ pub async fn gate_runs(
     // flow) come before the first line, as a problem: the candidate is
     // checked here first (the program cache makes the gate's own check
     // free).
-    let check = candidate.clone();
-    let program = tokio::task::spawn_blocking(move || check.program())
-        .await
-        .map_err(ApiError::internal)??;
-    let flow = program.root_module().map(|m| m.report.flow.id.clone());
-    if let (Some(f), Some(id)) = (&query.flow, &flow)
-        && f != id
-    {
-        return Err(ApiError::unprocessable(format!(
-            "the candidate's flow id is {id:?}: the gate replays runs of that flow, not of {f:?} (leave out the flow filter)"
-        )));
-    }
+    ndjson::check_program(
+        &candidate,
+        query.flow.as_deref(),
+        "the gate replays runs of the candidate's flow id",
+    )
+    .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (lines_tx, lines_rx) = mpsc::unbounded_channel::<GateLine>();
     let service = state.service().clone();
@@ -128,16 +117,5 @@ pub async fn gate_runs(
         };
         let _ = lines_tx.send(line);
     });
-    let body = futures_util::stream::unfold(lines_rx, |mut rx| async move {
-        let line = rx.recv().await?;
-        let mut text = serde_json::to_string(&line).unwrap_or_default();
-        text.push('\n');
-        Some((Ok::<_, std::convert::Infallible>(text), rx))
-    });
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, NDJSON)],
-        axum::body::Body::from_stream(body),
-    )
-        .into_response())
+    Ok(ndjson::response(lines_rx))
 }

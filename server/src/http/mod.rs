@@ -28,6 +28,7 @@ pub mod inbox;
 pub mod inspect;
 pub mod listing;
 pub mod metrics;
+pub mod ndjson;
 pub mod openapi;
 pub mod params;
 pub mod recover;

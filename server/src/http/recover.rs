@@ -11,11 +11,12 @@
 use super::AppState;
 use super::error::{ApiError, ApiResult, Body, QueryArgs};
 use super::listing::{RunsQuery, run_list_query};
+use super::ndjson;
 use super::routes::{sources, typed_response};
 use crate::service::recover::{RATE, RecoverOptions, RecoverReport, RecoverRun};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
@@ -60,8 +61,6 @@ pub enum RecoverLine {
     Error(String),
 }
 
-const NDJSON: &str = "application/x-ndjson";
-
 #[utoipa::path(post, path = "/v1/recover", operation_id = "recover_runs", tag = "runs", request_body = RecoverRequest,
     params(RunsQuery),
     responses(
@@ -99,11 +98,7 @@ pub async fn recover_runs(
         dry_run: req.dry_run,
         rate,
     };
-    let streamed = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains(NDJSON));
-    if !streamed {
+    if !ndjson::wanted(&headers) {
         let (report, _) = state
             .service()
             .recover_runs(fixed, query, options, None)
@@ -112,18 +107,12 @@ pub async fn recover_runs(
     }
     // Refusals come before the first line, as a problem: FIXED is checked
     // here first (the program cache makes the recovery's own check free).
-    let check = fixed.clone();
-    let program = tokio::task::spawn_blocking(move || check.program())
-        .await
-        .map_err(ApiError::internal)??;
-    let flow = program.root_module().map(|m| m.report.flow.id.clone());
-    if let (Some(f), Some(id)) = (&query.flow, &flow)
-        && f != id
-    {
-        return Err(ApiError::unprocessable(format!(
-            "the fixed program's flow id is {id:?}: only runs of that flow are recovered, not of {f:?} (leave out the flow filter)"
-        )));
-    }
+    ndjson::check_program(
+        &fixed,
+        query.flow.as_deref(),
+        "only runs are recovered of the fixed program's flow id",
+    )
+    .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (lines_tx, lines_rx) = mpsc::unbounded_channel::<RecoverLine>();
     let service = state.service().clone();
@@ -152,16 +141,5 @@ pub async fn recover_runs(
         };
         let _ = lines_tx.send(line);
     });
-    let body = futures_util::stream::unfold(lines_rx, |mut rx| async move {
-        let line = rx.recv().await?;
-        let mut text = serde_json::to_string(&line).unwrap_or_default();
-        text.push('\n');
-        Some((Ok::<_, std::convert::Infallible>(text), rx))
-    });
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, NDJSON)],
-        axum::body::Body::from_stream(body),
-    )
-        .into_response())
+    Ok(ndjson::response(lines_rx))
 }
