@@ -32,6 +32,7 @@ mod deadlines;
 pub mod diff;
 mod drive;
 mod examples;
+mod fork;
 pub mod gate;
 mod halt;
 pub mod heads;

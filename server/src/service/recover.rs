@@ -15,8 +15,9 @@
 //! The forks are runs of the same flow, replayed matched by FIXED: a
 //! later recovery selects them as `not needed`.
 
+use super::fork::fit;
 use super::gate::{Candidate, GateVerdict};
-use super::prepare::{fit, read_start};
+use super::prepare::read_start;
 use super::{Accepted, RunService};
 use crate::error::{Error, Result};
 use crate::service::whatif::ForkAt;

@@ -16,7 +16,8 @@
 use super::RunService;
 use super::admit::admit;
 use super::drive::{Step, call_id, steps};
-use super::prepare::{Fork, reply_fact};
+use super::fork::Fork;
+use super::prepare::reply_fact;
 use crate::error::{Error, Result};
 use flow_abi::fact::Fact;
 use flow_abi::protocol::Outcome;
