@@ -310,8 +310,25 @@ fn a_closed_output_pipe_ends_every_command_quietly() {
 #[test]
 fn every_command_explains_itself() {
     for cmd in [
-        "run", "resume", "replay", "fork", "history", "watch", "runs", "check", "tools", "export",
-        "import", "test", "serve", "mcp", "worker", "gate", "diff", "recover",
+        "run",
+        "resume",
+        "replay",
+        "fork",
+        "history",
+        "watch",
+        "runs",
+        "check",
+        "tools",
+        "export",
+        "import",
+        "test",
+        "serve",
+        "mcp",
+        "worker",
+        "gate",
+        "diff",
+        "recover",
+        "recoveries",
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
             .args([cmd, "--help"])

@@ -234,6 +234,37 @@ async fn check_server(base: &str, faulted: &[String]) -> BTreeMap<String, String
         .iter()
         .map(|(run, l)| (run.clone(), l["fork"].as_str().unwrap().to_string()))
         .collect();
+    // The recovery is recorded: its id on the report and on each line, the
+    // forks it made listed by it, and each fork's lineage names it.
+    let id = done["recovery"]
+        .as_str()
+        .expect("a recovery id")
+        .to_string();
+    assert!(id.starts_with("rec-"), "{done}");
+    for line in recovered.values() {
+        assert_eq!(line["recovery"], id.as_str(), "{line}");
+    }
+    let (code, rec) = cli(&at, &["recoveries", &id]);
+    assert_eq!(code, 0, "{rec}");
+    assert_eq!(rec["status"], "ended", "{rec}");
+    assert_eq!(rec["ended"]["counts"]["recovered"], SMALL, "{rec}");
+    let listed: BTreeMap<String, String> = rec["forks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let (run, fork) = (f["run"].as_str().unwrap(), f["fork"].as_str().unwrap());
+            assert_eq!(f["checkpoint"], recovered[run]["checkpoint"], "{f}");
+            (run.to_string(), fork.to_string())
+        })
+        .collect();
+    assert_eq!(listed, forks, "{rec}");
+    for fork in forks.values() {
+        let v = common::get_json(&client, format!("{base}/v1/runs/{fork}")).await;
+        assert_eq!(v["parent"]["recovery"], id.as_str(), "{v}");
+    }
+    let (code, v) = cli(&at, &["recoveries", "rec-nope"]);
+    assert_eq!(code, 2, "{v}");
     ended(base, &forks.values().cloned().collect::<Vec<_>>()).await;
     for (run, fork) in &forks {
         let cp = recovered[run]["checkpoint"].as_u64().unwrap();
@@ -251,6 +282,22 @@ async fn check_server(base: &str, faulted: &[String]) -> BTreeMap<String, String
         .map(|(run, l)| (run.clone(), l["fork"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(found, forks, "{again}");
+    for line in already.values() {
+        assert_eq!(line["recovery"], id.as_str(), "made by the first: {line}");
+    }
+    // Recorded newest first: this one, the first, the misfit (dry runs and
+    // refusals record nothing).
+    let (code, list) = cli(&at, &["recoveries"]);
+    assert_eq!(code, 0, "{list}");
+    let ids: Vec<&str> = list["recoveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{list}");
+    assert_eq!(ids[0], again["recovery"].as_str().unwrap(), "{list}");
+    assert_eq!(ids[1], id, "{list}");
     // The forks are runs of the flow too: they need no recovery.
     assert_eq!(again["notNeeded"], RUNS, "{again}");
     assert_eq!(runs(&at), before + SMALL as usize);
@@ -335,7 +382,7 @@ async fn a_killed_recovery_resumes_without_double_forks() {
             "--flow",
             &path("fixed.json"),
             "--rate",
-            "2",
+            "1",
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -348,11 +395,43 @@ async fn a_killed_recovery_resumes_without_double_forks() {
             break;
         }
     }
-    // SIGKILL, mid-recovery (the next fork is half a second away).
+    // While it goes (the next fork is a second away) it holds the flow's
+    // lock: a second recovery of the flow is refused, naming it.
+    let second = |base: &str| {
+        flow()
+            .args(["--server", base, "recover", "--flow", &path("fixed.json")])
+            .args(["--rate", "0"])
+            .output()
+            .unwrap()
+    };
+    let out = second(&s.base);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("is running") && said.contains("rec-"),
+        "{said}"
+    );
+    // SIGKILL, mid-recovery.
     drop(s);
     let _ = cli_child.wait();
     let s = serve(dir.path(), &[]);
     let at = At::Server(s.base.clone());
+    // The killed recovery's lock lasts until it expires (its server does
+    // not renew it): until then a recovery is refused as above.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, v) = cli(&at, &["recoveries"]);
+        assert_eq!(code, 0, "{v}");
+        let first = &v["recoveries"][0];
+        if first["status"] == "interrupted" {
+            break;
+        }
+        assert_eq!(first["status"], "running", "{v}");
+        assert!(Instant::now() < deadline, "the lock never expired: {v}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (_, v) = cli(&at, &["recoveries"]);
+    let killed = v["recoveries"][0]["id"].as_str().unwrap().to_string();
     let client = reqwest::Client::new();
     // Each run's forks, and which of them a kill cut short right after its
     // Start (nothing else recorded).
@@ -401,6 +480,29 @@ async fn a_killed_recovery_resumes_without_double_forks() {
     for run in &faulted {
         let all = forks_of(run);
         assert_eq!(all.len(), 1, "{run}: exactly one fork: {all:?}");
+    }
+    // The record: the killed recovery's forks and this one's are the
+    // faulted runs' forks, each once; the runs recovered before the kill
+    // say which recovery made their fork.
+    let made_by = |id: &str| {
+        let (code, r) = cli(&at, &["recoveries", id]);
+        assert_eq!(code, 0, "{r}");
+        r["forks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["fork"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let this = v["recovery"].as_str().unwrap();
+    let mut all = [made_by(&killed), made_by(this)].concat();
+    all.sort();
+    let mut want = forks.clone();
+    want.sort();
+    assert_eq!(all, want, "{v}");
+    assert_eq!(made_by(&killed).len(), before, "{v}");
+    for line in outcome(&v, "alreadyRecovered").values() {
+        assert_eq!(line["recovery"], killed.as_str(), "{line}");
     }
     // Every fork ends, a continued stub among them.
     ended(&s.base, &forks).await;

@@ -45,6 +45,7 @@ mod history;
 mod print;
 mod query;
 mod recover;
+mod recoveries;
 mod remote;
 mod watch;
 
@@ -320,6 +321,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Check { flow } => check(&g, &flow),
         Command::Gate(a) => gate::local(&g, a).await,
         Command::Recover(a) => recover::local(&g, a).await,
+        Command::Recoveries(a) => recoveries::local(&g, a).await,
         Command::Diff(d) => diff::local(&g, d).await,
         Command::Tools { flow, entry } => tools(&flow, entry.as_deref()),
         Command::Run { flow, input, allow } => {

@@ -208,6 +208,13 @@ pub enum Command {
         "For each selected run of FIXED's flow id that FIXED does not replay (matched or incomplete runs are `not needed`): forks it from the latest root Checkpoint before its first divergence that FIXED fits, onto FIXED, and starts the fork, as `flow fork RUN --checkpoint N --flow FIXED` does. Every recorded Reply before that checkpoint is kept. A run that already has a fork onto FIXED's program is `already recovered`: running the recovery again (after an interruption too) forks only what is left. A line per run on stderr; --dry-run lists fork points and the calls made again, forking nothing.\n\n",
         "Exit codes: 0 every selected run recovered, already recovered or not needed; 1 a run cannot be recovered (no root Checkpoint before its divergence that FIXED fits: the reason is printed); 2 refused: FIXED does not check (its diagnostics are printed), a bad filter, Tools not bound (--allow); 5 a storage failure."))]
     Recover(super::recover::RecoverArgs),
+    /// List bulk recoveries (flow recover) newest first, or show one and
+    /// the forks it made.
+    #[command(after_help = concat!(
+        "Examples:\n  flow recoveries\n  flow recoveries rec-01m8…\n  flow --server http://flowd:8080 recoveries --json\n\n",
+        "Each recovery that forked is recorded outside every history: who began it, the fixed program's flow and hash, `running` (it holds its flow's lock: a second recovery of the flow is refused meanwhile), `ended` with its counts, or `interrupted` (its server stopped: recovering the flow again goes on where it stopped), and the forks it made of which runs from which checkpoints.\n\n",
+        "Exit codes: 0 listed; 2 no such recovery; 5 a storage failure."))]
+    Recoveries(super::recoveries::RecoveriesArgs),
     #[command(after_help = concat!(
         "Examples:\n  flow diff run-01m8…parent run-01m8…fork\n  flow diff run-01m8…a run-01m8…b --json\n\n",
         "Aligns the two histories (a fork beside its parent from the fork's checkpoint; other runs fact by fact from Start), says where they part, and lists each call and checkpoint that differs, field by field (a JSON path per field).\n\n",

@@ -100,7 +100,10 @@ pub(super) async fn local(g: &Global, a: RecoverArgs) -> Result<u8> {
         dry_run: a.dry_run,
         rate: a.rate,
     };
-    let recovered = service.recover_runs(sources, q, options, Some(tx)).await;
+    let recovered = match service.begin_recovery(sources, q, options, "cli").await {
+        Ok(recovery) => service.run_recovery(recovery, Some(tx)).await,
+        Err(e) => Err(e),
+    };
     let _ = showing.await;
     let (report, drives) = match recovered {
         Ok(r) => r,
@@ -228,7 +231,12 @@ fn line(r: &RecoverRun) -> String {
             format!("{}  not needed (replays under the fixed program)", r.run)
         }
         RecoverOutcome::AlreadyRecovered => {
-            format!("{}  already recovered: fork {fork} from {at}", r.run)
+            let by = r
+                .recovery
+                .as_deref()
+                .map(|id| format!(" (by recovery {id})"))
+                .unwrap_or_default();
+            format!("{}  already recovered: fork {fork} from {at}{by}", r.run)
         }
         RecoverOutcome::Unrecoverable => format!(
             "{}  cannot be recovered: {}",
@@ -277,6 +285,12 @@ fn print(g: &Global, r: &RecoverReport) {
         r.not_needed,
         r.unrecoverable
     );
+    if let Some(id) = &r.recovery {
+        out!(
+            "recovery {id}: {} recoveries {id} lists the forks it made",
+            super::flow_cmd(g)
+        );
+    }
     if let Some(x) = r.results.iter().find(|x| x.fork.is_some()) {
         let fork = x.fork.as_deref().unwrap_or_default();
         out!(

@@ -227,6 +227,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         }
         Command::Gate(a) => super::gate::remote(g, &c, a).await,
         Command::Recover(a) => super::recover::remote(g, &c, a).await,
+        Command::Recoveries(a) => super::recoveries::remote(g, &c, a).await,
         Command::Diff(d) => super::diff::remote(g, &c, d).await,
         Command::Delete { runs, yes, force } => {
             super::delete::remote(g, &c, super::delete::Ask { runs, yes, force }).await

@@ -87,6 +87,10 @@ pub struct ParentRef {
     /// every fact and blob it reads; the parent's id is lineage only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
+    /// The bulk recovery that made this fork (`rec-…`: `GET
+    /// /v1/recoveries/{id}`), when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
 }
 
 /// A nested run's outer run.

@@ -32,6 +32,7 @@ pub mod ndjson;
 pub mod openapi;
 pub mod params;
 pub mod recover;
+pub mod recoveries;
 pub mod routes;
 pub mod sse;
 pub mod timeline;

@@ -9,11 +9,13 @@
 //! /v1/runs/{run}/fork` drives one.
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Body, QueryArgs};
 use super::listing::{RunsQuery, run_list_query};
 use super::ndjson;
 use super::routes::{sources, typed_response};
 use crate::service::recover::{RATE, RecoverOptions, RecoverReport, RecoverRun};
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -66,11 +68,13 @@ pub enum RecoverLine {
     responses(
         (status = 200, description = "The report: per selected run of the fixed program's flow, recovered (forked onto it and started), recoverable (dry run), already recovered, not needed, or unrecoverable and why. With `Accept: application/x-ndjson`, RecoverLine objects, one a line: a `run` per run, then the `report`", body = RecoverReport),
         (status = 400, description = "A bad filter, a paging parameter (a recovery takes every run the filters select), or a bad rate", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another recovery of the flow is running (its id named): at most one recovery of a flow forks at a time", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "The fixed program does not check (its diagnostics), or names another flow than the `flow` filter", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn recover_runs(
     State(state): State<AppState>,
     headers: HeaderMap,
     QueryArgs(q): QueryArgs<RunsQuery>,
+    caller: Option<Extension<Caller>>,
     Body(req): Body<RecoverRequest>,
 ) -> ApiResult<Response> {
     if q.limit.is_some()
@@ -98,24 +102,27 @@ pub async fn recover_runs(
         dry_run: req.dry_run,
         rate,
     };
+    let who = match caller {
+        Some(Extension(c)) => format!("token:{}", c.owner),
+        None => "http".to_string(),
+    };
+    let service = state.service().clone();
     if !ndjson::wanted(&headers) {
-        let (report, _) = state
-            .service()
-            .recover_runs(fixed, query, options, None)
-            .await?;
+        let recovery = service.begin_recovery(fixed, query, options, &who).await?;
+        let (report, _) = service.run_recovery(recovery, None).await?;
         return typed_response(StatusCode::OK, &report);
     }
     // Refusals come before the first line, as a problem: FIXED is checked
-    // here first (the program cache makes the recovery's own check free).
+    // and the recovery begun (its flow's lock taken) first.
     ndjson::check_program(
         &fixed,
         query.flow.as_deref(),
         "only runs are recovered of the fixed program's flow id",
     )
     .await?;
+    let recovery = service.begin_recovery(fixed, query, options, &who).await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (lines_tx, lines_rx) = mpsc::unbounded_channel::<RecoverLine>();
-    let service = state.service().clone();
     let forward = lines_tx.clone();
     let forwarding = tokio::spawn(async move {
         while let Some(r) = rx.recv().await {
@@ -125,7 +132,7 @@ pub async fn recover_runs(
     // The recovery goes on if the client goes: each fork is recorded as
     // it is made, so it is never half done.
     tokio::spawn(async move {
-        let recovered = service.recover_runs(fixed, query, options, Some(tx)).await;
+        let recovered = service.run_recovery(recovery, Some(tx)).await;
         let _ = forwarding.await;
         let line = match recovered {
             Ok((report, _)) => RecoverLine::Report(report),

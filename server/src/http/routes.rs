@@ -38,6 +38,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/check", typed(post(check_flow)))
         .route("/v1/gate", typed(post(super::gate::gate_runs)))
         .route("/v1/recover", typed(post(super::recover::recover_runs)))
+        .route("/v1/recoveries", get(super::recoveries::list_recoveries))
+        .route("/v1/recoveries/{id}", get(super::recoveries::get_recovery))
         .route(
             "/v1/runs",
             typed(post(start_run).get(super::listing::list_runs)),
@@ -462,16 +464,20 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         pending: WaitingCall::all(service, &waits.open),
         calls_out,
         last_fact: (&info.last_fact).into(),
-        parent: info.parent.map(|(run, checkpoint)| ParentRef {
-            deleted: RunId::parse(&run).is_ok_and(|p| {
-                matches!(
-                    state.store().run_info(&p),
-                    Err(flow_store::Error::UnknownRun(_))
-                )
+        parent: match info.parent {
+            Some((run_of, checkpoint)) => Some(ParentRef {
+                deleted: RunId::parse(&run_of).is_ok_and(|p| {
+                    matches!(
+                        state.store().run_info(&p),
+                        Err(flow_store::Error::UnknownRun(_))
+                    )
+                }),
+                recovery: state.store().recovery_of(run.as_str())?.map(|f| f.recovery),
+                run: run_of,
+                checkpoint,
             }),
-            run,
-            checkpoint,
-        }),
+            None => None,
+        },
         outer: info.outer.map(|(run, call)| OuterRef { run, call }),
         children,
         children_truncated,
@@ -695,6 +701,7 @@ pub async fn fork_run(
         run: parent.to_string(),
         checkpoint,
         deleted: false,
+        recovery: None,
     });
     answer(StatusCode::CREATED, &body)
 }

@@ -129,14 +129,14 @@ pub(super) async fn start_machine(
 /// host-boundary.txt, "Binding"), in one commit, durable on return.
 /// The `--tools` manifests that bound some of its Tools (`tools`, kept so
 /// a resume line printed for the run carries them: issue 41 §7) go in a
-/// `binding` record of their own.
+/// `binding` record of their own; `records` besides them.
 pub(super) fn create(
     store: &dyn Store,
     start: Fact,
     sources: &Sources,
     tools: &[PathBuf],
+    mut records: Vec<HostRecord>,
 ) -> Result<FactRef> {
-    let mut records = Vec::new();
     if let Some(dir) = &sources.dir {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         records.push(HostRecord::now(HostDetails::ProgramDir {

@@ -44,6 +44,7 @@ mod outcome;
 mod pending;
 mod prepare;
 pub mod recover;
+pub mod recoveries;
 pub mod remote;
 pub mod retention;
 mod spawn;
@@ -59,7 +60,7 @@ use bind::{Bindings, Bound};
 use flow_engine::machine::{Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
-use flow_store::{FactRef, RunId};
+use flow_store::{FactRef, HostRecord, RunId};
 use lease::{Claim, Driving};
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
@@ -378,7 +379,7 @@ impl RunService {
             .await?;
         let run = new_run_id();
         let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
-        let (claim, bound, head) = self.create(&run, start, sources, bound).await?;
+        let (claim, bound, head) = self.create(&run, start, sources, bound, Vec::new()).await?;
         self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"started": true}));
         let first = drive::steps(effects);
@@ -523,6 +524,19 @@ impl RunService {
         sets: &[(String, String)],
         onto: Option<Sources>,
     ) -> Result<(Accepted, u64)> {
+        self.fork_recorded(parent, at, sets, onto, Vec::new()).await
+    }
+
+    /// [`RunService::fork`], with `records` (a recovery's, say) written in
+    /// the commit of the fork's Start.
+    pub(super) async fn fork_recorded(
+        &self,
+        parent: &RunId,
+        at: ForkAt,
+        sets: &[(String, String)],
+        onto: Option<Sources>,
+        records: Vec<HostRecord>,
+    ) -> Result<(Accepted, u64)> {
         self.refuse_if_stopping()?;
         let onto_dir = onto.as_ref().map(|s| s.dir.clone());
         // Onto a large program: its check holds a permit (the recorded
@@ -577,7 +591,7 @@ impl RunService {
         let mut sources = fork.sources.clone();
         sources.dir = dir;
         let (claim, bound, head) = self
-            .create(&run, fork.start.clone(), sources, bound)
+            .create(&run, fork.start.clone(), sources, bound, records)
             .await?;
         self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
         self.publish(
@@ -601,14 +615,16 @@ impl RunService {
         Ok((accepted, checkpoint))
     }
 
-    /// Claims a new run and records its Start (durable on return); on a
-    /// refusal the bound Tools are let go and nothing is recorded.
+    /// Claims a new run and records its Start with `records` (durable on
+    /// return); on a refusal the bound Tools are let go and nothing is
+    /// recorded.
     async fn create(
         &self,
         run: &RunId,
         start: flow_abi::fact::Fact,
         sources: Sources,
         bound: Bound,
+        records: Vec<HostRecord>,
     ) -> Result<(Claim, Bound, FactRef)> {
         let created = match self.claim(run, false).await {
             Ok(claim) => {
@@ -617,7 +633,7 @@ impl RunService {
                 let tools = bound.tools.clone();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, start, &sources, &tools)
+                    drive::create(&*s, start, &sources, &tools, records)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

@@ -541,7 +541,7 @@ impl RunService {
                     }),
                 )?;
             }
-            create(&*s, start, &sources, &[])
+            create(&*s, start, &sources, &[], Vec::new())
         })
         .await
         .map_err(super::drive::engine_lost)??;

@@ -134,7 +134,7 @@ pub fn record_start(
         .map_err(|e| Error::Refused(e.to_string()))?;
     let run = new_run_id();
     let start = super::prepare::start_fact(&run, &program.root, sources, input, None, None);
-    super::drive::create(store, start, sources, &[])?;
+    super::drive::create(store, start, sources, &[], Vec::new())?;
     Ok(run)
 }
 

@@ -6,24 +6,34 @@
 //! `rate` forks a second. Every recorded Reply before the fork point is
 //! kept: nothing before it runs again.
 //!
-//! A recovery is recorded by the forks themselves, with no table of its
-//! own: each fork's Start names its parent and checkpoint (FORK-1) and
-//! records FIXED's program hash, and the runs index keeps both. A run
-//! that already has a fork whose program is FIXED's is `already
-//! recovered`, so a recovery run again — after an interruption, even a
-//! kill -9 between two forks — forks only the runs still without one.
-//! The forks are runs of the same flow, replayed matched by FIXED: a
-//! later recovery selects them as `not needed`.
+//! A recovery that forks is recorded outside every history (the store's
+//! `recoveries`, migration 0014): its id `rec-…`, who began it, FIXED's
+//! flow and program, when it began and ended and its counts — and, written
+//! in the same commit as each fork's Start (a `recovery` host record),
+//! which fork it made of which run from which checkpoint. While it goes it
+//! holds its flow's lock (at most one recovery of a flow forks at a time,
+//! on any server of the store), renewed every few seconds; a recovery
+//! whose server stopped shows `interrupted` once its lock expires.
+//!
+//! Each fork's Start also names its parent and checkpoint (FORK-1) and
+//! records FIXED's program hash. A run that already has a fork whose
+//! program is FIXED's is `already recovered` (with the recovery that made
+//! it), so a recovery run again — after an interruption, even a kill -9
+//! between two forks — forks only the runs still without one. The forks
+//! are runs of the same flow, replayed matched by FIXED: a later recovery
+//! selects them as `not needed`.
 
 use super::fork::fit;
 use super::gate::{Candidate, GateVerdict};
+use super::outcome::new_run_id;
 use super::prepare::read_start;
+use super::store::blocking;
 use super::{Accepted, RunService};
 use crate::error::{Error, Result};
 use crate::service::whatif::ForkAt;
 use crate::source::Sources;
 use flow_abi::fact::Fact;
-use flow_store::{RunId, RunListQuery};
+use flow_store::{HostDetails, HostRecord, NewRecovery, RecoveryBegun, RunId, RunListQuery};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,6 +85,11 @@ pub struct RecoverRun {
     /// The fork (recovered now, or already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork: Option<String>,
+    /// The recovery that made the fork (`rec-…`): this one, or for a run
+    /// already recovered an earlier one (none when the fork was made by
+    /// hand, `flow fork --flow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
     /// The recorded Calls between the fork point and the divergence: the
     /// fork makes these again (from the divergence on FIXED decides).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -90,6 +105,10 @@ pub struct RecoverRun {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecoverReport {
+    /// This recovery's id (`rec-…`: `flow recoveries ID`, `GET
+    /// /v1/recoveries/{id}`); none for a dry run, which records nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
     /// FIXED's flow id: the runs selected are runs of it.
     pub flow: String,
     /// FIXED's program hash: the forks record it.
@@ -112,6 +131,42 @@ impl RecoverReport {
     pub fn exit_code(&self) -> u8 {
         if self.unrecoverable == 0 { 0 } else { 1 }
     }
+
+    /// Its counts, as the record keeps them.
+    fn counts(&self) -> RecoverCounts {
+        RecoverCounts {
+            runs: self.runs,
+            recovered: self.recovered,
+            already_recovered: self.already_recovered,
+            not_needed: self.not_needed,
+            unrecoverable: self.unrecoverable,
+            elapsed_ms: self.elapsed_ms,
+        }
+    }
+}
+
+/// A recovery's counts, kept in its record when it ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverCounts {
+    pub runs: u64,
+    pub recovered: u64,
+    pub already_recovered: u64,
+    pub not_needed: u64,
+    pub unrecoverable: u64,
+    pub elapsed_ms: u64,
+}
+
+/// How a recorded recovery ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryEnd {
+    /// It went through every selected run.
+    Counts(RecoverCounts),
+    /// It stopped short (Tools not bound, a storage failure, the server
+    /// stopping): why. The forks it made are kept; recovering again goes
+    /// on from there.
+    Failed(String),
 }
 
 /// How a recovery goes.
@@ -126,20 +181,46 @@ pub struct RecoverOptions {
 /// The default `rate`: forks a second.
 pub const RATE: f64 = 10.0;
 
+/// How long a recovery's lock on its flow lasts unless renewed: a
+/// recovery whose server stopped is `interrupted` after this, and the
+/// flow can be recovered again.
+pub const LOCK: Duration = Duration::from_secs(10);
+
+/// A recovery begun: FIXED checked, its runs selected and — unless it is a
+/// dry run — recorded under its id, holding its flow's lock (renewed
+/// while this lives; dropping it lets the lock expire).
+pub struct Recovery {
+    /// `rec-…`; none for a dry run, which records nothing.
+    id: Option<String>,
+    candidate: Arc<Candidate>,
+    flow: String,
+    runs: Vec<RunId>,
+    options: RecoverOptions,
+    began: Instant,
+    _renewing: Option<tokio_util::sync::DropGuard>,
+}
+
+impl Recovery {
+    /// Its id (`rec-…`), none for a dry run.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+}
+
 impl RunService {
-    /// Recovers every run `query` selects of FIXED's flow (its flow filter
-    /// is FIXED's id; another id is refused) that FIXED does not replay.
-    /// Each run's line is sent on `progress` as it is done; the forks'
-    /// drives are returned (a CLI waits for them before it exits). FIXED
-    /// that does not check is refused ([`Error::Check`]) before any run is
-    /// read.
-    pub async fn recover_runs(
+    /// Begins a recovery of every run `query` selects of FIXED's flow (its
+    /// flow filter is FIXED's id; another id is refused): FIXED that does
+    /// not check is refused ([`Error::Check`]) before any run is read; a
+    /// recovery that forks is recorded as `who`'s and takes the flow's
+    /// lock — refused ([`Error::Conflict`], naming it) while another
+    /// recovery of the flow holds it, on any server of the store.
+    pub async fn begin_recovery(
         &self,
         fixed: Sources,
         mut query: RunListQuery,
         options: RecoverOptions,
-        progress: Option<mpsc::UnboundedSender<RecoverRun>>,
-    ) -> Result<(RecoverReport, Vec<Accepted>)> {
+        who: &str,
+    ) -> Result<Recovery> {
         let began = Instant::now();
         let this = self.clone();
         let (candidate, flow, runs) = tokio::task::spawn_blocking(move || {
@@ -150,28 +231,134 @@ impl RunService {
         })
         .await
         .map_err(|e| Error::Unreadable(format!("a recovery task ended: {e}")))??;
+        let mut recovery = Recovery {
+            id: None,
+            candidate,
+            flow,
+            runs,
+            options,
+            began,
+            _renewing: None,
+        };
+        if options.dry_run {
+            return Ok(recovery);
+        }
+        let new = NewRecovery {
+            id: new_run_id().as_str().replacen("run-", "rec-", 1),
+            flow: recovery.flow.clone(),
+            program: recovery.candidate.sources.program_hash(),
+            who: who.to_string(),
+        };
+        let id = new.id.clone();
+        match blocking(
+            &self.inner.store,
+            move |s| Ok(s.begin_recovery(&new, LOCK)?),
+        )
+        .await?
+        {
+            RecoveryBegun::Holding => {}
+            RecoveryBegun::HeldBy(r) => {
+                return Err(Error::Conflict(format!(
+                    "recovery {} of flow {} (by {}) is running: wait for it to end (flow recoveries {} shows it), or for its lock to expire within {} s if its server stopped",
+                    r.id,
+                    r.flow,
+                    r.who,
+                    r.id,
+                    LOCK.as_secs()
+                )));
+            }
+        }
+        recovery._renewing = Some(self.renew_recovery(id.clone()).drop_guard());
+        recovery.id = Some(id);
+        Ok(recovery)
+    }
+
+    /// Renews recovery `id`'s lock every quarter of [`LOCK`] until the
+    /// token is cancelled (the [`Recovery`] dropped).
+    fn renew_recovery(&self, id: String) -> tokio_util::sync::CancellationToken {
+        let done = tokio_util::sync::CancellationToken::new();
+        let (store, stop) = (self.inner.store.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(LOCK / 4) => {}
+                }
+                let id = id.clone();
+                match blocking(&store, move |s| Ok(s.renew_recovery(&id, LOCK)?)).await {
+                    Ok(true) => {}
+                    // Ended: nothing to hold.
+                    Ok(false) => return,
+                    // The next renewal tries again; the lock lasts LOCK.
+                    Err(e) => tracing::warn!(error = %e, "a recovery's lock was not renewed"),
+                }
+            }
+        });
+        done
+    }
+
+    /// Goes through a begun recovery: each selected run that FIXED does not
+    /// replay is forked onto FIXED (at most `rate` forks a second), each
+    /// run's line sent on `progress` as it is done. The forks' drives are
+    /// returned (a CLI waits for them before it exits). The recovery is
+    /// ended in the record with its counts — or, when it fails, with why.
+    pub async fn run_recovery(
+        &self,
+        recovery: Recovery,
+        progress: Option<mpsc::UnboundedSender<RecoverRun>>,
+    ) -> Result<(RecoverReport, Vec<Accepted>)> {
+        let id = recovery.id.clone();
+        let gone = self.recover_each(&recovery, progress).await;
+        if let Some(id) = id {
+            let ended = match &gone {
+                Ok((report, _)) => RecoveryEnd::Counts(report.counts()),
+                Err(e) => RecoveryEnd::Failed(e.to_string()),
+            };
+            let text = serde_json::to_string(&ended).unwrap_or_default();
+            blocking(&self.inner.store, move |s| Ok(s.end_recovery(&id, &text)?)).await?;
+        }
+        drop(recovery);
+        gone
+    }
+
+    async fn recover_each(
+        &self,
+        recovery: &Recovery,
+        progress: Option<mpsc::UnboundedSender<RecoverRun>>,
+    ) -> Result<(RecoverReport, Vec<Accepted>)> {
+        let (candidate, options) = (&recovery.candidate, recovery.options);
         let hash = candidate.sources.program_hash();
         let gap = (options.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / options.rate));
         let mut next_fork = Instant::now();
         let (mut results, mut drives) = (Vec::new(), Vec::new());
-        for run in runs {
+        for run in &recovery.runs {
             let (this, c, h, r) = (self.clone(), candidate.clone(), hash.clone(), run.clone());
             let mut line = tokio::task::spawn_blocking(move || this.plan(&r, &c, &h))
                 .await
                 .map_err(|e| Error::Unreadable(format!("a recovery task ended: {e}")))??;
-            if line.outcome == RecoverOutcome::Recoverable && !options.dry_run {
+            if let (RecoverOutcome::Recoverable, Some(id)) = (line.outcome, &recovery.id) {
                 if let Some(gap) = gap {
                     tokio::time::sleep_until(next_fork.into()).await;
                     next_fork = Instant::now() + gap;
                 }
                 let at = ForkAt::Checkpoint(line.checkpoint.unwrap_or_default());
+                let by = HostDetails::Recovered {
+                    recovery: id.clone(),
+                };
                 match self
-                    .fork(&run, at, &[], Some(candidate.sources.clone()))
+                    .fork_recorded(
+                        run,
+                        at,
+                        &[],
+                        Some(candidate.sources.clone()),
+                        vec![HostRecord::now(by)],
+                    )
                     .await
                 {
                     Ok((accepted, _)) => {
                         line.outcome = RecoverOutcome::Recovered;
                         line.fork = Some(accepted.run.to_string());
+                        line.recovery = Some(id.clone());
                         drives.push(accepted);
                     }
                     // This run's own refusal: reported, the others go on.
@@ -201,7 +388,8 @@ impl RunService {
         }
         let count = |o| results.iter().filter(|r| r.outcome == o).count() as u64;
         let report = RecoverReport {
-            flow,
+            recovery: recovery.id.clone(),
+            flow: recovery.flow.clone(),
             program: hash,
             dry_run: options.dry_run,
             runs: results.len() as u64,
@@ -210,7 +398,7 @@ impl RunService {
             not_needed: count(RecoverOutcome::NotNeeded),
             already_recovered: count(RecoverOutcome::AlreadyRecovered),
             unrecoverable: count(RecoverOutcome::Unrecoverable),
-            elapsed_ms: began.elapsed().as_millis() as u64,
+            elapsed_ms: recovery.began.elapsed().as_millis() as u64,
             results,
         };
         Ok((report, drives))
@@ -231,6 +419,7 @@ impl RunService {
             checkpoint: None,
             node: None,
             fork: None,
+            recovery: None,
             again: Vec::new(),
             why: None,
         };
@@ -271,6 +460,7 @@ impl RunService {
         };
         if let Some((fork, checkpoint)) = self.fork_onto(run, hash)? {
             line.outcome = RecoverOutcome::AlreadyRecovered;
+            line.recovery = store.recovery_of(&fork)?.map(|f| f.recovery);
             line.fork = Some(fork);
             line.checkpoint = Some(checkpoint);
             return Ok(line);

@@ -27,6 +27,7 @@ pub enum HostRecordKind {
     StorageFailure,
     Timing,
     Stderr,
+    Recovery,
 }
 
 impl HostRecordKind {
@@ -42,6 +43,7 @@ impl HostRecordKind {
             HostRecordKind::StorageFailure => "storage-failure",
             HostRecordKind::Timing => "timing",
             HostRecordKind::Stderr => "stderr",
+            HostRecordKind::Recovery => "recovery",
         }
     }
 
@@ -57,6 +59,7 @@ impl HostRecordKind {
             "storage-failure" => HostRecordKind::StorageFailure,
             "timing" => HostRecordKind::Timing,
             "stderr" => HostRecordKind::Stderr,
+            "recovery" => HostRecordKind::Recovery,
             _ => return None,
         })
     }
@@ -101,6 +104,10 @@ pub enum HostDetails {
         tool: String,
         text: String,
     },
+    /// The run is a fork a bulk recovery made (issue 39 §2): written with
+    /// its Start, so the fork and its lineage "recovered by R" are durable
+    /// together. Kind `recovery`.
+    Recovered { recovery: String },
     /// A record in a shape this host does not write: kept as it is.
     Other {
         kind: HostRecordKind,
@@ -249,6 +256,7 @@ impl HostDetails {
             HostDetails::Timeout { .. } => HostRecordKind::Timeout,
             HostDetails::Timing(_) | HostDetails::Timings(_) => HostRecordKind::Timing,
             HostDetails::Stderr { .. } => HostRecordKind::Stderr,
+            HostDetails::Recovered { .. } => HostRecordKind::Recovery,
             HostDetails::Other { kind, .. } => *kind,
         }
     }
@@ -346,6 +354,7 @@ impl HostDetails {
                 put("tool", s(tool));
                 put("text", s(text));
             }
+            HostDetails::Recovered { recovery } => put("recovery", s(recovery)),
             HostDetails::Other { details, .. } => return details.clone(),
         }
         Value::Object(m)
@@ -459,6 +468,9 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
             },
             tool: text("tool")?.to_string(),
             text: text("text")?.to_string(),
+        },
+        HostRecordKind::Recovery => HostDetails::Recovered {
+            recovery: text("recovery")?.to_string(),
         },
         _ => return None,
     })

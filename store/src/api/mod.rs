@@ -19,12 +19,14 @@ mod delete;
 mod host;
 mod leases;
 mod pages;
+mod recoveries;
 mod waiting;
 
 pub use delete::*;
 pub use host::*;
 pub use leases::*;
 pub use pages::*;
+pub use recoveries::*;
 pub use waiting::*;
 
 /// A recorded source text handed over with Start (DESIGN §3: "sources are
@@ -539,6 +541,7 @@ pub trait Backend:
     + Subscribe
     + Leases
     + DeleteRuns
+    + Recoveries
     + crate::workers::WorkerQueue
 {
 }
@@ -552,6 +555,7 @@ impl<
         + Subscribe
         + Leases
         + DeleteRuns
+        + Recoveries
         + crate::workers::WorkerQueue,
 > Backend for T
 {

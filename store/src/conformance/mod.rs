@@ -37,6 +37,7 @@ mod facts;
 mod history;
 mod leases;
 mod live;
+mod recoveries;
 mod waiting;
 mod workers;
 
@@ -49,6 +50,7 @@ pub use facts::*;
 use history::*;
 use leases::*;
 use live::*;
+use recoveries::recoveries;
 use waiting::waiting_calls;
 use workers::*;
 
@@ -84,6 +86,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("workers", workers::<B>),
         ("deletion", deletion::<B>),
         ("waiting_calls", waiting_calls::<B>),
+        ("recoveries", recoveries::<B>),
     ]
 }
 

@@ -39,6 +39,7 @@ mod leases;
 mod listen;
 mod queue_notes;
 mod read;
+mod recoveries;
 pub use read::CHILDREN_QUERY;
 mod sql;
 mod waiting;

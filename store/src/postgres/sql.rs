@@ -28,6 +28,7 @@ pub(super) struct Statements {
     refs: Statement,
     unwait: Statement,
     wait: Statement,
+    recovery_forks: Statement,
 }
 
 pub(super) struct Conn {
@@ -56,6 +57,9 @@ pub(super) struct Rows {
     /// `(run, row)`: the waiting calls of the batch's pauses, written after
     /// `unwait`.
     pub(super) waiting: Vec<(String, crate::waiting::WaitingRow)>,
+    /// The forks a recovery made (migration 0014), written with their
+    /// Starts.
+    pub(super) recovery_forks: Vec<crate::api::RecoveryFork>,
 }
 
 /// `(run, n, kind, hash, body)`.
@@ -177,6 +181,13 @@ impl Conn {
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int8[])
                        AS u(id, call, task, node, tool, fact, since, due)
                      JOIN runs r ON r.id = u.id
+                     ON CONFLICT DO NOTHING",
+                )
+                .await?,
+            recovery_forks: client
+                .prepare(
+                    "INSERT INTO recovery_forks (fork, recovery, run, checkpoint)
+                     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[])
                      ON CONFLICT DO NOTHING",
                 )
                 .await?,
@@ -331,6 +342,11 @@ pub(super) async fn write(
     let w_fact: Vec<i64> = w.iter().map(|(_, x)| x.fact as i64).collect();
     let w_since: Vec<i64> = w.iter().map(|(_, x)| x.since_ms).collect();
     let w_due: Vec<Option<i64>> = w.iter().map(|(_, x)| x.due_ms).collect();
+    let rf = &r.recovery_forks;
+    let rf_fork: Vec<&str> = rf.iter().map(|x| x.fork.as_str()).collect();
+    let rf_rec: Vec<&str> = rf.iter().map(|x| x.recovery.as_str()).collect();
+    let rf_run: Vec<&str> = rf.iter().map(|x| x.run.as_str()).collect();
+    let rf_cp: Vec<i64> = rf.iter().map(|x| x.checkpoint as i64).collect();
 
     type P<'a> = &'a (dyn ToSql + Sync);
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
@@ -351,6 +367,7 @@ pub(super) async fn write(
     let p_wait: [P<'_>; 8] = [
         &w_id, &w_call, &w_task, &w_node, &w_tool, &w_fact, &w_since, &w_due,
     ];
+    let p_rf: [P<'_>; 4] = [&rf_fork, &rf_rec, &rf_run, &rf_cp];
     // (statement, rows it must affect: None = any)
     let mut steps: Vec<Step<'_>> = Vec::new();
     if !lock_keys.is_empty() {
@@ -377,6 +394,9 @@ pub(super) async fn write(
     }
     if !ref_run.is_empty() {
         steps.push((Box::pin(c.execute(&st.refs, &p_refs)), None));
+    }
+    if !rf_fork.is_empty() {
+        steps.push((Box::pin(c.execute(&st.recovery_forks, &p_rf)), None));
     }
     if !u_id.is_empty() {
         steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));

@@ -450,6 +450,7 @@ fn decide(
             let state_attrs =
                 crate::index::parse_state_attrs(checked.meta.state_attrs_column().as_deref());
             let id = run.to_string();
+            let parent = checked.meta.parent.clone();
             plan.rows.runs.push(NewRun {
                 meta: checked.meta,
                 state: RunState::Running,
@@ -480,6 +481,15 @@ fn decide(
             plan.host_seq.insert(id.clone(), 0);
             plan.notes.insert(id, 1);
             for r in records {
+                if let HostDetails::Recovered { recovery } = &r.details {
+                    let (parent, checkpoint) = parent.clone().unwrap_or_default();
+                    plan.rows.recovery_forks.push(RecoveryFork {
+                        fork: run.to_string(),
+                        recovery: recovery.clone(),
+                        run: parent,
+                        checkpoint,
+                    });
+                }
                 host_decision(plan, &run, r, r.at_ms.unwrap_or(*at_ms))?;
             }
             Ok(Out::Appended(appended))

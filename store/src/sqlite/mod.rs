@@ -20,6 +20,7 @@ mod delete;
 mod leases;
 mod queue;
 mod read;
+mod recoveries;
 pub use read::CHILDREN_QUERY;
 mod waiting;
 mod workers;

@@ -569,6 +569,14 @@ impl Writer {
         super::delete::insert_refs(&self.conn, key, &checked.blobs)?;
         self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
         for r in records {
+            if let HostDetails::Recovered { recovery } = &r.details {
+                super::recoveries::insert_fork(
+                    &self.conn,
+                    recovery,
+                    run.as_str(),
+                    checked.meta.parent.as_ref(),
+                )?;
+            }
             // A record that moves the head (a pause) has no place at Start.
             let at = r.at_ms.unwrap_or(at_ms);
             self.host(&run, r, at, batch)?;
