@@ -370,9 +370,28 @@ async fn recovery_on_postgres() {
 /// fork: every faulted run ends with exactly one.
 #[tokio::test]
 async fn a_killed_recovery_resumes_without_double_forks() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let s = serve(dir.path(), &[]);
+    killed_recovery(dir.path(), &[]).await;
+}
+
+/// The same on Postgres: the killed server's lock, on the database's
+/// clock, expires as on SQLite.
+#[tokio::test]
+async fn a_killed_recovery_resumes_without_double_forks_on_postgres() {
+    let Some(db) = common::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    killed_recovery(
+        dir.path(),
+        &["--postgres", &db.url, "--postgres-schema", &db.name],
+    )
+    .await;
+}
+
+async fn killed_recovery(dir: &std::path::Path, store: &[&str]) {
+    use std::io::BufRead;
+    let s = serve(dir, store);
     let faulted = seed(&s.base).await;
     let mut cli_child = flow()
         .args([
@@ -414,7 +433,7 @@ async fn a_killed_recovery_resumes_without_double_forks() {
     // SIGKILL, mid-recovery.
     drop(s);
     let _ = cli_child.wait();
-    let s = serve(dir.path(), &[]);
+    let s = serve(dir, store);
     let at = At::Server(s.base.clone());
     // The killed recovery's lock lasts until it expires (its server does
     // not renew it): until then a recovery is refused as above.
