@@ -205,11 +205,29 @@ fn fork_help_says_checkpoint_is_a_fact_number() {
 
 /// FORK-4 over HTTP: `flow` in the fork body (the start body's shape) forks
 /// onto the fixed program; one that does not fit is 422 with nothing
-/// recorded; `modules` without `flow` is 422.
+/// recorded; `modules` without `flow` is 422. Then a what-if fork.
 #[tokio::test]
 async fn fork_onto_a_fixed_program_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, base) = common::serve_with(dir.path(), None, &[]);
+    forks_over_http(dir.path(), &[]).await;
+}
+
+/// The same on Postgres (issue 39: both store backends).
+#[tokio::test]
+async fn fork_onto_a_fixed_program_and_what_if_over_http_on_postgres() {
+    let Some(db) = common::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    forks_over_http(
+        dir.path(),
+        &["--postgres", &db.url, "--postgres-schema", &db.name],
+    )
+    .await;
+}
+
+async fn forks_over_http(dir: &std::path::Path, store: &[&str]) {
+    let (mut child, base) = common::serve_args(dir, None, &[], store);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let post = |path: String, body: Json| {
         let client = client.clone();
