@@ -3,9 +3,9 @@
 //! counts, and the forks it made.
 
 use super::AppState;
-use super::error::{ApiResult, PathArgs, QueryArgs};
+use super::error::{ApiError, ApiResult, PathArgs, QueryArgs};
 use super::routes::{blocking, typed_response};
-use crate::service::recoveries::{RecoveryDetail, RecoveryList};
+use crate::service::recoveries::{MAX_PAGE, RecoveryDetail, RecoveryList};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -36,6 +36,11 @@ pub async fn list_recoveries(
     QueryArgs(p): QueryArgs<RecoveriesParams>,
 ) -> ApiResult<Response> {
     let limit = p.limit.unwrap_or(50);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit}: give 1 to {MAX_PAGE} recoveries a page"
+        )));
+    }
     let list = blocking(&state, move |s| {
         Ok(s.service().recoveries(p.before, limit)?)
     })
