@@ -9,6 +9,7 @@ import * as run from './run.js';
 import * as inbox from './inbox.js';
 import * as share from './share.js';
 import * as start from './start.js';
+import * as gate from './gate.js';
 
 const main = document.getElementById('main');
 let current = null; // {view, dispose}
@@ -27,6 +28,7 @@ function route() {
   else if (parts[0] === 'inbox') view = inbox.mount(main, params);
   else if (parts[0] === 'share') view = share.mount(main, params);
   else if (parts[0] === 'start') view = start.mount(main, params);
+  else if (parts[0] === 'gate') view = gate.mount(main, params);
   else view = runs.mount(main, params);
   current = view || null;
   for (const a of document.querySelectorAll('nav a')) {

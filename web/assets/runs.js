@@ -6,51 +6,8 @@
 // by the CLI on the same store included).
 
 import {api} from './api.js';
+import {STATES, filterParams} from './bulk.js';
 import {fill, h, onState, problemText, shortHash, shortRun, stateBadge, time} from './ui.js';
-
-const STATES = ['', 'running', 'paused', 'completed', 'faulted', 'halted'];
-
-// The search box's words: `key:value` filters, `name=value` search
-// attributes, anything else a run id prefix. A value may be quoted
-// ("tool failed"). Returns the query parameters, or an error message.
-export function parseSearch(text) {
-  const out = {attrs: {}};
-  const words = text.match(/(?:[^\s"]+|"[^"]*")+/g) || [];
-  const unquote = (v) => (v.length > 1 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1) : v);
-  const when = (v) => {
-    if (/^\d+$/.test(v)) return v;
-    const ms = Date.parse(v);
-    return Number.isNaN(ms) ? null : String(ms);
-  };
-  for (const w of words) {
-    const colon = /^([a-z]+):(.*)$/.exec(w);
-    const eq = /^([A-Za-z0-9_.-]+)=(.*)$/.exec(w);
-    if (colon) {
-      const [, k, raw] = colon;
-      const v = unquote(raw);
-      const key = {entry: 'entry', fault: 'fault', fork: 'fork_of', nested: 'nested_in', flow: 'flow', state: 'state'}[k];
-      if (key) { out[key] = v; continue; }
-      if (k === 'since' || k === 'until') {
-        const t = when(v);
-        if (t === null) return {error: `${k}: needs a date (2026-12-06, 2026-12-06T10:00Z) or unix ms, not "${v}"`};
-        out[k === 'since' ? 'started_from' : 'started_to'] = t;
-        continue;
-      }
-      return {error: `unknown filter "${k}:": use entry:, fault:, fork:, nested:, flow:, state:, since:, until: or name=value`};
-    }
-    if (eq) {
-      const raw = eq[2];
-      let v = raw;
-      if (/^(-?\d+|true|false)$/.test(raw)) v = JSON.parse(raw);
-      else v = unquote(raw);
-      out.attrs[eq[1]] = v;
-      continue;
-    }
-    const id = unquote(w);
-    out.prefix = id.startsWith('run-') ? id : `run-${id}`;
-  }
-  return out;
-}
 
 export function mount(root, params) {
   const f = {
@@ -124,15 +81,9 @@ export function mount(root, params) {
   // The run query for the filters (null when the search box cannot be
   // read: its message is shown instead).
   function runQuery() {
-    const s = parseSearch(f.q);
-    if (s.error) return {error: s.error};
-    const p = new URLSearchParams({order: 'newest'});
-    for (const k of ['entry', 'fault', 'fork_of', 'nested_in', 'started_from', 'started_to', 'prefix']) if (s[k]) p.set(k, s[k]);
-    if (Object.keys(s.attrs).length) p.set('attrs', JSON.stringify(s.attrs));
-    const flow = f.flow || s.flow;
-    if (flow) p.set('flow', flow);
-    const state = f.state || s.state;
-    if (state) p.set('state', state);
+    const {p, error} = filterParams(f);
+    if (error) return {error};
+    p.set('order', 'newest');
     return {p};
   }
 

@@ -63,6 +63,8 @@ static ASSETS: &[Asset] = assets! {
     "checkpoint.js" => JS,
     "gantt.js" => JS,
     "whatif.js" => JS,
+    "bulk.js" => JS,
+    "gate.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");

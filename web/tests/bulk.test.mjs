@@ -1,0 +1,140 @@
+// The dashboard's pages for many runs (issue 39 §1, §2, §4) in a real
+// browser against a real `flow serve` with the triage quickstart's Tools:
+// the replay gate page over stored triage runs (an identical candidate
+// passes, a changed one fails with the diverging runs grouped, a broken
+// one is refused with its diagnostics), the run list's multi-select
+// recovery of faulted runs onto a fixed program (dry run, recovery, the
+// forks), and the run diff page of a what-if fork beside its parent.
+
+import {test, before, after, beforeEach} from 'node:test';
+import assert from 'node:assert/strict';
+import {readFileSync, writeFileSync, rmSync} from 'node:fs';
+import path from 'node:path';
+import {api, browser, newPage, repo, serve, shotPath, tempDir, until} from './harness.mjs';
+
+const TRIAGE = path.join(repo, 'examples/flows/triage/triage.json');
+const RECOVER = path.join(repo, 'tests/fixtures/flows/recover');
+const LIMIT = {timeout: 180_000};
+
+let S; // triage Tools bound
+let web;
+let page;
+const made = []; // dirs of the candidate files written for the tests
+const triage = {}; // ticket → run id
+
+before(async () => {
+  S = await serve({tools: [path.join(repo, 'examples/flows/triage/flow.toml')]});
+  web = await browser();
+  page = await newPage(web.context);
+  // Three triage runs: high (escalated), medium and low (drafted); two
+  // answered and completed, the low one left waiting for its review.
+  const flow = readFileSync(TRIAGE, 'utf8');
+  for (const ticket of ['The site is down!', 'I was charged twice', 'How do I export my data?']) {
+    const v = await api(S.base, '/v1/runs', {method: 'POST', body: {flow, name: 'triage.json', input: {ticket, customer: 'Acme'}, wait: 30}});
+    assert.equal(v.state, 'paused', JSON.stringify(v));
+    triage[ticket] = v.run;
+    if (ticket.startsWith('How')) continue;
+    const done = await api(S.base, `/v1/runs/${v.run}/resume`, {method: 'POST', body: {call: v.pending[0].call, reply: {Ok: {decision: 'send'}}, wait: 30}});
+    assert.equal(done.state, 'completed', JSON.stringify(done));
+  }
+});
+
+beforeEach(() => { if (page) page.errors(); });
+
+after(async () => {
+  if (web) await web.close();
+  if (S) await S.stop();
+  for (const d of made) rmSync(d, {recursive: true, force: true});
+});
+
+/** Writes `text` as `name` in a fresh dir (the upload takes the file's name as the module's). */
+function candidate(name, text) {
+  const dir = tempDir('candidate');
+  made.push(dir);
+  const file = path.join(dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+/** Runs the gate on the page with `file` and the filters; waits for the verdict or the refusal. */
+async function gate(file, {state = '', q = ''} = {}) {
+  await upload('gate', file);
+  await page.locator('#gate-f-state').selectOption(state);
+  await page.locator('#gate-f-q').fill(q);
+  await page.getByRole('button', {name: 'Run gate'}).click();
+  await page.locator('.gate-verdict, .refusal, .gate-result p').first().waitFor();
+}
+
+/** Chooses `file` in a program field and waits until the page has read it. */
+async function upload(id, file) {
+  await page.locator(`#${id}-text`).fill('');
+  await page.locator(`#${id}-file`).setInputFiles([]);
+  await page.locator(`#${id}-file`).setInputFiles(file);
+  await until(async () => (await page.locator(`#${id}-text`).inputValue()) === readFileSync(file, 'utf8'), {what: `${file} read`});
+}
+
+const counted = async (which) => Number(await page.locator(`.gate-counts dd[data-count="${which}"]`).textContent());
+
+test('the gate page: an identical candidate passes, a changed one fails with its runs grouped, a broken one is refused (issue 39 §1)', LIMIT, async () => {
+  await page.goto(`${S.base}/#/`);
+  await page.getByRole('link', {name: 'Gate'}).click();
+  await page.waitForURL(/#\/gate$/);
+  assert.equal(await page.getByRole('link', {name: 'Gate'}).getAttribute('aria-current'), 'page');
+
+  // The recorded program itself: 2 completed runs matched, the paused one
+  // incomplete (it passes), nothing diverged; the bar went to 3 of 3.
+  await gate(TRIAGE);
+  await page.locator('.gate-verdict', {hasText: 'Gate passed'}).waitFor();
+  assert.deepEqual([await counted('runs'), await counted('matched'), await counted('incomplete'), await counted('diverged')], [3, 2, 1, 0]);
+  assert.equal(await page.locator('#gate-progress').evaluate((b) => [b.value, b.max].join('/')), '3/3');
+  assert.equal(await page.locator('.progress-text').textContent(), '3 of 3');
+  assert.equal(await page.locator('table.gate-groups tbody tr').count(), 2, 'matched and incomplete');
+  const incomplete = page.locator('table.gate-groups tr.group-incomplete a');
+  assert.equal(await incomplete.getAttribute('href'), `#/run/${triage['How do I export my data?']}`);
+
+  // A filter: completed runs only.
+  await gate(TRIAGE, {state: 'completed'});
+  await page.locator('.gate-verdict', {hasText: 'Gate passed'}).waitFor();
+  assert.deepEqual([await counted('runs'), await counted('matched'), await counted('incomplete')], [2, 2, 0]);
+  // since: in the future selects nothing; a date it cannot read is said.
+  await gate(TRIAGE, {q: 'since:2999-01-01'});
+  await page.locator('.gate-result', {hasText: 'No run of this flow matches the filters.'}).waitFor();
+  await gate(TRIAGE, {q: 'since:someday'});
+  await page.locator('.gate-result .form-err', {hasText: 'since: needs a date'}).waitFor();
+
+  // A changed route: severity medium escalates, high is drafted. The high
+  // and the medium runs diverge, each at the fact where the route goes
+  // elsewhere; the low one is not affected.
+  const changed = readFileSync(TRIAGE, 'utf8').replace("$.state.severity == 'high'", "$.state.severity == 'medium'");
+  await gate(candidate('triage.json', changed));
+  await page.locator('.gate-verdict', {hasText: 'Gate failed: 2 of 3 stored runs'}).waitFor();
+  assert.deepEqual([await counted('runs'), await counted('matched'), await counted('incomplete'), await counted('diverged')], [3, 0, 1, 2]);
+  const report = await api(S.base, '/v1/gate', {method: 'POST', body: {flow: changed, name: 'triage.json'}});
+  const groups = page.locator('table.gate-groups tr.group-diverged');
+  assert.equal(await groups.count(), report.groups.filter((g) => g.verdict === 'diverged').length);
+  for (const g of report.groups.filter((x) => x.verdict === 'diverged')) {
+    const row = page.locator('table.gate-groups tr.group-diverged', {hasText: g.reason});
+    assert.match(await row.textContent(), new RegExp(`at fact ${g.fact}`));
+    assert.equal(await row.locator('td.num').textContent(), String(g.runs));
+    assert.equal(await row.locator('a').getAttribute('href'), `#/run/${g.example}`);
+  }
+  const diverged = report.results.filter((r) => r.verdict === 'diverged').map((r) => r.run).sort();
+  assert.deepEqual(diverged, [triage['The site is down!'], triage['I was charged twice']].sort());
+  await page.screenshot({path: shotPath('gate.png'), fullPage: true});
+
+  // A candidate that does not check: refused before any run is read, its
+  // diagnostics listed.
+  await gate(candidate('triage.json', '{"spec_version": "1.0.0", "id": "support-triage", "nodes": []}'));
+  const refused = page.locator('.refusal');
+  await refused.waitFor();
+  assert.match(await refused.textContent(), /The gate was refused: .*\(422\)/);
+  assert.ok(await refused.locator('ul.diagnostics li').count() >= 1, await refused.textContent());
+  assert.equal(await page.locator('.gate-verdict').count(), 0);
+
+  // The example link opens the run.
+  await gate(candidate('triage.json', changed));
+  await page.locator('table.gate-groups tr.group-diverged a').first().click();
+  await page.waitForURL(/#\/run\/run-/);
+  await page.locator('.tl-row.kind-Start').waitFor();
+  assert.deepEqual(page.errors([/status of 422/]), []);
+});
