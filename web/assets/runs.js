@@ -3,10 +3,13 @@
 // search box for the rest — a run id prefix, `entry:`, `fault:`, `fork:`,
 // `nested:`, `since:`/`until:` and search attributes `name=value`), counts
 // by state in the state tabs, kept live by the state feed (runs started
-// by the CLI on the same store included).
+// by the CLI on the same store included). Runs chosen with the checkboxes
+// (or "select all shown") can be recovered onto a fixed program
+// (recover.js, issue 39 §2).
 
 import {api} from './api.js';
 import {STATES, filterParams} from './bulk.js';
+import {openRecover} from './recover.js';
 import {fill, h, onState, problemText, shortHash, shortRun, stateBadge, time} from './ui.js';
 
 export function mount(root, params) {
@@ -18,6 +21,7 @@ export function mount(root, params) {
   const rows = new Map(); // run id → row
   const flows = new Map(); // flow id → name
   let order = []; // run ids, newest first
+  const chosen = new Set(); // run ids ticked, among those shown
   let next = null;
   let loading = false;
   let gen = 0;
@@ -47,6 +51,24 @@ export function mount(root, params) {
       }, s || 'all', ' ', h('span', {class: 'count'}, n === undefined || n === null ? '…' : String(n)));
     }));
   }
+  // Multi-select: a box per row, one for every row shown, and what to do
+  // with the runs chosen.
+  const all = h('input', {type: 'checkbox', id: 'select-all', 'aria-label': 'Select all shown runs', onchange: (e) => {
+    for (const id of order) if (e.target.checked) chosen.add(id); else chosen.delete(id);
+    render();
+  }});
+  const chosenText = h('span', {class: 'chosen', 'aria-live': 'polite'});
+  const recoverBtn = h('button', {type: 'button', class: 'btn-quiet', disabled: true, title: 'Fork the chosen runs onto a fixed program (dry run first)',
+    onclick: () => openRecover([...chosen], {onClose: () => load(true)})}, 'Recover…');
+  const clearBtn = h('button', {type: 'button', class: 'btn-quiet', disabled: true, onclick: () => { chosen.clear(); render(); }}, 'Clear selection');
+  function showChosen() {
+    const shown = order.filter((id) => chosen.has(id)).length;
+    all.checked = order.length > 0 && shown === order.length;
+    all.indeterminate = shown > 0 && shown < order.length;
+    chosenText.textContent = chosen.size ? `${chosen.size} selected` : 'none selected';
+    recoverBtn.disabled = chosen.size === 0;
+    clearBtn.disabled = chosen.size === 0;
+  }
   let searchTimer = 0;
   search.addEventListener('input', () => {
     clearTimeout(searchTimer);
@@ -63,11 +85,12 @@ export function mount(root, params) {
       h('label', {for: 'f-q'}, 'Search'), search,
       h('span', {id: 'f-q-hint', class: 'hint'}, 'a run id prefix; entry:, fault:, fork:, nested:, since:, until:; name=value for search attributes')),
     tabs,
+    h('div', {class: 'bulk-bar', role: 'group', 'aria-label': 'Selected runs'}, chosenText, recoverBtn, clearBtn),
     status,
     h('div', {class: 'table-wrap'},
       h('table', {class: 'runs'},
         h('caption', {class: 'sr-only'}, 'Runs, newest first'),
-        h('thead', {}, h('tr', {},
+        h('thead', {}, h('tr', {}, h('th', {scope: 'col', class: 'pick'}, all),
           ['Run', 'Flow', 'State', 'Entry', 'Started', 'Took', 'Last fact', 'Lineage'].map((c) => h('th', {scope: 'col'}, c)))),
         tbody)),
     h('p', {class: 'more'}, more));
@@ -153,8 +176,13 @@ export function mount(root, params) {
     if (r.parent) lineage.push(h('a', {href: `#/run/${r.parent.run}`, title: r.parent.run}, `fork of ${shortRun(r.parent.run)} @${r.parent.checkpoint}`));
     if (r.outer) lineage.push(h('a', {href: `#/run/${r.outer.run}`, title: r.outer.run}, `nested in ${shortRun(r.outer.run)}`));
     const flow = r.flow ? (r.flow.name || r.flow.id || '') : '';
+    const pick = h('input', {type: 'checkbox', 'aria-label': `Select ${r.run}`, checked: chosen.has(r.run), onchange: (e) => {
+      if (e.target.checked) chosen.add(r.run); else chosen.delete(r.run);
+      showChosen();
+    }});
     return h('tr', {dataset: {run: r.run}},
-      h('td', {}, h('a', {href: `#/run/${r.run}`, class: 'mono'}, r.run)),
+      h('td', {class: 'pick'}, pick),
+      h('td', {class: 'run-id'}, h('a', {href: `#/run/${r.run}`, class: 'mono'}, r.run)),
       h('td', {}, flow, r.flow && r.flow.id && r.flow.name ? h('span', {class: 'sub mono'}, r.flow.id) : null),
       h('td', {}, stateBadge(r.state)),
       h('td', {class: 'mono'}, r.entry ? `${r.entry.module}#${r.entry.function}` : ''),
@@ -165,7 +193,10 @@ export function mount(root, params) {
   }
 
   function render() {
+    // Only runs shown stay chosen: a filter that hides a run unchooses it.
+    for (const id of [...chosen]) if (!rows.has(id)) chosen.delete(id);
     fill(tbody, order.map((id) => rowEl(rows.get(id))));
+    showChosen();
     more.hidden = !next;
     flowOptions();
     renderTabs();

@@ -138,3 +138,90 @@ test('the gate page: an identical candidate passes, a changed one fails with its
   await page.locator('.tl-row.kind-Start').waitFor();
   assert.deepEqual(page.errors([/status of 422/]), []);
 });
+
+test('the run list: faulted runs chosen, a dry run, the recovery, the forks (issue 39 §2)', LIMIT, async () => {
+  // Six runs of fault.json: the four with n below 4 fault.
+  const flow = readFileSync(path.join(RECOVER, 'fault.json'), 'utf8');
+  const faulted = [];
+  let completed = null;
+  for (let n = 0; n < 6; n++) {
+    const v = await api(S.base, '/v1/runs', {method: 'POST', body: {flow, name: 'fault.json', input: {n, small: 'x', big: 7}, wait: 30}});
+    if (n < 4) { assert.equal(v.state, 'faulted', JSON.stringify(v)); faulted.push(v.run); } else completed = v.run;
+  }
+  const ofFlow = async () => (await api(S.base, '/v1/runs?flow=recover-fault&limit=200')).runs.length;
+
+  await page.goto(`${S.base}/#/?q=flow:recover-fault`);
+  const rows = page.locator('table.runs tbody tr');
+  await until(async () => (await rows.count()) === 6, {what: 'the six runs'});
+  // The faulted ones, all shown chosen at once; then a completed one too.
+  await page.locator('.state-tabs .tab[data-state="faulted"]').click();
+  await until(async () => (await rows.count()) === 4, {what: 'faulted only'});
+  await page.getByLabel('Select all shown runs').check();
+  await page.locator('.bulk-bar .chosen', {hasText: '4 selected'}).waitFor();
+  await page.locator('.state-tabs .tab[data-state="any"]').click();
+  await until(async () => (await rows.count()) === 6, {what: 'all again'});
+  assert.equal(await page.getByLabel('Select all shown runs').evaluate((b) => b.indeterminate), true, 'some shown are chosen');
+  await page.getByLabel(`Select ${completed}`).check();
+  await page.locator('.bulk-bar .chosen', {hasText: '5 selected'}).waitFor();
+  await page.getByRole('button', {name: 'Recover…'}).click();
+  const dialog = page.locator('dialog.recover-dialog');
+  await dialog.locator('h2', {hasText: 'Recover 5 runs'}).waitFor();
+  const lines = dialog.locator('table.recover-runs tbody tr');
+  const summary = dialog.locator('.recover-summary');
+
+  // A program no checkpoint fits: each faulted run cannot be recovered,
+  // and says why; the completed one is not needed.
+  await upload('recover', path.join(RECOVER, 'misfit.json'));
+  await dialog.getByRole('button', {name: 'Dry run'}).click();
+  await summary.waitFor();
+  assert.match(await summary.textContent(), /Dry run over 5 runs: 0 recoverable, 1 not needed, 0 already recovered, 4 cannot be recovered/);
+  for (const run of faulted) {
+    const line = dialog.locator(`tr[data-run="${run}"]`);
+    assert.equal(await line.locator('.badge').textContent(), 'cannot be recovered');
+    assert.match(await line.textContent(), /no root Checkpoint before fact \d+ fits the fixed program.*extra/);
+  }
+  assert.equal(await dialog.getByRole('button', {name: /^Recover \d/}).isHidden(), true, 'nothing to recover');
+
+  // The fixed program: a dry run says from where each fork would start
+  // and that no call is made again; nothing is forked.
+  await upload('recover', path.join(RECOVER, 'fixed.json'));
+  await dialog.getByRole('button', {name: 'Dry run'}).click();
+  await summary.filter({hasText: '4 recoverable'}).waitFor();
+  assert.match(await summary.textContent(), /Dry run over 5 runs: 4 recoverable, 1 not needed, 0 already recovered, 0 cannot be recovered\. Nothing was forked\./);
+  assert.equal(await lines.count(), 5);
+  assert.equal(await dialog.locator('.progress-text').textContent(), '5 of 5');
+  for (const run of faulted) {
+    const line = dialog.locator(`tr[data-run="${run}"]`);
+    assert.equal(await line.locator('.badge').textContent(), 'recoverable');
+    assert.match(await line.locator('td').nth(2).textContent(), /^checkpoint \d+node small_label$/);
+    assert.equal(await line.locator('td').nth(3).textContent(), 'none', 'no call made again');
+    assert.match(await line.locator('td').nth(4).textContent(), /diverges at fact \d+/);
+  }
+  assert.equal(await dialog.locator(`tr[data-run="${completed}"] .badge`).textContent(), 'not needed');
+  assert.equal(await ofFlow(), 6, 'the dry run forks nothing');
+  await page.screenshot({path: shotPath('recover.png')});
+
+  // The recovery: each faulted run forked, its fork linked.
+  await dialog.getByRole('button', {name: 'Recover 4 runs'}).click();
+  await summary.filter({hasText: '4 recovered'}).waitFor();
+  assert.match(await summary.textContent(), /5 runs: 4 recovered, 1 not needed, 0 already recovered, 0 cannot be recovered; the forks are started/);
+  for (const run of faulted) {
+    const forks = (await api(S.base, `/v1/runs?fork_of=${run}`)).runs;
+    assert.equal(forks.length, 1, `${run}: one fork`);
+    const link = dialog.locator(`tr[data-run="${run}"] a.fork-link`);
+    assert.equal(await link.getAttribute('href'), `#/run/${forks[0].run}`);
+    assert.equal(await dialog.locator(`tr[data-run="${run}"] .badge`).textContent(), 'recovered');
+  }
+  assert.equal(await ofFlow(), 10);
+
+  // The forks appear in the list, each naming its parent, and complete.
+  await dialog.getByRole('button', {name: 'Close'}).click();
+  await until(async () => (await rows.count()) === 10, {what: 'the forks listed'});
+  for (const run of faulted) {
+    const fork = (await api(S.base, `/v1/runs?fork_of=${run}`)).runs[0].run;
+    const row = page.locator(`tr[data-run="${fork}"]`);
+    assert.match(await row.textContent(), /fork of .* @\d+/);
+    await row.locator('.badge', {hasText: 'completed'}).waitFor();
+  }
+  assert.deepEqual(page.errors(), []);
+});

@@ -65,6 +65,7 @@ static ASSETS: &[Asset] = assets! {
     "whatif.js" => JS,
     "bulk.js" => JS,
     "gate.js" => JS,
+    "recover.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");
