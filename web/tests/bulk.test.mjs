@@ -225,3 +225,46 @@ test('the run list: faulted runs chosen, a dry run, the recovery, the forks (iss
   }
   assert.deepEqual(page.errors(), []);
 });
+
+test('the diff page: a what-if fork beside its parent shows the replaced call and what followed (issue 39 §4)', LIMIT, async () => {
+  // What if the classifier had said billing, low, for the outage?
+  const parent = triage['The site is down!'];
+  const fork = (await api(S.base, `/v1/runs/${parent}/fork`, {method: 'POST', body: {call: 'c1:root#1', reply: {Ok: {category: 'billing', severity: 'low'}}, wait: 30}})).run;
+  await page.goto(`${S.base}/#/run/${fork}`);
+  await page.getByRole('link', {name: 'Diff with parent'}).click();
+  await page.waitForURL(new RegExp(`#/diff/${parent}/${fork}$`));
+  const d = await api(S.base, `/v1/runs/${parent}/diff/${fork}`);
+  assert.equal(d.alignment.kind, 'fork');
+  await page.locator('.alignment', {hasText: `B is a fork of A from A's checkpoint at fact ${d.alignment.checkpoint}`}).waitFor();
+  assert.match(await page.locator('.diff-verdict').textContent(), new RegExp(`parted at A fact ${d.parted.a} / B fact ${d.parted.b}`));
+
+  // The replaced call: its outcome, field by field, A beside B.
+  const call = page.locator('.call-diff[data-index="1"]');
+  assert.match(await call.locator('h3').textContent(), /Call 1.*c1:root#1/);
+  const field = async (p) => {
+    const row = call.locator(`tr[data-path="${p}"]`);
+    return [await row.locator('.value-a').textContent(), await row.locator('.value-b').textContent()];
+  };
+  assert.deepEqual(await field('$.outcome.Ok.category'), ['"outage"', '"billing"']);
+  assert.deepEqual(await field('$.outcome.Ok.severity'), ['"high"', '"low"']);
+  assert.match(await call.locator('.side-a').textContent(), /triage\.json#classify at classify/);
+  // What followed: as many calls and checkpoints as the server lists, the
+  // model asked at escalate in A and at draft in B; A ended, B waits.
+  assert.equal(await page.locator('.call-diff').count(), d.calls.length);
+  assert.equal(await page.locator('.checkpoint-diff').count(), d.checkpoints.length);
+  const second = page.locator('.call-diff[data-index="2"] tr[data-path="$.node"]');
+  assert.deepEqual([await second.locator('.value-a').textContent(), await second.locator('.value-b').textContent()], ['"escalate"', '"draft"']);
+  assert.match(await page.locator('.diff-section .side-a').last().textContent(), /completed at fact \d+/);
+  assert.match(await page.locator('.diff-section .side-b').last().textContent(), /not ended/);
+  await page.screenshot({path: shotPath('diff.png'), fullPage: true});
+
+  // A run that is not a fork has no such link; two unrelated runs still
+  // compare, from Start.
+  await page.goto(`${S.base}/#/run/${parent}`);
+  await page.getByRole('button', {name: 'Replay'}).waitFor();
+  assert.equal(await page.getByRole('link', {name: 'Diff with parent'}).count(), 0);
+  await page.goto(`${S.base}/#/diff/${parent}/${triage['I was charged twice']}`);
+  await page.locator('.alignment', {hasText: 'Aligned fact by fact from Start.'}).waitFor();
+  await page.locator('.diff-section', {hasText: 'Input'}).locator('tr[data-path="$.input.ticket"]').waitFor();
+  assert.deepEqual(page.errors(), []);
+});

@@ -66,6 +66,7 @@ static ASSETS: &[Asset] = assets! {
     "bulk.js" => JS,
     "gate.js" => JS,
     "recover.js" => JS,
+    "diff.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");
