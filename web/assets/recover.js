@@ -99,6 +99,7 @@ function row(r) {
   if (r.fork) why.push(r.outcome === 'recovered' ? 'fork ' : 'its fork ', h('a', {href: `#/run/${r.fork}`, class: 'mono fork-link', title: r.fork}, shortRun(r.fork)), ' ');
   if (r.diverged) why.push(`diverges at fact ${r.diverged}: ${r.reason || ''}`);
   if (r.why) why.push(r.why);
+  if (r.outcome === 'notNeeded') why.push('the fixed program replays it: nothing to recover');
   return h('tr', {class: `outcome-${r.outcome}`, dataset: {run: r.run}},
     h('td', {}, runLink(r.run)),
     h('td', {}, h('span', {class: `badge recover-${r.outcome}`}, WORDS[r.outcome] || r.outcome)),

@@ -53,7 +53,7 @@ export function mount(root, params) {
   }
   // Multi-select: a box per row, one for every row shown, and what to do
   // with the runs chosen.
-  const all = h('input', {type: 'checkbox', id: 'select-all', 'aria-label': 'Select all shown runs', onchange: (e) => {
+  const all = h('input', {type: 'checkbox', id: 'select-all', onchange: (e) => {
     for (const id of order) if (e.target.checked) chosen.add(id); else chosen.delete(id);
     render();
   }});
@@ -85,12 +85,13 @@ export function mount(root, params) {
       h('label', {for: 'f-q'}, 'Search'), search,
       h('span', {id: 'f-q-hint', class: 'hint'}, 'a run id prefix; entry:, fault:, fork:, nested:, since:, until:; name=value for search attributes')),
     tabs,
-    h('div', {class: 'bulk-bar', role: 'group', 'aria-label': 'Selected runs'}, chosenText, recoverBtn, clearBtn),
+    h('div', {class: 'bulk-bar', role: 'group', 'aria-label': 'Selected runs'},
+      h('label', {class: 'field-check', for: 'select-all'}, all, ' Select all shown'), chosenText, recoverBtn, clearBtn),
     status,
     h('div', {class: 'table-wrap'},
       h('table', {class: 'runs'},
         h('caption', {class: 'sr-only'}, 'Runs, newest first'),
-        h('thead', {}, h('tr', {}, h('th', {scope: 'col', class: 'pick'}, all),
+        h('thead', {}, h('tr', {}, h('th', {scope: 'col', class: 'pick'}, h('span', {class: 'sr-only'}, 'Chosen')),
           ['Run', 'Flow', 'State', 'Entry', 'Started', 'Took', 'Last fact', 'Lineage'].map((c) => h('th', {scope: 'col'}, c)))),
         tbody)),
     h('p', {class: 'more'}, more));

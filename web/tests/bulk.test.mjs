@@ -156,11 +156,11 @@ test('the run list: faulted runs chosen, a dry run, the recovery, the forks (iss
   // The faulted ones, all shown chosen at once; then a completed one too.
   await page.locator('.state-tabs .tab[data-state="faulted"]').click();
   await until(async () => (await rows.count()) === 4, {what: 'faulted only'});
-  await page.getByLabel('Select all shown runs').check();
+  await page.getByLabel('Select all shown').check();
   await page.locator('.bulk-bar .chosen', {hasText: '4 selected'}).waitFor();
   await page.locator('.state-tabs .tab[data-state="any"]').click();
   await until(async () => (await rows.count()) === 6, {what: 'all again'});
-  assert.equal(await page.getByLabel('Select all shown runs').evaluate((b) => b.indeterminate), true, 'some shown are chosen');
+  assert.equal(await page.getByLabel('Select all shown').evaluate((b) => b.indeterminate), true, 'some shown are chosen');
   await page.getByLabel(`Select ${completed}`).check();
   await page.locator('.bulk-bar .chosen', {hasText: '5 selected'}).waitFor();
   await page.getByRole('button', {name: 'Recover…'}).click();
@@ -199,7 +199,10 @@ test('the run list: faulted runs chosen, a dry run, the recovery, the forks (iss
   }
   assert.equal(await dialog.locator(`tr[data-run="${completed}"] .badge`).textContent(), 'not needed');
   assert.equal(await ofFlow(), 6, 'the dry run forks nothing');
+  // Tall enough for the dialog's table of runs.
+  await page.setViewportSize({width: 1280, height: 1200});
   await page.screenshot({path: shotPath('recover.png')});
+  await page.setViewportSize({width: 1280, height: 800});
 
   // The recovery: each faulted run forked, its fork linked.
   await dialog.getByRole('button', {name: 'Recover 4 runs'}).click();
@@ -267,4 +270,32 @@ test('the diff page: a what-if fork beside its parent shows the replaced call an
   await page.locator('.alignment', {hasText: 'Aligned fact by fact from Start.'}).waitFor();
   await page.locator('.diff-section', {hasText: 'Input'}).locator('tr[data-path="$.input.ticket"]').waitFor();
   assert.deepEqual(page.errors(), []);
+});
+
+test('phone width: the gate, the recovery dialog and the diff page fit, every control named', LIMIT, async () => {
+  const phone = await newPage(web.context, {viewport: {width: 390, height: 844}});
+  const parent = triage['The site is down!'];
+  const fork = (await api(S.base, `/v1/runs?fork_of=${parent}`)).runs[0].run;
+  const pages = [
+    ['#/gate', async () => phone.getByRole('button', {name: 'Run gate'}).waitFor()],
+    ['#/', async () => {
+      await phone.locator('table.runs tbody tr').first().waitFor();
+      await phone.getByLabel('Select all shown').check();
+      await phone.getByRole('button', {name: 'Recover…'}).click();
+      await phone.locator('dialog.recover-dialog').waitFor();
+    }],
+    [`#/diff/${parent}/${fork}`, async () => phone.locator('.call-diff').first().waitFor()],
+  ];
+  for (const [hash, ready] of pages) {
+    await phone.goto(`${S.base}/${hash}`);
+    await ready();
+    const [sw, cw] = await phone.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    assert.ok(sw <= cw + 1, `${hash}: no sideways scrolling at phone width (${sw} > ${cw})`);
+    const unnamed = await phone.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
+      .filter((el) => !el.closest('[hidden]') && !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !(el.textContent || '').trim())
+      .map((el) => el.outerHTML.slice(0, 80)));
+    assert.deepEqual(unnamed, [], hash);
+  }
+  assert.deepEqual(phone.errors(), []);
+  await phone.close();
 });
