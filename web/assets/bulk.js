@@ -13,7 +13,7 @@ export const STATES = ['', 'running', 'paused', 'completed', 'faulted', 'halted'
 // The search box's words: `key:value` filters, `name=value` search
 // attributes, anything else a run id prefix. A value may be quoted
 // ("tool failed"). Returns the query parameters, or an error message.
-export function parseSearch(text) {
+function parseSearch(text) {
   const out = {attrs: {}};
   const words = text.match(/(?:[^\s"]+|"[^"]*")+/g) || [];
   const unquote = (v) => (v.length > 1 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1) : v);
