@@ -43,7 +43,10 @@ beforeEach(() => { if (page) page.errors(); });
 
 after(async () => {
   if (web) await web.close();
-  if (S) await S.stop();
+  if (S) {
+    await S.stop();
+    rmSync(S.data, {recursive: true, force: true});
+  }
   for (const d of made) rmSync(d, {recursive: true, force: true});
 });
 
