@@ -607,3 +607,144 @@ fn a_recovery_makes_no_call_before_the_fork_point_again() {
     assert_eq!(v["recovered"], 0, "{v}");
     assert_eq!(calls(), before);
 }
+
+/// `POST /v1/recover` with `runs` (the dashboard's multi-select): only
+/// the named runs are looked at — two of the faulted runs, a completed
+/// one (not needed), a run of another flow, a malformed id and an unknown
+/// one (each `unrecoverable` with why; the request itself succeeds), a
+/// name given twice taken once; the other faulted runs are not forked.
+/// Empty, over 1,000 ids, or beside filters: refused.
+#[tokio::test]
+async fn recover_only_the_named_runs_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &[]);
+    let faulted = seed(&s.base).await;
+    let client = reqwest::Client::new();
+    let completed = common::get_json(
+        &client,
+        format!("{}/v1/runs?state=completed&limit=1", s.base),
+    )
+    .await["runs"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, other) = post_json(
+        &client,
+        format!("{}/v1/runs", s.base),
+        &json!({"flow": common::review_flow(), "input": {"text": "x"}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(status, 201, "{other}");
+    let other = other["run"].as_str().unwrap().to_string();
+    let unknown = "run-01aaaaaaaaaaaaaaaaaaaaaaaa";
+    let doc: Json =
+        serde_json::from_str(&std::fs::read_to_string(fixture("fixed.json")).unwrap()).unwrap();
+    let named = json!([
+        faulted[0], faulted[1], completed, other, "nonsense", unknown, faulted[0]
+    ]);
+    let url = format!("{}/v1/recover", s.base);
+
+    let (status, dry) = post_json(
+        &client,
+        &url,
+        &json!({"flow": doc, "name": "fixed.json", "dryRun": true, "runs": named}),
+    )
+    .await;
+    assert_eq!(status, 200, "{dry}");
+    let order: Vec<&str> = dry["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            &faulted[0],
+            &faulted[1],
+            &completed,
+            &other,
+            "nonsense",
+            unknown
+        ],
+        "in the order named, each once: {dry}"
+    );
+    let would = outcome(&dry, "recoverable");
+    assert_eq!(
+        would.keys().collect::<Vec<_>>(),
+        [&faulted[0], &faulted[1]],
+        "{dry}"
+    );
+    assert_eq!(
+        outcome(&dry, "notNeeded").keys().collect::<Vec<_>>(),
+        [&completed]
+    );
+    let cannot = outcome(&dry, "unrecoverable");
+    let why = |run: &str| cannot[run]["why"].as_str().unwrap().to_string();
+    assert!(why(&other).contains("\"review-flow\""), "{}", why(&other));
+    assert!(
+        why("nonsense").contains("not a run id"),
+        "{}",
+        why("nonsense")
+    );
+    assert!(why(unknown).contains("no run"), "{}", why(unknown));
+    assert_eq!(dry["runs"], 6, "{dry}");
+
+    // Refused: none, too many, or names beside filters.
+    for (q, runs) in [
+        ("", json!([])),
+        ("", json!(vec![unknown; 1001])),
+        ("?state=faulted", json!([faulted[0]])),
+    ] {
+        let (status, v) = post_json(
+            &client,
+            format!("{url}{q}"),
+            &json!({"flow": doc, "dryRun": true, "runs": runs}),
+        )
+        .await;
+        assert_eq!(status, 400, "{q}: {v}");
+    }
+
+    // The recovery, streamed: a line per named run, then the report; only
+    // the two named faulted runs are forked.
+    let r = client
+        .post(&url)
+        .header("accept", "application/x-ndjson")
+        .json(&json!({"flow": doc, "name": "fixed.json", "rate": 0, "runs": [faulted[0], faulted[1]]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let lines: Vec<Json> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let report = &lines[2]["report"];
+    assert_eq!(report["recovered"], 2, "{report}");
+    let at = At::Server(s.base.clone());
+    let recovered = outcome(report, "recovered");
+    let forks: Vec<String> = recovered
+        .values()
+        .map(|l| l["fork"].as_str().unwrap().to_string())
+        .collect();
+    ended(&s.base, &forks).await;
+    for (run, line) in &recovered {
+        check_fork(
+            &at,
+            run,
+            line["fork"].as_str().unwrap(),
+            line["checkpoint"].as_u64().unwrap(),
+        );
+    }
+    for run in &faulted[2..] {
+        let (code, v) = cli(&at, &["runs", "--fork-of", run]);
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(
+            v["runs"].as_array().unwrap().len(),
+            0,
+            "{run} not named, not forked: {v}"
+        );
+    }
+}

@@ -57,6 +57,34 @@ export async function api(path, {method = 'GET', body, signal} = {}) {
   return text ? JSON.parse(text) : null;
 }
 
+/**
+ * A POST whose answer streams as NDJSON (`Accept: application/x-ndjson`:
+ * the gate's and the recovery's progress, one JSON object a line), each
+ * line handed to `onLine` as it arrives. A refusal before the first line
+ * is thrown as an ApiError, as `api` throws it.
+ */
+export async function lines(path, {body, onLine, signal}) {
+  const init = {method: 'POST', signal, headers: headers({Accept: 'application/x-ndjson', 'Content-Type': 'application/json'})};
+  init.body = JSON.stringify(body);
+  const r = await fetch(path, init);
+  if (!r.ok) await fail(r);
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const emit = (text) => { if (text.trim()) onLine(JSON.parse(text)); };
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, {stream: true});
+    let at;
+    while ((at = buf.indexOf('\n')) >= 0) {
+      emit(buf.slice(0, at));
+      buf = buf.slice(at + 1);
+    }
+  }
+  emit(buf + dec.decode());
+}
+
 /** A body as text, exactly as sent (recorded sources). */
 export async function apiText(path) {
   const r = await fetch(path, {headers: headers({})});

@@ -9,6 +9,8 @@ import * as run from './run.js';
 import * as inbox from './inbox.js';
 import * as share from './share.js';
 import * as start from './start.js';
+import * as gate from './gate.js';
+import * as diff from './diff.js';
 
 const main = document.getElementById('main');
 let current = null; // {view, dispose}
@@ -27,6 +29,8 @@ function route() {
   else if (parts[0] === 'inbox') view = inbox.mount(main, params);
   else if (parts[0] === 'share') view = share.mount(main, params);
   else if (parts[0] === 'start') view = start.mount(main, params);
+  else if (parts[0] === 'gate') view = gate.mount(main, params);
+  else if (parts[0] === 'diff' && parts[1] && parts[2]) view = diff.mount(main, decodeURIComponent(parts[1]), decodeURIComponent(parts[2]));
   else view = runs.mount(main, params);
   current = view || null;
   for (const a of document.querySelectorAll('nav a')) {

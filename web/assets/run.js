@@ -1,7 +1,8 @@
 // A run, live: its graph with the node being executed highlighted, the
 // fact timeline fed by the run's SSE stream (reconnecting with
 // Last-Event-ID, visibly), the chain verification, the calls it waits on,
-// lineage, replay with its verdict, checkpoints, fork, archive and halt.
+// lineage (a fork's "Diff with parent": diff.js), replay with its
+// verdict, checkpoints, fork, archive and halt.
 
 import {api, apiBlob, apiText, stream} from './api.js';
 import {checkpointPanel} from './checkpoint.js';
@@ -169,6 +170,7 @@ export function mount(root, runId) {
       h('button', {type: 'button', class: 'btn', onclick: replay}, 'Replay'),
       ...haltActions(),
       ...continueActions(),
+      view.parent ? h('a', {class: 'btn-quiet', href: `#/diff/${view.parent.run}/${runId}`, title: 'This fork beside its parent, from the checkpoint it was forked at'}, 'Diff with parent') : null,
       h('button', {type: 'button', class: 'btn-quiet', onclick: archive}, 'Download archive'),
       h('a', {class: 'btn-quiet', href: `#/start?from=${runId}`}, 'Start again'));
     markGraph();

@@ -3,54 +3,14 @@
 // search box for the rest — a run id prefix, `entry:`, `fault:`, `fork:`,
 // `nested:`, `since:`/`until:` and search attributes `name=value`), counts
 // by state in the state tabs, kept live by the state feed (runs started
-// by the CLI on the same store included).
+// by the CLI on the same store included). Runs chosen with the checkboxes
+// (or "select all shown") can be recovered onto a fixed program
+// (recover.js, issue 39 §2).
 
 import {api} from './api.js';
+import {STATES, filterParams} from './bulk.js';
+import {openRecover} from './recover.js';
 import {fill, h, onState, problemText, shortHash, shortRun, stateBadge, time} from './ui.js';
-
-const STATES = ['', 'running', 'paused', 'completed', 'faulted', 'halted'];
-
-// The search box's words: `key:value` filters, `name=value` search
-// attributes, anything else a run id prefix. A value may be quoted
-// ("tool failed"). Returns the query parameters, or an error message.
-export function parseSearch(text) {
-  const out = {attrs: {}};
-  const words = text.match(/(?:[^\s"]+|"[^"]*")+/g) || [];
-  const unquote = (v) => (v.length > 1 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1) : v);
-  const when = (v) => {
-    if (/^\d+$/.test(v)) return v;
-    const ms = Date.parse(v);
-    return Number.isNaN(ms) ? null : String(ms);
-  };
-  for (const w of words) {
-    const colon = /^([a-z]+):(.*)$/.exec(w);
-    const eq = /^([A-Za-z0-9_.-]+)=(.*)$/.exec(w);
-    if (colon) {
-      const [, k, raw] = colon;
-      const v = unquote(raw);
-      const key = {entry: 'entry', fault: 'fault', fork: 'fork_of', nested: 'nested_in', flow: 'flow', state: 'state'}[k];
-      if (key) { out[key] = v; continue; }
-      if (k === 'since' || k === 'until') {
-        const t = when(v);
-        if (t === null) return {error: `${k}: needs a date (2026-12-06, 2026-12-06T10:00Z) or unix ms, not "${v}"`};
-        out[k === 'since' ? 'started_from' : 'started_to'] = t;
-        continue;
-      }
-      return {error: `unknown filter "${k}:": use entry:, fault:, fork:, nested:, flow:, state:, since:, until: or name=value`};
-    }
-    if (eq) {
-      const raw = eq[2];
-      let v = raw;
-      if (/^(-?\d+|true|false)$/.test(raw)) v = JSON.parse(raw);
-      else v = unquote(raw);
-      out.attrs[eq[1]] = v;
-      continue;
-    }
-    const id = unquote(w);
-    out.prefix = id.startsWith('run-') ? id : `run-${id}`;
-  }
-  return out;
-}
 
 export function mount(root, params) {
   const f = {
@@ -61,6 +21,7 @@ export function mount(root, params) {
   const rows = new Map(); // run id → row
   const flows = new Map(); // flow id → name
   let order = []; // run ids, newest first
+  const chosen = new Set(); // run ids ticked, among those shown
   let next = null;
   let loading = false;
   let gen = 0;
@@ -90,6 +51,24 @@ export function mount(root, params) {
       }, s || 'all', ' ', h('span', {class: 'count'}, n === undefined || n === null ? '…' : String(n)));
     }));
   }
+  // Multi-select: a box per row, one for every row shown, and what to do
+  // with the runs chosen.
+  const all = h('input', {type: 'checkbox', id: 'select-all', onchange: (e) => {
+    for (const id of order) if (e.target.checked) chosen.add(id); else chosen.delete(id);
+    render();
+  }});
+  const chosenText = h('span', {class: 'chosen', 'aria-live': 'polite'});
+  const recoverBtn = h('button', {type: 'button', class: 'btn-quiet', disabled: true, title: 'Fork the chosen runs onto a fixed program (dry run first)',
+    onclick: () => openRecover([...chosen], {onClose: () => load(true)})}, 'Recover…');
+  const clearBtn = h('button', {type: 'button', class: 'btn-quiet', disabled: true, onclick: () => { chosen.clear(); render(); }}, 'Clear selection');
+  function showChosen() {
+    const shown = order.filter((id) => chosen.has(id)).length;
+    all.checked = order.length > 0 && shown === order.length;
+    all.indeterminate = shown > 0 && shown < order.length;
+    chosenText.textContent = chosen.size ? `${chosen.size} selected` : 'none selected';
+    recoverBtn.disabled = chosen.size === 0;
+    clearBtn.disabled = chosen.size === 0;
+  }
   let searchTimer = 0;
   search.addEventListener('input', () => {
     clearTimeout(searchTimer);
@@ -106,11 +85,13 @@ export function mount(root, params) {
       h('label', {for: 'f-q'}, 'Search'), search,
       h('span', {id: 'f-q-hint', class: 'hint'}, 'a run id prefix; entry:, fault:, fork:, nested:, since:, until:; name=value for search attributes')),
     tabs,
+    h('div', {class: 'bulk-bar', role: 'group', 'aria-label': 'Selected runs'},
+      h('label', {class: 'field-check', for: 'select-all'}, all, ' Select all shown'), chosenText, recoverBtn, clearBtn),
     status,
     h('div', {class: 'table-wrap'},
       h('table', {class: 'runs'},
         h('caption', {class: 'sr-only'}, 'Runs, newest first'),
-        h('thead', {}, h('tr', {},
+        h('thead', {}, h('tr', {}, h('th', {scope: 'col', class: 'pick'}, h('span', {class: 'sr-only'}, 'Chosen')),
           ['Run', 'Flow', 'State', 'Entry', 'Started', 'Took', 'Last fact', 'Lineage'].map((c) => h('th', {scope: 'col'}, c)))),
         tbody)),
     h('p', {class: 'more'}, more));
@@ -124,15 +105,9 @@ export function mount(root, params) {
   // The run query for the filters (null when the search box cannot be
   // read: its message is shown instead).
   function runQuery() {
-    const s = parseSearch(f.q);
-    if (s.error) return {error: s.error};
-    const p = new URLSearchParams({order: 'newest'});
-    for (const k of ['entry', 'fault', 'fork_of', 'nested_in', 'started_from', 'started_to', 'prefix']) if (s[k]) p.set(k, s[k]);
-    if (Object.keys(s.attrs).length) p.set('attrs', JSON.stringify(s.attrs));
-    const flow = f.flow || s.flow;
-    if (flow) p.set('flow', flow);
-    const state = f.state || s.state;
-    if (state) p.set('state', state);
+    const {p, error} = filterParams(f);
+    if (error) return {error};
+    p.set('order', 'newest');
     return {p};
   }
 
@@ -202,8 +177,13 @@ export function mount(root, params) {
     if (r.parent) lineage.push(h('a', {href: `#/run/${r.parent.run}`, title: r.parent.run}, `fork of ${shortRun(r.parent.run)} @${r.parent.checkpoint}`));
     if (r.outer) lineage.push(h('a', {href: `#/run/${r.outer.run}`, title: r.outer.run}, `nested in ${shortRun(r.outer.run)}`));
     const flow = r.flow ? (r.flow.name || r.flow.id || '') : '';
+    const pick = h('input', {type: 'checkbox', 'aria-label': `Select ${r.run}`, checked: chosen.has(r.run), onchange: (e) => {
+      if (e.target.checked) chosen.add(r.run); else chosen.delete(r.run);
+      showChosen();
+    }});
     return h('tr', {dataset: {run: r.run}},
-      h('td', {}, h('a', {href: `#/run/${r.run}`, class: 'mono'}, r.run)),
+      h('td', {class: 'pick'}, pick),
+      h('td', {class: 'run-id'}, h('a', {href: `#/run/${r.run}`, class: 'mono'}, r.run)),
       h('td', {}, flow, r.flow && r.flow.id && r.flow.name ? h('span', {class: 'sub mono'}, r.flow.id) : null),
       h('td', {}, stateBadge(r.state)),
       h('td', {class: 'mono'}, r.entry ? `${r.entry.module}#${r.entry.function}` : ''),
@@ -214,7 +194,10 @@ export function mount(root, params) {
   }
 
   function render() {
+    // Only runs shown stay chosen: a filter that hides a run unchooses it.
+    for (const id of [...chosen]) if (!rows.has(id)) chosen.delete(id);
     fill(tbody, order.map((id) => rowEl(rows.get(id))));
+    showChosen();
     more.hidden = !next;
     flowOptions();
     renderTabs();

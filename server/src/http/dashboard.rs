@@ -63,6 +63,10 @@ static ASSETS: &[Asset] = assets! {
     "checkpoint.js" => JS,
     "gantt.js" => JS,
     "whatif.js" => JS,
+    "bulk.js" => JS,
+    "gate.js" => JS,
+    "recover.js" => JS,
+    "diff.js" => JS,
 };
 
 const INDEX: &str = include_str!("../../../web/index.html");

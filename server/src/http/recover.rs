@@ -1,7 +1,8 @@
 //! `POST /v1/recover`: bulk recovery (issue 39, item 2; the service is
 //! `service/recover.rs`). The body is the fixed program as `POST
 //! /v1/runs` gives it, with `dryRun` and `rate`; the query string selects
-//! runs with the run query's filters, as `POST /v1/gate` takes them. The
+//! runs with the run query's filters, as `POST /v1/gate` takes them, or
+//! `runs` names them (the dashboard's multi-select). The
 //! answer is the report; with `Accept: application/x-ndjson` it streams:
 //! one `{"run": …}` line per run as it is done, then one `{"report": …}`
 //! line (or one `{"error": …}` line when the recovery fails after it
@@ -14,9 +15,9 @@ use super::error::{ApiError, ApiResult, Body, QueryArgs};
 use super::listing::{RunsQuery, run_list_query};
 use super::ndjson;
 use super::routes::{sources, typed_response};
-use crate::service::recover::{RATE, RecoverOptions, RecoverReport, RecoverRun};
+use crate::service::recover::{NAMED, RATE, RecoverOptions, RecoverReport, RecoverRun, Selection};
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,13 @@ pub struct RecoverRequest {
     /// At most this many forks a second (default 10; 0: no limit).
     #[serde(default)]
     pub rate: Option<f64>,
+    /// These runs, by id, instead of the query string's filters (1 to
+    /// 1,000; the dashboard's multi-select). An id that is malformed, not
+    /// in the store or of another flow is that run's `unrecoverable` with
+    /// why; the others are recovered.
+    #[serde(default)]
+    #[schema(min_items = 1, max_items = 1000)]
+    pub runs: Option<Vec<String>>,
 }
 
 /// One line of a streamed recovery (`application/x-ndjson`).
@@ -67,12 +75,13 @@ pub enum RecoverLine {
     params(RunsQuery),
     responses(
         (status = 200, description = "The report: per selected run of the fixed program's flow, recovered (forked onto it and started), recoverable (dry run), already recovered, not needed, or unrecoverable and why. With `Accept: application/x-ndjson`, RecoverLine objects, one a line: a `run` per run, then the `report`", body = RecoverReport),
-        (status = 400, description = "A bad filter, a paging parameter (a recovery takes every run the filters select), or a bad rate", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A bad filter, a paging parameter (a recovery takes every run the filters select), a bad rate, or `runs` empty, over 1,000 ids, or beside filters", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another recovery of the flow is running (its id named): at most one recovery of a flow forks at a time", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "The fixed program does not check (its diagnostics), or names another flow than the `flow` filter", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn recover_runs(
     State(state): State<AppState>,
     headers: HeaderMap,
+    RawQuery(raw): RawQuery,
     QueryArgs(q): QueryArgs<RunsQuery>,
     caller: Option<Extension<Caller>>,
     Body(req): Body<RecoverRequest>,
@@ -96,7 +105,25 @@ pub async fn recover_runs(
     if !req.dry_run {
         state.accepting()?;
     }
-    let query = run_list_query(q)?;
+    let selection = match req.runs {
+        None => run_list_query(q)?.into(),
+        Some(_) if raw.is_some_and(|r| !r.is_empty()) => {
+            return Err(ApiError::bad_request(
+                "name the runs (runs) or select them with filters in the query string, not both",
+            ));
+        }
+        Some(runs) if runs.is_empty() || runs.len() > NAMED => {
+            return Err(ApiError::bad_request(format!(
+                "runs: 1 to {NAMED} run ids, not {} (select more with filters instead)",
+                runs.len()
+            )));
+        }
+        Some(runs) => Selection::Named(runs),
+    };
+    let flow_filter = match &selection {
+        Selection::Filters(query) => query.flow.clone(),
+        Selection::Named(_) => None,
+    };
     let fixed = sources(&req.flow, &req.modules, &req.name)?;
     let options = RecoverOptions {
         dry_run: req.dry_run,
@@ -108,7 +135,9 @@ pub async fn recover_runs(
     };
     let service = state.service().clone();
     if !ndjson::wanted(&headers) {
-        let recovery = service.begin_recovery(fixed, query, options, &who).await?;
+        let recovery = service
+            .begin_recovery(fixed, selection, options, &who)
+            .await?;
         let (report, _) = service.run_recovery(recovery, None).await?;
         return typed_response(StatusCode::OK, &report);
     }
@@ -116,11 +145,13 @@ pub async fn recover_runs(
     // and the recovery begun (its flow's lock taken) first.
     ndjson::check_program(
         &fixed,
-        query.flow.as_deref(),
+        flow_filter.as_deref(),
         "only runs are recovered of the fixed program's flow id",
     )
     .await?;
-    let recovery = service.begin_recovery(fixed, query, options, &who).await?;
+    let recovery = service
+        .begin_recovery(fixed, selection, options, &who)
+        .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (lines_tx, lines_rx) = mpsc::unbounded_channel::<RecoverLine>();
     let forward = lines_tx.clone();

@@ -181,6 +181,26 @@ pub struct RecoverOptions {
 /// The default `rate`: forks a second.
 pub const RATE: f64 = 10.0;
 
+/// The most runs a recovery takes by name.
+pub const NAMED: usize = 1_000;
+
+/// Which runs a recovery takes.
+#[derive(Clone, Debug)]
+pub enum Selection {
+    /// Those the run query's filters select of FIXED's flow.
+    Filters(Box<RunListQuery>),
+    /// These, by id (the dashboard's multi-select; at most [`NAMED`]):
+    /// one that is malformed, not in the store or a run of another flow
+    /// is `unrecoverable` with why, and the others go on.
+    Named(Vec<String>),
+}
+
+impl From<RunListQuery> for Selection {
+    fn from(query: RunListQuery) -> Selection {
+        Selection::Filters(Box::new(query))
+    }
+}
+
 /// How long a recovery's lock on its flow lasts unless renewed: a
 /// recovery whose server stopped is `interrupted` after this, and the
 /// flow can be recovered again.
@@ -194,7 +214,7 @@ pub struct Recovery {
     id: Option<String>,
     candidate: Arc<Candidate>,
     flow: String,
-    runs: Vec<RunId>,
+    runs: Vec<std::result::Result<RunId, RecoverRun>>,
     options: RecoverOptions,
     began: Instant,
     _renewing: Option<tokio_util::sync::DropGuard>,
@@ -208,7 +228,7 @@ impl Recovery {
 }
 
 impl RunService {
-    /// Begins a recovery of every run `query` selects of FIXED's flow (its
+    /// Begins a recovery of every run `selection` takes of FIXED's flow (a
     /// flow filter is FIXED's id; another id is refused): FIXED that does
     /// not check is refused ([`Error::Check`]) before any run is read; a
     /// recovery that forks is recorded as `who`'s and takes the flow's
@@ -217,16 +237,16 @@ impl RunService {
     pub async fn begin_recovery(
         &self,
         fixed: Sources,
-        mut query: RunListQuery,
+        selection: impl Into<Selection>,
         options: RecoverOptions,
         who: &str,
     ) -> Result<Recovery> {
         let began = Instant::now();
         let this = self.clone();
+        let selection = selection.into();
         let (candidate, flow, runs) = tokio::task::spawn_blocking(move || {
             let (candidate, flow) = Candidate::new(fixed)?;
-            Candidate::confine(&flow, &mut query, "fixed program")?;
-            let runs = this.select(query)?;
+            let runs = this.selected(&flow, selection)?;
             Ok::<_, Error>((Arc::new(candidate), flow, runs))
         })
         .await
@@ -332,6 +352,17 @@ impl RunService {
         let mut next_fork = Instant::now();
         let (mut results, mut drives) = (Vec::new(), Vec::new());
         for run in &recovery.runs {
+            let run = match run {
+                Ok(run) => run,
+                // Named, but not a run of FIXED's flow here: said, not planned.
+                Err(line) => {
+                    if let Some(tx) = &progress {
+                        let _ = tx.send(line.clone());
+                    }
+                    results.push(line.clone());
+                    continue;
+                }
+            };
             let (this, c, h, r) = (self.clone(), candidate.clone(), hash.clone(), run.clone());
             let mut line = tokio::task::spawn_blocking(move || this.plan(&r, &c, &h))
                 .await
@@ -402,6 +433,63 @@ impl RunService {
             results,
         };
         Ok((report, drives))
+    }
+
+    /// The runs `selection` takes, in its order: those the filters select
+    /// (confined to FIXED's `flow`), or each named run once — or, for a
+    /// name that is not a run of `flow` in this store, its `unrecoverable`
+    /// line.
+    fn selected(
+        &self,
+        flow: &str,
+        selection: Selection,
+    ) -> Result<Vec<std::result::Result<RunId, RecoverRun>>> {
+        let names = match selection {
+            Selection::Filters(mut query) => {
+                Candidate::confine(flow, &mut query, "fixed program")?;
+                return Ok(self.select(*query)?.into_iter().map(Ok).collect());
+            }
+            Selection::Named(names) => names,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for name in names.into_iter().filter(|n| seen.insert(n.clone())) {
+            let why = match RunId::parse(&name) {
+                Err(e) => e.to_string(),
+                Ok(run) => {
+                    let query = RunListQuery {
+                        prefix: Some(name.clone()),
+                        limit: Some(1),
+                        ..RunListQuery::default()
+                    };
+                    let page = self.inner.store.list_runs(&query)?;
+                    match page.runs.into_iter().find(|r| r.row.run == name) {
+                        None => format!("no run {name} in this store"),
+                        Some(r) if r.flow_id.as_deref() == Some(flow) => {
+                            out.push(Ok(run));
+                            continue;
+                        }
+                        Some(r) => format!(
+                            "a run of flow {:?}, not of the fixed program's flow {flow:?}",
+                            r.flow_id.unwrap_or_default()
+                        ),
+                    }
+                }
+            };
+            out.push(Err(RecoverRun {
+                run: name,
+                outcome: RecoverOutcome::Unrecoverable,
+                diverged: None,
+                reason: None,
+                checkpoint: None,
+                node: None,
+                fork: None,
+                recovery: None,
+                again: Vec::new(),
+                why: Some(why),
+            }));
+        }
+        Ok(out)
     }
 
     /// One run's plan (off the async runtime): replayed against FIXED as
