@@ -113,5 +113,5 @@ function summary(r) {
     ? `${r.recoverable} recoverable, ${r.notNeeded} not needed, ${r.alreadyRecovered} already recovered, ${r.unrecoverable} cannot be recovered`
     : `${r.recovered} recovered, ${r.notNeeded} not needed, ${r.alreadyRecovered} already recovered, ${r.unrecoverable} cannot be recovered`;
   return h('p', {class: r.unrecoverable ? 'form-err recover-summary' : 'ok recover-summary'},
-    r.dryRun ? `Dry run over ${r.runs} runs: ${counts}. Nothing was forked.` : `${r.runs} runs: ${counts}; the forks are started (${(r.elapsedMs / 1000).toFixed(1)} s).`);
+    r.dryRun ? `Dry run over ${r.runs} runs: ${counts}. Nothing was forked.` : `${r.runs} runs: ${counts}; the forks are started (${(r.elapsedMs / 1000).toFixed(1)} s). Recorded as recovery ${r.recovery}.`);
 }

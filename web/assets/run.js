@@ -242,7 +242,9 @@ export function mount(root, runId) {
     let at = view;
     for (let i = 0; i < 5 && at && (at.parent || at.outer); i++) {
       const up = at.parent || at.outer;
-      chain.unshift({run: up.run, how: at.parent ? `forked at fact ${at.parent.checkpoint}` : `nested for ${at.outer.call}`});
+      chain.unshift({run: up.run, how: at.parent
+        ? `forked at fact ${at.parent.checkpoint}${at.parent.recovery ? ` by recovery ${at.parent.recovery}` : ''}`
+        : `nested for ${at.outer.call}`});
       try { at = await api(`/v1/runs/${up.run}`); } catch { at = null; }
     }
     if (disposed) return;

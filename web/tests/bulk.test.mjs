@@ -211,6 +211,11 @@ test('the run list: faulted runs chosen, a dry run, the recovery, the forks (iss
   await dialog.getByRole('button', {name: 'Recover 4 runs'}).click();
   await summary.filter({hasText: '4 recovered'}).waitFor();
   assert.match(await summary.textContent(), /5 runs: 4 recovered, 1 not needed, 0 already recovered, 0 cannot be recovered; the forks are started/);
+  // Recorded: the summary names the recovery, which lists the four forks.
+  const recId = (await summary.textContent()).match(/Recorded as recovery (rec-\S+?)\.$/)[1];
+  const rec = await api(S.base, `/v1/recoveries/${recId}`);
+  assert.equal(rec.forks.length, 4);
+  assert.deepEqual(rec.forks.map((f) => f.run).sort(), [...faulted].sort());
   for (const run of faulted) {
     const forks = (await api(S.base, `/v1/runs?fork_of=${run}`)).runs;
     assert.equal(forks.length, 1, `${run}: one fork`);
@@ -229,6 +234,10 @@ test('the run list: faulted runs chosen, a dry run, the recovery, the forks (iss
     assert.match(await row.textContent(), /fork of .* @\d+/);
     await row.locator('.badge', {hasText: 'completed'}).waitFor();
   }
+  // A fork's lineage names the recovery that made it.
+  const fork = (await api(S.base, `/v1/runs?fork_of=${faulted[0]}`)).runs[0].run;
+  await page.goto(`${S.base}/#/run/${fork}`);
+  await page.locator('.tree .how', {hasText: `by recovery ${recId}`}).waitFor();
   assert.deepEqual(page.errors(), []);
 });
 
