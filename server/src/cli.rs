@@ -132,6 +132,7 @@ fn service_with(
             max_steps: None,
             lease: None,
             drives: None,
+            otlp: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

@@ -91,6 +91,8 @@ pub struct ServeOptions {
     /// [`crate::service::ServiceOptions::drives`]); `None` for the
     /// server's own.
     pub drives: Option<tokio::runtime::Handle>,
+    /// `--otlp-endpoint`: where runs' spans go.
+    pub otlp: Option<crate::service::otlp::Tracer>,
 }
 
 impl Default for ServeOptions {
@@ -109,6 +111,7 @@ impl Default for ServeOptions {
             workers: WorkerOptions::default(),
             mcp_sessions: Default::default(),
             drives: None,
+            otlp: None,
         }
     }
 }
@@ -140,6 +143,7 @@ impl AppState {
                 max_steps: Some(options.max_steps),
                 lease: options.lease.clone(),
                 drives: options.drives.clone(),
+                otlp: options.otlp.clone(),
             },
             shutdown,
         );
