@@ -96,8 +96,7 @@ impl Receiver {
     /// [`STEPS`] call spans; returns each run's spans.
     async fn wait_for(&self, runs: &[String]) -> BTreeMap<String, Vec<(String, Span)>> {
         for _ in 0..600 {
-            let got = self.spans.lock().unwrap();
-            let by_run = by_run(&got);
+            let by_run = by_run(&self.spans.lock().unwrap());
             let done = runs.iter().all(|r| {
                 by_run
                     .get(r)
@@ -106,7 +105,6 @@ impl Receiver {
             if done {
                 return by_run;
             }
-            drop(got);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let got = self.spans.lock().unwrap();
