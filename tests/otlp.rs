@@ -342,7 +342,7 @@ fn a_malformed_endpoint_is_refused_at_start() {
             .args(["serve", "--otlp-endpoint", bad])
             .output()
             .unwrap();
-        assert!(!out.status.success(), "{bad}");
+        assert_eq!(out.status.code(), Some(2), "{bad}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("--otlp-endpoint")
