@@ -19,8 +19,9 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SpanExporter as _;
 use spans::Noted;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 
 pub(super) use spans::Spans;
@@ -30,8 +31,9 @@ pub(super) use spans::Spans;
 const QUEUE: usize = 4096;
 /// Spans in one export request at most (the SDK's default).
 const BATCH: usize = 512;
-/// How long a batch waits to fill before it goes.
-const DELAY: Duration = Duration::from_secs(1);
+/// How often the queue is taken (with [`QUEUE`]: up to 20,000 spans a
+/// second go out without a drop).
+const TICK: Duration = Duration::from_millis(200);
 /// One export request's time limit (retries included).
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -139,69 +141,75 @@ impl Tracer {
     /// server stopping).
     pub async fn flush(&self, grace: Duration) {
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Item::Flush(tx)).await.is_ok() {
-            let _ = tokio::time::timeout(grace, rx).await;
-        }
+        let _ = tokio::time::timeout(grace, async {
+            if self.tx.send(Item::Flush(tx)).await.is_ok() {
+                let _ = rx.await;
+            }
+        })
+        .await;
     }
 }
 
-/// The export task: batches of at most [`BATCH`] spans, each sent when
-/// full or [`DELAY`] after its first span; one request at a time, so a
-/// slow collector fills the queue (and spans are dropped) instead of
-/// piling up requests.
+/// The export task: every [`TICK`] it takes what is queued, in requests
+/// of at most [`BATCH`] spans, one request at a time, so a slow collector
+/// fills the queue (and spans are dropped) instead of piling up requests.
+/// It never waits on the queue itself: a drive's `try_send` then wakes no
+/// task (a wake-up per step cost a W1 step about a quarter of its CPU).
 async fn export(
     mut rx: mpsc::Receiver<Item>,
     exporter: SpanExporter,
     store: StoreRef,
     counts: Arc<OtlpCounts>,
 ) {
-    let failing = AtomicBool::new(false);
-    while let Some(first) = rx.recv().await {
-        let mut noted = Vec::new();
-        let mut flushed = Vec::new();
-        let mut take = |i: Item, noted: &mut Vec<Noted>| match i {
-            Item::Span(n) => {
-                noted.push(n);
-                false
-            }
-            Item::Flush(done) => {
-                flushed.push(done);
-                true
-            }
-        };
-        let mut now = take(first, &mut noted);
-        let wait = tokio::time::sleep(DELAY);
-        tokio::pin!(wait);
-        while !now && noted.len() < BATCH {
-            tokio::select! {
-                i = rx.recv() => match i {
-                    Some(i) => now = take(i, &mut noted),
-                    None => break,
-                },
-                _ = &mut wait => break,
-            }
-        }
-        if !noted.is_empty() {
-            let n = noted.len() as u64;
-            let batch = spans::build(noted, &store).await;
-            match exporter.export(batch).await {
-                Ok(()) => {
-                    counts.exported.fetch_add(n, Ordering::Relaxed);
-                    if failing.swap(false, Ordering::Relaxed) {
-                        tracing::info!("OTLP export works again");
-                    }
-                }
-                Err(e) => {
-                    counts.dropped.fetch_add(n, Ordering::Relaxed);
-                    // Said once per outage, not per batch.
-                    if !failing.swap(true, Ordering::Relaxed) {
-                        tracing::warn!("OTLP export failed, spans are dropped until it works: {e}");
+    let mut failing = false;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        loop {
+            let (mut noted, mut flushed, mut closed) = (Vec::new(), Vec::new(), false);
+            while noted.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(Item::Span(n)) => noted.push(n),
+                    Ok(Item::Flush(done)) => flushed.push(done),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
                     }
                 }
             }
-        }
-        for done in flushed {
-            let _ = done.send(());
+            let full = noted.len() == BATCH;
+            if !noted.is_empty() {
+                let n = noted.len() as u64;
+                let batch = spans::build(noted, &store).await;
+                match exporter.export(batch).await {
+                    Ok(()) => {
+                        counts.exported.fetch_add(n, Ordering::Relaxed);
+                        if std::mem::replace(&mut failing, false) {
+                            tracing::info!("OTLP export works again");
+                        }
+                    }
+                    Err(e) => {
+                        counts.dropped.fetch_add(n, Ordering::Relaxed);
+                        // Said once per outage, not per batch.
+                        if !std::mem::replace(&mut failing, true) {
+                            tracing::warn!(
+                                "OTLP export failed, spans are dropped until it works: {e}"
+                            );
+                        }
+                    }
+                }
+            }
+            for done in flushed {
+                let _ = done.send(());
+            }
+            if closed {
+                return;
+            }
+            if !full {
+                break;
+            }
         }
     }
 }
