@@ -102,6 +102,7 @@ fn main() {
                 max_steps: None,
                 lease: None,
                 drives: None,
+                otlp: None,
             },
             tokio_util::sync::CancellationToken::new(),
         );

@@ -133,6 +133,7 @@ fn service_with(
             max_steps: None,
             lease: None,
             drives: None,
+            otlp: None,
         },
         tokio_util::sync::CancellationToken::new(),
     )

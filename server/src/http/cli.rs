@@ -5,6 +5,7 @@ use super::auth::{Tokens, is_loopback};
 use super::{AppState, ServeOptions};
 use crate::error::{Error, Result};
 use crate::service::LeaseOptions;
+use crate::service::otlp::Tracer;
 use crate::service::remote::WorkerOptions;
 use crate::service::retention::{Retention, sweeper};
 use crate::service::store::StoreRef;
@@ -126,6 +127,11 @@ pub struct ServeArgs {
     /// halted; ages in s, m, h or d. Comma-separated or repeated.
     #[arg(long, value_name = "RULES")]
     pub retain: Vec<String>,
+    /// Send each run's trace (a span per call, one for the run at its
+    /// end) to an OpenTelemetry collector over OTLP/HTTP (protobuf), e.g.
+    /// http://127.0.0.1:4318 (docs/deploy.md "Traces").
+    #[arg(long, value_name = "URL", env = "FLOW_OTLP_ENDPOINT", value_parser = crate::service::otlp::endpoint)]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The drain grace unless --drain-seconds says otherwise.
@@ -198,6 +204,7 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             idle: Duration::from_secs(args.mcp_idle_seconds),
         },
         drives: None,
+        otlp: None,
     })
 }
 
@@ -248,6 +255,12 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
         Error::Refused(format!("cannot start the drives' runtime: {e}"))
     })?));
     opts.drives = drives.0.as_ref().map(|rt| rt.handle().clone());
+    opts.otlp = args
+        .otlp_endpoint
+        .as_deref()
+        .map(|url| Tracer::start(url, store.clone()))
+        .transpose()?;
+    let tracer = opts.otlp.clone();
     let state = AppState::new(store, opts, shutdown.clone());
     if !retention.is_empty() {
         tokio::spawn(sweeper(state.store().clone(), retention, shutdown.clone()));
@@ -271,6 +284,10 @@ pub async fn serve(store: StoreRef, args: ServeArgs) -> Result<u8> {
         .map_err(|e| Error::Refused(format!("the server stopped: {e}")))?;
     // Every drive has ended or been aborted (`run` waits for them).
     drop(drives);
+    // The spans still queued go out, if the collector takes them soon.
+    if let Some(t) = tracer {
+        t.flush(Duration::from_secs(5)).await;
+    }
     Ok(0)
 }
 

@@ -70,6 +70,8 @@ struct Drives {
     leases: u64,
     commit: Histogram,
     calls: Family<CallLabel, Histogram, fn() -> Histogram>,
+    /// Spans exported and dropped, with `--otlp-endpoint`.
+    otlp: Option<(u64, u64)>,
 }
 
 /// Registers `metric` under `name`. Help texts have no final period: the
@@ -113,6 +115,10 @@ impl Metrics {
             leases: service.leases_held() as u64,
             commit: stats.commit.clone(),
             calls: stats.calls.clone(),
+            otlp: service.tracer().map(|t| {
+                let c = t.counts();
+                (get(&c.exported), get(&c.dropped))
+            }),
         };
         self.encode(runs, &drives)
     }
@@ -205,6 +211,20 @@ impl Metrics {
             "Time to response headers",
             self.latency.clone(),
         );
+        if let Some((exported, dropped)) = drives.otlp {
+            add(
+                &mut r,
+                "flowd_otlp_exported_spans",
+                "Spans the OTLP collector took",
+                counter(exported),
+            );
+            add(
+                &mut r,
+                "flowd_otlp_dropped_spans",
+                "Spans dropped: the export queue was full, or the collector refused or could not be reached",
+                counter(dropped),
+            );
+        }
         let mut s = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_text::encode(&mut s, &r);
@@ -268,6 +288,7 @@ mod tests {
             leases: 2,
             commit: stats.commit.clone(),
             calls: stats.calls.clone(),
+            otlp: Some((5, 1)),
         };
         let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
         for line in [
@@ -301,6 +322,8 @@ mod tests {
             "# TYPE flowd_resume_duration_seconds histogram",
             "flowd_resume_duration_seconds_bucket{le=\"0.005\"} 1",
             "flowd_resume_duration_seconds_count 1",
+            "flowd_otlp_exported_spans_total 5",
+            "flowd_otlp_dropped_spans_total 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

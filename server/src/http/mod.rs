@@ -92,6 +92,8 @@ pub struct ServeOptions {
     /// [`crate::service::ServiceOptions::drives`]); `None` for the
     /// server's own.
     pub drives: Option<tokio::runtime::Handle>,
+    /// `--otlp-endpoint`: where runs' spans go.
+    pub otlp: Option<crate::service::otlp::Tracer>,
 }
 
 impl Default for ServeOptions {
@@ -110,6 +112,7 @@ impl Default for ServeOptions {
             workers: WorkerOptions::default(),
             mcp_sessions: Default::default(),
             drives: None,
+            otlp: None,
         }
     }
 }
@@ -141,6 +144,7 @@ impl AppState {
                 max_steps: Some(options.max_steps),
                 lease: options.lease.clone(),
                 drives: options.drives.clone(),
+                otlp: options.otlp.clone(),
             },
             shutdown,
         );

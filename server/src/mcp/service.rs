@@ -102,6 +102,7 @@ impl Service {
                 max_steps: Some(crate::service::MAX_STEPS),
                 lease: None,
                 drives: None,
+                otlp: None,
             },
             CancellationToken::new(),
         );

@@ -40,6 +40,7 @@ mod inbox;
 mod inspect;
 mod lease;
 mod nested;
+pub mod otlp;
 mod outcome;
 mod pending;
 mod prepare;
@@ -114,6 +115,8 @@ pub struct ServiceOptions {
     /// fan-out and the HTTP handlers rather than queued behind them);
     /// `None` for the runtime the service is called on.
     pub drives: Option<tokio::runtime::Handle>,
+    /// Where drives send their runs' spans (`flow serve --otlp-endpoint`).
+    pub otlp: Option<otlp::Tracer>,
 }
 
 /// The server's step ceiling unless `--max-steps` says otherwise.
@@ -152,6 +155,7 @@ struct Inner {
     commits: Arc<commits::Commits>,
     /// Large programs' checks, off the async runtime and bounded.
     checks: checks::Checks,
+    otlp: Option<otlp::Tracer>,
 }
 
 impl RunService {
@@ -182,12 +186,18 @@ impl RunService {
                 heads,
                 commits: Arc::default(),
                 checks: checks::Checks::default(),
+                otlp: options.otlp,
             }),
         }
     }
 
     pub fn store(&self) -> &StoreRef {
         &self.inner.store
+    }
+
+    /// Where runs' spans go, if anywhere (`/metrics` reads its counts).
+    pub fn tracer(&self) -> Option<&otlp::Tracer> {
+        self.inner.otlp.as_ref()
     }
 
     /// Where large programs are checked ([`checks`]).

@@ -29,6 +29,7 @@ pub(super) const TIMINGS_AGE_MS: i64 = 1000;
 /// An answered call's times, kept for the next timings record.
 pub(super) struct Answered {
     pub(super) call: String,
+    pub(super) tool: String,
     pub(super) route: &'static str,
     pub(super) attempt: u32,
     pub(super) sent_ms: i64,

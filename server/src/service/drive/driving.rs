@@ -6,6 +6,7 @@
 
 use super::super::calls::Calls;
 use super::super::nested::{Answer, NestedCall};
+use super::super::otlp::Spans;
 use super::super::times::{
     Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
 };
@@ -61,6 +62,8 @@ pub(super) struct Driving<'h> {
     /// Calls out, for their timing records, and calls answered whose times
     /// are not recorded yet.
     times: Times,
+    /// With `--otlp-endpoint`: what each commit makes durable, as spans.
+    spans: Option<Spans>,
     /// Replies that came while the machine computed a slice.
     arrived: VecDeque<(String, Answer)>,
     /// Draining: Tool calls recorded and never sent, and whether a nested
@@ -107,6 +110,7 @@ impl<'h> Driving<'h> {
                 sent: BTreeMap::new(),
                 answered: Vec::new(),
             },
+            spans: svc.inner.otlp.as_ref().map(|t| t.spans(run)),
             arrived: VecDeque::new(),
             withheld: Vec::new(),
             nested_withheld: false,
@@ -222,6 +226,11 @@ impl<'h> Driving<'h> {
     /// first caller waiting for it, and halts the nested runs whose calls
     /// were closed once their Closes are durable.
     pub(super) async fn commit(&mut self, round: &mut Round) -> Result<()> {
+        // Its Replies and End as spans, sent once they are durable.
+        let noted = self
+            .spans
+            .as_mut()
+            .map(|s| s.note(self.last.n, &self.facts, &self.times.answered));
         if let Some(first) = self.times.answered.first()
             && (round.ended.is_some()
                 || self.times.answered.len() >= TIMINGS_MAX
@@ -244,6 +253,9 @@ impl<'h> Driving<'h> {
             let _ = a.send(appended.clone().map(|()| self.last.clone()));
         }
         appended?;
+        if let (Some(s), Some(n)) = (&self.spans, noted) {
+            s.durable(n);
+        }
         if !round.stopped.is_empty() {
             // After the Close is durable, and after any commit the dropped
             // nested drive handed to the store.
@@ -497,6 +509,7 @@ impl<'h> Driving<'h> {
                     .call_took(&s.tool, s.route, replied_ms - s.at_ms);
                 self.times.answered.push(Answered {
                     call,
+                    tool: s.tool,
                     route: s.route,
                     attempt: s.attempt,
                     sent_ms: s.at_ms,
