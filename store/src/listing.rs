@@ -90,7 +90,7 @@ pub(crate) enum Dialect {
 }
 
 impl Dialect {
-    fn bind(self, args: &mut Vec<Arg>, a: Arg) -> String {
+    pub(crate) fn bind(self, args: &mut Vec<Arg>, a: Arg) -> String {
         args.push(a);
         match self {
             Dialect::Sqlite => format!("?{}", args.len()),
@@ -197,7 +197,7 @@ fn filters(
     (from, w, order)
 }
 
-fn where_clause(w: &[String]) -> String {
+pub(crate) fn where_clause(w: &[String]) -> String {
     if w.is_empty() {
         String::new()
     } else {
@@ -332,7 +332,11 @@ pub(crate) fn count_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunC
     if q.none {
         return Ok(RunCounts::default());
     }
-    let (by_state, by_flow) = count_sql(q, db.dialect());
+    let (by_state, by_flow) = if crate::run_counts::answers(q) {
+        crate::run_counts::count_sql(q, db.dialect())
+    } else {
+        count_sql(q, db.dialect())
+    };
     let mut counts = RunCounts::default();
     for (s, n) in db.group_counts(&by_state)? {
         if let Some(s) = s.as_deref().and_then(RunState::parse) {

@@ -76,6 +76,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "waiting_calls",
         include_str!("../../migrations/sqlite/0013_waiting_calls.sql"),
     ),
+    (
+        14,
+        "run_counts",
+        include_str!("../../migrations/sqlite/0014_run_counts.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -144,6 +149,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         13,
         "waiting_calls",
         include_str!("../../migrations/postgres/0013_waiting_calls.sql"),
+    ),
+    (
+        14,
+        "run_counts",
+        include_str!("../../migrations/postgres/0014_run_counts.sql"),
     ),
 ];
 
