@@ -173,7 +173,7 @@ struct Bench<'a> {
     name: &'a str,
     n: u64,
     repeat: usize,
-    /// Where the fsync probe is written.
+    /// Where the fsync probe is written (the temporary directory's disk).
     dir: &'a std::path::Path,
     /// The deep page's cursor: the run a tenth of the way from the oldest.
     deep: String,
@@ -251,7 +251,10 @@ fn measure(s: &(dyn Backend + Sync), b: &Bench) {
         ),
     ];
     let (f50, f99) = fsync_ms(dir, repeat);
-    println!("\n{name}, {n} runs (fsync of one small write: p50 {f50:.2} ms, p99 {f99:.2} ms)");
+    println!(
+        "\n{name}, {n} runs (fsync of one small write under {}: p50 {f50:.2} ms, p99 {f99:.2} ms)",
+        dir.display()
+    );
     // What `/metrics` asks for `flowd_runs{state}` (server/src/http/metrics.rs).
     let metrics = time(repeat, || {
         s.count_runs(&RunListQuery::default()).expect("counts");
@@ -334,7 +337,8 @@ fn main() {
             name: "SQLite",
             n,
             repeat,
-            dir: &dir,
+            // The disk's fsync, wherever the store is (/dev/shm has none).
+            dir: tmp.path(),
             deep,
             bytes,
         };
