@@ -43,6 +43,16 @@ BEGIN
     RETURN NULL;
 END $$;";
 
+/// The deltas written per row on insert too (no transition table).
+const ROW_DELTAS: &str = "DROP TRIGGER run_counts_insert ON runs;
+CREATE FUNCTION run_counts_row_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO run_count_deltas (has_flow, flow, state, delta)
+    VALUES (NEW.flow_id IS NOT NULL, COALESCE(NEW.flow_id, ''), NEW.state, 1);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER run_counts_insert AFTER INSERT ON runs FOR EACH ROW EXECUTE FUNCTION run_counts_row_inserted();";
+
 fn main() {
     let arg = |i: usize, d: u64| {
         std::env::args()
@@ -64,6 +74,7 @@ fn main() {
         ("none (triggers dropped)", Some(NO_TRIGGERS)),
         ("deltas, folded (as migrated)", None),
         ("rows updated in place", Some(IN_PLACE)),
+        ("deltas, per row on insert too", Some(ROW_DELTAS)),
         ("none (triggers dropped), again", Some(NO_TRIGGERS)),
         ("deltas, folded (as migrated), again", None),
     ] {
