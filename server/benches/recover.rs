@@ -74,6 +74,7 @@ fn main() {
                 max_steps: None,
                 lease: None,
                 drives: None,
+                otlp: None,
             },
             tokio_util::sync::CancellationToken::new(),
         );

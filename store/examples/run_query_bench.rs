@@ -13,7 +13,11 @@
 //! uses a schema of its own and drops it; it is `VACUUM ANALYZE`d once
 //! filled, as autovacuum would, unless `FLOW_BENCH_VACUUM=no`),
 //! `FLOW_BENCH_SQLITE=skip` skips SQLite, `FLOW_BENCH_REPEAT` the samples
-//! per measurement (default 200). Results: docs/store.md, "The run query".
+//! per measurement (default 200), `FLOW_BENCH_DIR` a directory to keep the
+//! SQLite store in (made once, measured again by the next run: a
+//! 1,000,000-run store takes minutes to make). Beside the pages: the
+//! counts `/metrics` reads (`count_runs` with no filter) and the bytes on
+//! disk per run. Results: docs/store.md, "The run query" and "Run counts".
 
 use flow_store::conformance::{call_fact, end_fact, new_run_id, start_with_source};
 use flow_store::{
@@ -164,17 +168,34 @@ fn fsync_ms(dir: &std::path::Path, repeat: usize) -> (f64, f64) {
     })
 }
 
-fn measure(
-    name: &str,
-    s: &(dyn Backend + Sync),
+/// What a measurement needs of the store beside the store itself.
+struct Bench<'a> {
+    name: &'a str,
     n: u64,
     repeat: usize,
-    dir: &std::path::Path,
-    settle: &dyn Fn(),
-) {
+    /// Where the fsync probe is written (the temporary directory's disk).
+    dir: &'a std::path::Path,
+    /// The deep page's cursor: the run a tenth of the way from the oldest.
+    deep: String,
+    /// The store's bytes on disk.
+    bytes: u64,
+}
+
+/// Makes the runs; returns the deep page's cursor.
+fn make_runs(name: &str, s: &(dyn Backend + Sync), n: u64) -> String {
     eprintln!("{name}: making {n} runs");
     let ids = fill(s, n);
-    settle();
+    ids[ids.len() / 10].to_string()
+}
+
+fn measure(s: &(dyn Backend + Sync), b: &Bench) {
+    let Bench {
+        name,
+        n,
+        repeat,
+        dir,
+        ..
+    } = *b;
     let all = s
         .list_runs(&RunListQuery {
             limit: Some(200),
@@ -193,7 +214,7 @@ fn measure(
     let mid_ms = oldest_ms + (newest_ms - oldest_ms) / 2;
     // A deep page: newest first after a run a tenth of the way from the
     // oldest (nine tenths of the matches are before it in the order).
-    let deep = ids[ids.len() / 10].to_string();
+    let deep = b.deep.clone();
     let queries: Vec<(&str, RunListQuery)> = vec![
         ("(a) no filter", RunListQuery::default()),
         (
@@ -230,7 +251,21 @@ fn measure(
         ),
     ];
     let (f50, f99) = fsync_ms(dir, repeat);
-    println!("\n{name}, {n} runs (fsync of one small write: p50 {f50:.2} ms, p99 {f99:.2} ms)");
+    println!(
+        "\n{name}, {n} runs (fsync of one small write under {}: p50 {f50:.2} ms, p99 {f99:.2} ms)",
+        dir.display()
+    );
+    // What `/metrics` asks for `flowd_runs{state}` (server/src/http/metrics.rs).
+    let metrics = time(repeat, || {
+        s.count_runs(&RunListQuery::default()).expect("counts");
+    });
+    println!(
+        "/metrics counts p50 {:.2} ms, p99 {:.2} ms; {} bytes on disk, {:.0} per run",
+        metrics.0,
+        metrics.1,
+        b.bytes,
+        b.bytes as f64 / n as f64
+    );
     println!("| query | first page p50 / p99 ms | deep page p50 / p99 ms | counts p50 / p99 ms |");
     println!("|---|---|---|---|");
     for (what, q) in queries {
@@ -270,18 +305,45 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let tmp = tempfile::tempdir().expect("tempdir");
-    let s = SqliteStore::open(
-        tmp.path().join("bench.db"),
-        SqliteOptions {
-            synchronous: Synchronous::Full,
-            ..SqliteOptions::default()
-        },
-    )
-    .expect("open");
+    let dir = std::env::var("FLOW_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| tmp.path().to_path_buf());
     if std::env::var("FLOW_BENCH_SQLITE").as_deref() != Ok("skip") {
-        measure("SQLite", &s, n, repeat, tmp.path(), &|| {});
+        std::fs::create_dir_all(&dir).expect("bench directory");
+        let s = SqliteStore::open(
+            dir.join("bench.db"),
+            SqliteOptions {
+                synchronous: Synchronous::Full,
+                ..SqliteOptions::default()
+            },
+        )
+        .expect("open");
+        // A kept store is measured again as it is.
+        let kept = dir.join("deep.txt");
+        let deep = match std::fs::read_to_string(&kept) {
+            Ok(d) => d,
+            Err(_) => {
+                let d = make_runs("SQLite", &s, n);
+                std::fs::write(&kept, &d).expect("keep");
+                d
+            }
+        };
+        let bytes = ["bench.db", "bench.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum();
+        let b = Bench {
+            name: "SQLite",
+            n,
+            repeat,
+            // The disk's fsync, wherever the store is (/dev/shm has none).
+            dir: tmp.path(),
+            deep,
+            bytes,
+        };
+        measure(&s, &b);
     }
-    drop(s);
     let url = std::env::var("FLOW_BENCH_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     if url == "skip" {
@@ -305,9 +367,44 @@ fn main() {
             eprintln!("  VACUUM ANALYZE done");
         }
     };
-    measure("Postgres", &s, n, repeat, tmp.path(), &vacuum);
+    let deep = make_runs("Postgres", &s, n);
+    vacuum();
+    let b = Bench {
+        name: "Postgres",
+        n,
+        repeat,
+        dir: tmp.path(),
+        deep,
+        bytes: pg_bytes(&url, &schema),
+    };
+    measure(&s, &b);
     drop(s);
     sql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}
+
+/// The bytes of every table of `schema`, its indexes and TOAST included.
+fn pg_bytes(url: &str, schema: &str) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        let driver = tokio::spawn(conn);
+        let row = client
+            .query_one(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
+                 JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relkind = 'r'",
+                &[&schema],
+            )
+            .await
+            .expect("sizes");
+        drop(client);
+        let _ = driver.await;
+        row.get::<_, i64>(0) as u64
+    })
 }
 
 /// Runs SQL on a connection of its own.

@@ -30,6 +30,7 @@ mod migrate;
 pub mod postgres;
 mod prepare;
 mod read;
+mod run_counts;
 pub mod search;
 pub mod sqlite;
 pub mod tail;

@@ -81,6 +81,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "recoveries",
         include_str!("../../migrations/sqlite/0014_recoveries.sql"),
     ),
+    (
+        15,
+        "run_counts",
+        include_str!("../../migrations/sqlite/0015_run_counts.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -154,6 +159,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         14,
         "recoveries",
         include_str!("../../migrations/postgres/0014_recoveries.sql"),
+    ),
+    (
+        15,
+        "run_counts",
+        include_str!("../../migrations/postgres/0015_run_counts.sql"),
     ),
 ];
 

@@ -431,7 +431,9 @@ pub trait Discover {
 pub trait ListRuns {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage>;
     /// How many runs the query's filters select, by state and by flow
-    /// ([`RunCounts`]); its cursor and limit are not used.
+    /// ([`RunCounts`]); its cursor and limit are not used. With no filter
+    /// but states and a flow it reads the maintained counters (migration
+    /// 0015), the same cost at any store size.
     fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts>;
     /// Runs whose row changed at or after `since_ms` (host clock), oldest
     /// change first, at most `limit` (1 to 10,000).

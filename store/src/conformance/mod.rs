@@ -31,6 +31,7 @@ fn e<T: std::fmt::Display>(x: T) -> String {
 
 mod archive;
 mod changes;
+mod counts;
 mod delete;
 mod discovery;
 mod facts;
@@ -43,6 +44,7 @@ mod workers;
 
 use archive::*;
 use changes::*;
+use counts::run_counts;
 use delete::deletion;
 pub use delete::{blob_refs_in, fork_start, run_blobs};
 use discovery::*;
@@ -87,6 +89,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("deletion", deletion::<B>),
         ("waiting_calls", waiting_calls::<B>),
         ("recoveries", recoveries::<B>),
+        ("run_counts", run_counts::<B>),
     ]
 }
 

@@ -34,6 +34,7 @@
 //!   checksums as for SQLite.
 
 mod connect;
+mod counts;
 mod delete;
 mod leases;
 mod listen;

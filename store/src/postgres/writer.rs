@@ -169,6 +169,8 @@ pub(crate) struct Writer {
     heads: Arc<Heads>,
     cache: CkptCaches<String>,
     waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
+    /// Commands committed since the run counters' deltas were last folded.
+    unfolded: usize,
 }
 
 impl Writer {
@@ -188,9 +190,11 @@ impl Writer {
             heads,
             cache: CkptCaches::new(),
             waits: HashMap::new(),
+            unfolded: 0,
         };
         let h = w.handle.clone();
         h.block_on(w.ensure_conn())?;
+        h.block_on(w.fold_counts())?;
         Ok(w)
     }
 
@@ -202,6 +206,15 @@ impl Writer {
             self.conn = Some(Conn::open(&self.cfg).await?);
         }
         self.conn.as_ref().ok_or(Error::WriterGone)
+    }
+
+    /// Folds the run counters' deltas (`counts::fold`) on the writer's
+    /// connection, between two batches.
+    async fn fold_counts(&mut self) -> Result<()> {
+        let conn = self.ensure_conn().await?;
+        super::counts::fold(&conn.client).await?;
+        self.unfolded = 0;
+        Ok(())
     }
 
     /// The loop: take one command, drain more without waiting, commit them
@@ -216,7 +229,15 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            self.unfolded += batch.len();
             self.commit(batch, true);
+            if self.unfolded >= super::counts::FOLD_EVERY {
+                let h = self.handle.clone();
+                // A fold that fails (a lost connection) leaves the deltas
+                // counted where they are and is tried again after the
+                // next batch; the batch's own error, if any, was answered.
+                let _ = h.block_on(self.fold_counts());
+            }
         }
     }
 
