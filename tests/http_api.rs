@@ -249,6 +249,14 @@ async fn quickstart_start_watch_inbox_resume_complete() {
     assert_eq!(item["call"], call.as_str());
     assert!(item["prompt"].as_str().unwrap().contains("hello"));
     assert!(item["schema"].is_object());
+    // /metrics counts it among the open calls: the inbox's count.
+    let open = inbox["total"].as_u64().unwrap();
+    let r = app.client.get(app.url("/metrics")).send().await.unwrap();
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains(&format!("flowd_open_calls {open}\n")) && open >= 1,
+        "{open}: {text}"
+    );
 
     // Watch: backlog first, then live.
     let backlog_len = view["lastFact"]["n"].as_u64().unwrap() as usize;
@@ -344,6 +352,7 @@ async fn quickstart_start_watch_inbox_resume_complete() {
         "a start and a resume commit at least once each: {text}"
     );
     assert!(text.contains("flowd_leases_held 0\n"), "{text}");
+    assert!(text.contains("flowd_open_calls 0\n"), "answered: {text}");
     app.stop().await;
 }
 

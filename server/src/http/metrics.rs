@@ -8,7 +8,7 @@ use crate::service::{CallLabel, RunService};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use flow_store::{RunListQuery, RunState};
+use flow_store::{RunListQuery, RunState, WaitingQuery};
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -99,9 +99,9 @@ impl Metrics {
         self.latency.observe(secs);
     }
 
-    /// The text exposition; `runs` are the counts by state from the store,
-    /// the drive counts the run service's.
-    pub fn render(&self, runs: &[(RunState, u64)], service: &RunService) -> String {
+    /// The text exposition; `store` what the store counts, the drive
+    /// counts the run service's.
+    pub fn render(&self, store: &StoreGauges, service: &RunService) -> String {
         let stats = service.stats();
         let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let drives = Drives {
@@ -120,15 +120,15 @@ impl Metrics {
                 (get(&c.exported), get(&c.dropped))
             }),
         };
-        self.encode(runs, &drives)
+        self.encode(store, &drives)
     }
 
     /// One registry per scrape: the server's own metrics are shared handles
     /// (registering a clone is cheap), the others are read now.
-    fn encode(&self, runs: &[(RunState, u64)], drives: &Drives) -> String {
+    fn encode(&self, store: &StoreGauges, drives: &Drives) -> String {
         let mut r = Registry::default();
         let by_state: Family<StateLabel, Gauge> = Family::default();
-        for (st, n) in runs {
+        for (st, n) in &store.runs {
             let state = st.as_str();
             by_state
                 .get_or_create(&StateLabel { state })
@@ -169,6 +169,20 @@ impl Metrics {
             "Driver tasks alive",
             gauge(drives.active),
         );
+        add(
+            &mut r,
+            "flowd_open_calls",
+            "Calls paused runs wait on (the inbox's count)",
+            gauge(store.open_calls),
+        );
+        if let Some(n) = store.workers {
+            add(
+                &mut r,
+                "flowd_workers",
+                "Live workers (registered and seen within the worker timeout)",
+                gauge(n),
+            );
+        }
         add(
             &mut r,
             "flowd_leases_held",
@@ -246,6 +260,28 @@ pub async fn count(State(state): State<AppState>, req: Request, next: Next) -> R
 /// reads from its maintained counters (migration 0014: a few rows per flow
 /// and state, exact, the same cost at any store size). Every state is
 /// named, a state with no run as 0.
+/// What `/metrics` reads from the store at a scrape, each one query that
+/// costs the same at any store size: runs by state (the maintained
+/// counters), the calls paused runs wait on (the inbox's count over the
+/// waiting calls index), and the live workers (with `--workers`).
+pub struct StoreGauges {
+    pub runs: Vec<(RunState, u64)>,
+    pub open_calls: u64,
+    pub workers: Option<u64>,
+}
+
+/// The calls paused runs wait on: the inbox's exact count.
+pub fn open_calls(state: &AppState) -> u64 {
+    let one = WaitingQuery {
+        limit: 1,
+        ..WaitingQuery::default()
+    };
+    state
+        .store()
+        .waiting_calls(&one)
+        .map_or(0, |page| page.total)
+}
+
 pub fn run_counts(state: &AppState) -> Vec<(RunState, u64)> {
     let counts = state
         .store()
@@ -291,7 +327,12 @@ mod tests {
             calls: stats.calls.clone(),
             otlp: Some((5, 1)),
         };
-        let text = m.encode(&[(RunState::Completed, 2), (RunState::Paused, 0)], &drives);
+        let store = StoreGauges {
+            runs: vec![(RunState::Completed, 2), (RunState::Paused, 0)],
+            open_calls: 4,
+            workers: Some(1),
+        };
+        let text = m.encode(&store, &drives);
         for line in [
             "# TYPE flowd_runs gauge",
             "flowd_runs{state=\"completed\"} 2",
@@ -313,6 +354,8 @@ mod tests {
             "flowd_http_request_duration_seconds_bucket{le=\"+Inf\"} 1",
             "flowd_http_request_duration_seconds_count 1",
             "flowd_leases_held 2",
+            "flowd_open_calls 4",
+            "flowd_workers 1",
             "# TYPE flowd_call_duration_seconds histogram",
             "flowd_call_duration_seconds_bucket{tool=\"calc.json#add\",route=\"process\",le=\"0.0025\"} 0",
             "flowd_call_duration_seconds_bucket{tool=\"calc.json#add\",route=\"process\",le=\"0.005\"} 1",

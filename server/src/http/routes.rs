@@ -285,9 +285,17 @@ pub(crate) fn sources(
 #[utoipa::path(get, path = "/metrics", operation_id = "get_metrics", tag = "service",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
-    let text = blocking(&state, |s| {
-        Ok(s.metrics()
-            .render(&super::metrics::run_counts(s), s.service()))
+    let workers = match state.service().workers() {
+        Some(w) => Some(w.list().await?.len() as u64),
+        None => None,
+    };
+    let text = blocking(&state, move |s| {
+        let store = super::metrics::StoreGauges {
+            runs: super::metrics::run_counts(s),
+            open_calls: super::metrics::open_calls(s),
+            workers,
+        };
+        Ok(s.metrics().render(&store, s.service()))
     })
     .await?;
     Ok((
