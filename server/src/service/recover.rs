@@ -99,6 +99,24 @@ pub struct RecoverRun {
     pub why: Option<String>,
 }
 
+impl RecoverRun {
+    /// `run`'s line with `outcome` and nothing else said yet.
+    fn new(run: String, outcome: RecoverOutcome) -> RecoverRun {
+        RecoverRun {
+            run,
+            outcome,
+            diverged: None,
+            reason: None,
+            checkpoint: None,
+            node: None,
+            fork: None,
+            recovery: None,
+            again: Vec::new(),
+            why: None,
+        }
+    }
+}
+
 /// What a recovery did (or, dry, would do). Exit codes: 0 every run
 /// recovered, recoverable, already recovered or not needed; 1 a run
 /// cannot be recovered; 2 refused.
@@ -477,16 +495,8 @@ impl RunService {
                 }
             };
             out.push(Err(RecoverRun {
-                run: name,
-                outcome: RecoverOutcome::Unrecoverable,
-                diverged: None,
-                reason: None,
-                checkpoint: None,
-                node: None,
-                fork: None,
-                recovery: None,
-                again: Vec::new(),
                 why: Some(why),
+                ..RecoverRun::new(name, RecoverOutcome::Unrecoverable)
             }));
         }
         Ok(out)
@@ -499,18 +509,7 @@ impl RunService {
     fn plan(&self, run: &RunId, fixed: &Candidate, hash: &str) -> Result<RecoverRun> {
         let store = &*self.inner.store;
         let start = read_start(store, run)?;
-        let not_needed = RecoverRun {
-            run: run.to_string(),
-            outcome: RecoverOutcome::NotNeeded,
-            diverged: None,
-            reason: None,
-            checkpoint: None,
-            node: None,
-            fork: None,
-            recovery: None,
-            again: Vec::new(),
-            why: None,
-        };
+        let not_needed = RecoverRun::new(run.to_string(), RecoverOutcome::NotNeeded);
         // A run of FIXED already (an earlier recovery's fork among them,
         // even one a crash cut short after its Start): nothing to move.
         if matches!(&start, Fact::Start { program, .. } if program == hash) {
