@@ -82,6 +82,15 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Who a request came from, as records name it: `token:<tag>`, or
+    /// `http` on a server without tokens.
+    pub fn who(caller: Option<axum::Extension<Caller>>) -> String {
+        match caller {
+            Some(axum::Extension(c)) => format!("token:{}", c.owner),
+            None => "http".to_string(),
+        }
+    }
+
     /// Whether this caller may act for a worker registered with `owner`:
     /// the token that registered it, or any `admin` token.
     pub fn acts_for(&self, owner: &str) -> bool {

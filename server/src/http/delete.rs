@@ -80,10 +80,7 @@ pub async fn delete_run(
     caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
-    let who = match caller {
-        Some(Extension(c)) => format!("token:{}", c.owner),
-        None => "http".to_string(),
-    };
+    let who = Caller::who(caller);
     let how = Deletion {
         who,
         force: params.force.unwrap_or(false),

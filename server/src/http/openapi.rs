@@ -116,7 +116,7 @@ impl Modify for Bearer {
         crate::service::recoveries::RecoveryView,
         crate::service::recoveries::RecoveryDetail,
         crate::service::recoveries::RecoveryForkView,
-        crate::service::recoveries::RecoveryStatusName,
+        flow_store::RecoveryStatus,
         crate::service::gate::GateReport,
         crate::service::gate::GateRun,
         crate::service::gate::GateGroup,

@@ -129,10 +129,7 @@ pub async fn recover_runs(
         dry_run: req.dry_run,
         rate,
     };
-    let who = match caller {
-        Some(Extension(c)) => format!("token:{}", c.owner),
-        None => "http".to_string(),
-    };
+    let who = Caller::who(caller);
     let service = state.service().clone();
     if !ndjson::wanted(&headers) {
         let recovery = service

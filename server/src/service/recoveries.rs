@@ -28,7 +28,7 @@ pub struct RecoveryView {
     /// `running` (it holds its flow's lock), `ended`, or `interrupted`
     /// (its server stopped before it ended: recovering the flow again goes
     /// on where it stopped).
-    pub status: RecoveryStatusName,
+    pub status: RecoveryStatus,
     /// Unix ms.
     pub started_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,15 +36,6 @@ pub struct RecoveryView {
     /// Its counts, or why it stopped short, once ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<RecoveryEnd>,
-}
-
-/// Where a recovery stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RecoveryStatusName {
-    Running,
-    Ended,
-    Interrupted,
 }
 
 /// A fork a recovery made.
@@ -82,11 +73,7 @@ impl From<RecoveryRow> for RecoveryView {
             flow: r.flow,
             program: r.program,
             who: r.who,
-            status: match r.status {
-                RecoveryStatus::Running => RecoveryStatusName::Running,
-                RecoveryStatus::Ended => RecoveryStatusName::Ended,
-                RecoveryStatus::Interrupted => RecoveryStatusName::Interrupted,
-            },
+            status: r.status,
             started_ms: r.started_ms,
             ended_ms: r.ended_ms,
             // Written by this host (recover.rs): one that does not read is

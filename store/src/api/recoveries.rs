@@ -2,7 +2,7 @@
 //! recoveries ran, which one holds a flow now, and which forks each made.
 
 use crate::error::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A recovery being begun.
@@ -38,7 +38,8 @@ pub struct RecoveryRow {
 }
 
 /// Where a recovery stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum RecoveryStatus {
     /// It holds its flow's lock now.
