@@ -342,7 +342,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         } => {
             let run = run_id(&run)?;
             let reply = match (call, reply) {
-                (Some(c), Some(r)) => Some((c, read_arg(&r)?)),
+                (Some(c), Some(r)) => Some(crate::service::Reply::parse(c, &read_arg(&r)?)?),
                 _ => None,
             };
             let manifests = read_manifests(&tools)?;

@@ -563,7 +563,10 @@ pub async fn resume_run(
     let began = std::time::Instant::now();
     let run = run_id(&run)?;
     let reply = match (&req.call, &req.reply, req.open) {
-        (Some(c), Some(r), None) => Some((c.clone(), flow_abi::json::canonical(r))),
+        (Some(c), Some(r), None) => Some(crate::service::Reply {
+            call: c.clone(),
+            outcome: r.clone(),
+        }),
         (None, None, _) => None,
         (Some(_), Some(_), Some(_)) => {
             return Err(ApiError::unprocessable(

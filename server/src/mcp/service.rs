@@ -191,7 +191,10 @@ impl Service {
         let _request = self.requests.token();
         let run = run_id(&a.run)?;
         let reply = match (a.call, a.reply) {
-            (Some(c), Some(r)) => Some((c, flow_abi::json::canonical(&r))),
+            (Some(c), Some(r)) => Some(crate::service::Reply {
+                call: c,
+                outcome: r,
+            }),
             (None, None) => None,
             _ => {
                 return Err(Refusal::refused(

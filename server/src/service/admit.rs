@@ -9,28 +9,46 @@ use flow_engine::program::Program;
 use flow_store::RunId;
 use serde_json::Value as Json;
 
-/// The outcome a resume admits for `call` of `run`: the call is open,
-/// `text` is an outcome, and its value fits the call's declared type.
+/// A reply supplied to a resume (or a what-if fork): the call it answers
+/// and its outcome as the client sent it (`{"Ok": v}`, `{"Failed": e}`,
+/// `{"NotRun": why}`, `{"Unknown": why}`). It is read as an [`Outcome`]
+/// once, by [`admit`], where a refusal can name the run's open calls.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub call: String,
+    pub outcome: Json,
+}
+
+impl Reply {
+    /// A reply whose outcome is JSON text (`flow resume --reply`).
+    pub fn parse(call: String, text: &str) -> Result<Reply> {
+        let outcome = flow_abi::json::parse(text)
+            .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
+        Ok(Reply { call, outcome })
+    }
+}
+
+/// The outcome a resume admits for `reply.call` of `run`: the call is
+/// open, the reply is an outcome, and its value fits the call's declared
+/// type.
 pub(super) fn admit(
     run: &RunId,
     program: &Program,
     machine: &Machine,
-    call: &str,
-    text: &str,
+    reply: &Reply,
 ) -> Result<Outcome> {
+    let (call, outcome_json) = (&reply.call, &reply.outcome);
     let open = machine.open_calls();
-    let Some(c) = open.iter().find(|c| c.call == call) else {
+    let Some(c) = open.iter().find(|c| &c.call == call) else {
         return Err(Error::Conflict(format!(
             "call {call} of {run} is not open; {}",
             open_list(&open)
         )));
     };
-    let outcome_json = flow_abi::json::parse(text)
-        .map_err(|e| Error::Refused(format!("reply is not valid JSON: {e}")))?;
-    let outcome = Outcome::from_wire(&outcome_json).map_err(|e| {
+    let outcome = Outcome::from_wire(outcome_json).map_err(|e| {
         // Say the shape a reply has, with this value wrapped in it when
         // it looks like the value itself (issue 41 §8).
-        let wrapped = match &outcome_json {
+        let wrapped = match outcome_json {
             Json::Object(o) if o.len() == 1 && o.contains_key("Ok") => None,
             v => Some(flow_abi::json::canonical(&serde_json::json!({ "Ok": v }))),
         };

@@ -48,6 +48,7 @@ pub mod recover;
 pub mod recoveries;
 pub mod remote;
 pub mod retention;
+mod runs;
 mod spawn;
 pub mod store;
 mod stub;
@@ -57,22 +58,22 @@ mod whatif;
 
 use crate::error::{Error, Result};
 use crate::source::Sources;
-use bind::{Bindings, Bound};
+use bind::Bindings;
 use flow_engine::machine::{Machine, OpenCall};
 use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
-use flow_store::{FactRef, HostRecord, RunId};
-use lease::{Claim, Driving};
-use serde_json::{Value as Json, json};
+use flow_store::{FactRef, RunId};
+use lease::Driving;
+use serde_json::Value as Json;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{StoreRef, blocking};
+use store::StoreRef;
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use admit::Reply;
 pub use deadlines::{Deadlines, now_ms};
 pub use inbox::{InboxCall, InboxCursor, InboxPage, InboxQuery, InboxSort};
 pub use lease::LeaseOptions;
@@ -332,333 +333,6 @@ impl RunService {
         let p = self.inner.paused.lock().ok()?;
         let c = p.get(run).filter(|c| c.head == *head)?;
         Some((c.program.clone(), c.machine.clone()))
-    }
-
-    /// Starts a run: the program checks, the input decodes, every Tool is
-    /// bound, then Start is recorded; returns once Start is durable, and
-    /// drives on in a task. A refusal records nothing.
-    pub async fn start(&self, sources: Sources, input: &str) -> Result<Accepted> {
-        self.start_inner(sources, input, None).await
-    }
-
-    /// [`RunService::start`], with driving held until the [`Gate`] opens
-    /// (or is dropped): the MCP server tells its client that Start was
-    /// accepted "before further driving" (seed, "Accepted-Start transport
-    /// view").
-    pub async fn start_gated(&self, sources: Sources, input: &str) -> Result<(Accepted, Gate)> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let accepted = self.start_inner(sources, input, Some(rx)).await?;
-        Ok((accepted, Gate(tx)))
-    }
-
-    async fn start_inner(
-        &self,
-        sources: Sources,
-        input: &str,
-        gate: Option<tokio::sync::oneshot::Receiver<()>>,
-    ) -> Result<Accepted> {
-        self.refuse_if_stopping()?;
-        let (sources, program) = {
-            let this = self.clone();
-            self.inner
-                .checks
-                .run(sources.size(), move || {
-                    let p = this.program(&sources)?;
-                    Ok::<_, Error>((sources, p))
-                })
-                .await?
-        };
-        let input = flow_abi::json::parse(input)
-            .map_err(|e| Error::Refused(format!("input is not valid JSON: {e}")))?;
-        self.within_step_limit(&program)?;
-        let (machine, effects) =
-            drive::start_machine(program.clone(), program.root.clone(), input.clone())
-                .await?
-                .map_err(|e| Error::Refused(e.to_string()))?;
-        let hash = sources.program_hash();
-        let bound = self
-            .inner
-            .bindings
-            .bind(
-                &self.inner.store,
-                &program,
-                &hash,
-                sources.dir.clone(),
-                self.inner.drives.as_ref(),
-            )
-            .await?;
-        let run = new_run_id();
-        let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
-        let (claim, bound, head) = self.create(&run, start, sources, bound, Vec::new()).await?;
-        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
-        self.publish(run.as_str(), "running", json!({"started": true}));
-        let first = drive::steps(effects);
-        Ok(self
-            .spawn_drive(
-                claim,
-                bound,
-                program,
-                machine,
-                first,
-                Vec::new(),
-                head,
-                gate,
-            )
-            .await
-            .accepted)
-    }
-
-    /// Resumes a run: admits `reply` (call id, outcome text) for an open
-    /// call, or with none continues a crashed or halted run (settling the
-    /// calls a crash left open), and drives on. Returns once the Reply and
-    /// the facts of the first step are durable; every refusal comes first.
-    ///
-    /// A nested run is resumed through the outermost run whose drive
-    /// carries it, and a reply sent to an outer run for a call of a nested
-    /// run goes down to that run (`nested.rs`): the [`Accepted`] run is
-    /// then that outermost run.
-    pub async fn resume(&self, run: &RunId, reply: Option<(String, String)>) -> Result<Accepted> {
-        self.resume_with(run, reply, None, None).await
-    }
-
-    /// [`RunService::resume`] by a caller the timing record names (`by`:
-    /// the answering token's tag over HTTP; issue 38 §3).
-    pub async fn resume_by(
-        &self,
-        run: &RunId,
-        reply: (String, String),
-        by: Option<String>,
-    ) -> Result<Accepted> {
-        self.resume_with(run, Some(reply), None, by).await
-    }
-
-    /// Continues a halted or crashed run (a resume with no reply), with
-    /// the host's decision for the calls that were out chosen: `open`
-    /// (see [`OpenChoice`]); `None` leaves it to each call's binding. The
-    /// choice holds for the nested runs it continues too (NEST-19: their
-    /// calls out at the halt are settled as any call out at a halt is).
-    pub async fn continue_run(&self, run: &RunId, open: Option<OpenChoice>) -> Result<Accepted> {
-        self.resume_with(run, None, open, None).await
-    }
-
-    async fn resume_with(
-        &self,
-        run: &RunId,
-        reply: Option<(String, String)>,
-        open: Option<OpenChoice>,
-        by: Option<String>,
-    ) -> Result<Accepted> {
-        self.refuse_if_stopping()?;
-        let route = self.route(run, reply).await?;
-        let claim = self.claim(&route.root, true).await?;
-        self.resume_routed(claim, route.reply, route.deep, open, by)
-            .await
-    }
-
-    /// [`RunService::resume`] of a run claimed already: its head is read
-    /// under the claim.
-    async fn resume_claimed(
-        &self,
-        claim: Claim,
-        reply: Option<(String, String)>,
-    ) -> Result<Accepted> {
-        self.resume_routed(claim, reply, None, None, None).await
-    }
-
-    async fn resume_routed(
-        &self,
-        claim: Claim,
-        reply: Option<(String, String)>,
-        deep: Option<nested::DeepReply>,
-        open: Option<OpenChoice>,
-        by: Option<String>,
-    ) -> Result<Accepted> {
-        let run = &claim.run.clone();
-        let info = {
-            let r = run.clone();
-            blocking(&self.inner.store, move |s| Ok(s.run_info(&r)?)).await?
-        };
-        if info.ending.is_some() {
-            return Err(Error::Conflict(match &reply {
-                Some((c, _)) => format!("{run} has ended; call {c} is not open"),
-                None => format!("{run} has ended; nothing to resume"),
-            }));
-        }
-        let prepare::Resumed {
-            program,
-            machine,
-            mut first,
-            resend,
-            resumed_call,
-            bound,
-        } = self.prepare_resume(run, &info, reply, deep, open).await?;
-        // The person's reply's timing names who answered.
-        if let Some(by) = by {
-            for step in &mut first {
-                if let drive::Step::Host(flow_store::HostDetails::Timing(t)) = step
-                    && t.via.as_deref() == Some("person")
-                {
-                    t.by = Some(by.clone());
-                }
-            }
-        }
-        self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
-        self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
-        let accepted = self
-            .spawn_drive(
-                claim,
-                bound,
-                program,
-                machine,
-                first,
-                resend,
-                info.last_fact,
-                None,
-            )
-            .await;
-        accepted.acknowledged().await
-    }
-
-    /// Forks a run from a root-task Checkpoint: a new run whose Start names
-    /// the parent and checkpoint, whose first Checkpoint is that node with
-    /// that state (fields replaced as `sets` say, each decoded against
-    /// `state_schema`). It runs the recorded program, or `onto` when that
-    /// fits (FORK-4), bound as a start of `onto` would be. At
-    /// [`ForkAt::WhatIf`], from the Checkpoint before a recorded Call, that
-    /// call answered with the reply given ([`whatif`]). Returns once the
-    /// fork's Start is durable, with the Checkpoint it started from.
-    pub async fn fork(
-        &self,
-        parent: &RunId,
-        at: ForkAt,
-        sets: &[(String, String)],
-        onto: Option<Sources>,
-    ) -> Result<(Accepted, u64)> {
-        self.fork_recorded(parent, at, sets, onto, Vec::new()).await
-    }
-
-    /// [`RunService::fork`], with `records` (a recovery's, say) written in
-    /// the commit of the fork's Start.
-    pub(super) async fn fork_recorded(
-        &self,
-        parent: &RunId,
-        at: ForkAt,
-        sets: &[(String, String)],
-        onto: Option<Sources>,
-        records: Vec<HostRecord>,
-    ) -> Result<(Accepted, u64)> {
-        self.refuse_if_stopping()?;
-        let onto_dir = onto.as_ref().map(|s| s.dir.clone());
-        // Onto a large program: its check holds a permit (the recorded
-        // program is checked once and cached).
-        let permit = self
-            .inner
-            .checks
-            .permit(onto.as_ref().map_or(0, Sources::size))?;
-        let (fork, checkpoint, first) = {
-            let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
-            tokio::task::spawn_blocking(move || {
-                let _held = permit;
-                let (checkpoint, replacement) = match at {
-                    ForkAt::Checkpoint(n) => (n, None),
-                    ForkAt::WhatIf { call, reply } => {
-                        let (n, r) = this.what_if_point(&p, &call, &reply)?;
-                        (n, Some(r))
-                    }
-                };
-                let mut fork = this.prepare_fork(&p, checkpoint, &sets, onto)?;
-                let first = match replacement {
-                    None => drive::steps(std::mem::take(&mut fork.effects)),
-                    Some(r) => whatif::answered(&mut fork, &r, checkpoint)?,
-                };
-                Ok::<_, Error>((fork, checkpoint, first))
-            })
-            .await
-            .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
-        };
-        self.within_step_limit(&fork.program)?;
-        let (bound, dir) = match onto_dir {
-            // Onto a new program: bound as a start of it would be.
-            Some(dir) => (
-                self.inner
-                    .bindings
-                    .bind(
-                        &self.inner.store,
-                        &fork.program,
-                        &fork.hash,
-                        dir.clone(),
-                        self.inner.drives.as_ref(),
-                    )
-                    .await?,
-                dir,
-            ),
-            None => {
-                self.bind_recorded(parent, &fork.program, &fork.hash)
-                    .await?
-            }
-        };
-        let run = fork.run.clone();
-        let mut sources = fork.sources.clone();
-        sources.dir = dir;
-        let (claim, bound, head) = self
-            .create(&run, fork.start.clone(), sources, bound, records)
-            .await?;
-        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
-        self.publish(
-            run.as_str(),
-            "running",
-            json!({"forked": {"run": parent.as_str(), "checkpoint": checkpoint}}),
-        );
-        let accepted = self
-            .spawn_drive(
-                claim,
-                bound,
-                fork.program,
-                fork.machine,
-                first,
-                Vec::new(),
-                head,
-                None,
-            )
-            .await
-            .accepted;
-        Ok((accepted, checkpoint))
-    }
-
-    /// Claims a new run and records its Start with `records` (durable on
-    /// return); on a refusal the bound Tools are let go and nothing is
-    /// recorded.
-    async fn create(
-        &self,
-        run: &RunId,
-        start: flow_abi::fact::Fact,
-        sources: Sources,
-        bound: Bound,
-        records: Vec<HostRecord>,
-    ) -> Result<(Claim, Bound, FactRef)> {
-        let created = match self.claim(run, false).await {
-            Ok(claim) => {
-                let s = self.inner.store.clone();
-                let committing = self.inner.commits.begin();
-                let tools = bound.tools.clone();
-                tokio::task::spawn_blocking(move || {
-                    let _committing = committing;
-                    drive::create(&*s, start, &sources, &tools, records)
-                })
-                .await
-                .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))
-                .and_then(|r| r)
-                .map(|head| (claim, head))
-            }
-            Err(e) => Err(e),
-        };
-        match created {
-            Ok((claim, head)) => Ok((claim, bound, head)),
-            Err(e) => {
-                bound.release().await;
-                Err(e)
-            }
-        }
     }
 
     /// Replays a run against its recorded program.

@@ -20,8 +20,10 @@
 //! each with its own halt record (NEST-19); closing the outer call halts
 //! its nested run (NEST-18).
 
+use super::admit::Reply;
 use super::drive::{Ack, Driven, ToDispatch, Writes, create, start_machine, steps};
 use super::prepare::OpenChoice;
+use super::runs::Seen;
 use super::store::{Store, blocking};
 use super::{RunResult, RunService};
 use crate::error::{Error, Result};
@@ -73,8 +75,7 @@ impl NestedCall {
 /// that one).
 pub(super) struct DeepReply {
     pub below: Vec<RunId>,
-    pub call: String,
-    pub text: String,
+    pub reply: Reply,
 }
 
 /// What a dispatched call came back with.
@@ -211,7 +212,7 @@ fn target_of(store: &dyn Store, run: &RunId, call: &str) -> Result<RunId> {
 /// a reply it carries down to a nested run.
 pub(super) struct Route {
     pub root: RunId,
-    pub reply: Option<(String, String)>,
+    pub reply: Option<Reply>,
     pub deep: Option<DeepReply>,
 }
 
@@ -255,12 +256,8 @@ impl RunService {
     /// Where a resume of `run` with `reply` goes (see the module header).
     /// A reply for a nested run is checked against that run's open call
     /// here, so a refusal comes back before anything is recorded.
-    pub(super) async fn route(
-        &self,
-        run: &RunId,
-        reply: Option<(String, String)>,
-    ) -> Result<Route> {
-        let (r, call) = (run.clone(), reply.as_ref().map(|(c, _)| c.clone()));
+    pub(super) async fn route(&self, run: &RunId, reply: Option<Reply>) -> Result<Route> {
+        let (r, call) = (run.clone(), reply.as_ref().map(|r| r.call.clone()));
         // An unknown run is refused by live_root's read of it (its host
         // records are none).
         let (target, root, below) = blocking(&self.inner.store, move |s| {
@@ -279,7 +276,7 @@ impl RunService {
                 deep: None,
             });
         }
-        let Some((call, text)) = reply else {
+        let Some(reply) = reply else {
             return Ok(Route {
                 root,
                 reply: None,
@@ -289,11 +286,11 @@ impl RunService {
         let t = target.clone();
         let info = blocking(&self.inner.store, move |s| Ok(s.run_info(&t)?)).await?;
         let (program, machine, _, _) = self.machine_at(&target, &info.last_fact).await?;
-        super::admit::admit(&target, &program, &machine, &call, &text)?;
+        super::admit::admit(&target, &program, &machine, &reply)?;
         Ok(Route {
             root,
             reply: None,
-            deep: Some(DeepReply { below, call, text }),
+            deep: Some(DeepReply { below, reply }),
         })
     }
 
@@ -389,7 +386,7 @@ impl RunService {
                 .cloned()
                 .unwrap_or(Json::Object(Map::new()));
             let r = run.clone();
-            let info = blocking(&self.inner.store, move |s| match s.run_info(&r) {
+            let info = blocking(&self.inner.store, move |s| match Seen::read(s, &r) {
                 Ok(i) => Ok(Some(i)),
                 Err(flow_store::Error::UnknownRun(_)) => Ok(None),
                 Err(e) => Err(e.into()),
@@ -404,18 +401,21 @@ impl RunService {
                     )
                     .await
                 }
-                Ok(Some(i)) if i.ending.is_some() => {
-                    let (r, last) = (run.clone(), i.last_fact.n);
+                Ok(Some(i)) if i.info.ending.is_some() => {
+                    let (r, last) = (run.clone(), i.info.last_fact.n);
                     blocking(&self.inner.store, move |s| recorded_ending(s, &r, last))
                         .await
                         .map(Driven::Result)
                 }
-                Ok(Some(i)) => {
+                Ok(Some(Seen { info: i, records })) => {
                     let (direct, deep) = match reply {
-                        Some(d) if d.below.is_empty() => (Some((d.call, d.text)), None),
+                        Some(d) if d.below.is_empty() => (Some(d.reply), None),
                         d => (None, d),
                     };
-                    match self.ready(&run, &i.last_fact, direct, deep, open).await {
+                    match self
+                        .ready(&run, &i.last_fact, records, direct, deep, open)
+                        .await
+                    {
                         Ok(mut ready) => {
                             let settled = self
                                 .settle(

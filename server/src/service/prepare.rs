@@ -5,9 +5,10 @@
 //! nothing (issue 17, item 2).
 
 use super::RunService;
-use super::admit::admit;
+use super::admit::{Reply, admit};
 use super::drive::{Step, ToDispatch, steps};
 use super::nested::{DeepReply, NestedCall};
+use super::runs::Seen;
 use super::store::Store;
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host};
@@ -19,7 +20,7 @@ use flow_engine::program::Program;
 use flow_engine::replay::{Replayed, Replayer, Verdict};
 use flow_store::{
     Choice, Decision, FactKind, FactRef, HostDetails, HostRecord, HostRecordKind, HostRecordRow,
-    OpenCallDecision, RunId, RunInfo,
+    OpenCallDecision, RunId,
 };
 use serde_json::{Map, Value as Json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -262,15 +263,16 @@ impl RunService {
     pub(super) async fn prepare_resume(
         &self,
         run: &RunId,
-        info: &RunInfo,
-        reply: Option<(String, String)>,
+        seen: Seen,
+        reply: Option<Reply>,
         deep: Option<DeepReply>,
         open: Option<OpenChoice>,
     ) -> Result<Resumed> {
+        let Seen { info, records } = seen;
         let resumed_call = reply
             .as_ref()
-            .map(|(c, _)| c.clone())
-            .or_else(|| deep.as_ref().map(|d| d.call.clone()));
+            .map(|r| r.call.clone())
+            .or_else(|| deep.as_ref().map(|d| d.reply.call.clone()));
         let Ready {
             program,
             mut machine,
@@ -279,7 +281,9 @@ impl RunService {
             crashed,
             others,
             records,
-        } = self.ready(run, &info.last_fact, reply, deep, open).await?;
+        } = self
+            .ready(run, &info.last_fact, records, reply, deep, open)
+            .await?;
         // Bound after every refusal: a refused resume starts no Tool.
         let imported = info.imported_ms.is_some();
         let (bound, _) = self
@@ -333,7 +337,8 @@ impl RunService {
         &self,
         run: &RunId,
         head: &FactRef,
-        reply: Option<(String, String)>,
+        records: Vec<flow_store::HostRecordRow>,
+        reply: Option<Reply>,
         deep: Option<DeepReply>,
         choice: Option<OpenChoice>,
     ) -> Result<Ready> {
@@ -348,9 +353,6 @@ impl RunService {
         // Durable hitl deadlines that passed while nothing drove the run:
         // close the call (`timeout`) as the engine says (DESIGN §4).
         let now = super::deadlines::now_ms();
-        let r = run.clone();
-        let records =
-            super::store::blocking(&self.inner.store, move |s| Ok(s.host_records(&r)?)).await?;
         let links = super::nested::links(&records);
         for r in &records {
             let HostDetails::Timeout { call, due_ms } = &r.details else {
@@ -380,8 +382,8 @@ impl RunService {
         };
         let answered = reply
             .as_ref()
-            .map(|(c, _)| c.clone())
-            .or_else(|| deep.as_ref().map(|d| d.call.clone()));
+            .map(|r| r.call.clone())
+            .or_else(|| deep.as_ref().map(|d| d.reply.call.clone()));
         let others: Vec<OpenCall> = match &answered {
             Some(a) => open
                 .iter()
@@ -390,8 +392,9 @@ impl RunService {
                 .collect(),
             None => Vec::new(),
         };
-        if let Some((call, text)) = &reply {
-            let outcome = admit(run, &program, &machine, call, text)?;
+        if let Some(reply) = &reply {
+            let call = &reply.call;
+            let outcome = admit(run, &program, &machine, reply)?;
             first.push(Step::Fact(reply_fact(call, outcome.clone())?));
             first.push(Step::Host(super::times::timing(
                 call,
@@ -418,8 +421,7 @@ impl RunService {
                 })?;
             let carried = DeepReply {
                 below: below.to_vec(),
-                call: d.call,
-                text: d.text,
+                reply: d.reply,
             };
             resend.extend(super::nested::continue_call(
                 &program,

@@ -14,7 +14,7 @@
 //! checkpoint as any fork's does.
 
 use super::RunService;
-use super::admit::admit;
+use super::admit::{Reply, admit};
 use super::drive::{Step, call_id, steps};
 use super::fork::Fork;
 use super::prepare::reply_fact;
@@ -112,7 +112,8 @@ impl RunService {
         let machine = replayed.machine.ok_or_else(|| {
             Error::Unreadable(format!("{parent} does not replay up to call {call}"))
         })?;
-        let outcome = admit(parent, &program, &machine, call, reply)?;
+        let reply = Reply::parse(call.to_string(), reply)?;
+        let outcome = admit(parent, &program, &machine, &reply)?;
         Ok((
             checkpoint,
             Replacement {
