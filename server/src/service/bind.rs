@@ -569,7 +569,7 @@ impl super::RunService {
                 program,
                 hash,
                 dir.clone(),
-                self.inner.drives.as_ref(),
+                self.inner.running.runtime(),
             )
             .await
         {

@@ -282,7 +282,7 @@ impl RunService {
         // The pause record's head is the run's head: the machine is valid
         // exactly while it stays so.
         debug_assert!(last.hash.is_empty() || last == row.head);
-        self.remember_paused(run, row.head, program, machine);
+        self.inner.paused.remember(run, row.head, program, machine);
         Ok(RunResult::Paused {
             run: run.clone(),
             open,

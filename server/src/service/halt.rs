@@ -77,7 +77,7 @@ impl RunService {
         if let Some(row) = prepare::halt_at(&records, &info.last_fact).filter(|_| asked == root) {
             return Ok(row.clone());
         }
-        self.take_paused(run);
+        self.inner.paused.forget(run);
         if let Some(w) = self.workers() {
             w.halted(run).await?;
         }
@@ -107,38 +107,19 @@ impl RunService {
     /// and waits until its task has let go of the run: as long as its
     /// calls out take.
     pub(super) async fn drain_drive(&self, run: &RunId) {
-        let drain = self
-            .inner
-            .active
-            .lock()
-            .ok()
-            .and_then(|a| a.get(run).map(|d| d.drain.clone()));
-        let Some(drain) = drain else { return };
-        drain.cancel();
-        while self.is_active(run) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if self.inner.running.drain(run) {
+            self.inner.running.released(run, Duration::MAX).await;
         }
     }
 
     /// Stops the drive of `run`, if one is going, and waits (bounded) until
     /// its task has let go of the run. True when no drive is left.
     pub(super) async fn stop_drive(&self, run: &RunId) -> bool {
-        let token = self
-            .inner
-            .active
-            .lock()
-            .ok()
-            .and_then(|a| a.get(run).map(|d| d.token.clone()));
-        let Some(token) = token else {
-            return true;
-        };
-        token.cancel();
-        for _ in 0..500 {
-            if !self.is_active(run) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        false
+        !self.inner.running.stop(run)
+            || self
+                .inner
+                .running
+                .released(run, Duration::from_secs(5))
+                .await
     }
 }

@@ -200,7 +200,7 @@ enum Wake {
 /// The follower task of one run: reads what the ring lacks from the store.
 async fn follow(service: RunService, run: RunId, tx: watch::Sender<u64>, behind: Arc<Notify>) {
     let heads = &service.inner.heads;
-    let shutdown = service.inner.shutdown.clone();
+    let shutdown = service.shutdown_token().clone();
     let mut poll = POLL_FIRST;
     loop {
         // Nobody follows any more, or the run is no longer followed

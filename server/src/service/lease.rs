@@ -76,16 +76,6 @@ fn node_of(holder: &str) -> &str {
     holder.rsplit_once('#').map_or(holder, |(n, _)| n)
 }
 
-/// A drive going on here.
-pub(super) struct Driving {
-    /// Stops the drive at once.
-    pub(super) token: CancellationToken,
-    /// Drains it: the calls out finish, nothing new is sent
-    /// (`drive::Writes`).
-    pub(super) drain: CancellationToken,
-    pub(super) epoch: Option<u64>,
-}
-
 /// A run marked as driven (and, with leases, its lease); dropping it
 /// unmarks the run and lets go of the lease (every early return before the
 /// drive task takes it over) unless told to keep it.
@@ -101,11 +91,7 @@ pub(super) struct Claim {
 impl Claim {
     fn set_epoch(&mut self, epoch: u64) {
         self.epoch = Some(epoch);
-        if let Ok(mut a) = self.service.inner.active.lock()
-            && let Some(d) = a.get_mut(&self.run)
-        {
-            d.epoch = Some(epoch);
-        }
+        self.service.inner.running.set_epoch(&self.run, epoch);
     }
 
     /// Dropped, the claim leaves the lease to expire in its time.
@@ -125,9 +111,7 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if let Ok(mut a) = self.service.inner.active.lock() {
-            a.remove(&self.run);
-        }
+        self.service.inner.running.unmark(&self.run);
         if let (Some(epoch), true) = (self.epoch.take(), self.release)
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
@@ -141,26 +125,7 @@ impl RunService {
     /// Marks `run` as driven here (with the lease of `epoch` already
     /// claimed, if any); refused when it is driven here already.
     pub(super) fn claim_local(&self, run: &RunId, epoch: Option<u64>) -> Result<Claim> {
-        let mut a = self
-            .inner
-            .active
-            .lock()
-            .map_err(|_| Error::Unreadable("the service's state is poisoned".into()))?;
-        if a.contains_key(run) {
-            return Err(Error::Conflict(format!(
-                "{run} is being driven now; resume a call once the run pauses"
-            )));
-        }
-        let token = self.inner.shutdown.child_token();
-        let drain = self.inner.draining.child_token();
-        a.insert(
-            run.clone(),
-            Driving {
-                token: token.clone(),
-                drain: drain.clone(),
-                epoch,
-            },
-        );
+        let super::running::Marked { token, drain } = self.inner.running.mark(run, epoch)?;
         Ok(Claim {
             service: self.clone(),
             run: run.clone(),
@@ -237,41 +202,21 @@ impl RunService {
         if self.inner.leasing.is_none() {
             return;
         }
-        let mut set = self.tasks();
-        set.spawn(renew(self.clone()));
-        set.spawn(take_over(self.clone()));
+        self.inner.running.spawn(renew(self.clone()), false);
+        self.inner.running.spawn(take_over(self.clone()), false);
     }
 
     /// How many run leases this server holds now.
     pub fn leases_held(&self) -> usize {
-        self.inner
-            .active
-            .lock()
-            .map(|a| a.values().filter(|d| d.epoch.is_some()).count())
-            .unwrap_or_default()
+        self.inner.running.leased().len()
     }
 
     /// The leases of the drives going on here: `(run, epoch)`.
-    fn held(&self) -> Vec<(RunId, u64)> {
-        self.inner
-            .active
-            .lock()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|(r, d)| d.epoch.map(|e| (r.clone(), e)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// Stops the drive of `run` whose lease of `epoch` is gone (only that
     /// drive: a newer claim here stays).
     fn fence(&self, run: &RunId, epoch: u64) {
-        if let Ok(a) = self.inner.active.lock()
-            && let Some(d) = a.get(run).filter(|d| d.epoch == Some(epoch))
-        {
+        if self.inner.running.fence(run, epoch) {
             tracing::warn!(run.id = %run, "fenced: another server holds the run's lease now; stopping its drive here");
-            d.token.cancel();
         }
     }
 }
@@ -288,7 +233,7 @@ async fn renew(service: RunService) {
             _ = token.cancelled() => return,
             _ = tokio::time::sleep(l.ttl / 3) => {}
         }
-        let held = service.held();
+        let held = service.inner.running.leased();
         if held.is_empty() {
             last_ok = Instant::now();
             continue;

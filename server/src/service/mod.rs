@@ -4,11 +4,16 @@
 //! them drives a run on its own.
 //!
 //! A [`RunService`] is a cheap `Clone` handle (STYLE rule 7) over one
-//! [`Inner`]: the store (through its traits only: [`store::Store`]), how
-//! Tools bind ([`bind::Bindings`]), a cache of checked programs by program
-//! hash, a private cache of paused runs' machines, the runs driven now
-//! (each with the token that stops it), the drive tasks (one `JoinSet`),
-//! and a broadcast of run state changes.
+//! [`Inner`], which holds the store (through its traits only:
+//! [`store::Store`]), how Tools bind ([`bind::Bindings`]) and parts that
+//! each own their state behind their own lock, locked by no one else:
+//! the drives going on and their tasks ([`running::Running`]), the two
+//! private caches ([`caches`]), the leases ([`lease`]), the deadlines
+//! ([`Deadlines`]), the followed heads ([`heads::Heads`]), the commits
+//! under way, the program checks, and a broadcast of run state changes.
+//! What it does is split by job: start, resume and fork (`runs.rs`), a
+//! resume's preparation (`prepare.rs`), the drive (`drive/`), halts,
+//! nested runs, recoveries.
 //!
 //! Acknowledgement (DESIGN §3, issue 17 item 1): every method returns only
 //! once what it acknowledges is durable — `start` and `fork` after their
@@ -25,6 +30,7 @@
 
 mod admit;
 pub mod bind;
+mod caches;
 mod calls;
 pub mod checks;
 mod commits;
@@ -48,6 +54,7 @@ pub mod recover;
 pub mod recoveries;
 pub mod remote;
 pub mod retention;
+mod running;
 mod runs;
 mod spawn;
 pub mod store;
@@ -59,18 +66,15 @@ mod whatif;
 use crate::error::{Error, Result};
 use crate::source::Sources;
 use bind::Bindings;
-use flow_engine::machine::{Machine, OpenCall};
+use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
 use flow_engine::replay::Verdict;
-use flow_store::{FactRef, RunId};
-use lease::Driving;
+use flow_store::RunId;
 use serde_json::Value as Json;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use store::StoreRef;
 use tokio::sync::broadcast;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use admit::Reply;
@@ -85,18 +89,6 @@ pub use outcome::{
 pub use pending::{Waits, waiting};
 pub use prepare::{OpenChoice, unsent};
 pub use whatif::ForkAt;
-
-/// A paused run's machine, kept while the run's head is `head`.
-struct Paused {
-    head: FactRef,
-    program: Arc<Program>,
-    machine: Machine,
-}
-
-/// Checked programs kept at most (by program hash).
-const PROGRAMS: usize = 256;
-/// Paused machines kept at most.
-const PAUSED: usize = 4096;
 
 /// How the service is set up.
 pub struct ServiceOptions {
@@ -134,21 +126,13 @@ struct Inner {
     bindings: Bindings,
     progress: Option<Progress>,
     max_steps: Option<u64>,
-    shutdown: CancellationToken,
-    /// Cancelled when a graceful shutdown begins ([`RunService::drain`]);
-    /// each drive's drain token is a child of it.
-    draining: CancellationToken,
-    programs: Mutex<HashMap<String, Arc<Program>>>,
-    paused: Mutex<HashMap<RunId, Paused>>,
-    /// Runs a task drives now, each with the token that stops its drive (a
-    /// child of `shutdown`) and its lease's epoch.
-    active: Mutex<HashMap<RunId, Driving>>,
+    /// The drives going on here, their tasks, and whether new work is
+    /// taken.
+    running: running::Running,
+    programs: caches::Programs,
+    paused: caches::PausedMachines,
     /// Leases, when several servers share the store.
     leasing: Option<lease::Leasing>,
-    /// Where drives and Tool processes run ([`ServiceOptions::drives`]).
-    drives: Option<tokio::runtime::Handle>,
-    /// Drive tasks (STYLE rule 7: spawned tasks live in a JoinSet).
-    tasks: Mutex<JoinSet<()>>,
     events: broadcast::Sender<RunEvent>,
     stats: Stats,
     deadlines: Deadlines,
@@ -173,14 +157,10 @@ impl RunService {
                 bindings: options.bindings,
                 progress: options.progress,
                 max_steps: options.max_steps,
-                shutdown,
-                draining: CancellationToken::new(),
-                programs: Mutex::new(HashMap::new()),
-                paused: Mutex::new(HashMap::new()),
-                active: Mutex::new(HashMap::new()),
+                running: running::Running::new(shutdown, options.drives),
+                programs: caches::Programs::default(),
+                paused: caches::PausedMachines::default(),
                 leasing: options.lease.map(lease::Leasing::new),
-                drives: options.drives,
-                tasks: Mutex::new(JoinSet::new()),
                 events,
                 stats: Stats::default(),
                 deadlines: Deadlines::default(),
@@ -216,18 +196,18 @@ impl RunService {
     }
 
     pub fn shutdown_token(&self) -> &CancellationToken {
-        &self.inner.shutdown
+        self.inner.running.shutdown()
     }
 
     /// Refuses new work once draining or shutdown began: runs started now
     /// would only be cut short.
     pub fn accepting(&self) -> bool {
-        !self.inner.shutdown.is_cancelled() && !self.inner.draining.is_cancelled()
+        self.inner.running.accepting()
     }
 
     /// Whether a graceful shutdown is under way ([`RunService::drain`]).
     pub fn draining(&self) -> bool {
-        self.inner.draining.is_cancelled()
+        self.inner.running.draining()
     }
 
     /// The first half of a graceful shutdown (SIGTERM): no new drive starts
@@ -239,14 +219,8 @@ impl RunService {
     /// (true when none is left); [`RunService::shutdown`] then stops the
     /// rest as a crash would.
     pub async fn drain(&self, grace: Duration) -> bool {
-        self.inner.draining.cancel();
-        let left = tokio::time::timeout(grace, async {
-            while self.active_drives() > 0 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-        let drained = left.is_ok();
+        self.inner.running.begin_drain();
+        let drained = self.inner.running.idle(grace).await;
         if !drained {
             tracing::warn!(
                 drives = self.active_drives(),
@@ -271,68 +245,17 @@ impl RunService {
     }
 
     pub fn is_active(&self, run: &RunId) -> bool {
-        self.inner
-            .active
-            .lock()
-            .map(|a| a.contains_key(run))
-            .unwrap_or(false)
+        self.inner.running.contains(run)
     }
 
     /// Drives going on now.
     pub fn active_drives(&self) -> usize {
-        self.inner.active.lock().map(|a| a.len()).unwrap_or(0)
+        self.inner.running.len()
     }
 
-    /// The checked program of `sources`, from the cache by program hash
-    /// and root (a nested run's sources are its outer run's, rooted at its
-    /// own module).
+    /// The checked program of `sources` ([`caches::Programs`]).
     fn program(&self, sources: &Sources) -> Result<Arc<Program>> {
-        let hash = format!("{} {}", sources.program_hash(), sources.root);
-        if let Some(p) = self
-            .inner
-            .programs
-            .lock()
-            .ok()
-            .and_then(|p| p.get(&hash).cloned())
-        {
-            return Ok(p);
-        }
-        let p = sources.program()?;
-        if let Ok(mut cache) = self.inner.programs.lock() {
-            if cache.len() >= PROGRAMS {
-                cache.clear();
-            }
-            cache.insert(hash, p.clone());
-        }
-        Ok(p)
-    }
-
-    fn remember_paused(&self, run: &RunId, head: FactRef, program: Arc<Program>, machine: Machine) {
-        if let Ok(mut p) = self.inner.paused.lock() {
-            if p.len() >= PAUSED {
-                p.clear();
-            }
-            p.insert(
-                run.clone(),
-                Paused {
-                    head,
-                    program,
-                    machine,
-                },
-            );
-        }
-    }
-
-    fn take_paused(&self, run: &RunId) -> Option<Paused> {
-        self.inner.paused.lock().ok()?.remove(run)
-    }
-
-    /// A copy of the cached machine of `run`, if the run is still at the
-    /// head its drive paused it at (a refused resume leaves the entry).
-    fn paused_at(&self, run: &RunId, head: &FactRef) -> Option<(Arc<Program>, Machine)> {
-        let p = self.inner.paused.lock().ok()?;
-        let c = p.get(run).filter(|c| c.head == *head)?;
-        Some((c.program.clone(), c.machine.clone()))
+        self.inner.programs.get(sources)
     }
 
     /// Replays a run against its recorded program.
@@ -348,12 +271,8 @@ impl RunService {
     /// history replayed).
     pub fn open_calls(&self, run: &RunId) -> Result<Vec<OpenCall>> {
         let info = self.inner.store.run_info(run)?;
-        if let Some(p) = self.inner.paused.lock().ok().and_then(|p| {
-            p.get(run)
-                .filter(|c| c.head == info.last_fact)
-                .map(|c| c.machine.open_calls())
-        }) {
-            return Ok(p);
+        if let Some(open) = self.inner.paused.open_calls(run, &info.last_fact) {
+            return Ok(open);
         }
         let (_, r) = self.replayed(run, &mut |_| {})?;
         Ok(r.machine.map(|m| m.open_calls()).unwrap_or_default())
@@ -363,30 +282,14 @@ impl RunService {
     /// runs (a task in the service's JoinSet; ends on shutdown).
     pub fn serve_deadlines(&self) {
         let s = self.clone();
-        self.tasks().spawn(deadlines::service(s));
+        self.inner.running.spawn(deadlines::service(s), false);
     }
 
     /// Cancels every drive, waits (bounded) for the tasks to finish, and
     /// stops every pooled Tool.
     pub async fn shutdown(&self, deadline: Duration) {
-        self.inner.shutdown.cancel();
-        let mut set = std::mem::take(&mut *self.tasks());
-        let all = async { while set.join_next().await.is_some() {} };
-        if tokio::time::timeout(deadline, all).await.is_err() {
-            tracing::warn!("drain deadline passed; aborting driver tasks");
-        }
+        self.inner.running.stop_all(deadline).await;
         self.inner.bindings.shutdown().await;
-    }
-
-    /// The service's tasks. A task that panicked while it held the lock
-    /// (it never does: the lock is held only to add or take tasks) leaves
-    /// the set as it was, so a drive is still started, never silently
-    /// dropped.
-    fn tasks(&self) -> std::sync::MutexGuard<'_, JoinSet<()>> {
-        self.inner
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn refuse_if_stopping(&self) -> Result<()> {

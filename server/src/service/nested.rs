@@ -323,7 +323,7 @@ impl RunService {
         })
         .await?;
         for (n, _) in &rows {
-            self.take_paused(n);
+            self.inner.paused.forget(n);
             self.publish(n.as_str(), "halted", json!({}));
         }
         Ok(rows)
@@ -347,7 +347,7 @@ impl RunService {
         .await;
         match halted {
             Ok(true) => {
-                self.take_paused(run);
+                self.inner.paused.forget(run);
                 self.publish(run.as_str(), "halted", json!({}));
                 if let Err(e) = self.halt_below(run, &details).await {
                     tracing::warn!(run.id = %run, error = %e, "nested runs not halted");

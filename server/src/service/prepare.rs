@@ -225,7 +225,7 @@ impl RunService {
         run: &RunId,
         head: &FactRef,
     ) -> Result<(Arc<Program>, Machine, Vec<Step>, Option<BTreeSet<String>>)> {
-        if let Some((program, machine)) = self.paused_at(run, head) {
+        if let Some((program, machine)) = self.inner.paused.at(run, head) {
             return Ok((program, machine, Vec::new(), None));
         }
         let this = self.clone();

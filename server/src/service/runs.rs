@@ -88,7 +88,7 @@ impl RunService {
                 &program,
                 &hash,
                 sources.dir.clone(),
-                self.inner.drives.as_ref(),
+                self.inner.running.runtime(),
             )
             .await?;
         let run = new_run_id();
@@ -322,7 +322,7 @@ impl RunService {
                         &fork.program,
                         &fork.hash,
                         dir.clone(),
-                        self.inner.drives.as_ref(),
+                        self.inner.running.runtime(),
                     )
                     .await?,
                 dir,

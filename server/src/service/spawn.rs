@@ -139,7 +139,7 @@ impl RunService {
             // that failed keeps it until it expires (a retry a lease time
             // later), and one stopped or drained by a halt or stopped by a
             // fence keeps it for the halt or does not hold it.
-            let stopping = this.inner.shutdown.is_cancelled() || this.inner.draining.is_cancelled();
+            let stopping = !this.inner.running.accepting();
             let release = match &r {
                 Some(Ok(drive::Driven::Drained)) | None => stopping,
                 Some(r) => r.is_ok(),
@@ -184,14 +184,7 @@ impl RunService {
             }
             let _ = tx.send(Some(r));
         };
-        let mut set = self.tasks();
-        // Reap finished tasks so the set does not grow.
-        while set.try_join_next().is_some() {}
-        match &self.inner.drives {
-            Some(rt) => set.spawn_on(task, rt),
-            None => set.spawn(task),
-        };
-        drop(set);
+        self.inner.running.spawn(task, true);
         Accepted {
             run,
             head,

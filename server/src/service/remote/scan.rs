@@ -16,9 +16,7 @@ impl RunService {
         let Some(workers) = self.workers().cloned() else {
             return;
         };
-        if let Ok(mut set) = self.inner.tasks.lock() {
-            set.spawn(scan(self.clone(), workers));
-        }
+        self.inner.running.spawn(scan(self.clone(), workers), false);
     }
 }
 
