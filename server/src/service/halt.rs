@@ -3,7 +3,7 @@
 //! of its own for every nested run it drives (NEST-19).
 
 use super::store::blocking;
-use super::{RunService, nested, prepare};
+use super::{RunService, nested, settle};
 use crate::error::{Error, Result};
 use flow_store::{Halt, HostDetails, HostRecord, HostRecordRow, RunId};
 use serde_json::json;
@@ -74,7 +74,7 @@ impl RunService {
         }
         // Halted already (a second halt, or one that raced this one): the
         // halt stands as recorded.
-        if let Some(row) = prepare::halt_at(&records, &info.last_fact).filter(|_| asked == root) {
+        if let Some(row) = settle::halt_at(&records, &info.last_fact).filter(|_| asked == root) {
             return Ok(row.clone());
         }
         self.inner.paused.forget(run);

@@ -56,6 +56,7 @@ pub mod remote;
 pub mod retention;
 mod running;
 mod runs;
+mod settle;
 mod spawn;
 pub mod store;
 mod stub;
@@ -87,7 +88,8 @@ pub use outcome::{
     Stats, new_run_id, record_start,
 };
 pub use pending::{Waits, waiting};
-pub use prepare::{OpenChoice, unsent};
+pub use prepare::OpenChoice;
+pub use settle::unsent;
 pub use whatif::ForkAt;
 
 /// How the service is set up.
