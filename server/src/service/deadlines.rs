@@ -52,7 +52,14 @@ impl Deadlines {
     pub(super) async fn watch_run(&self, service: &RunService, run: &RunId) {
         let (s, r) = (service.clone(), run.clone());
         let due = tokio::task::spawn_blocking(move || due_of(&s, &r)).await;
-        let Ok(due) = due else { return };
+        if let Ok(due) = due {
+            self.arm(run.as_str(), due);
+        }
+    }
+
+    /// Adds deadlines of `run` due at `due` (unix milliseconds), each
+    /// once, and wakes the timer.
+    fn arm(&self, run: &str, due: Vec<i64>) {
         if due.is_empty() {
             return;
         }
@@ -65,6 +72,33 @@ impl Deadlines {
             }
         }
         self.changed.notify_one();
+    }
+
+    /// The runs whose deadlines passed, by `clock` (unix milliseconds):
+    /// at once when some have, else once the earliest passes or an
+    /// earlier one is added; none when `limit` passed first.
+    async fn next(&self, clock: &(dyn Fn() -> i64 + Sync), limit: Duration) -> Vec<String> {
+        let began = tokio::time::Instant::now();
+        loop {
+            let changed = self.changed.notified();
+            let (due, next) = self.pop_due(clock());
+            if !due.is_empty() {
+                return due;
+            }
+            let left = limit.saturating_sub(began.elapsed());
+            if left.is_zero() {
+                return due;
+            }
+            // Not due yet: at least a millisecond away by `clock`.
+            let wait = match next {
+                Some(at) => Duration::from_millis((at - clock()).max(1) as u64).min(left),
+                None => left,
+            };
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
     }
 
     fn pop_due(&self, now: i64) -> (Vec<String>, Option<i64>) {
@@ -128,25 +162,18 @@ async fn load(service: &RunService) {
 pub(super) async fn service(service: RunService) {
     let token = service.shutdown_token().clone();
     load(&service).await;
-    let mut loaded = std::time::Instant::now();
+    let mut loaded = tokio::time::Instant::now();
     loop {
         if service.inner.leasing.is_some() && loaded.elapsed() >= RELOAD {
             load(&service).await;
-            loaded = std::time::Instant::now();
+            loaded = tokio::time::Instant::now();
         }
-        let (due, next) = service.inner.deadlines.pop_due(now_ms());
+        let due = tokio::select! {
+            () = token.cancelled() => return,
+            due = service.inner.deadlines.next(&now_ms, RELOAD) => due,
+        };
         for run in due {
             fire(&service, &run).await;
-        }
-        let wait = match next {
-            Some(at) => Duration::from_millis((at - now_ms()).clamp(0, 60_000) as u64),
-            None => Duration::from_secs(60),
-        }
-        .min(RELOAD);
-        tokio::select! {
-            _ = token.cancelled() => return,
-            _ = service.inner.deadlines.changed.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
         }
     }
 }
@@ -189,5 +216,58 @@ async fn fire(service: &RunService, run: &str) {
     tracing::info!(run.id = %run, "hitl deadline passed; continuing the run");
     if let Err(e) = service.resume_claimed(claim, None).await {
         tracing::warn!(run.id = %run, error = %e, "deadline: the run cannot be continued");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::time::Instant;
+
+    /// A wall clock that moves with tokio's (paused) clock.
+    fn clock() -> impl Fn() -> i64 + Send + Sync {
+        let start = Instant::now();
+        move || 1_000_000 + start.elapsed().as_millis() as i64
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_fire_in_order_each_once_when_due() {
+        let (d, now) = (Deadlines::default(), clock());
+        let start = Instant::now();
+        d.arm("run-a", vec![now() + 5_000]);
+        d.arm("run-b", vec![now() + 2_000, now() + 2_000]);
+        assert_eq!(d.next(&now, RELOAD).await, vec!["run-b"]);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(d.next(&now, RELOAD).await, vec!["run-a"]);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        // Nothing armed: the timer gives up at the limit.
+        assert!(d.next(&now, Duration::from_secs(30)).await.is_empty());
+        assert_eq!(start.elapsed(), Duration::from_secs(35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_armed_while_waiting_fires_first() {
+        let d = Arc::new(Deadlines::default());
+        let now = Arc::new(clock());
+        let start = Instant::now();
+        d.arm("run-late", vec![now() + 60_000]);
+        let waiting = {
+            let (d, now) = (d.clone(), now.clone());
+            tokio::spawn(async move { d.next(&*now, RELOAD).await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        d.arm("run-soon", vec![now() + 2_000]);
+        assert_eq!(waiting.await.unwrap(), vec!["run-soon"]);
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passed_while_down_fires_at_once() {
+        let (d, now) = (Deadlines::default(), clock());
+        let start = Instant::now();
+        d.arm("run-past", vec![now() - 10_000]);
+        assert_eq!(d.next(&now, RELOAD).await, vec!["run-past"]);
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }
