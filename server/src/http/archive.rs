@@ -169,5 +169,5 @@ pub async fn import_archive(
             },
         ),
     };
-    super::routes::typed_response(status, &answer)
+    super::respond::typed_response(status, &answer)
 }

@@ -29,7 +29,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Body, PathArgs};
 use super::guard::typed;
-use super::routes::typed_response;
+use super::respond::typed_response;
 use crate::service::remote::{WorkerReply, Workers};
 use axum::extract::State;
 use axum::http::StatusCode;
