@@ -1,4 +1,4 @@
-//! Typed response bodies of `routes.rs` and `archive.rs` (issue 17): the
+//! Typed response bodies of the `/v1` handlers (issue 17): the
 //! handlers build these and serialize them, so the OpenAPI document's
 //! schemas are what is sent, and schemathesis checks the answers against
 //! them.

@@ -9,22 +9,14 @@
 use super::AppState;
 use super::answers::{ImportAnswer, TornAnswer};
 use super::error::{ApiError, ApiResult, PathArgs, run_id};
-use super::guard::typed;
 use crate::tarball::{TempDir, UnpackError, pack, unpack};
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use flow_store::ImportOutcome;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
-
-/// The upload route, outside the JSON body limit.
-pub fn upload_router() -> Router<AppState> {
-    Router::new().route("/v1/archives", typed(post(import_archive)))
-}
 
 #[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive", tag = "archives",
     params(("run" = String, Path, description = "A run id")),
@@ -169,5 +161,5 @@ pub async fn import_archive(
             },
         ),
     };
-    super::routes::typed_response(status, &answer)
+    super::respond::typed_response(status, &answer)
 }

@@ -186,7 +186,7 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
         archive_limit: args.archive_limit.max(1024),
         allow_hosts: args.allow_hosts.clone(),
         cors_origins: args.cors_origins.clone(),
-        request_timeout: Duration::from_secs(args.request_timeout.max(super::routes::MAX_WAIT + 5)),
+        request_timeout: Duration::from_secs(args.request_timeout.max(super::wait::MAX_WAIT + 5)),
         recover: !args.no_recover,
         max_steps: args.max_steps,
         lease: args.postgres.as_ref().map(|_| LeaseOptions {

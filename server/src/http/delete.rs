@@ -7,7 +7,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiResult, PathArgs, QueryArgs, run_id};
 use super::listing::{FactRefView, StateName};
-use super::routes::{blocking, typed_response};
+use super::respond::{blocking, typed_response};
 use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -3,7 +3,7 @@
 
 use super::AppState;
 use super::error::{ApiResult, PathArgs, run_id};
-use super::routes::typed_response;
+use super::respond::typed_response;
 use crate::service::diff::RunDiff;
 use axum::extract::State;
 use axum::http::StatusCode;

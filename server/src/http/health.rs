@@ -87,5 +87,5 @@ pub async fn get_health(State(state): State<AppState>) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    super::routes::json_response(code, serde_json::to_value(&body).unwrap_or_default())
+    super::respond::json_response(code, serde_json::to_value(&body).unwrap_or_default())
 }

@@ -4,7 +4,7 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, QueryArgs};
-use super::routes::{blocking, typed_response};
+use super::respond::{blocking, typed_response};
 use crate::service::{InboxCursor, InboxQuery, InboxSort};
 use axum::extract::State;
 use axum::http::StatusCode;

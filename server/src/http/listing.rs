@@ -7,7 +7,7 @@
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
-use super::routes::{blocking, json_response};
+use super::respond::{blocking, json_response};
 use crate::service::store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -4,10 +4,13 @@
 //! the run service's drive counts.
 
 use super::AppState;
+use super::error::ApiResult;
+use super::respond::blocking;
 use crate::service::{CallLabel, RunService};
 use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use flow_store::{RunListQuery, RunState, WaitingQuery};
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
@@ -254,6 +257,30 @@ pub async fn count(State(state): State<AppState>, req: Request, next: Next) -> R
         .metrics()
         .request(r.status().as_u16(), t.elapsed().as_secs_f64());
     r
+}
+
+#[utoipa::path(get, path = "/metrics", operation_id = "get_metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    let workers = match state.service().workers() {
+        Some(w) => Some(w.list().await?.len() as u64),
+        None => None,
+    };
+    let text = blocking(&state, move |s| {
+        let store = StoreGauges {
+            runs: run_counts(s),
+            open_calls: open_calls(s),
+            workers,
+        };
+        Ok(s.metrics().render(&store, s.service()))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        text,
+    )
+        .into_response())
 }
 
 /// Runs by state: the run query's counts over every run, which the store

@@ -14,14 +14,19 @@
 pub mod answers;
 pub mod archive;
 pub mod auth;
+pub mod blobs;
+pub mod check;
 pub mod cli;
 pub mod dashboard;
 pub mod delete;
 pub mod diff;
 pub mod error;
+pub mod facts;
 pub mod feed;
+pub mod fork;
 pub mod gate;
 pub mod guard;
+pub mod halt;
 pub mod headers;
 pub mod health;
 pub mod inbox;
@@ -31,11 +36,17 @@ pub mod metrics;
 pub mod ndjson;
 pub mod openapi;
 pub mod params;
+pub mod program;
 pub mod recover;
 pub mod recoveries;
-pub mod routes;
+pub mod replay;
+pub mod respond;
+pub mod resume;
+pub mod run;
 pub mod sse;
+pub mod start;
 pub mod timeline;
+pub mod wait;
 pub mod workers;
 
 use crate::service::bind::Bindings;
@@ -48,11 +59,14 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use error::ApiError;
 use flow_tools::manifest::Manifest;
+use guard::typed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 /// The default `--archive-limit`: a server takes its own exports of large
 /// runs (a 10,000-fact run packs to a few MiB; docs/http.md).
@@ -192,6 +206,59 @@ impl AppState {
     }
 }
 
+/// Every route of the API, each declared once (issue 37 §5): `routes!`
+/// reads a handler's method and path from its `#[utoipa::path]`, registers
+/// the axum route and adds the operation, with the schemas its bodies
+/// name, to the OpenAPI document ([`openapi::document`]). Handlers of one
+/// path share a `routes!` (axum takes a path once). `typed` is the
+/// guard's Content-Type rule, a layer of the route's own methods
+/// ([`guard::typed`]). A new route is its handler and one line here.
+/// Not here, as they are not API operations: the dashboard's page and
+/// files, `/docs` and `/openapi.json`, and `/mcp` ([`app`] adds them).
+///
+/// Two groups, because [`app`] layers them differently.
+struct Table {
+    /// Under the JSON body limit.
+    json: OpenApiRouter<AppState>,
+    /// Bodies streamed to disk under their own limit (`--archive-limit`).
+    uploads: OpenApiRouter<AppState>,
+}
+
+fn table() -> Table {
+    let json = OpenApiRouter::default()
+        .routes(routes!(health::get_health))
+        .routes(routes!(metrics::get_metrics))
+        .routes(routes!(check::check_flow).map(typed))
+        .routes(routes!(gate::gate_runs).map(typed))
+        .routes(routes!(recover::recover_runs).map(typed))
+        .routes(routes!(recoveries::list_recoveries))
+        .routes(routes!(recoveries::get_recovery))
+        .routes(routes!(start::start_run, listing::list_runs).map(typed))
+        .routes(routes!(run::get_run, delete::delete_run))
+        .routes(routes!(facts::list_facts))
+        .routes(routes!(inspect::inspect_run))
+        .routes(routes!(timeline::get_timeline))
+        .routes(routes!(listing::get_checkpoint))
+        .routes(routes!(listing::verify_run))
+        .routes(routes!(diff::diff_runs))
+        .routes(routes!(sse::run_events))
+        .routes(routes!(resume::resume_run).map(typed))
+        .routes(routes!(replay::replay_run).map(typed))
+        .routes(routes!(fork::fork_run).map(typed))
+        .routes(routes!(halt::halt_run).map(typed))
+        .routes(routes!(blobs::get_source))
+        .routes(routes!(archive::export_archive))
+        .routes(routes!(blobs::get_blob))
+        .routes(routes!(inbox::list_calls))
+        .routes(routes!(feed::state_events))
+        .routes(routes!(workers::register_worker, workers::list_workers).map(typed))
+        .routes(routes!(workers::delete_worker).map(typed))
+        .routes(routes!(workers::poll_worker).map(typed))
+        .routes(routes!(workers::reply_worker).map(typed));
+    let uploads = OpenApiRouter::default().routes(routes!(archive::import_archive).map(typed));
+    Table { json, uploads }
+}
+
 /// The router with every layer: the browser guard ([`guard`]), body
 /// limits (both axum's extractor limit and tower-http's; the archive
 /// upload has its own), request timeouts, tracing, panic catching, auth,
@@ -212,15 +279,16 @@ pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Rout
     // The request timeout is for `/v1`: an MCP `run` answers when the run
     // ends or pauses, however long that takes (its client decides how long
     // to wait, and cancelling halts the run).
-    let limited = routes::router()
-        .merge(workers::router())
-        .merge(openapi::router())
+    let table = table();
+    let doc = openapi::document_of(&table);
+    let limited = Router::from(table.json)
+        .merge(openapi::router(doc))
         .merge(dashboard::router())
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit));
     // The archive upload streams its body under its own limit.
     let timed = limited
-        .merge(archive::upload_router())
+        .merge(Router::from(table.uploads))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             timeout,

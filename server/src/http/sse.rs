@@ -25,7 +25,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
-use flow_store::{FactKind, RunId, StoredFact};
+use flow_store::{FactKind, RunId, RunInfo, StoredFact};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -105,7 +105,7 @@ pub async fn run_events(
     let info = {
         let s = state.clone();
         let r = run.clone();
-        tokio::task::spawn_blocking(move || super::routes::require_run(&s, &r))
+        tokio::task::spawn_blocking(move || require_run(&s, &r))
             .await
             .map_err(ApiError::internal)??
     };
@@ -329,4 +329,9 @@ impl Subscriber {
             }
         }
     }
+}
+
+/// A run must exist.
+pub(super) fn require_run(state: &AppState, run: &RunId) -> ApiResult<RunInfo> {
+    Ok(state.store().run_info(run)?)
 }

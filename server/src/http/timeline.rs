@@ -6,7 +6,7 @@
 
 use super::AppState;
 use super::error::{ApiResult, PathArgs, run_id};
-use super::routes::{blocking, json_response};
+use super::respond::{blocking, json_response};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -28,14 +28,12 @@
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Body, PathArgs};
-use super::guard::typed;
-use super::routes::typed_response;
+use super::respond::typed_response;
 use crate::service::remote::{WorkerReply, Workers};
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, post};
-use axum::{Extension, Router};
 use flow_abi::protocol::Outcome;
 use flow_store::ServedTool;
 use serde::{Deserialize, Serialize};
@@ -47,17 +45,6 @@ use utoipa::ToSchema;
 const MAX_ITEMS: usize = 10_000;
 /// Calls one poll hands out at most.
 const MAX_POLL: u32 = 256;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/v1/workers",
-            typed(post(register_worker).get(list_workers)),
-        )
-        .route("/v1/workers/{worker}", typed(delete(delete_worker)))
-        .route("/v1/workers/{worker}/poll", typed(post(poll_worker)))
-        .route("/v1/workers/{worker}/replies", typed(post(reply_worker)))
-}
 
 // The request and answer types below are the wire both sides share: the
 // server's handlers and `flow worker`'s client (worker/client.rs) read and
