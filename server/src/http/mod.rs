@@ -33,6 +33,7 @@ pub mod openapi;
 pub mod params;
 pub mod recover;
 pub mod recoveries;
+pub mod requests;
 pub mod routes;
 pub mod sse;
 pub mod timeline;

@@ -6,15 +6,15 @@
 //! rewrites it).
 
 use super::AppState;
-use super::{feed, inbox, listing, routes, sse, workers};
+use super::{feed, inbox, listing, requests, routes, sse, workers};
 use axum::Router;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 use utoipa_swagger_ui::SwaggerUi;
 
 /// An RFC 9457 problem document.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
     /// `urn:flowd:problem:<kind>`.
     #[serde(rename = "type")]
@@ -100,8 +100,8 @@ impl Modify for Bearer {
         super::answers::ImportAnswer,
         super::answers::TornAnswer,
         super::answers::RunView,
-        routes::CheckRequest,
-        routes::StartRequest,
+        requests::CheckRequest,
+        requests::StartRequest,
         super::gate::GateRequest,
         super::gate::GateLine,
         super::recover::RecoverRequest,
@@ -142,10 +142,10 @@ impl Modify for Bearer {
         workers::ReplyResult,
         workers::WorkersAnswer,
         workers::WorkerView,
-        routes::ResumeRequest,
-        routes::HaltRequest,
+        requests::ResumeRequest,
+        requests::HaltRequest,
         crate::service::OpenChoice,
-        routes::ForkRequest,
+        requests::ForkRequest,
         listing::RunList,
         listing::RunRow,
         listing::RunCountsView,

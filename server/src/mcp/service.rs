@@ -358,7 +358,7 @@ impl Service {
                     .await
                     .map_err(|e| self.refusal(e))
             }
-            (None, Some(flow)) => Ok(crate::http::routes::sources(&flow, &p.modules, &p.name)?),
+            (None, Some(flow)) => Ok(crate::http::requests::sources(&flow, &p.modules, &p.name)?),
         }
     }
 

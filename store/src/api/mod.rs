@@ -10,7 +10,7 @@ use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::fact::FactKind;
 use flow_abi::fact::{Fact, RecordedChange, RunId, StateChange};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +104,7 @@ pub struct History {
 
 /// DESIGN §6: `running`, `paused`, `completed`, `faulted`, `halted`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
     Running,
