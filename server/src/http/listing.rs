@@ -37,7 +37,7 @@ impl From<&FactRef> for FactRefView {
 }
 
 /// A run's state.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StateName {
     Running,
