@@ -23,7 +23,7 @@ mod tests;
 mod workers;
 
 pub use error::{Error, Result};
-pub use runs::RunEvent;
+pub use runs::{Feed, RunEvent};
 
 use crate::http::openapi::Problem;
 use reqwest::{Method, RequestBuilder, Response};
