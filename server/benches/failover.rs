@@ -20,6 +20,9 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use flowd::client::{self, Client};
+use flowd::http::facts::FactsQuery;
+use flowd::http::start::StartRequest;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -92,16 +95,22 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-async fn facts(c: &reqwest::Client, base: &str, run: &str) -> usize {
-    let v: Value = c
-        .get(format!("{base}/v1/runs/{run}/facts?limit=200"))
-        .send()
-        .await
-        .expect("GET facts")
-        .json()
-        .await
-        .expect("facts JSON");
-    v["facts"].as_array().map_or(0, Vec::len)
+/// A client of the server at `base`.
+fn client(base: &str) -> Client {
+    let options = client::Options {
+        timeout: Duration::from_secs(30),
+        env_proxy: false,
+    };
+    Client::new(base, None, options).expect("client")
+}
+
+/// How many facts `run` has on the server `c` speaks to.
+async fn facts(c: &Client, run: &str) -> usize {
+    let q = FactsQuery {
+        limit: Some(200),
+        ..FactsQuery::default()
+    };
+    c.list_facts(run, &q).await.expect("GET facts").facts.len()
 }
 
 fn main() {
@@ -125,12 +134,9 @@ fn main() {
     )
     .expect("triage flow");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let c = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client");
     let b_data = tempfile::tempdir().expect("temp dir");
     let b = serve(b_data.path(), &url, &schema, &lease, &tools, &[]);
+    let to_b = client(&b.1);
     let mut times = Vec::new();
     for round in 0..kills {
         let a_data = tempfile::tempdir().expect("temp dir");
@@ -143,17 +149,16 @@ fn main() {
             &[("TRIAGE_DELAY_MS", "60000")],
         );
         let t = rt.block_on(async {
-            let v: Value = c
-                .post(format!("{}/v1/runs", a.1))
-                .json(&json!({"flow": flow, "name": "triage.json", "input": {"ticket": "site down", "customer": "Acme"}}))
-                .send()
-                .await
-                .expect("start")
-                .json()
-                .await
-                .expect("start JSON");
-            let run = v["run"].as_str().expect("a run id").to_string();
-            while facts(&c, &a.1, &run).await < 4 {
+            let to_a = client(&a.1);
+            let start = StartRequest {
+                flow: flow.clone(),
+                modules: None,
+                name: Some("triage.json".into()),
+                input: json!({"ticket": "site down", "customer": "Acme"}),
+                wait: None,
+            };
+            let run = to_a.start_run(&start).await.expect("start").run;
+            while facts(&to_a, &run).await < 4 {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             let tools = children(a.0.id());
@@ -161,9 +166,11 @@ fn main() {
             let killed = Instant::now();
             a.0.wait().expect("wait");
             for pid in tools {
-                let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+                let _ = std::process::Command::new("kill")
+                    .arg(pid.to_string())
+                    .status();
             }
-            while facts(&c, &b.1, &run).await < 5 {
+            while facts(&to_b, &run).await < 5 {
                 assert!(
                     killed.elapsed() < Duration::from_secs(120),
                     "no takeover within 120 s"

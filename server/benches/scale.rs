@@ -19,6 +19,7 @@ mod harness;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use flowd::http::listing::StateName;
 use harness::{Server, Table, flows};
 use serde_json::json;
 
@@ -86,7 +87,11 @@ fn main() {
 /// Starts the runs at once, spread over `servers`, and waits for each to
 /// pause: steps per second over the whole.
 async fn w2(servers: &[&Server]) -> f64 {
-    let body = json!({"flow": flows::counter_loop(STEPS + 10), "name": flows::PY_MODULE,
-        "input": {"i": 0, "n": STEPS}, "wait": 600});
-    harness::concurrent_runs(servers, &body, RUNS, STEPS, "paused").await
+    let body = harness::start_request(
+        flows::counter_loop(STEPS + 10),
+        flows::PY_MODULE,
+        json!({"i": 0, "n": STEPS}),
+        Some(600),
+    );
+    harness::concurrent_runs(servers, &body, RUNS, STEPS, StateName::Paused).await
 }

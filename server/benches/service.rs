@@ -42,9 +42,17 @@
 #[allow(dead_code)]
 mod harness;
 
+use flowd::client::{self, causes};
+use flowd::http::facts::FactsQuery;
+use flowd::http::fork::ForkRequest;
+use flowd::http::halt::HaltRequest;
+use flowd::http::listing::StateName;
+use flowd::http::resume::ResumeRequest;
+use flowd::http::start::StartRequest;
 use futures_util::StreamExt;
+use harness::start_request;
 use harness::{Server, Stats, Table, env_list, env_usize, flows, fmt_ms, ms_since, selected};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -168,18 +176,20 @@ async fn paused_runs(
     count: usize,
     max_steps: usize,
 ) -> Vec<(String, String)> {
-    let body = json!({"flow": flows::counter_loop(max_steps), "name": flows::PY_MODULE,
-        "input": {"i": 0, "n": n}});
+    let body = start_request(
+        flows::counter_loop(max_steps),
+        flows::PY_MODULE,
+        json!({"i": 0, "n": n}),
+        None,
+    );
     let mut runs = Vec::new();
     for _ in 0..count {
-        let (status, v, _) = s.post("/v1/runs", &body).await;
-        assert_eq!(status, 201, "start: {v}");
-        runs.push(v["run"].as_str().expect("run id").to_string());
+        runs.push(s.start_run(&body).await.0.run);
     }
     let mut out = Vec::new();
     for run in runs {
         let v = s.settled(&run, Duration::from_millis(100)).await;
-        out.push((run, gate_call(&v)));
+        out.push((run, view_gate_call(&v)));
     }
     out
 }
@@ -192,7 +202,7 @@ async fn paused_runs(
 async fn paused_again(s: &Server, run: &str, answered: &str) -> String {
     loop {
         let v = s.settled(run, Duration::from_millis(20)).await;
-        let call = gate_call(&v);
+        let call = view_gate_call(&v);
         if call != answered {
             return call;
         }
@@ -200,12 +210,32 @@ async fn paused_again(s: &Server, run: &str, answered: &str) -> String {
     }
 }
 
-/// The open call at the gate of a paused run (a run view or a resume answer).
-fn gate_call(v: &Json) -> String {
-    assert_eq!(v["state"], "paused", "not paused at the gate: {v}");
-    let p = &v["pending"][0];
-    assert_eq!(p["node"], "gate", "not paused at the gate: {v}");
-    p["call"].as_str().expect("call id").to_string()
+/// The open call at the gate of a paused run: its state and first
+/// pending call's `(node, call)`.
+fn gate_call(run: &str, state: StateName, first: Option<(&str, &str)>) -> String {
+    assert_eq!(state, StateName::Paused, "{run} is not paused at the gate");
+    let (node, call) = first.unwrap_or_else(|| panic!("{run} has no pending call"));
+    assert_eq!(node, "gate", "{run} is not paused at the gate");
+    call.to_string()
+}
+
+/// [`gate_call`] of a run view.
+fn view_gate_call(v: &flowd::http::answers::RunView) -> String {
+    let first = v
+        .pending
+        .first()
+        .map(|p| (p.node.as_str(), p.call.as_str()));
+    gate_call(&v.run, v.state, first)
+}
+
+/// [`gate_call`] of a resume answer.
+fn answer_gate_call(a: &flowd::http::answers::RunAnswer) -> String {
+    let first = a.pending.as_deref().and_then(<[_]>::first);
+    gate_call(
+        &a.run,
+        a.state,
+        first.map(|p| (p.node.as_str(), p.call.as_str())),
+    )
 }
 
 async fn resume_and_fork(s: &Server, cfg: &Config, table: &mut Table) {
@@ -225,7 +255,7 @@ async fn resume_and_fork(s: &Server, cfg: &Config, table: &mut Table) {
         let count = if resume { cfg.resume_runs } else { 1 };
         let t = Instant::now();
         let runs = paused_runs(s, n, count, max_steps).await;
-        let facts = s.get(&format!("/v1/runs/{}", runs[0].0)).await["lastFact"]["n"].clone();
+        let facts = s.get_run(&runs[0].0).await.last_fact.n;
         table.note(format!(
             "setup: {count} run(s) of {n} steps started together, all paused after {:.1} s ({facts} facts each)",
             t.elapsed().as_secs_f64()
@@ -247,34 +277,30 @@ async fn resume_rows(
     runs: Vec<(String, String)>,
     table: &mut Table,
 ) {
-    let reply = |call: &str, more: bool, wait: Option<u64>| {
-        let mut b = json!({"call": call, "reply": {"Ok": {"more": more}}});
-        if let Some(w) = wait {
-            b["wait"] = json!(w);
-        }
-        b
+    let reply = |call: &str, more: bool, wait: Option<u64>| ResumeRequest {
+        call: Some(call.to_string()),
+        reply: Some(json!({"Ok": {"more": more}})),
+        open: None,
+        wait,
     };
     let (mut no_wait, mut wait) = (Vec::new(), Vec::new());
     let mut cpu_wait = 0.0;
     for (run, mut call) in runs {
-        let path = format!("/v1/runs/{run}/resume");
         for _ in 0..cfg.resumes {
-            let (status, v, ms) = s.post(&path, &reply(&call, true, None)).await;
-            assert_eq!(status, 202, "resume: {v}");
+            let (_, ms) = s.resume_run(&run, &reply(&call, true, None)).await;
             no_wait.push(ms);
             call = paused_again(s, &run, &call).await;
         }
         for k in 0..cfg.resumes {
             let last = k + 1 == cfg.resumes;
             let cpu = s.cpu_ms();
-            let (status, v, ms) = s.post(&path, &reply(&call, !last, Some(30))).await;
+            let (a, ms) = s.resume_run(&run, &reply(&call, !last, Some(30))).await;
             cpu_wait += s.cpu_ms() - cpu;
-            assert_eq!(status, 202, "resume: {v}");
             wait.push(ms);
             if last {
-                assert_eq!(v["state"], "completed", "the last resume ends the run: {v}");
+                assert_eq!(a.state, StateName::Completed, "the last resume ends {run}");
             } else {
-                call = gate_call(&v);
+                call = answer_gate_call(&a);
             }
         }
     }
@@ -300,41 +326,52 @@ async fn resume_rows(
 /// The fact number of the root Checkpoint entering step `k` (0-based: `i`
 /// is `k` there): Checkpoints go input, then one per step.
 async fn step_checkpoint(s: &Server, run: &str, k: usize) -> u64 {
+    let q = FactsQuery {
+        kind: Some("Checkpoint".into()),
+        offset: Some(k as u64 + 1),
+        limit: Some(1),
+        ..FactsQuery::default()
+    };
     let page = s
-        .get(&format!(
-            "/v1/runs/{run}/facts?kind=Checkpoint&offset={}&limit=1",
-            k + 1
-        ))
-        .await;
-    let f = &page["facts"][0];
-    assert_eq!(f["fact"]["node"], "step", "not a step checkpoint: {f}");
-    f["n"].as_u64().expect("fact number")
+        .client
+        .list_facts(run, &q)
+        .await
+        .unwrap_or_else(|e| panic!("the facts of {run}: {}", causes(&e)));
+    let f = &page.facts[0];
+    assert_eq!(f.fact["node"], "step", "not a step checkpoint: {f:?}");
+    f.n
 }
 
 async fn fork_rows(s: &Server, cfg: &Config, n: usize, parent: &str, table: &mut Table) {
     let cp = step_checkpoint(s, parent, n / 2).await;
-    let body = json!({"checkpoint": cp});
-    let path = format!("/v1/runs/{parent}/fork");
+    let body = ForkRequest {
+        checkpoint: Some(cp),
+        call: None,
+        reply: None,
+        set: None,
+        flow: None,
+        modules: None,
+        name: None,
+        wait: None,
+    };
     let (mut created, mut first) = (Vec::new(), Vec::new());
     let mut cpu = 0.0;
-    let mut no_id = 0;
     for _ in 0..cfg.forks {
         let c0 = s.cpu_ms();
         let t = Instant::now();
-        let (status, v, ms) = s.post(&path, &body).await;
-        assert_eq!(status, 201, "fork: {v}");
+        let (fork, ms) = s.fork_run(parent, &body).await;
         created.push(ms);
-        let Some(child) = v["run"].as_str() else {
-            // The server could not name the fork in its answer (it looks
-            // the fork up by parent and checkpoint among new runs).
-            no_id += 1;
-            continue;
-        };
+        let child = fork.run.as_str();
         let arrived = s.first_event(child, "Reply").await;
         first.push((arrived - t).as_secs_f64() * 1e3);
         cpu += s.cpu_ms() - c0;
-        let (status, v, _) = s.post(&format!("/v1/runs/{child}/halt"), &json!({})).await;
-        assert!(status == 200 || status == 409, "halt: {v}");
+        // Halted, or it ended first (409).
+        match s.client.halt_run(child, &HaltRequest::default()).await {
+            Err(client::Error::Refused { status, .. }) if status == 409 => {}
+            r => {
+                r.unwrap_or_else(|e| panic!("halt {child}: {}", causes(&e)));
+            }
+        }
         s.settled(child, Duration::from_millis(5)).await;
     }
     table.row(
@@ -354,26 +391,29 @@ async fn fork_rows(s: &Server, cfg: &Config, n: usize, parent: &str, table: &mut
         "≤ 5 ms",
     );
     table.note(format!(
-        "fork at step {} of {n} (Checkpoint fact {cp}): server CPU {} ms per fork until its first Reply{}",
+        "fork at step {} of {n} (Checkpoint fact {cp}): server CPU {} ms per fork until its first Reply",
         n / 2,
         fmt_ms(cpu / first.len().max(1) as f64),
-        if no_id > 0 {
-            format!("; {no_id} answer(s) without the fork's id")
-        } else {
-            String::new()
-        }
     ));
 }
 
 // ------------------------------------------------------------ rows 3 and 4
 
 /// The `POST /v1/runs` body of a one-step run through `tool`.
-fn one_step_body(tool: &str) -> Json {
+fn one_step_body(tool: &str) -> StartRequest {
     match tool {
-        "rust" => json!({"flow": flows::one_step_rust(), "name": flows::RUST_MODULE,
-            "input": {"a": 1, "b": 2}, "wait": 30}),
-        _ => json!({"flow": flows::one_step_python(), "name": flows::PY_MODULE,
-            "input": {"i": 0}, "wait": 30}),
+        "rust" => start_request(
+            flows::one_step_rust(),
+            flows::RUST_MODULE,
+            json!({"a": 1, "b": 2}),
+            Some(30),
+        ),
+        _ => start_request(
+            flows::one_step_python(),
+            flows::PY_MODULE,
+            json!({"i": 0}),
+            Some(30),
+        ),
     }
 }
 
@@ -386,30 +426,27 @@ fn tool_name(tool: &str) -> &'static str {
 }
 
 /// One run to its end: the ms until it was seen completed.
-async fn one_run(s: &Server, body: &Json) -> f64 {
+async fn one_run(s: &Server, body: &StartRequest) -> f64 {
     try_one_run(s, body).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// [`one_run`], with a run that could not be started or did not complete
 /// as an error that says why.
-async fn try_one_run(s: &Server, body: &Json) -> Result<f64, String> {
+async fn try_one_run(s: &Server, body: &StartRequest) -> Result<f64, String> {
     let t = Instant::now();
-    let (status, v, ms) = s.try_post("/v1/runs", body).await?;
-    if status != 201 {
-        return Err(format!("start: {status} {v}"));
-    }
-    if v["state"] == "completed" {
+    let (a, ms) = s.try_start_run(body).await?;
+    if a.state == StateName::Completed {
         return Ok(ms);
     }
     // `wait` ran out (at most 30 s): the run goes on in the server.
-    let run = v["run"].as_str().ok_or(format!("start: {v}"))?.to_string();
+    let run = a.run;
     loop {
-        let v = s.try_get(&format!("/v1/runs/{run}")).await?;
-        if v["state"] == "completed" {
+        let v = s.try_get_run(&run).await?;
+        if v.state == StateName::Completed {
             return Ok(ms_since(t));
         }
-        if v["state"] != "running" || v["driving"] == false {
-            return Err(format!("{run} did not complete: {v}"));
+        if v.state != StateName::Running || !v.driving {
+            return Err(format!("{run} did not complete: {v:?}"));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -27,7 +27,8 @@ mod harness;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use harness::{Server, Table, env_usize};
+use flowd::http::listing::StateName;
+use harness::{Server, Table, env_usize, start_request};
 use serde_json::{Value as Json, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -129,16 +130,13 @@ impl Drop for Worker {
 /// Starts one run and waits until it completes; its wall time in s.
 async fn one_run(s: &Server, flow: &Json) -> f64 {
     let t = Instant::now();
-    let body = json!({"flow": flow, "name": "calc.json", "input": {"x": 1}, "wait": 30});
-    let (status, v, _) = s.post("/v1/runs", &body).await;
-    assert_eq!(status, 201, "{v}");
-    let v = if v["state"] == "running" {
-        s.settled(v["run"].as_str().expect("run"), Duration::from_millis(5))
-            .await
-    } else {
-        v
+    let body = start_request(flow.clone(), "calc.json", json!({"x": 1}), Some(30));
+    let (a, _) = s.start_run(&body).await;
+    let state = match a.state {
+        StateName::Running => s.settled(&a.run, Duration::from_millis(5)).await.state,
+        state => state,
     };
-    assert_eq!(v["state"], "completed", "{v}");
+    assert_eq!(state, StateName::Completed, "{}", a.run);
     t.elapsed().as_secs_f64()
 }
 

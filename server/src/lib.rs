@@ -5,9 +5,12 @@
 //! starts, resumes, forks, halts and recovers runs, turning the engine's
 //! effects into durable facts and dispatched calls; the CLI and the servers
 //! only choose what to ask of it and how to show the answer. `flow worker`
-//! ([`worker`]) serves a flow.toml's Tools to servers on other hosts.
+//! ([`worker`]) serves a flow.toml's Tools to servers on other hosts; it,
+//! `flow --server URL …` and the benches speak to a server through one
+//! typed HTTP client ([`client`]).
 
 pub mod cli;
+pub mod client;
 pub mod error;
 pub mod host;
 pub mod http;

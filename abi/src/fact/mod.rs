@@ -37,11 +37,11 @@ pub use id::{CallId, IdError, RunId, is_node_id, is_task_id};
 pub use read::FactError;
 
 use crate::protocol::Outcome;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// The six fact kinds of DESIGN §3.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, Serialize, Deserialize)]
 pub enum FactKind {
     Start,
     Call,

@@ -1,7 +1,8 @@
 //! The bench harness: what every row of a service bench needs, and nothing
 //! about any one row — the scale read from the environment, an fsync probe,
-//! the real `flow serve` as a child process, an HTTP client for it, SSE,
-//! percentiles and the markdown table.
+//! the real `flow serve` as a child process spoken to through flowd's own
+//! typed client (`flowd::client`), SSE, percentiles and the markdown
+//! table.
 //!
 //! Rows live in the bench file (`service.rs`); new workloads (issue 16's
 //! W1/W2, replay, SSE fan-out) are further functions that take a [`Server`]
@@ -9,8 +10,13 @@
 
 pub mod flows;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
+use flowd::client::{self, Client, RunEvent, causes};
+use flowd::http::answers::{RunAnswer, RunView};
+use flowd::http::fork::ForkRequest;
+use flowd::http::listing::StateName;
+use flowd::http::resume::ResumeRequest;
+use flowd::http::sse::EventsQuery;
+use flowd::http::start::StartRequest;
 use serde_json::Value as Json;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -97,19 +103,6 @@ fn fsync_p50(
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     Stats::of(&times).p50
-}
-
-/// An error and each of its causes (reqwest's own message leaves out
-/// whether it was a refusal, a reset or a timeout).
-pub fn causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cur = c.source();
-    }
-    out
 }
 
 /// The 1-minute load average (other work on the machine moves every
@@ -234,7 +227,7 @@ pub fn repo() -> PathBuf {
 pub struct Server {
     child: Child,
     pub base: String,
-    pub client: reqwest::Client,
+    pub client: Client,
 }
 
 impl Server {
@@ -291,11 +284,11 @@ impl Server {
                 sink.clear();
             }
         });
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .expect("client");
+        let options = client::Options {
+            timeout: Duration::from_secs(120),
+            env_proxy: false,
+        };
+        let client = Client::new(&base, None, options).expect("client");
         Server {
             child,
             base,
@@ -307,91 +300,82 @@ impl Server {
         self.child.id()
     }
 
-    /// `POST path` with a JSON body: the status, the answer and the ms from
-    /// sending the request until the whole answer was read.
-    pub async fn post(&self, path: &str, body: &Json) -> (u16, Json, f64) {
-        self.try_post(path, body)
+    /// `POST /v1/runs`: the answer and the ms from sending the request until
+    /// the whole answer was read.
+    pub async fn start_run(&self, req: &StartRequest) -> (RunAnswer, f64) {
+        self.try_start_run(req)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// [`Server::post`], with a failed request (no answer) as an error that
-    /// says why, down to its cause.
-    pub async fn try_post(&self, path: &str, body: &Json) -> Result<(u16, Json, f64), String> {
-        let text = body.to_string();
-        let t = Instant::now();
-        let r = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(text)
-            .send()
+    /// [`Server::start_run`], with a run that could not be started as an
+    /// error that says why, down to its cause.
+    pub async fn try_start_run(&self, req: &StartRequest) -> Result<(RunAnswer, f64), String> {
+        timed(self.client.start_run(req))
             .await
-            .map_err(|e| format!("POST {path}: {}", causes(&e)))?;
-        let status = r.status().as_u16();
-        let bytes = r
-            .bytes()
-            .await
-            .map_err(|e| format!("POST {path}: reading the answer: {}", causes(&e)))?;
-        let ms = ms_since(t);
-        Ok((
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Json::Null),
-            ms,
-        ))
+            .map_err(|e| format!("POST /v1/runs: {e}"))
     }
 
-    pub async fn get(&self, path: &str) -> Json {
-        self.try_get(path).await.unwrap_or_else(|e| panic!("{e}"))
+    /// `POST /v1/runs/{run}/resume`, timed as [`Server::start_run`].
+    pub async fn resume_run(&self, run: &str, req: &ResumeRequest) -> (RunAnswer, f64) {
+        timed(self.client.resume_run(run, req))
+            .await
+            .unwrap_or_else(|e| panic!("resume {run}: {e}"))
     }
 
-    /// `GET path`: the answer of a 200, else an error that says why.
-    pub async fn try_get(&self, path: &str) -> Result<Json, String> {
-        let r = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
+    /// `POST /v1/runs/{run}/fork`, timed as [`Server::start_run`].
+    pub async fn fork_run(&self, run: &str, req: &ForkRequest) -> (RunAnswer, f64) {
+        timed(self.client.fork_run(run, req))
             .await
-            .map_err(|e| format!("GET {path}: {}", causes(&e)))?;
-        let status = r.status().as_u16();
-        let v: Json = r.json().await.unwrap_or(Json::Null);
-        if status != 200 {
-            return Err(format!("GET {path}: {status} {v}"));
-        }
-        Ok(v)
+            .unwrap_or_else(|e| panic!("fork {run}: {e}"))
+    }
+
+    /// `GET /v1/runs/{run}`.
+    pub async fn get_run(&self, run: &str) -> RunView {
+        self.try_get_run(run)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Server::get_run`], with a failed read as an error that says why.
+    pub async fn try_get_run(&self, run: &str) -> Result<RunView, String> {
+        self.client
+            .get_run(run)
+            .await
+            .map_err(|e| format!("GET /v1/runs/{run}: {}", causes(&e)))
     }
 
     /// Polls `GET /v1/runs/{run}` every `every` until the server no longer
     /// drives the run and it is not `running`; returns the run view.
-    pub async fn settled(&self, run: &str, every: Duration) -> Json {
+    pub async fn settled(&self, run: &str, every: Duration) -> RunView {
         let deadline = Instant::now() + Duration::from_secs(1800);
         loop {
-            let v = self.get(&format!("/v1/runs/{run}")).await;
-            if v["state"] != "running" && v["driving"] == false {
+            let v = self.get_run(run).await;
+            if v.state != StateName::Running && !v.driving {
                 return v;
             }
-            assert!(Instant::now() < deadline, "{run} did not settle: {v}");
+            assert!(Instant::now() < deadline, "{run} did not settle: {v:?}");
             tokio::time::sleep(every).await;
         }
     }
 
     /// Reads `GET /v1/runs/{run}/events` from the start until the first
-    /// event of kind `kind`; returns when it arrived.
+    /// fact of kind `kind`; returns when it arrived.
     pub async fn first_event(&self, run: &str, kind: &str) -> Instant {
-        let r = self
+        let mut feed = self
             .client
-            .get(format!("{}/v1/runs/{run}/events", self.base))
-            .send()
+            .run_events(run, &EventsQuery::default())
             .await
-            .expect("events");
-        assert_eq!(r.status(), 200, "events of {run}");
-        let mut s = r.bytes_stream().eventsource();
-        while let Some(e) = s.next().await {
-            let e = e.expect("event");
-            if e.event == kind {
+            .unwrap_or_else(|e| panic!("events of {run}: {e}"));
+        while let Some(e) = feed.next().await.expect("event") {
+            let RunEvent::Fact { fact, .. } = e else {
+                continue;
+            };
+            let got = fact.kind().as_str();
+            if got == kind {
                 return Instant::now();
             }
-            assert!(e.event != "End", "{run} ended before a {kind}");
+            assert!(got != "End", "{run} ended before a {kind}");
         }
         panic!("the events of {run} ended before a {kind}");
     }
@@ -407,6 +391,29 @@ impl Server {
     pub fn cpu(&self) -> Cpu {
         cpu_of(self.pid())
     }
+}
+
+/// `POST /v1/runs`' body: `flow` as the module `name`, started with
+/// `input`, the server waiting up to `wait` seconds for it to end or
+/// pause.
+pub fn start_request(flow: Json, name: &str, input: Json, wait: Option<u64>) -> StartRequest {
+    StartRequest {
+        flow,
+        modules: None,
+        name: Some(name.to_string()),
+        input,
+        wait,
+    }
+}
+
+/// What `call` answers, and the ms from sending its request until the
+/// whole answer was read; a failure says why, down to its cause.
+async fn timed<T>(
+    call: impl std::future::Future<Output = client::Result<T>>,
+) -> Result<(T, f64), String> {
+    let t = Instant::now();
+    let a = call.await.map_err(|e| causes(&e))?;
+    Ok((a, ms_since(t)))
 }
 
 /// CPU ms process `pid` has used so far (user + system, from
@@ -503,27 +510,24 @@ impl Drop for Server {
 /// `until`, and answers steps per second over the whole.
 pub async fn concurrent_runs(
     servers: &[&Server],
-    body: &Json,
+    body: &StartRequest,
     runs: usize,
     steps: usize,
-    until: &str,
+    until: StateName,
 ) -> f64 {
     let t = Instant::now();
     let all = (0..runs).map(|i| {
         let s = servers[i % servers.len()];
         async move {
-            let (status, v, _) = s.post("/v1/runs", body).await;
-            assert_eq!(status, 201, "start: {v}");
-            let v = match v["state"].as_str() {
-                Some("running") => {
-                    s.settled(v["run"].as_str().expect("run"), Duration::from_millis(5))
-                        .await
-                }
-                _ => v,
+            let (a, _) = s.start_run(body).await;
+            let state = match a.state {
+                StateName::Running => s.settled(&a.run, Duration::from_millis(5)).await.state,
+                state => state,
             };
             assert_eq!(
-                v["state"], until,
-                "a run did not end its steps {until}: {v}"
+                state, until,
+                "a run did not end its steps {until:?}: {}",
+                a.run
             );
         }
     });

@@ -63,9 +63,12 @@ mod floor;
 mod subscribers;
 mod tool;
 
+use flowd::http::listing::StateName;
+use flowd::http::resume::ResumeRequest;
+use flowd::http::start::StartRequest;
 use harness::flows::{Accumulate, steps_loop};
 use harness::{Server, Table};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -207,20 +210,24 @@ fn db_bytes(data: &Path) -> Option<u64> {
     std::fs::metadata(&path).ok().map(|m| m.len())
 }
 
-/// Starts `body` and waits until its run is no longer running: its view.
-async fn run_to_end(s: &Server, body: &Json) -> Json {
-    let (status, v, _) = s.post("/v1/runs", body).await;
-    assert_eq!(status, 201, "start: {v}");
-    if v["state"] != "running" {
-        return v;
+/// Starts `body` and waits until its run is no longer running: its run
+/// and the state it settled in.
+async fn run_to_end(s: &Server, body: &StartRequest) -> (String, StateName) {
+    let (a, _) = s.start_run(body).await;
+    if a.state != StateName::Running {
+        return (a.run, a.state);
     }
-    let run = v["run"].as_str().expect("run").to_string();
-    s.settled(&run, Duration::from_millis(2)).await
+    let state = s.settled(&a.run, Duration::from_millis(2)).await.state;
+    (a.run, state)
 }
 
-fn start_body(tool: Tool, acc: Accumulate, gate: bool, steps: usize) -> Json {
-    json!({"flow": steps_loop(acc, gate, steps + 10), "name": tool.module(),
-        "input": {"i": 0, "n": steps}, "wait": 30})
+fn start_body(tool: Tool, acc: Accumulate, gate: bool, steps: usize) -> StartRequest {
+    harness::start_request(
+        steps_loop(acc, gate, steps + 10),
+        tool.module(),
+        json!({"i": 0, "n": steps}),
+        Some(30),
+    )
 }
 
 /// W1: one run of `steps` sequential steps; returns the server and run
@@ -230,9 +237,9 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
     let before = db_bytes(&data);
     let body = start_body(tool, acc, false, steps);
     let (cpu, t) = (s.cpu(), Instant::now());
-    let v = run_to_end(&s, &body).await;
+    let (run, state) = run_to_end(&s, &body).await;
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
-    assert_eq!(v["state"], "completed", "W1 run: {v}");
+    assert_eq!(state, StateName::Completed, "W1 run {run}");
     let per_step = secs * 1e6 / steps as f64;
     let cpu_per_step = cpu.us_per_op(steps);
     let bytes = match (before, db_bytes(&data)) {
@@ -259,7 +266,6 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
         ),
         target,
     );
-    let run = v["run"].as_str().expect("run").to_string();
     (s, data, run)
 }
 
@@ -270,7 +276,7 @@ async fn w2(b: &mut Bench, tool: Tool, steps: usize) {
     let (s, _data) = b.server(None);
     let body = start_body(tool, Accumulate::No, false, steps);
     let cpu = s.cpu_ms();
-    let rate = harness::concurrent_runs(&[&s], &body, 50, steps, "completed").await;
+    let rate = harness::concurrent_runs(&[&s], &body, 50, steps, StateName::Completed).await;
     let cpu = s.cpu_ms() - cpu;
     b.table.row(
         format!(
@@ -298,14 +304,15 @@ async fn replay(b: &mut Bench, s: &Server, data: &Path, run: &str, acc: Accumula
         Accumulate::No => "",
         Accumulate::Yes => " (accumulating)",
     };
-    let facts = s.get(&format!("/v1/runs/{run}")).await["lastFact"]["n"]
-        .as_u64()
-        .unwrap_or(0) as f64;
+    let facts = s.get_run(run).await.last_fact.n as f64;
     let mut times = Vec::new();
     for _ in 0..REPLAYS {
-        let (status, v, ms) = s.post(&format!("/v1/runs/{run}/replay"), &json!({})).await;
-        assert_eq!(status, 200, "replay: {v}");
-        times.push(ms);
+        let t = Instant::now();
+        s.client
+            .replay_run(run)
+            .await
+            .unwrap_or_else(|e| panic!("replay {run}: {e}"));
+        times.push(harness::ms_since(t));
     }
     b.table.row(
         format!("replay of {facts} facts{what}, POST /v1/runs/{{run}}/replay"),
@@ -352,29 +359,31 @@ async fn sse(b: &mut Bench, count: usize, steps: usize, alone: Option<f64>) -> f
     let stamps = b.root.join(format!("stamps-{count}"));
     let (s, _data) = b.server(Some(&stamps));
     let body = start_body(Tool::Rust, Accumulate::No, true, steps);
-    let (status, v, _) = s.post("/v1/runs", &body).await;
-    assert!(
-        status == 201 && v["state"] == "paused",
-        "start: {status} {v}"
-    );
-    let run = v["run"].as_str().expect("run").to_string();
-    let call = v["pending"][0]["call"].as_str().expect("gate").to_string();
+    let (a, _) = s.start_run(&body).await;
+    assert_eq!(a.state, StateName::Paused, "start: {a:?}");
+    let run = a.run;
+    let call = a
+        .pending
+        .as_deref()
+        .and_then(<[_]>::first)
+        .expect("gate")
+        .call
+        .clone();
     let subs = (count > 0).then(|| subscribers::Subscribers::start(&s.base, &run, count, &stamps));
     let (cpu, t) = (s.cpu_ms(), Instant::now());
-    let (status, v, _) = s
-        .post(
-            &format!("/v1/runs/{run}/resume"),
-            &json!({"call": call, "reply": {"Ok": {}}, "wait": 30}),
-        )
-        .await;
-    assert!(status == 200 || status == 202, "resume: {status} {v}");
-    let v = if v["state"] == "completed" {
-        v
-    } else {
-        s.settled(&run, Duration::from_millis(2)).await
+    let resume = ResumeRequest {
+        call: Some(call),
+        reply: Some(json!({"Ok": {}})),
+        open: None,
+        wait: Some(30),
+    };
+    let (a, _) = s.resume_run(&run, &resume).await;
+    let state = match a.state {
+        StateName::Completed => a.state,
+        _ => s.settled(&run, Duration::from_millis(2)).await.state,
     };
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu_ms() - cpu);
-    assert_eq!(v["state"], "completed", "SSE run: {v}");
+    assert_eq!(state, StateName::Completed, "SSE run {run}");
     let per_step = secs * 1e6 / steps as f64;
     let moved = alone
         .map(|a| format!(" ({:+.0}% beside none)", (per_step / a - 1.0) * 100.0))

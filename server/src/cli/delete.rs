@@ -5,51 +5,12 @@
 //! otherwise. Each run is deleted on its own; the exit code is 0 when every
 //! one was, 2 when any was refused (the others are still deleted).
 
-use super::remote::Client;
 use super::{Global, open_existing, run_id};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use flow_store::{Deleted, Deletion, RunId};
-use serde::{Deserialize, Serialize};
+use crate::http::delete::{DeleteAnswer, DeleteParams};
+use flow_store::{Deletion, RunId};
 use std::io::{BufRead, IsTerminal, Write};
-
-/// One deletion as the command prints it (`--json`: one line each), the
-/// same locally and from a server's answer.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Line {
-    run: String,
-    seq: u64,
-    state: String,
-    head: Head,
-    who: String,
-    at_ms: i64,
-    facts: u64,
-    blobs_removed: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Head {
-    n: u64,
-    hash: String,
-}
-
-impl From<Deleted> for Line {
-    fn from(d: Deleted) -> Line {
-        Line {
-            run: d.run,
-            seq: d.seq,
-            state: d.state.as_str().to_string(),
-            head: Head {
-                n: d.head.n,
-                hash: d.head.hash,
-            },
-            who: d.who,
-            at_ms: d.at_ms,
-            facts: d.facts,
-            blobs_removed: d.blobs_removed,
-        }
-    }
-}
 
 /// What `flow delete` was asked.
 pub(super) struct Ask {
@@ -91,14 +52,19 @@ fn confirmed(g: &Global, ask: &Ask) -> Result<()> {
     }
 }
 
-fn print(g: &Global, line: &Line) {
+/// One deletion, the same locally and from a server's answer (`--json`:
+/// one line each).
+fn print(g: &Global, line: &DeleteAnswer) {
     if g.json {
         out!("{}", serde_json::to_string(line).unwrap_or_default());
     } else {
+        let state = serde_json::to_value(line.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         out!(
-            "deleted {} ({}, {} facts, head {} {}; {} blobs removed)",
+            "deleted {} ({state}, {} facts, head {} {}; {} blobs removed)",
             line.run,
-            line.state,
             line.facts,
             line.head.n,
             line.head.hash,
@@ -111,7 +77,7 @@ fn print(g: &Global, line: &Line) {
 async fn each(
     g: &Global,
     ask: &Ask,
-    mut one: impl AsyncFnMut(&RunId) -> Result<Line>,
+    mut one: impl AsyncFnMut(&RunId) -> Result<DeleteAnswer>,
 ) -> Result<u8> {
     confirmed(g, ask)?;
     let ids = ask
@@ -144,19 +110,18 @@ pub(super) async fn local(g: &Global, ask: Ask) -> Result<u8> {
     };
     each(g, &ask, async |run: &RunId| {
         let store = open_existing(g, run)?;
-        Ok(Line::from(store.delete_run(run, &how)?))
+        Ok(DeleteAnswer::from(store.delete_run(run, &how)?))
     })
     .await
 }
 
 /// With `--server`.
 pub(super) async fn remote(g: &Global, c: &Client, ask: Ask) -> Result<u8> {
-    let force = ask.force;
+    let params = DeleteParams {
+        force: Some(ask.force),
+    };
     each(g, &ask, async |run: &RunId| {
-        let path = format!("/v1/runs/{run}?force={force}");
-        let v = c.send(reqwest::Method::DELETE, &path, None).await?;
-        serde_json::from_value::<Line>(v)
-            .map_err(|e| Error::Refused(format!("the server's answer to DELETE {path}: {e}")))
+        Ok(c.delete_run(run.as_str(), &params).await?)
     })
     .await
 }

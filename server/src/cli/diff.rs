@@ -4,9 +4,9 @@
 //! prints the typed diff. Exit 0 when the histories agree from the
 //! alignment on, 1 when they differ, 2 when a run is not there.
 
-use super::remote::Client;
 use super::{Global, open_existing, run_id};
-use crate::error::{Error, Result};
+use crate::client::Client;
+use crate::error::Result;
 use crate::service::diff::{Alignment, CallSide, EndingView, FactPair, FieldDiff, RunDiff};
 
 /// `flow diff`'s arguments.
@@ -30,9 +30,7 @@ pub(super) async fn local(g: &Global, d: DiffArgs) -> Result<u8> {
 /// `flow --server URL diff`.
 pub(super) async fn remote(g: &Global, c: &Client, d: DiffArgs) -> Result<u8> {
     let (a, b) = (run_id(&d.a)?, run_id(&d.b)?);
-    let v = c.get(&format!("/v1/runs/{a}/diff/{b}")).await?;
-    let diff: RunDiff = serde_json::from_value(v)
-        .map_err(|e| Error::Refused(format!("the server's diff does not read: {e}")))?;
+    let diff = c.diff_runs(a.as_str(), b.as_str()).await?;
     print(g, &diff);
     Ok(exit(&diff))
 }

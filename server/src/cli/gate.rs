@@ -7,16 +7,14 @@
 //! printed).
 
 use super::query::{self, RunsFilter};
-use super::remote::Client;
 use super::{Global, open_store, shell_quote};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::http::gate::GateLine;
+use crate::http::gate::{GateLine, GateRequest};
 use crate::service::gate::{GateReport, GateVerdict};
 use crate::source::Sources;
-use serde_json::json;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// `flow gate`'s arguments.
@@ -132,50 +130,37 @@ fn progress(g: &Global) -> impl Fn(u64) + Send + 'static {
 pub(super) async fn remote(g: &Global, c: &Client, a: GateArgs) -> Result<u8> {
     let sources = candidate(&a.candidate, a.modules.as_deref())?;
     selection(&a)?;
-    let params = query::params(
-        None,
-        None,
-        a.state.as_deref(),
-        &a.filter,
-        super::remote::encode,
-    );
+    let q = query::runs_query(None, None, a.state.as_deref(), &a.filter)?;
     let (flow, modules) = super::remote::documents(&sources);
-    let body = json!({"flow": flow, "modules": modules, "name": sources.root});
-    let req = c
-        .request(reqwest::Method::POST, &format!("/v1/gate?{params}"))
-        .header("accept", "application/x-ndjson")
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        // The stream lasts as long as the gate: no client timeout.
-        .timeout(Duration::from_secs(7 * 24 * 3600));
-    let mut r = c.response(req).await?;
-    let unreadable =
-        |e: String| Error::Refused(format!("the server's gate answer does not read: {e}"));
+    let request = GateRequest {
+        flow,
+        modules,
+        name: Some(sources.root.clone()),
+    };
+    let mut lines = c.gate_runs(&request, &q).await?;
     let shown = progress(g);
-    let (mut buf, mut done, mut report) = (Vec::new(), 0u64, None);
-    while let Some(chunk) = r.chunk().await.map_err(|e| unreadable(e.to_string()))? {
-        buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            match serde_json::from_slice::<GateLine>(&line)
-                .map_err(|e| unreadable(e.to_string()))?
-            {
-                GateLine::Run(_) => {
-                    done += 1;
-                    shown(done);
-                }
-                GateLine::Report(r) => report = Some(r),
-                GateLine::Error(detail) => {
-                    super::clear_progress(g);
-                    return Err(Error::Store(std::sync::Arc::new(
-                        flow_store::Error::CommitFailed(detail),
-                    )));
-                }
+    let (mut done, mut report) = (0u64, None);
+    while let Some(line) = lines.next().await? {
+        match line {
+            GateLine::Run(_) => {
+                done += 1;
+                shown(done);
+            }
+            GateLine::Report(r) => report = Some(r),
+            GateLine::Error(detail) => {
+                super::clear_progress(g);
+                return Err(Error::Store(std::sync::Arc::new(
+                    flow_store::Error::CommitFailed(detail),
+                )));
             }
         }
     }
     super::clear_progress(g);
-    let report = report.ok_or_else(|| unreadable("the stream ended before the report".into()))?;
+    let report = report.ok_or_else(|| {
+        Error::Refused(
+            "the server's gate answer does not read: the stream ended before the report".into(),
+        )
+    })?;
     print(g, &report);
     Ok(report.exit_code())
 }

@@ -15,11 +15,17 @@
 //! * the footer: how many facts the run has and how many the selection
 //!   hides (HIST-4); `--summary` bounds the text to the run's state, its
 //!   pending calls and the next inspection commands (HIST-5).
+//!
+//! With `--server`, the view is the server's `GET /v1/runs/{run}/inspect`
+//! (the same data: `RunService::inspect`), rendered the same.
 
 use super::query::duration;
 use super::{Global, open_existing, out_text, run_id, service};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use flow_store::HistoryQuery;
+use crate::http::facts::FactsQuery;
+use crate::http::inspect::InspectQuery;
+use flow_store::{FactKind, HistoryQuery};
 use serde_json::{Value as Json, json};
 
 /// What `flow history` was asked.
@@ -256,4 +262,58 @@ fn calls(timeline: &Json) {
             }
         }
     }
+}
+
+/// `flow --server URL history RUN`: the server's inspection view
+/// (`GET /v1/runs/{run}/inspect`), printed as the local command prints
+/// its own.
+pub(super) async fn remote(g: &Global, c: &Client, ask: Ask) -> Result<u8> {
+    if ask.source.is_some() {
+        return Err(Error::Refused(
+            "flow history --source reads the store itself: run it without --server where the store is, or read GET /v1/runs/RUN/sources/MODULE"
+                .into(),
+        ));
+    }
+    if let Some(n) = ask.fact {
+        return one_fact(c, &ask.run, n).await;
+    }
+    let q = InspectQuery {
+        kind: ask.kind.clone(),
+        search: ask.search.clone(),
+        offset: Some(ask.offset),
+        limit: Some(ask.limit.min(200)),
+    };
+    let v = c.inspect_run(&ask.run, &q).await?;
+    if g.json {
+        out!("{v}");
+    } else {
+        render(g, v["run"].as_str().unwrap_or(&ask.run), &v, &ask, &[]);
+    }
+    Ok(0)
+}
+
+/// `flow --server URL history RUN --fact N`: the fact whole, a Checkpoint
+/// with its state instead of its delta, as the local command prints it.
+async fn one_fact(c: &Client, run: &str, n: u64) -> Result<u8> {
+    let q = FactsQuery {
+        fact: Some(n),
+        ..FactsQuery::default()
+    };
+    let page = c.list_facts(run, &q).await?;
+    let Some(f) = page.facts.into_iter().next() else {
+        return Err(Error::NotFound(format!("{run} has no fact {n}")));
+    };
+    let mut fact = f.fact;
+    if f.kind == FactKind::Checkpoint
+        && let Json::Object(m) = &mut fact
+    {
+        let cp = c.get_checkpoint(run, n).await?;
+        m.remove("delta");
+        m.insert("state".into(), cp.state);
+    }
+    out!("{}", flow_abi::json::canonical(&fact));
+    if f.values_omitted {
+        eprintln!("(values over 4 KiB are shown by hash: GET /v1/blobs/HASH reads one)");
+    }
+    Ok(0)
 }

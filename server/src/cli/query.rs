@@ -6,10 +6,11 @@
 
 use super::Global;
 use super::print::{flow_cmd, shell_quote};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::http::listing::{parse_entry, parse_states};
+use crate::http::listing::{RunList, RunsQuery, parse_entry, parse_states};
 use flow_store::{RunListQuery, RunOrder, TimeRange};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 /// The run query's flags (`flow runs --help`).
 #[derive(clap::Args, Debug, Clone, Default, PartialEq)]
@@ -127,50 +128,52 @@ pub(crate) fn query(
     Ok(q)
 }
 
-/// `GET /v1/runs` parameters for the same query.
-pub(crate) fn params(
+/// The same query as the server takes it: `GET /v1/runs`' parameters,
+/// and the run selection of `POST /v1/gate` and `POST /v1/recover`.
+pub(crate) fn runs_query(
     limit: Option<u32>,
     after: Option<&str>,
     state: Option<&str>,
     f: &RunsFilter,
-    enc: impl Fn(&str) -> String,
-) -> String {
-    let mut q = Vec::new();
-    if let Some(l) = limit {
-        q.push(format!("limit={l}"));
-    }
-    let mut add = |k: &str, v: Option<String>| {
-        if let Some(v) = v {
-            q.push(format!("{k}={}", enc(&v)));
-        }
+) -> Result<RunsQuery> {
+    let ms = |flag: &str, v: Option<i64>| {
+        v.map(|v| {
+            u64::try_from(v).map_err(|_| {
+                Error::Refused(format!("--{flag} {v}: a time in unix ms is 0 or more"))
+            })
+        })
+        .transpose()
     };
-    if f.newest {
-        add("order", Some("newest".into()));
-        add("before", f.before.clone());
-    } else {
-        add("after", after.map(str::to_string));
-    }
-    add("state", state.map(str::to_string));
-    add("flow", f.flow.clone());
-    add("entry", f.entry.clone());
-    add("started_from", f.started_from.map(|v| v.to_string()));
-    add("started_to", f.started_to.map(|v| v.to_string()));
-    add("updated_from", f.updated_from.map(|v| v.to_string()));
-    add("updated_to", f.updated_to.map(|v| v.to_string()));
-    add("fork_of", f.fork_of.clone());
-    add("nested_in", f.nested_in.clone());
-    add("fault", f.fault.clone());
-    add("waiting_node", f.waiting_node.clone());
-    add("waiting_tool", f.waiting_tool.clone());
-    if !f.attrs.is_empty() {
+    let attrs = (!f.attrs.is_empty()).then(|| {
         let m: serde_json::Map<String, Json> =
             f.attrs.iter().filter_map(|a| attr(a).ok()).collect();
-        add("attrs", Some(Json::Object(m).to_string()));
-    }
-    if f.counts {
-        add("counts", Some("true".into()));
-    }
-    q.join("&")
+        Json::Object(m).to_string()
+    });
+    Ok(RunsQuery {
+        limit,
+        after: if f.newest {
+            None
+        } else {
+            after.map(str::to_string)
+        },
+        before: if f.newest { f.before.clone() } else { None },
+        order: f.newest.then(|| "newest".to_string()),
+        state: state.map(str::to_string),
+        flow: f.flow.clone(),
+        entry: f.entry.clone(),
+        started_from: ms("started-from", f.started_from)?,
+        started_to: ms("started-to", f.started_to)?,
+        updated_from: ms("updated-from", f.updated_from)?,
+        updated_to: ms("updated-to", f.updated_to)?,
+        fork_of: f.fork_of.clone(),
+        nested_in: f.nested_in.clone(),
+        fault: f.fault.clone(),
+        waiting_node: f.waiting_node.clone(),
+        waiting_tool: f.waiting_tool.clone(),
+        attrs,
+        counts: f.counts.then_some(true),
+        ..RunsQuery::default()
+    })
 }
 
 /// `2026-12-06T02:30:01Z` from unix ms (UTC; days to a civil date as in
@@ -229,7 +232,7 @@ fn lineage(r: &Json) -> String {
 /// ENTRY  LINEAGE`; DURATION is from Start to the run's last change),
 /// the counts when asked, then the command for the next page with every
 /// flag of this one.
-pub(crate) fn print(g: &Global, v: &Json, limit: Option<u32>, state: Option<&str>, f: &RunsFilter) {
+fn print(g: &Global, v: &Json, limit: Option<u32>, state: Option<&str>, f: &RunsFilter) {
     let rows = v["runs"].as_array().map_or(&[][..], |r| r);
     if rows.is_empty() {
         out!("no runs");
@@ -337,20 +340,68 @@ fn more(g: &Global, next: &str, limit: Option<u32>, state: Option<&str>, f: &Run
     cmd
 }
 
-/// The local answer: the server's own page builder over the local store,
-/// so `--json` and the text are what `--server` prints.
-pub(crate) fn local(
-    store: &dyn crate::service::store::Store,
-    q: &RunListQuery,
-    counts: bool,
-) -> Result<Json> {
-    let list = crate::http::listing::runs_page(store, q, counts)?;
-    Ok(serde_json::to_value(&list).unwrap_or(json!(null)))
+/// `flow runs` on the store under `--data`: the server's own page builder
+/// over the local store, so `--json` and the text are what `--server`
+/// prints.
+pub(super) fn local(
+    g: &Global,
+    limit: Option<u32>,
+    after: Option<String>,
+    state: Option<String>,
+    filter: &RunsFilter,
+) -> Result<u8> {
+    let q = query(limit, after, state.as_deref(), filter)?;
+    // No store yet: no runs, and none is created (a read leaves nothing
+    // behind).
+    let list = if g.data.join("flow.db").exists() {
+        let store = super::open_store(g)?;
+        crate::http::listing::runs_page(&*store, &q, filter.counts)?
+    } else {
+        RunList {
+            runs: Vec::new(),
+            next_after: None,
+            next_before: None,
+            problems: Vec::new(),
+            scanned: 0,
+            counts: None,
+        }
+    };
+    show(g, &list, limit, state.as_deref(), filter);
+    Ok(0)
+}
+
+/// `flow --server URL runs`: `GET /v1/runs` with the same query.
+pub(super) async fn remote(
+    g: &Global,
+    c: &Client,
+    limit: Option<u32>,
+    after: Option<String>,
+    state: Option<String>,
+    filter: &RunsFilter,
+) -> Result<u8> {
+    // Checked here as the store checks it: the same refusal as without
+    // --server, before anything is sent.
+    query(limit, after.clone(), state.as_deref(), filter)?;
+    let q = runs_query(limit, after.as_deref(), state.as_deref(), filter)?;
+    let list = c.list_runs(&q).await?;
+    show(g, &list, limit, state.as_deref(), filter);
+    Ok(0)
+}
+
+/// A page of runs: `--json` as it is, else [`print`].
+fn show(g: &Global, list: &RunList, limit: Option<u32>, state: Option<&str>, f: &RunsFilter) {
+    let v = serde_json::to_value(list).unwrap_or(Json::Null);
+    if g.json {
+        out!("{v}");
+    } else {
+        print(g, &v, limit, state, f);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn times_and_durations() {

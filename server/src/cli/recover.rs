@@ -8,13 +8,12 @@
 //! diagnostics are printed; a bad filter).
 
 use super::query::{self, RunsFilter};
-use super::remote::Client;
 use super::{Global, open_store, shell_quote};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::http::recover::RecoverLine;
+use crate::http::recover::{RecoverLine, RecoverRequest};
 use crate::service::recover::{RATE, RecoverOptions, RecoverOutcome, RecoverReport, RecoverRun};
 use crate::source::Sources;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -126,17 +125,6 @@ pub(super) async fn local(g: &Global, a: RecoverArgs) -> Result<u8> {
     Ok(report.exit_code())
 }
 
-/// `POST /v1/recover`'s body.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Body {
-    flow: serde_json::Value,
-    modules: serde_json::Value,
-    name: String,
-    dry_run: bool,
-    rate: f64,
-}
-
 /// `flow --server URL recover`: `POST /v1/recover` with the same filters,
 /// read as its NDJSON stream (a line per run, then the report).
 pub(super) async fn remote(g: &Global, c: &Client, a: RecoverArgs) -> Result<u8> {
@@ -146,51 +134,34 @@ pub(super) async fn remote(g: &Global, c: &Client, a: RecoverArgs) -> Result<u8>
             "--allow and --tools bind Tools here; a server binds the forks' Tools from its own --tools and approval: leave them out with --server".into(),
         ));
     }
-    let params = query::params(
-        None,
-        None,
-        a.state.as_deref(),
-        &filter,
-        super::remote::encode,
-    );
+    let q = query::runs_query(None, None, a.state.as_deref(), &filter)?;
     let (flow, modules) = super::remote::documents(&sources);
-    let body = Body {
+    let request = RecoverRequest {
         flow,
         modules,
-        name: sources.root.clone(),
+        name: Some(sources.root.clone()),
         dry_run: a.dry_run,
-        rate: a.rate,
+        rate: Some(a.rate),
+        runs: None,
     };
-    let body = serde_json::to_string(&body).unwrap_or_default();
-    let req = c
-        .request(reqwest::Method::POST, &format!("/v1/recover?{params}"))
-        .header("accept", "application/x-ndjson")
-        .header("content-type", "application/json")
-        .body(body)
-        // The stream lasts as long as the recovery: no client timeout.
-        .timeout(Duration::from_secs(7 * 24 * 3600));
-    let mut r = c.response(req).await?;
-    let unreadable =
-        |e: String| Error::Refused(format!("the server's recovery answer does not read: {e}"));
-    let (mut buf, mut report) = (Vec::new(), None);
-    while let Some(chunk) = r.chunk().await.map_err(|e| unreadable(e.to_string()))? {
-        buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let text: Vec<u8> = buf.drain(..=end).collect();
-            match serde_json::from_slice::<RecoverLine>(&text)
-                .map_err(|e| unreadable(e.to_string()))?
-            {
-                RecoverLine::Run(r) => eprintln!("{}", line(&r)),
-                RecoverLine::Report(r) => report = Some(r),
-                RecoverLine::Error(detail) => {
-                    return Err(Error::Store(std::sync::Arc::new(
-                        flow_store::Error::CommitFailed(detail),
-                    )));
-                }
+    let mut lines = c.recover_runs(&request, &q).await?;
+    let mut report = None;
+    while let Some(l) = lines.next().await? {
+        match l {
+            RecoverLine::Run(r) => eprintln!("{}", line(&r)),
+            RecoverLine::Report(r) => report = Some(r),
+            RecoverLine::Error(detail) => {
+                return Err(Error::Store(std::sync::Arc::new(
+                    flow_store::Error::CommitFailed(detail),
+                )));
             }
         }
     }
-    let report = report.ok_or_else(|| unreadable("the stream ended before the report".into()))?;
+    let report = report.ok_or_else(|| {
+        Error::Refused(
+            "the server's recovery answer does not read: the stream ended before the report".into(),
+        )
+    })?;
     print(g, &report);
     Ok(report.exit_code())
 }

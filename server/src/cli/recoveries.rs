@@ -5,8 +5,9 @@
 
 use super::Global;
 use super::query::{duration, utc};
-use super::remote::Client;
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::http::recoveries::RecoveriesParams;
 use crate::service::recover::RecoveryEnd;
 use crate::service::recoveries::{RecoveryDetail, RecoveryList, RecoveryView};
 
@@ -54,22 +55,14 @@ pub(super) async fn local(g: &Global, a: RecoveriesArgs) -> Result<u8> {
 
 /// `flow --server URL recoveries`.
 pub(super) async fn remote(g: &Global, c: &Client, a: RecoveriesArgs) -> Result<u8> {
-    let unreadable =
-        |e: serde_json::Error| Error::Refused(format!("the server's answer does not read: {e}"));
     match &a.id {
-        Some(id) => {
-            let v = c
-                .get(&format!("/v1/recoveries/{}", super::remote::encode(id)))
-                .await?;
-            show_one(g, &serde_json::from_value(v).map_err(unreadable)?);
-        }
+        Some(id) => show_one(g, &c.get_recovery(id).await?),
         None => {
-            let mut path = format!("/v1/recoveries?limit={}", a.limit);
-            if let Some(b) = a.before {
-                path.push_str(&format!("&before={b}"));
-            }
-            let v = c.get(&path).await?;
-            show_list(g, &a, &serde_json::from_value(v).map_err(unreadable)?);
+            let params = RecoveriesParams {
+                before: a.before,
+                limit: Some(a.limit),
+            };
+            show_list(g, &a, &c.list_recoveries(&params).await?);
         }
     }
     Ok(0)

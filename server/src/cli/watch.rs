@@ -4,11 +4,16 @@
 //! printing the exact next command. `--json` prints each stored fact as
 //! one canonical line, then the final state as one object.
 //!
+//! With `--server`, the same from the run's SSE feed (`GET
+//! /v1/runs/{run}/events?states=true`).
+//!
 //! Exit codes: 0 completed with exit_code success, 4 another exit_code,
 //! 1 faulted, 3 paused, 130 halted, 2 no such run (as `flow run`).
 
 use super::{Global, open_existing, print_resume, run_id, service};
-use crate::error::Result;
+use crate::client::{Client, RunEvent};
+use crate::error::{Error, Result};
+use crate::http::sse::EventsQuery;
 use flow_abi::fact::{Ending, Fact};
 use flow_store::{RunState, TailEvent};
 use serde_json::{Value as Json, json};
@@ -31,7 +36,7 @@ pub(super) async fn watch(g: &Global, run: &str, after: u64) -> Result<u8> {
                 (t, e)
             })
             .await
-            .map_err(|e| crate::error::Error::Unreadable(format!("the tail task ended: {e}")))?
+            .map_err(|e| Error::Unreadable(format!("the tail task ended: {e}")))?
         };
         tail = t;
         match event? {
@@ -147,4 +152,61 @@ pub(super) fn ended(g: &Global, run: &str, ending: Option<&Ending>) -> Result<u8
         out!("{run} ended: {}", flow_abi::json::canonical(&ending));
     }
     Ok(code)
+}
+
+/// `flow --server URL watch RUN`: the run's SSE feed (with its state
+/// changes), each fact printed as `flow watch` prints it, until the run
+/// ends, pauses or is halted; then the same last line and exit code.
+pub(super) async fn remote(g: &Global, c: &Client, run: &str, after: u64) -> Result<u8> {
+    let run = c.get_run(run).await?.run;
+    let q = EventsQuery {
+        after: Some(after),
+        states: Some(true),
+    };
+    let mut feed = c.run_events(&run, &q).await?;
+    while let Some(e) = feed.next().await? {
+        match e {
+            RunEvent::State(s) if s.state == "halted" => return Ok(halted(g, &run, &[])),
+            RunEvent::State(s) if s.state == "paused" => return paused(g, c, &run).await,
+            RunEvent::State(_) => {}
+            RunEvent::Error(data) => return Err(Error::Unreadable(data)),
+            RunEvent::Fact { text, fact } => {
+                if g.json {
+                    out!("{text}");
+                } else {
+                    out!("{}", line(&fact));
+                }
+                if let Fact::End { ending, .. } = &fact {
+                    return ended(g, &run, Some(ending));
+                }
+            }
+        }
+    }
+    Err(Error::Refused(format!(
+        "{}: the feed of {run} closed before the run ended, paused or halted",
+        c.base()
+    )))
+}
+
+/// A paused run, as `flow watch` prints it: the resume command of each
+/// pending call.
+async fn paused(g: &Global, c: &Client, run: &str) -> Result<u8> {
+    let pending = c.get_run(run).await?.pending;
+    if g.json {
+        let calls: Vec<Json> = pending
+            .iter()
+            .map(|p| json!({"run": p.run, "call": p.call, "tool": p.tool, "node": p.node}))
+            .collect();
+        out!(
+            "{}",
+            json!({"run": run, "state": "paused", "pending": calls})
+        );
+    } else {
+        out!("{run} paused; answer with:");
+        for p in &pending {
+            let example = p.example_reply.clone().filter(|e| !e.is_null());
+            super::print_resume_line(g, &p.run, &p.call, &p.args["schema"], example, false, &[]);
+        }
+    }
+    Ok(3)
 }

@@ -4,12 +4,12 @@
 //! them.
 
 use super::listing::{EntryView, FactRefView, StateName};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use utoipa::ToSchema;
 
 /// `POST /v1/check`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CheckAnswer {
     /// Every module's diagnostics (each names its module).
     #[schema(value_type = Vec<Object>)]
@@ -21,7 +21,7 @@ pub struct CheckAnswer {
 }
 
 /// `POST /v1/runs/{run}/halt`: the halt host record.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HaltAnswer {
     pub run: String,
@@ -33,7 +33,7 @@ pub struct HaltAnswer {
 }
 
 /// A replay's verdict.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VerdictName {
     Matched,
@@ -42,7 +42,7 @@ pub enum VerdictName {
 }
 
 /// `POST /v1/runs/{run}/replay`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReplayAnswer {
     pub run: String,
     pub verdict: VerdictName,
@@ -55,7 +55,7 @@ pub struct ReplayAnswer {
 }
 
 /// `POST /v1/archives`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ImportAnswer {
     pub run: String,
     /// `false`: the same history was already stored; nothing changed.
@@ -70,7 +70,7 @@ pub struct ImportAnswer {
 }
 
 /// The torn last fact an import left out.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TornAnswer {
     /// The number the torn fact would have had.
     pub fact: u64,
@@ -79,13 +79,13 @@ pub struct TornAnswer {
 }
 
 /// A fork's parent.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ParentRef {
     pub run: String,
     pub checkpoint: u64,
     /// The parent has been deleted (docs/custody.md): this run still holds
     /// every fact and blob it reads; the parent's id is lineage only.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
     /// The bulk recovery that made this fork (`rec-…`: `GET
     /// /v1/recoveries/{id}`), when one did.
@@ -94,14 +94,14 @@ pub struct ParentRef {
 }
 
 /// A nested run's outer run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct OuterRef {
     pub run: String,
     pub call: String,
 }
 
 /// A later run made from this one.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ChildRef {
     pub run: String,
     /// `fork` or `nested`.
@@ -115,7 +115,7 @@ pub struct ChildRef {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EndingName {
     Completed,
@@ -123,7 +123,7 @@ pub enum EndingName {
 }
 
 /// `GET /v1/runs/{run}`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
     pub run: String,
@@ -167,7 +167,7 @@ pub struct RunView {
 /// What start, resume and fork answer: the run and where it is. With
 /// `wait`, the ending (`exit` and `output`, or `fault`) or the pending
 /// calls; `error` when the drive stopped on an error before that.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAnswer {
     pub run: String,
@@ -195,7 +195,7 @@ pub struct RunAnswer {
 }
 
 /// A call the run view lists as waiting for its reply.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingCall {
     /// The run whose call it is: this run, or a nested run it drives
@@ -259,7 +259,7 @@ impl WaitingCall {
 }
 
 /// A call to answer to continue a paused run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PendingCall {
     /// The run whose call it is: the paused run, or a nested run it drives
     /// (answer it by either run id).

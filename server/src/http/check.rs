@@ -9,13 +9,13 @@ use crate::service::checks::Checks;
 use axum::extract::{FromRequest, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// A submitted program: the root flow and the modules its subgraphs name.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
     /// The root FlowSpec document (a JSON object, or its text as a string).
@@ -23,11 +23,11 @@ pub struct CheckRequest {
     pub flow: Json,
     /// Other modules by name (`flow_ref` targets), each a document or text.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<BTreeMap<String, Json>>,
     /// The root module's name (default `flow.json`); `--tools` flow.toml
     /// keys name modules by it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 /// `DELETE /v1/runs/{run}?force=true`.
-#[derive(Debug, Default, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteParams {
@@ -29,7 +29,7 @@ pub struct DeleteParams {
 }
 
 /// What a deletion removed (also its row of the audit log).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteAnswer {
     pub run: String,

@@ -7,10 +7,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use flow_store::HistoryQuery;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct FactsQuery {

@@ -32,7 +32,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use flow_store::{RunId, RunInfo, RunState};
 use futures_util::{Stream, StreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -54,7 +54,7 @@ const REPORTED_MAX: usize = 50_000;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The data of a state event.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StateChange {
     pub run: String,

@@ -11,49 +11,57 @@ use crate::service::ForkAt;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// `POST /v1/runs/{run}/fork`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// The fact number of a root-task Checkpoint; or else `call` and
     /// `reply`.
-    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    #[serde(
+        default,
+        deserialize_with = "super::params::body_opt_int64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub checkpoint: Option<u64>,
     /// A what-if fork: a call the run recorded. The fork starts at the
     /// root Checkpoint before it, and the call is answered with `reply`
     /// instead of being made again.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub call: Option<String>,
     /// The outcome that replaces `call`'s reply, decoded against the call's
     /// declared type as a resume's reply is: `{"Ok": value}` or
     /// `{"Failed": value}`.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Json>,
     /// State fields to replace, each decoded against `state_schema`.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub set: Option<BTreeMap<String, Json>>,
     /// Fork onto this program instead of the recorded one, as the start
     /// body gives it (with `modules` and `name`): it must have the same flow
     /// id, the checkpoint's node, and a `state_schema` the checkpoint's
     /// state fits, or the fork is refused (422) and nothing is recorded.
     #[schema(value_type = Option<Value>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Json>,
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<BTreeMap<String, Json>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
-    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    #[serde(
+        default,
+        deserialize_with = "super::params::body_opt_int64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wait: Option<u64>,
 }
 

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
 /// `POST /v1/gate`: the candidate program.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateRequest {
     /// The candidate's root FlowSpec document (a JSON object, or its text).
@@ -32,10 +32,10 @@ pub struct GateRequest {
     pub flow: Json,
     /// Other modules by name (`flow_ref` targets), each a document or text.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<BTreeMap<String, Json>>,
     /// The root module's name (default `flow.json`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
 }

@@ -8,11 +8,11 @@ use super::respond::typed_response;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// `POST /v1/runs/{run}/halt`; the body may be left out.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HaltRequest {
     /// Halt at once, leaving the Tool calls out open (a continue then

@@ -11,10 +11,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use flow_store::HistoryQuery;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct InspectQuery {

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use utoipa::{IntoParams, ToSchema};
 
 /// A fact number and its chain hash.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct FactRefView {
     pub n: u64,
     /// `blake3:<hex>`.
@@ -37,7 +37,7 @@ impl From<&FactRef> for FactRefView {
 }
 
 /// A run's state.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StateName {
     Running,
@@ -59,13 +59,13 @@ impl From<RunState> for StateName {
     }
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EntryView {
     pub module: String,
     pub function: String,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostDecisionView {
     /// `pause` or `halt`.
@@ -73,7 +73,7 @@ pub struct HostDecisionView {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ProblemView {
     pub component: String,
     pub status: String,
@@ -81,21 +81,21 @@ pub struct ProblemView {
 }
 
 /// A fork's parent run and the checkpoint it was forked from.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ParentView {
     pub run: String,
     pub checkpoint: u64,
 }
 
 /// A nested run's outer run and the call it serves.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct OuterView {
     pub run: String,
     pub call: String,
 }
 
 /// The root FlowSpec document's `id` and `name`, as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FlowView {
     pub id: Option<String>,
     pub name: Option<String>,
@@ -103,7 +103,7 @@ pub struct FlowView {
 
 /// A runs list row: the discovery row (seed "Stored-run discovery") and the
 /// rest of the runs index.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRow {
     pub run: String,
@@ -130,7 +130,7 @@ pub struct RunRow {
 }
 
 /// `GET /v1/runs`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunList {
     pub runs: Vec<RunRow>,
@@ -147,7 +147,7 @@ pub struct RunList {
 }
 
 /// How many runs a query's filters select (its cursor and limit aside).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunCountsView {
     /// Every filter applied.
@@ -160,13 +160,13 @@ pub struct RunCountsView {
     pub by_flow: Vec<FlowCount>,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct FlowCount {
     pub flow: String,
     pub count: u64,
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
@@ -481,7 +481,7 @@ fn to_json<T: Serialize>(v: &T) -> ApiResult<Json> {
 }
 
 /// The state at a checkpoint.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CheckpointView {
     pub run: String,
     /// The Checkpoint's fact number.
@@ -534,7 +534,7 @@ pub async fn get_checkpoint(
 }
 
 /// A run's chain, checked by the server.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Verification {
     pub run: String,
     /// Every fact's hash links to its predecessor's and every blob it uses

@@ -8,13 +8,13 @@
 
 use super::AppState;
 use axum::Router;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 use utoipa_swagger_ui::SwaggerUi;
 
 /// An RFC 9457 problem document.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
     /// `urn:flowd:problem:<kind>`.
     #[serde(rename = "type")]

@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
 /// `POST /v1/recover`: the fixed program, and how to recover.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RecoverRequest {
     /// The fixed root FlowSpec document (a JSON object, or its text).
@@ -36,25 +36,25 @@ pub struct RecoverRequest {
     pub flow: Json,
     /// Other modules by name (`flow_ref` targets), each a document or text.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<BTreeMap<String, Json>>,
     /// The root module's name (default `flow.json`). It is part of the
     /// program hash the forks record: recover with the same name again to
     /// find them.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
     /// List what would happen; fork nothing.
     #[serde(default)]
     pub dry_run: bool,
     /// At most this many forks a second (default 10; 0: no limit).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
     /// These runs, by id, instead of the query string's filters (1 to
     /// 1,000; the dashboard's multi-select). An id that is malformed, not
     /// in the store or of another flow is that run's `unrecoverable` with
     /// why; the others are recovered.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_items = 1, max_items = 1000)]
     pub runs: Option<Vec<String>>,
 }

@@ -9,11 +9,11 @@ use crate::service::recoveries::{MAX_PAGE, RecoveryDetail, RecoveryList};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
 /// `GET /v1/recoveries`' paging.
-#[derive(Debug, Default, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RecoveriesParams {

@@ -9,22 +9,22 @@ use super::wait::await_outcome;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use utoipa::ToSchema;
 
 /// `POST /v1/runs/{run}/resume`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
     /// The open call's id, e.g. `c1:root#1`. Leave out `call` and `reply`
     /// to continue a halted or crashed run, settling its open Tool calls
     /// (as `flow resume RUN` does).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
     /// The outcome, e.g. `{"Ok": {"decision": "approved"}}`.
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Json>,
     /// With neither `call` nor `reply`: what to do with the Tool calls
     /// that were out when the run was halted with `force` or its server
@@ -32,9 +32,13 @@ pub struct ResumeRequest {
     /// `unknown`. Left out, each call's binding decides (`resend = true`
     /// sends it again, else Unknown). Calls a draining server or a halt
     /// never sent are sent either way.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<crate::service::OpenChoice>,
-    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    #[serde(
+        default,
+        deserialize_with = "super::params::body_opt_int64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wait: Option<u64>,
 }
 

@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use flow_store::{FactKind, RunId, RunInfo, StoredFact};
 use futures_util::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ use utoipa::{IntoParams, ToSchema};
 /// How long one blocking tail step waits before checking for shutdown.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {

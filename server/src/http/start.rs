@@ -11,29 +11,33 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use flow_store::RunId;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// `POST /v1/runs`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// The root FlowSpec document (a JSON object, or its text as a string).
     #[schema(value_type = Value)]
     pub flow: Json,
     #[schema(value_type = Option<Object>)]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<BTreeMap<String, Json>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
     /// The run's input (decoded against the input node's schema).
     #[schema(value_type = Object)]
     pub input: Json,
     /// Seconds to wait for the run to end or pause (at most 30).
-    #[serde(default, deserialize_with = "super::params::body_opt_int64")]
+    #[serde(
+        default,
+        deserialize_with = "super::params::body_opt_int64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wait: Option<u64>,
 }
 

@@ -23,6 +23,7 @@
 
 use super::{RunService, store::blocking};
 use crate::error::{Error, Result};
+use backon::{ConstantBuilder, Retryable};
 use flow_store::{LeaseClaim, RunId};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -51,10 +52,10 @@ const TAKE_PER_SCAN: u32 = 32;
 const SCAN_MAX: Duration = Duration::from_secs(1);
 /// How many times (10 ms apart) a patient claim looks again for a drive
 /// here to let go of the run.
-const LOCAL_WAITS: u32 = 50;
+const LOCAL_WAITS: usize = 50;
 /// Tries, 50 ms apart, before a request answers that another server holds
 /// the lease (the holder may be letting go of it: a pause in flight).
-const PATIENT_TRIES: u32 = 6;
+const PATIENT_TRIES: usize = 6;
 
 impl Leasing {
     pub(super) fn new(o: LeaseOptions) -> Leasing {
@@ -142,43 +143,46 @@ impl RunService {
     /// drive here that has just recorded its pause (a client that saw the
     /// run paused resumes it at once), or another server's lease.
     pub(super) async fn claim(&self, run: &RunId, patient: bool) -> Result<Claim> {
-        let mut waits = if patient { LOCAL_WAITS } else { 0 };
-        let mut claim = loop {
-            match self.claim_local(run, None) {
-                Err(Error::Conflict(_)) if waits > 0 => {
-                    waits -= 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                other => break other?,
-            }
+        // Both waits are short and bounded, so constant (backon's, as
+        // every retry here): a patient claim looks again every 10 ms for
+        // a drive here letting go, then every 50 ms for another server's.
+        let (local, remote) = match patient {
+            true => (LOCAL_WAITS, PATIENT_TRIES - 1),
+            false => (0, 0),
         };
+        let local = ConstantBuilder::new()
+            .with_delay(Duration::from_millis(10))
+            .with_max_times(local);
+        let mut claim = (|| async { self.claim_local(run, None) })
+            .retry(local)
+            .when(|e| matches!(e, Error::Conflict(_)))
+            .await?;
         let Some(l) = &self.inner.leasing else {
             return Ok(claim);
         };
-        let mut tries = if patient { PATIENT_TRIES } else { 1 };
-        loop {
+        let held = || async {
             let (r, h, ttl) = (run.clone(), l.holder.clone(), l.ttl);
             match blocking(&self.inner.store, move |s| Ok(s.claim_lease(&r, &h, ttl)?)).await? {
-                LeaseClaim::Held { epoch } => {
-                    claim.set_epoch(epoch);
-                    return Ok(claim);
-                }
+                LeaseClaim::Held { epoch } => Ok(epoch),
                 LeaseClaim::HeldBy {
                     holder,
                     expires_in_ms,
-                } => {
-                    tries -= 1;
-                    if tries == 0 {
-                        return Err(Error::Leased {
-                            run: run.to_string(),
-                            holder: node_of(&holder).to_string(),
-                            expires_in_ms,
-                        });
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                } => Err(Error::Leased {
+                    run: run.to_string(),
+                    holder: node_of(&holder).to_string(),
+                    expires_in_ms,
+                }),
             }
-        }
+        };
+        let remote = ConstantBuilder::new()
+            .with_delay(Duration::from_millis(50))
+            .with_max_times(remote);
+        let epoch = held
+            .retry(remote)
+            .when(|e| matches!(e, Error::Leased { .. }))
+            .await?;
+        claim.set_epoch(epoch);
+        Ok(claim)
     }
 
     /// Lets go of `run`'s lease of `epoch` (a run still running is handed

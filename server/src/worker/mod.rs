@@ -10,8 +10,9 @@
 //! ready. The server takes each reply once; a reply it drops (the call was
 //! settled meanwhile) is only logged.
 //!
-//! * The server unreachable: polls and replies are tried again, backing
-//!   off to 5 s; the Tools keep running. A worker the server judged lost
+//! * The server unreachable: registration, polls and replies are tried
+//!   again after jittered waits that double up to 5 s
+//!   ([`crate::client::backoff`]); the Tools keep running. A worker the server judged lost
 //!   (404) registers again, under a new id; replies of calls it got
 //!   before go back under the old one, and are admitted if the server has
 //!   not settled those calls yet.
@@ -29,12 +30,17 @@
 //! Exit codes: 0 after a signal; 2 refused (no `--server`, a flow.toml
 //! that does not read or bind, a server that refuses the worker's token).
 
-mod client;
+mod exchange;
+#[cfg(test)]
+mod tests;
 mod tools;
 
+use crate::client::{self, Client};
 use crate::error::{Error, Result};
-use crate::http::workers::{CallKey, ReplyItem, WorkCall};
-use client::{Client, Failure, Session};
+use crate::http::workers::{CallKey, PollAnswer, ReplyItem, WorkCall};
+use backon::{ExponentialBuilder, Retryable};
+use exchange::{Failure, Session};
+use flow_store::ServedTool;
 use flow_tools::manifest::Manifest;
 use flow_tools::outcome::CallRequest;
 use serde_json::{Value as Json, json};
@@ -75,6 +81,18 @@ const SEND_GRACE: Duration = Duration::from_secs(10);
 /// The longest wait before trying an unreachable server again.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
+/// The waits between tries of registration and polls: 125–250 ms at
+/// first, doubling to 2.5–5 s.
+fn reconnect() -> ExponentialBuilder {
+    client::backoff::policy(Duration::from_millis(250), BACKOFF_MAX)
+}
+
+/// The waits between tries of a batch of replies: 50–100 ms at first,
+/// doubling to 2.5–5 s.
+fn redeliver() -> ExponentialBuilder {
+    client::backoff::policy(Duration::from_millis(100), BACKOFF_MAX)
+}
+
 /// An outcome to send back, under the worker id the call came to.
 struct Reply {
     worker: String,
@@ -91,7 +109,19 @@ pub async fn run(server: Option<String>, token: Option<String>, args: WorkerArgs
                 .into(),
         )
     })?;
-    let client = Client::new(&server, token)?;
+    if !server.starts_with("http://") {
+        return Err(Error::Refused(format!(
+            "--server {}: a worker speaks plain http:// (put TLS in a proxy in front of the servers)",
+            server.trim_end_matches('/')
+        )));
+    }
+    // Proxies come from the environment (`HTTP_PROXY`, `NO_PROXY`), as
+    // for any HTTP client; each request has its own deadline.
+    let options = client::Options {
+        timeout: Duration::from_secs(30),
+        env_proxy: true,
+    };
+    let client = Client::new(&server, token, options)?;
     let manifest = Manifest::read(&args.tools).map_err(|e| Error::Refused(e.to_string()))?;
     // The first signal drains; a second ends the grace at once.
     let (shutdown, hurry) = (CancellationToken::new(), CancellationToken::new());
@@ -155,35 +185,9 @@ struct Worker {
 }
 
 impl Worker {
-    /// Registers, trying an unreachable server again; `None` when stopped
-    /// first.
+    /// [`register`] this worker's Tools.
     async fn register(&self) -> Result<Option<Session>> {
-        let mut backoff = Duration::from_millis(250);
-        loop {
-            match self.client.register(&self.name, &self.served.tools).await {
-                Ok(s) => {
-                    tracing::info!(worker = %s.worker, "registered");
-                    return Ok(Some(s));
-                }
-                Err(Failure::Refused(e)) => return Err(Error::Refused(e)),
-                Err(e) => {
-                    tracing::warn!("cannot register: {e}; trying again");
-                    if !self.pause(&mut backoff).await {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Waits `backoff` (then doubles it); false when stopped meanwhile.
-    async fn pause(&self, backoff: &mut Duration) -> bool {
-        let wait = *backoff;
-        *backoff = (*backoff * 2).min(BACKOFF_MAX);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => true,
-            _ = self.shutdown.cancelled() => false,
-        }
+        register(&self.client, &self.name, &self.served.tools, &self.shutdown).await
     }
 
     async fn serve(&self, mut session: Session) -> Result<u8> {
@@ -191,7 +195,6 @@ impl Worker {
         let sender = tokio::spawn(send_replies(self.client.clone(), rx, session.reply_limit));
         let mut calls: JoinSet<(String, String)> = JoinSet::new();
         let mut out: HashMap<(String, String), AbortHandle> = HashMap::new();
-        let mut backoff = Duration::from_millis(250);
         let mut failure = None;
         while !self.shutdown.is_cancelled() {
             while let Some(done) = calls.try_join_next() {
@@ -208,7 +211,7 @@ impl Worker {
                 continue;
             }
             let polled = tokio::select! {
-                r = self.client.poll(&session, free.min(256)) => r,
+                r = poll(&self.client, &session, free.min(256)) => r,
                 _ = self.shutdown.cancelled() => break,
             };
             let answer = match polled {
@@ -225,17 +228,11 @@ impl Worker {
                     }
                     continue;
                 }
-                Err(Failure::Transient(e)) => {
-                    tracing::warn!("poll: {e}; trying again");
-                    self.pause(&mut backoff).await;
-                    continue;
-                }
-                Err(Failure::Refused(e)) => {
-                    failure = Some(Error::Refused(e));
+                Err(e) => {
+                    failure = Some(Error::Refused(e.to_string()));
                     break;
                 }
             };
-            backoff = Duration::from_millis(250);
             for CallKey { run, call } in answer.cancels {
                 if let Some(h) = out.remove(&(run.clone(), call.clone())) {
                     tracing::info!(run.id = %run, call.id = %call, "cancelled by the server");
@@ -285,7 +282,7 @@ impl Worker {
         while calls.join_next().await.is_some() {}
         drop(tx);
         let _ = tokio::time::timeout(SEND_GRACE, sender).await;
-        if let Err(e) = self.client.leave(&session.worker).await {
+        if let Err(e) = self.client.delete_worker(&session.worker).await {
             tracing::warn!(
                 "could not tell the server this worker leaves ({e}); it will judge it lost in its time"
             );
@@ -318,40 +315,62 @@ impl Worker {
                 "draining the calls out"
             );
         }
-        let mut backoff = Duration::from_millis(250);
+        // One heartbeat at a time, kept across the calls that finish
+        // meanwhile; tried again after any failure (a lost worker is
+        // settled by the server anyway once this one leaves).
+        let beat = || {
+            (|| exchange::poll(&self.client, session, 0))
+                .retry(reconnect())
+                .notify(|e, _| tracing::warn!("poll while draining: {e}"))
+        };
+        let mut heartbeat = Box::pin(beat());
         while !calls.is_empty() {
-            let heartbeat = async {
-                match self.client.poll(session, 0).await {
-                    Ok(answer) => Some(answer),
-                    Err(e) => {
-                        tracing::warn!("poll while draining: {e}");
-                        tokio::time::sleep(backoff).await;
-                        None
-                    }
-                }
-            };
             tokio::select! {
                 done = calls.join_next() => {
                     if let Some(Ok(key)) = done {
                         out.remove(&key);
                     }
                 }
-                answer = heartbeat => match answer {
-                    Some(answer) => {
-                        backoff = Duration::from_millis(250);
-                        for key in answer.cancels.into_iter().map(|k| (k.run, k.call)) {
-                            if let Some(h) = out.remove(&key) {
-                                tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
-                                h.abort();
-                            }
+                answer = &mut heartbeat => {
+                    heartbeat = Box::pin(beat());
+                    let cancels = answer.map(|a| a.cancels).unwrap_or_default();
+                    for key in cancels.into_iter().map(|k| (k.run, k.call)) {
+                        if let Some(h) = out.remove(&key) {
+                            tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
+                            h.abort();
                         }
                     }
-                    None => backoff = (backoff * 2).min(BACKOFF_MAX),
-                },
+                }
                 _ = tokio::time::sleep_until(until) => return,
                 _ = self.hurry.cancelled() => return,
             }
         }
+    }
+}
+
+/// Registers `tools` under `name`, trying again while the server cannot
+/// be reached (or is busy, or lost this worker meanwhile), with the
+/// [`reconnect`] waits; `None` when `stop` comes first. A refusal (a bad
+/// token, not a flowd server) is not tried again.
+async fn register(
+    client: &Client,
+    name: &str,
+    tools: &[ServedTool],
+    stop: &CancellationToken,
+) -> Result<Option<Session>> {
+    let tries = (|| exchange::register(client, name, tools))
+        .retry(reconnect())
+        .when(|f| !matches!(f, Failure::Refused(_)))
+        .notify(|e, wait| tracing::warn!("cannot register: {e}; trying again in {wait:.1?}"));
+    tokio::select! {
+        r = tries => match r {
+            Ok(s) => {
+                tracing::info!(worker = %s.worker, "registered");
+                Ok(Some(s))
+            }
+            Err(e) => Err(Error::Refused(e.to_string())),
+        },
+        _ = stop.cancelled() => Ok(None),
     }
 }
 
@@ -425,26 +444,36 @@ fn size_of(item: &ReplyItem) -> usize {
     serde_json::to_string(item).map_or(usize::MAX, |s| s.len())
 }
 
+/// Polls for at most `max` calls, tried again while the server cannot be
+/// reached (or is busy), with the [`reconnect`] waits; each poll starts
+/// them over.
+async fn poll(
+    client: &Client,
+    session: &Session,
+    max: u32,
+) -> std::result::Result<PollAnswer, Failure> {
+    (|| exchange::poll(client, session, max))
+        .retry(reconnect())
+        .when(|f| matches!(f, Failure::Transient(_)))
+        .notify(|e, wait| tracing::warn!("poll: {e}; trying again in {wait:.1?}"))
+        .await
+}
+
+/// Sends one batch of replies under `worker`, tried again while the
+/// server cannot be reached (or is busy).
 async fn deliver(client: &Client, worker: &str, items: Vec<ReplyItem>) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match client.reply(worker, items.clone()).await {
-            Ok(answer) => {
-                for r in answer.replies.iter().filter(|r| !r.admitted) {
-                    tracing::info!(run.id = %r.run, call.id = %r.call, "reply dropped by the server: the call was answered or settled already");
-                }
-                return;
-            }
-            Err(Failure::Transient(e)) => {
-                tracing::warn!("replies: {e}; trying again");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-            }
-            Err(e) => {
-                tracing::warn!(worker = %worker, "replies not taken: {e}");
-                return;
+    let sent = (|| exchange::reply(client, worker, items.clone()))
+        .retry(redeliver())
+        .when(|f| matches!(f, Failure::Transient(_)))
+        .notify(|e, wait| tracing::warn!("replies: {e}; trying again in {wait:.1?}"))
+        .await;
+    match sent {
+        Ok(answer) => {
+            for r in answer.replies.iter().filter(|r| !r.admitted) {
+                tracing::info!(run.id = %r.run, call.id = %r.call, "reply dropped by the server: the call was answered or settled already");
             }
         }
+        Err(e) => tracing::warn!(worker = %worker, "replies not taken: {e}"),
     }
 }
 

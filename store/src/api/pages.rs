@@ -406,7 +406,7 @@ pub struct HistoryQuery {
 
 /// One fact as presented in a page.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FactView {
     /// The fact's recorded number ("fact numbers retain their original positions").
@@ -429,7 +429,7 @@ pub struct FactView {
 /// Paging data: `total` is after filtering, `factsTotal` all facts
 /// (REQUIREMENTS GAP-HIST-6), `nextOffset` null at the end.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PageInfo {
     pub total: u64,
@@ -441,7 +441,7 @@ pub struct PageInfo {
 
 /// A page of a run's verified history.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryPage {
     pub run: String,
@@ -457,7 +457,7 @@ pub struct HistoryPage {
 /// A recorded source as the history view lists it (seed, MCP `history`:
 /// "Sources are listed by module, commit, hash and code-point length").
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceInfo {
     pub module: String,
     pub commit: Option<String>,

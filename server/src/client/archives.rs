@@ -1,0 +1,25 @@
+//! Run archives: a run exported as its tar stream, and an archive
+//! imported (`/v1/runs/{run}/archive`, `/v1/archives`).
+
+use super::{Client, Result, segment};
+use crate::http::answers::ImportAnswer;
+use reqwest::Method;
+
+impl Client {
+    /// `GET /v1/runs/{run}/archive`: the tar's bytes.
+    pub async fn export_archive(&self, run: &str) -> Result<Vec<u8>> {
+        let path = format!("/v1/runs/{}/archive", segment(run));
+        let r = self.send(self.request(Method::GET, &path)).await?;
+        let tar = r.bytes().await.map_err(|e| self.broken(&e))?;
+        Ok(tar.to_vec())
+    }
+
+    /// `POST /v1/archives` with a tar body.
+    pub async fn import_archive(&self, tar: Vec<u8>) -> Result<ImportAnswer> {
+        let req = self
+            .request(Method::POST, "/v1/archives")
+            .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+            .body(tar);
+        self.read(req).await
+    }
+}
