@@ -141,10 +141,13 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
             force: m.get("force").and_then(Value::as_bool),
             outer: match m.get("outer") {
                 None => None,
-                Some(o) => Some((
-                    RunId::parse(o.get("run")?.as_str()?).ok()?,
-                    CallId::parse(o.get("call")?.as_str()?).ok()?,
-                )),
+                Some(o) => {
+                    let (run, call) = (o.pointer("/run")?, o.pointer("/call")?);
+                    Some((
+                        RunId::parse(run.as_str()?).ok()?,
+                        CallId::parse(call.as_str()?).ok()?,
+                    ))
+                }
             },
         }),
         HostRecordKind::Pause => HostDetails::Pause {
