@@ -25,18 +25,26 @@ fn deadline_after(timeout: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
-/// Most runs whose heads are remembered; past it the map starts over.
-const MAX_HEADS: usize = 100_000;
+/// A run some blocking tail waits on: the highest durable head told
+/// since the first tail of it began, and how many tails wait on it.
+struct Watched {
+    head: u64,
+    tails: usize,
+}
 
 #[derive(Default)]
 struct HeadMap {
-    heads: HashMap<String, u64>,
-    /// Bumped when the map starts over, so a waiter re-reads the store
-    /// rather than missing a head that was forgotten.
+    heads: HashMap<String, Watched>,
+    /// Bumped by [`Heads::resync`], so a waiter re-reads the store rather
+    /// than missing a head nobody could tell.
     generation: u64,
 }
 
-/// Durable heads of runs written through this process's writer.
+/// Where durable heads are told: to every observer (the server's one
+/// registry of followed runs, `service/heads.rs`, which feeds SSE), and
+/// to the blocking tails ([`StoreTail`], the local `flow watch`) waiting
+/// on their run. Only runs a tail waits on are kept, so a commit of any
+/// other run costs one map look-up here.
 #[derive(Default)]
 pub struct Heads {
     map: Mutex<HeadMap>,
@@ -64,21 +72,40 @@ impl Heads {
                 }
             }
         }
+        let mut told = false;
         if let Ok(mut m) = self.map.lock() {
-            if m.heads.len() + items.len() > MAX_HEADS {
-                m.heads.clear();
-                m.generation += 1;
-            }
             for note in items {
-                match m.heads.get_mut(&note.run) {
-                    Some(e) => *e = (*e).max(note.n),
-                    None => {
-                        m.heads.insert(note.run.clone(), note.n);
-                    }
+                if let Some(w) = m.heads.get_mut(&note.run) {
+                    w.head = w.head.max(note.n);
+                    told = true;
                 }
             }
         }
-        self.changed.notify_all();
+        if told {
+            self.changed.notify_all();
+        }
+    }
+
+    /// A tail begins waiting on `run`: its heads are kept from now on.
+    fn watch(&self, run: &str) {
+        if let Ok(mut m) = self.map.lock() {
+            m.heads
+                .entry(run.to_string())
+                .or_insert(Watched { head: 0, tails: 0 })
+                .tails += 1;
+        }
+    }
+
+    /// A tail of `run` ended; the run's head is forgotten with its last.
+    fn unwatch(&self, run: &str) {
+        if let Ok(mut m) = self.map.lock()
+            && let Some(w) = m.heads.get_mut(run)
+        {
+            w.tails -= 1;
+            if w.tails == 0 {
+                m.heads.remove(run);
+            }
+        }
     }
 
     /// Wakes every waiter to read the store again: heads may have moved
@@ -90,8 +117,9 @@ impl Heads {
         self.changed.notify_all();
     }
 
-    /// Waits until `run`'s head passes `after` (or the map started over) or
-    /// `timeout` elapses; true when the caller should read the store again.
+    /// Waits until `run`'s head passes `after` (or a resync) or `timeout`
+    /// elapses; true when the caller should read the store again. Only a
+    /// watched run's head is told (a [`StoreTail`] watches its run).
     pub fn wait_past(&self, run: &str, after: u64, timeout: Duration) -> bool {
         let deadline = deadline_after(timeout);
         let Ok(mut m) = self.map.lock() else {
@@ -99,7 +127,7 @@ impl Heads {
         };
         let generation = m.generation;
         loop {
-            if m.generation != generation || m.heads.get(run).copied().unwrap_or(0) > after {
+            if m.generation != generation || m.heads.get(run).is_some_and(|w| w.head > after) {
                 return true;
             }
             let now = Instant::now();
@@ -126,16 +154,26 @@ pub struct StoreTail<R> {
 
 impl<R: ReadHistory> StoreTail<R> {
     /// A tail of `run` yielding facts after `after`. Refuses an unknown run.
+    /// The run is watched before the store is first read, so no head
+    /// committed after that read is missed.
     pub fn new(store: R, heads: Arc<Heads>, run: &RunId, after: u64) -> Result<StoreTail<R>> {
-        store.run_info(run)?;
-        Ok(StoreTail {
+        heads.watch(run.as_str());
+        let tail = StoreTail {
             store,
             heads,
             run: run.clone(),
             last: after,
             buf: VecDeque::new(),
             ended: false,
-        })
+        };
+        tail.store.run_info(run)?;
+        Ok(tail)
+    }
+}
+
+impl<R> Drop for StoreTail<R> {
+    fn drop(&mut self) {
+        self.heads.unwatch(self.run.as_str());
     }
 }
 
@@ -165,5 +203,36 @@ impl<R: ReadHistory + Send> Tail for StoreTail<R> {
                 return Ok(TailEvent::Idle);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(run: &str, n: u64) -> HeadNote {
+        HeadNote {
+            run: run.into(),
+            n,
+            facts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_watched_runs_keep_their_heads_and_their_waiters_wake() {
+        let heads = Arc::new(Heads::default());
+        heads.bump(&[note("run-a", 3)]);
+        assert!(heads.map.lock().unwrap().heads.is_empty());
+        heads.watch("run-a");
+        heads.watch("run-a");
+        let h = heads.clone();
+        let waiter = std::thread::spawn(move || h.wait_past("run-a", 3, Duration::from_secs(30)));
+        heads.bump(&[note("run-b", 9), note("run-a", 4)]);
+        assert!(waiter.join().unwrap());
+        assert!(!heads.wait_past("run-a", 4, Duration::from_millis(1)));
+        heads.unwatch("run-a");
+        assert!(heads.wait_past("run-a", 3, Duration::ZERO));
+        heads.unwatch("run-a");
+        assert!(heads.map.lock().unwrap().heads.is_empty());
     }
 }
