@@ -632,6 +632,36 @@ async fn fork_and_check_over_http() {
     assert_eq!(parent["children"][0]["run"], child.as_str(), "{parent}");
     let c = app.until(&child, |_| true).await;
     assert_eq!(c["parent"]["run"], run.as_str());
+    // A fork of the fork: its lineage names both steps, nearest first.
+    let (_, ccps) = app
+        .get(&format!("/v1/runs/{child}/facts?kind=Checkpoint"))
+        .await;
+    let ccp = ccps["facts"][0]["n"].as_u64().unwrap();
+    let (s, g) = app
+        .post(
+            &format!("/v1/runs/{child}/fork"),
+            &json!({"checkpoint": ccp, "wait": 10}),
+        )
+        .await;
+    assert_eq!(s, 201, "{g}");
+    let grandchild = g["run"].as_str().unwrap().to_string();
+    let (s, l) = app.get(&format!("/v1/runs/{grandchild}/lineage")).await;
+    assert_eq!(s, 200, "{l}");
+    assert_eq!(
+        l,
+        json!({"run": grandchild, "truncated": false, "ancestors": [
+            {"run": grandchild, "from": child, "kind": "fork", "checkpoint": ccp},
+            {"run": child, "from": run, "kind": "fork", "checkpoint": cp},
+        ]})
+    );
+    let (s, l) = app.get(&format!("/v1/runs/{run}/lineage")).await;
+    assert_eq!((s, &l["ancestors"]), (200, &json!([])), "{l}");
+    let (s, _) = app
+        .get("/v1/runs/run-00000000000000000000000000/lineage")
+        .await;
+    assert_eq!(s, 404);
+    let (s, _) = app.get("/v1/runs/nope/lineage").await;
+    assert_eq!(s, 404);
     // 404 for a checkpoint that is not one; 422 for a set that does not decode.
     let (s, _) = app
         .post(&format!("/v1/runs/{run}/fork"), &json!({"checkpoint": 999}))

@@ -279,6 +279,12 @@ async fn over_http_the_nested_call_is_listed_and_answered_across_a_restart() {
     assert_eq!(view["pending"][0]["run"], inner.as_str(), "{view}");
     assert_eq!(view["pending"][0]["call"], "c1:root#1", "{view}");
     assert_eq!(view["children"][0]["run"], inner.as_str(), "{view}");
+    let lineage = get_json(&c, format!("{}/v1/runs/{inner}/lineage", s.base)).await;
+    assert_eq!(
+        lineage["ancestors"],
+        json!([{"run": inner, "from": run, "kind": "nested", "call": "c1:root#1"}]),
+        "{lineage}"
+    );
     let calls = get_json(&c, format!("{}/v1/calls", s.base)).await;
     let calls = calls["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 1, "{calls:?}");

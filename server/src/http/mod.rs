@@ -31,6 +31,7 @@ pub mod headers;
 pub mod health;
 pub mod inbox;
 pub mod inspect;
+pub mod lineage;
 pub mod listing;
 pub mod metrics;
 pub mod ndjson;
@@ -241,6 +242,7 @@ fn table() -> Table {
         .routes(routes!(listing::get_checkpoint))
         .routes(routes!(listing::verify_run))
         .routes(routes!(diff::diff_runs))
+        .routes(routes!(lineage::get_lineage))
         .routes(routes!(sse::run_events))
         .routes(routes!(resume::resume_run).map(typed))
         .routes(routes!(replay::replay_run).map(typed))

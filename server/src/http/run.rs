@@ -6,6 +6,7 @@ use super::answers::{ChildRef, EndingName, OuterRef, ParentRef, RunView, Waiting
 use super::error::{ApiResult, PathArgs, run_id};
 use super::listing::EntryView;
 use super::respond::{blocking, typed_response};
+use crate::service::lineage::{self, Link, Step};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -53,6 +54,23 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         Some(flow_abi::fact::Ending::Faulted(why)) => (Json::Null, Json::Null, json!(why)),
         None => (Json::Null, Json::Null, Json::Null),
     };
+    let parent = match lineage::step(&**state.store(), run, &info)? {
+        Some(Step {
+            from,
+            link: Link::Fork {
+                checkpoint,
+                recovery,
+            },
+            deleted,
+            ..
+        }) => Some(ParentRef {
+            run: from,
+            checkpoint,
+            deleted,
+            recovery,
+        }),
+        _ => None,
+    };
     Ok(RunView {
         run: run.to_string(),
         state: info.state.into(),
@@ -72,20 +90,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         pending: WaitingCall::all(service, &waits.open),
         calls_out,
         last_fact: (&info.last_fact).into(),
-        parent: match info.parent {
-            Some((run_of, checkpoint)) => Some(ParentRef {
-                deleted: RunId::parse(&run_of).is_ok_and(|p| {
-                    matches!(
-                        state.store().run_info(&p),
-                        Err(flow_store::Error::UnknownRun(_))
-                    )
-                }),
-                recovery: state.store().recovery_of(run.as_str())?.map(|f| f.recovery),
-                run: run_of,
-                checkpoint,
-            }),
-            None => None,
-        },
+        parent,
         outer: info.outer.map(|(run, call)| OuterRef { run, call }),
         children,
         children_truncated,

@@ -45,6 +45,7 @@ pub mod heads;
 mod inbox;
 mod inspect;
 mod lease;
+pub mod lineage;
 mod nested;
 pub mod otlp;
 mod outcome;

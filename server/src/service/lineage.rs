@@ -1,0 +1,78 @@
+//! A run's lineage: the runs it came from, nearest first — a fork's parent
+//! (at which checkpoint, by which recovery), a nested run's outer run (for
+//! which call) — up to the run that came from none. The one reading of it:
+//! the run view's `parent` is its first step, `GET /v1/runs/{run}/lineage`
+//! the whole chain.
+
+use super::store::Store;
+use crate::error::Result;
+use flow_store::{RunId, RunInfo};
+
+/// Ancestors read at most (a chain longer than this is cut, and says so).
+pub const MAX_LINEAGE: usize = 64;
+
+/// How a run came from the one before it in its lineage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Forked from `from` at Checkpoint `checkpoint`; by bulk recovery
+    /// `recovery` when one made it.
+    Fork {
+        checkpoint: u64,
+        recovery: Option<String>,
+    },
+    /// Run by `from`'s call `call` (a subgraph).
+    Nested { call: String },
+}
+
+/// One step up a lineage: `run` came from `from` by `link`.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub run: RunId,
+    pub from: String,
+    pub link: Link,
+    /// `from` has been deleted (docs/custody.md): the chain ends here.
+    pub deleted: bool,
+}
+
+/// The first step up from `run` (whose info is `info`), if it came from
+/// another run.
+pub fn step(store: &dyn Store, run: &RunId, info: &RunInfo) -> Result<Option<Step>> {
+    let (from, link) = match (&info.parent, &info.outer) {
+        (Some((parent, checkpoint)), _) => (
+            parent.clone(),
+            Link::Fork {
+                checkpoint: *checkpoint,
+                recovery: store.recovery_of(run.as_str())?.map(|f| f.recovery),
+            },
+        ),
+        (None, Some((outer, call))) => (outer.clone(), Link::Nested { call: call.clone() }),
+        (None, None) => return Ok(None),
+    };
+    let deleted = RunId::parse(&from)
+        .is_ok_and(|f| matches!(store.run_info(&f), Err(flow_store::Error::UnknownRun(_))));
+    Ok(Some(Step {
+        run: run.clone(),
+        from,
+        link,
+        deleted,
+    }))
+}
+
+/// `run`'s lineage, nearest first, and whether it was cut at
+/// [`MAX_LINEAGE`].
+pub fn lineage(store: &dyn Store, run: &RunId) -> Result<(Vec<Step>, bool)> {
+    let mut steps = Vec::new();
+    let mut cur = run.clone();
+    let mut info = store.run_info(&cur)?;
+    while let Some(s) = step(store, &cur, &info)? {
+        if steps.len() == MAX_LINEAGE {
+            return Ok((steps, true));
+        }
+        let next = (!s.deleted).then(|| RunId::parse(&s.from).ok()).flatten();
+        steps.push(s);
+        let Some(next) = next else { break };
+        info = store.run_info(&next)?;
+        cur = next;
+    }
+    Ok((steps, false))
+}
