@@ -21,11 +21,13 @@
 //! and makes none of these round trips: a [`Claim`] is then only this
 //! process's mark that a run is being driven (one drive per run).
 
+use super::running::Running;
 use super::{RunService, store::blocking};
 use crate::error::{Error, Result};
 use backon::{ConstantBuilder, Retryable};
 use flow_store::{LeaseClaim, RunId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How this server takes part in a cluster.
@@ -214,15 +216,6 @@ impl RunService {
     pub fn leases_held(&self) -> usize {
         self.inner.running.leased().len()
     }
-
-    /// The leases of the drives going on here: `(run, epoch)`.
-    /// Stops the drive of `run` whose lease of `epoch` is gone (only that
-    /// drive: a newer claim here stays).
-    fn fence(&self, run: &RunId, epoch: u64) {
-        if self.inner.running.fence(run, epoch) {
-            tracing::warn!(run.id = %run, "fenced: another server holds the run's lease now; stopping its drive here");
-        }
-    }
 }
 
 /// Renews every lease held here every third of the lease time.
@@ -230,36 +223,59 @@ async fn renew(service: RunService) {
     let Some(l) = &service.inner.leasing else {
         return;
     };
-    let token = service.shutdown_token().clone();
+    let (holder, ttl) = (l.holder.clone(), l.ttl);
+    let store = service.inner.store.clone();
+    renewing(
+        &service.inner.running,
+        ttl,
+        service.shutdown_token(),
+        |held| {
+            let (h, store) = (holder.clone(), store.clone());
+            async move { blocking(&store, move |s| Ok(s.renew_leases(&h, &held, ttl)?)).await }
+        },
+    )
+    .await;
+}
+
+/// The renewal timer over the drives of `running`: every `ttl / 3`,
+/// `renew` the leases they hold (it answers the runs whose leases it
+/// renewed). A drive whose lease was not renewed (another server took
+/// it) is stopped; so is every drive once no renewal went through for a
+/// whole `ttl`, since the leases may have passed on. Ends at `stop`.
+async fn renewing<F, Fut>(running: &Running, ttl: Duration, stop: &CancellationToken, mut renew: F)
+where
+    F: FnMut(Vec<(RunId, u64)>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<RunId>>>,
+{
+    let fence = |run: &RunId, epoch: u64| {
+        if running.fence(run, epoch) {
+            tracing::warn!(run.id = %run, "fenced: another server holds the run's lease now; stopping its drive here");
+        }
+    };
     let mut last_ok = Instant::now();
     loop {
         tokio::select! {
-            _ = token.cancelled() => return,
-            _ = tokio::time::sleep(l.ttl / 3) => {}
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(ttl / 3) => {}
         }
-        let held = service.inner.running.leased();
+        let held = running.leased();
         if held.is_empty() {
             last_ok = Instant::now();
             continue;
         }
-        let (h, ttl, asked) = (l.holder.clone(), l.ttl, held.clone());
-        match blocking(&service.inner.store, move |s| {
-            Ok(s.renew_leases(&h, &asked, ttl)?)
-        })
-        .await
-        {
+        match renew(held.clone()).await {
             Ok(still) => {
                 last_ok = Instant::now();
                 for (run, epoch) in held {
-                    if still.binary_search(&run).is_err() {
-                        service.fence(&run, epoch);
+                    if !still.contains(&run) {
+                        fence(&run, epoch);
                     }
                 }
             }
-            Err(e) if last_ok.elapsed() >= l.ttl => {
+            Err(e) if last_ok.elapsed() >= ttl => {
                 tracing::error!(error = %e, "leases not renewed for a whole lease time; stopping every drive here");
                 for (run, epoch) in held {
-                    service.fence(&run, epoch);
+                    fence(&run, epoch);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot renew leases; trying again"),
@@ -310,5 +326,64 @@ async fn take_over(service: RunService) {
                 tracing::error!(run.id = %run, error = %e, "takeover: cannot continue the run");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    fn run(n: u8) -> RunId {
+        RunId::from_parts(u64::from(n), [0; 10])
+    }
+
+    /// Renewals that fail from the start stop no drive for a whole lease
+    /// time, then every drive; a lease another server took stops only its
+    /// drive, at the first renewal.
+    #[tokio::test(start_paused = true)]
+    async fn drives_are_fenced_when_their_lease_is_lost_or_cannot_be_renewed() {
+        let ttl = Duration::from_secs(9);
+        let (running, stop) = (
+            Running::new(CancellationToken::new(), None),
+            CancellationToken::new(),
+        );
+        let a = running.mark(&run(1), Some(1)).unwrap();
+        let b = running.mark(&run(2), Some(1)).unwrap();
+        let renewals = Arc::new(Mutex::new(Vec::new()));
+        let start = Instant::now();
+        let failing = {
+            let renewals = renewals.clone();
+            move |held: Vec<(RunId, u64)>| {
+                renewals.lock().unwrap().push((start.elapsed(), held.len()));
+                async { Err(Error::Unreadable("the database is away".into())) }
+            }
+        };
+        tokio::select! {
+            () = renewing(&running, ttl, &stop, failing) => unreachable!("renewing ends only at stop"),
+            () = async {
+                while !a.token.is_cancelled() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            } => {}
+        }
+        // Tried at 3 s and 6 s (nothing stopped), given up at 9 s.
+        let tries: Vec<Duration> = renewals.lock().unwrap().iter().map(|(t, _)| *t).collect();
+        assert_eq!(tries, [3, 6, 9].map(Duration::from_secs));
+        assert!(a.token.is_cancelled() && b.token.is_cancelled());
+
+        let running = Running::new(CancellationToken::new(), None);
+        let a = running.mark(&run(3), Some(2)).unwrap();
+        let b = running.mark(&run(4), Some(2)).unwrap();
+        let only_b = |_held: Vec<(RunId, u64)>| async { Ok(vec![run(4)]) };
+        tokio::select! {
+            () = renewing(&running, ttl, &stop, only_b) => unreachable!(),
+            () = tokio::time::sleep(Duration::from_secs(4)) => {}
+        }
+        assert!(
+            a.token.is_cancelled(),
+            "run 3's lease was taken: its drive stops"
+        );
+        assert!(!b.token.is_cancelled(), "run 4's lease was renewed");
     }
 }
