@@ -75,7 +75,7 @@ impl Heads {
         let mut told = false;
         if let Ok(mut m) = self.map.lock() {
             for note in items {
-                if let Some(w) = m.heads.get_mut(&note.run) {
+                if let Some(w) = m.heads.get_mut(note.run.as_str()) {
                     w.head = w.head.max(note.n);
                     told = true;
                 }
@@ -210,9 +210,12 @@ impl<R: ReadHistory + Send> Tail for StoreTail<R> {
 mod tests {
     use super::*;
 
+    const A: &str = "run-01m8a3x9n2b4c5d6e7f8g9h0j1";
+    const B: &str = "run-01m8a3x9n2b4c5d6e7f8g9h0j2";
+
     fn note(run: &str, n: u64) -> HeadNote {
         HeadNote {
-            run: run.into(),
+            run: RunId::parse(run).unwrap(),
             n,
             facts: Vec::new(),
         }
@@ -221,18 +224,18 @@ mod tests {
     #[test]
     fn only_watched_runs_keep_their_heads_and_their_waiters_wake() {
         let heads = Arc::new(Heads::default());
-        heads.bump(&[note("run-a", 3)]);
+        heads.bump(&[note(A, 3)]);
         assert!(heads.map.lock().unwrap().heads.is_empty());
-        heads.watch("run-a");
-        heads.watch("run-a");
+        heads.watch(A);
+        heads.watch(A);
         let h = heads.clone();
-        let waiter = std::thread::spawn(move || h.wait_past("run-a", 3, Duration::from_secs(30)));
-        heads.bump(&[note("run-b", 9), note("run-a", 4)]);
+        let waiter = std::thread::spawn(move || h.wait_past(A, 3, Duration::from_secs(30)));
+        heads.bump(&[note(B, 9), note(A, 4)]);
         assert!(waiter.join().unwrap());
-        assert!(!heads.wait_past("run-a", 4, Duration::from_millis(1)));
-        heads.unwatch("run-a");
-        assert!(heads.wait_past("run-a", 3, Duration::ZERO));
-        heads.unwatch("run-a");
+        assert!(!heads.wait_past(A, 4, Duration::from_millis(1)));
+        heads.unwatch(A);
+        assert!(heads.wait_past(A, 3, Duration::ZERO));
+        heads.unwatch(A);
         assert!(heads.map.lock().unwrap().heads.is_empty());
     }
 }

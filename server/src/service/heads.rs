@@ -135,10 +135,7 @@ impl Heads {
         if runs.is_empty() {
             return;
         }
-        let Ok(run) = RunId::parse(&note.run) else {
-            return;
-        };
-        let Some(f) = runs.get_mut(&run) else {
+        let Some(f) = runs.get_mut(&note.run) else {
             return;
         };
         f.extend(note.facts.iter().map(Frame::committed));
@@ -277,7 +274,7 @@ mod tests {
 
     fn note(run: &RunId, ns: std::ops::RangeInclusive<u64>) -> HeadNote {
         HeadNote {
-            run: run.to_string(),
+            run: run.clone(),
             n: *ns.end(),
             facts: ns
                 .map(|n| Appended {
@@ -325,7 +322,7 @@ mod tests {
         // Another writer's head (the number only): announced only once
         // the follower read it; what follows waits for it too.
         heads.bump(&HeadNote {
-            run: run.to_string(),
+            run: run.clone(),
             n: 8,
             facts: Vec::new(),
         });

@@ -36,7 +36,7 @@ pub trait Subscribe {
 /// brings the number only.
 #[derive(Clone, Debug)]
 pub struct HeadNote {
-    pub run: String,
+    pub run: RunId,
     pub n: u64,
     pub facts: Vec<Appended>,
 }
@@ -45,7 +45,7 @@ impl HeadNote {
     /// The head one committed append makes.
     pub fn of(a: &Appended) -> HeadNote {
         HeadNote {
-            run: a.run.to_string(),
+            run: a.run.clone(),
             n: a.n,
             facts: vec![a.clone()],
         }
@@ -93,7 +93,7 @@ mod tests {
 
     fn note(run: &str, ns: &[u64]) -> HeadNote {
         HeadNote {
-            run: run.to_string(),
+            run: RunId::parse(run).unwrap(),
             n: ns.last().copied().unwrap_or(9),
             facts: ns.iter().map(|&n| appended(run, n)).collect(),
         }
@@ -102,7 +102,13 @@ mod tests {
     fn shape(notes: &[HeadNote]) -> Vec<(String, u64, Vec<u64>)> {
         notes
             .iter()
-            .map(|h| (h.run.clone(), h.n, h.facts.iter().map(|a| a.n).collect()))
+            .map(|h| {
+                (
+                    h.run.to_string(),
+                    h.n,
+                    h.facts.iter().map(|a| a.n).collect(),
+                )
+            })
             .collect()
     }
 

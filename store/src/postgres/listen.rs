@@ -98,9 +98,10 @@ async fn listen(
                 Some(Ok(AsyncMessage::Notification(n))) => {
                     if let Some((run, at)) = n.payload().rsplit_once(':')
                         && let Ok(at) = at.parse::<u64>()
+                        && let Ok(run) = flow_abi::fact::RunId::parse(run)
                     {
                         heads.bump(&[HeadNote {
-                            run: run.to_string(),
+                            run,
                             n: at,
                             facts: Vec::new(),
                         }]);

@@ -264,7 +264,7 @@ impl Writer {
                 let notes = HeadNote::gather(outs.iter().filter_map(|o| match o {
                     Ok(Out::Appended(a)) => Some(HeadNote::of(a)),
                     Ok(Out::Import(ImportOutcome::Imported { run, facts })) => Some(HeadNote {
-                        run: run.to_string(),
+                        run: run.clone(),
                         n: *facts,
                         facts: Vec::new(),
                     }),

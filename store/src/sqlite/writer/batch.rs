@@ -237,7 +237,7 @@ impl Writer {
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = match &r {
                     Ok(ImportOutcome::Imported { run, facts }) => Some(HeadNote {
-                        run: run.to_string(),
+                        run: run.clone(),
                         n: *facts,
                         facts: Vec::new(),
                     }),
