@@ -16,6 +16,8 @@
 mod archives;
 pub mod backoff;
 mod error;
+#[cfg(test)]
+pub(crate) mod fake;
 mod recoveries;
 mod runs;
 #[cfg(test)]

@@ -2,12 +2,11 @@
 //! read as the CLI reads them (the same messages and exit codes as
 //! before the client was typed), and following a run on a paused clock.
 
+use super::fake::Seen;
 use super::*;
-use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::MethodFilter;
 use serde_json::{Value as Json, json};
-use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 /// Serves `GET path`: the n-th request (from 0) gets `answer(n)`; when
@@ -15,29 +14,12 @@ use tokio::time::Instant;
 async fn fake(
     path: &str,
     answer: impl Fn(usize) -> (StatusCode, Json) + Clone + Send + Sync + 'static,
-) -> (Client, Arc<Mutex<Vec<Instant>>>) {
-    let seen: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let s = seen.clone();
-    let app = Router::new().route(
-        path,
-        get(move || {
-            let (s, answer) = (s.clone(), answer.clone());
-            async move {
-                let n = {
-                    let mut s = s.lock().expect("seen");
-                    s.push(Instant::now());
-                    s.len() - 1
-                };
-                let (status, body) = answer(n);
-                (status, axum::Json(body))
-            }
-        }),
-    );
+) -> (Client, Seen) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = l.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(l, app).await });
+    let seen = super::fake::serve(l, MethodFilter::GET, path, answer);
     (client(&format!("http://{addr}")), seen)
 }
 

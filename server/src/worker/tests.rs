@@ -4,40 +4,19 @@
 //! waits, so the backoff's seconds pass at once and are measured exactly.
 
 use super::*;
-use axum::Router;
+use crate::client::fake::Seen;
 use axum::http::StatusCode;
-use axum::routing::post;
-use std::sync::Mutex;
+use axum::routing::MethodFilter;
 use tokio::time::Instant;
 
-/// When each request came (virtual time), in order.
-type Seen = Arc<Mutex<Vec<Instant>>>;
-
-/// Serves `path` on `listener`: the n-th request (from 0) gets `answer(n)`.
+/// Serves `POST path` on `listener`: the n-th request (from 0) gets
+/// `answer(n)`.
 fn fake(
     listener: tokio::net::TcpListener,
     path: &str,
     answer: impl Fn(usize) -> (StatusCode, Json) + Clone + Send + Sync + 'static,
 ) -> Seen {
-    let seen: Seen = Arc::default();
-    let s = seen.clone();
-    let app = Router::new().route(
-        path,
-        post(move || {
-            let (s, answer) = (s.clone(), answer.clone());
-            async move {
-                let n = {
-                    let mut s = s.lock().expect("seen");
-                    s.push(Instant::now());
-                    s.len() - 1
-                };
-                let (status, body) = answer(n);
-                (status, axum::Json(body))
-            }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    seen
+    crate::client::fake::serve(listener, MethodFilter::POST, path, answer)
 }
 
 async fn listener() -> tokio::net::TcpListener {
