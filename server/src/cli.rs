@@ -237,28 +237,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(if verdict == Verdict::Matched { 0 } else { 1 })
         }
-        Command::History {
-            run,
-            kind,
-            search,
-            fact,
-            summary,
-            source,
-            offset,
-            limit,
-        } => {
-            let ask = history::Ask {
-                run,
-                kind,
-                search,
-                fact,
-                summary,
-                source,
-                offset,
-                limit,
-            };
-            history::history(&g, ask).await
-        }
+        Command::History(ask) => history::history(&g, ask).await,
         Command::Watch { run, after } => watch::watch(&g, &run, after).await,
         Command::Runs {
             limit,

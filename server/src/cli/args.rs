@@ -189,7 +189,8 @@ pub enum Command {
         #[arg(long = "tools")]
         tools: Vec<PathBuf>,
     },
-    /// Show a run's history.
+    /// Replay stored runs against a candidate program before deploying it
+    /// (the replay gate): which would diverge, grouped by reason.
     #[command(after_help = concat!(
         "Examples:\n  flow gate fixed/triage.json\n  flow gate fixed/triage.json --state completed,paused --started-from 1765000000000 --json\n\n",
         "Replays every selected stored run of the candidate's flow id against the candidate (nothing bound, no Tool started), in parallel, and prints the verdicts grouped by reason with one example run each. Incomplete runs (paused, running, halted) pass: every fact they recorded re-derives.\n\n",
@@ -215,39 +216,18 @@ pub enum Command {
         "Each recovery that forked is recorded outside every history: who began it, the fixed program's flow and hash, `running` (it holds its flow's lock: a second recovery of the flow is refused meanwhile), `ended` with its counts, or `interrupted` (its server stopped: recovering the flow again goes on where it stopped), and the forks it made of which runs from which checkpoints.\n\n",
         "Exit codes: 0 listed; 2 no such recovery; 5 a storage failure."))]
     Recoveries(super::recoveries::RecoveriesArgs),
+    /// Compare two runs' histories: where they part, and each call and
+    /// checkpoint that differs.
     #[command(after_help = concat!(
         "Examples:\n  flow diff run-01m8…parent run-01m8…fork\n  flow diff run-01m8…a run-01m8…b --json\n\n",
         "Aligns the two histories (a fork beside its parent from the fork's checkpoint; other runs fact by fact from Start), says where they part, and lists each call and checkpoint that differs, field by field (a JSON path per field).\n\n",
         "Exit codes: 0 the histories agree from the alignment on; 1 they differ; 2 no such run; 5 a storage failure (a history does not verify)."))]
     Diff(super::diff::DiffArgs),
+    /// Show a run's history.
     #[command(
         after_help = "Examples:\n  flow history run-01m8… --summary\n  flow history run-01m8… --kind Call --search classify\n  flow history run-01m8… --fact 5\n\nExit codes: 0 shown; 2 no such run or a bad selection; 5 a storage failure (the history does not verify)."
     )]
-    History {
-        /// The run id.
-        run: String,
-        /// Only facts of this kind: Start, Call, Reply, Close, Checkpoint or End.
-        #[arg(long)]
-        kind: Option<String>,
-        /// Only facts whose text contains this.
-        #[arg(long)]
-        search: Option<String>,
-        /// Show one fact in full.
-        #[arg(long)]
-        fact: Option<u64>,
-        /// Only the run's state, its pending calls and the next commands.
-        #[arg(long)]
-        summary: bool,
-        /// Show a recorded source text (4096 code points from --offset).
-        #[arg(long)]
-        source: Option<String>,
-        /// Where a page of facts (or of --source text) starts.
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-        /// Facts on a page, at most.
-        #[arg(long, default_value_t = 200)]
-        limit: u32,
-    },
+    History(super::history::Ask),
     /// Follow a run live: each fact as it becomes durable, whichever
     /// process appends it, until the run ends, pauses or is halted; then
     /// the next command.
@@ -348,4 +328,35 @@ pub enum Command {
         after_help = "Example:\n  flow mcp --tools examples/flows/triage/flow.toml\n\nExit codes: 0 when the client closes standard input; 2 refused (a bad flag)."
     )]
     Mcp(crate::mcp::stdio::McpArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `flow --help` says what each command does: every command has its
+    /// own line (a doc comment misplaced onto the next variant once showed
+    /// `gate` as "Show a run's history" and `history` as nothing).
+    #[test]
+    fn every_command_says_what_it_does_in_its_own_words() {
+        let cli = Cli::command();
+        let mut seen = std::collections::BTreeMap::new();
+        for c in cli.get_subcommands() {
+            let about = c.get_about().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                !about.is_empty(),
+                "flow {} has no description",
+                c.get_name()
+            );
+            assert!(
+                !about.contains("arguments"),
+                "flow {}: {about:?}",
+                c.get_name()
+            );
+            if let Some(other) = seen.insert(about.clone(), c.get_name().to_string()) {
+                panic!("flow {} and flow {other} both say {about:?}", c.get_name());
+            }
+        }
+    }
 }

@@ -29,14 +29,30 @@ use flow_store::{FactKind, HistoryQuery};
 use serde_json::{Value as Json, json};
 
 /// What `flow history` was asked.
-pub(super) struct Ask {
+#[derive(clap::Args, Debug, Clone)]
+pub struct Ask {
+    /// The run id.
     pub run: String,
+    /// Only facts of this kind: Start, Call, Reply, Close, Checkpoint or End.
+    #[arg(long)]
     pub kind: Option<String>,
+    /// Only facts whose text contains this.
+    #[arg(long)]
     pub search: Option<String>,
+    /// Show one fact in full.
+    #[arg(long)]
     pub fact: Option<u64>,
+    /// Only the run's state, its pending calls and the next commands.
+    #[arg(long)]
     pub summary: bool,
+    /// Show a recorded source text (4096 code points from --offset).
+    #[arg(long)]
     pub source: Option<String>,
+    /// Where a page of facts (or of --source text) starts.
+    #[arg(long, default_value_t = 0)]
     pub offset: u64,
+    /// Facts on a page, at most.
+    #[arg(long, default_value_t = 200)]
     pub limit: u32,
 }
 

@@ -129,28 +129,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 1
             })
         }
-        Command::History {
-            run,
-            kind,
-            search,
-            fact,
-            summary,
-            source,
-            offset,
-            limit,
-        } => {
-            let ask = super::history::Ask {
-                run,
-                kind,
-                search,
-                fact,
-                summary,
-                source,
-                offset,
-                limit,
-            };
-            super::history::remote(g, &c, ask).await
-        }
+        Command::History(ask) => super::history::remote(g, &c, ask).await,
         Command::Runs {
             limit,
             after,
