@@ -272,6 +272,12 @@ class Client:
         body = _body(checkpoint=checkpoint, set=set, wait=wait)
         return self._call("POST", f"/v1/runs/{self._q(run)}/fork", body, timeout=self._wait_timeout(wait))
 
+    def lineage(self, run):
+        """``{run, ancestors, truncated}``: the runs ``run`` came from,
+        nearest first — each ``{run, from, kind: "fork" | "nested",
+        checkpoint?, recovery?, call?, deleted?}``."""
+        return self._call("GET", f"/v1/runs/{self._q(run)}/lineage")
+
     def source(self, run, module):
         """The recorded source text of a module."""
         conn, resp = self._open("GET", f"/v1/runs/{self._q(run)}/sources/{self._q(module)}")

@@ -130,6 +130,12 @@ def test_fork_from_a_checkpoint(server):
     assert forked["state"] == "paused" and forked["run"] != run["run"]
     assert "(medium)" in forked["pending"][0]["args"]["prompt"]
     assert c.get_run(forked["run"])["parent"]["run"] == run["run"]
+    assert c.lineage(forked["run"]) == {
+        "run": forked["run"],
+        "truncated": False,
+        "ancestors": [{"run": forked["run"], "from": run["run"], "kind": "fork", "checkpoint": classify}],
+    }
+    assert c.lineage(run["run"])["ancestors"] == []
 
 
 def test_halt_then_continue(server):
