@@ -47,7 +47,7 @@ const MAX_ITEMS: usize = 10_000;
 const MAX_POLL: u32 = 256;
 
 // The request and answer types below are the wire both sides share: the
-// server's handlers and `flow worker`'s client (worker/client.rs) read and
+// server's handlers and the typed client (`client/workers.rs`, which `flow worker` uses) read and
 // write the same structs.
 
 /// A declaration a worker serves.
