@@ -272,6 +272,58 @@ async fn a_real_server_sends_one_trace_per_run_and_a_span_per_call() {
     );
 }
 
+/// A call recorded before the drive that admits its Reply — a person's
+/// answer to a paused run — has its span named as any other: its node,
+/// its Tool and its Call's fact, read back from the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_after_a_pause_has_its_node_and_call_fact() {
+    let rx = Receiver::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let s = common::serve_bound(data.path(), None, &["--otlp-endpoint", &rx.url]);
+    let c = common::roll::client();
+    let (status, v) = common::post_json(
+        &c,
+        format!("{}/v1/runs", s.base),
+        &json!({"flow": common::review_flow(), "input": {"text": "traced"}, "wait": 10}),
+    )
+    .await;
+    assert_eq!((status, v["state"].as_str()), (201, Some("paused")), "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    let (status, v) = common::post_json(
+        &c,
+        format!("{}/v1/runs/{run}/resume", s.base),
+        &json!({"call": call, "reply": {"Ok": {"decision": "approved"}}, "wait": 10}),
+    )
+    .await;
+    assert_eq!(
+        (status, v["state"].as_str()),
+        (202, Some("completed")),
+        "{v}"
+    );
+    let mut spans = Vec::new();
+    for _ in 0..600 {
+        spans = by_run(&rx.spans.lock().unwrap())
+            .remove(&run)
+            .unwrap_or_default();
+        if spans.iter().any(|(_, s)| is_run(s)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let timeline = common::get_json(&c, format!("{}/v1/runs/{run}/timeline", s.base)).await;
+    let t = &timeline["calls"][0];
+    let human = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| attr(s, "flow.call") == call.as_str())
+        .unwrap_or_else(|| panic!("a span for {call}: {spans:#?}"));
+    assert_eq!(attr(human, "flow.node"), "review");
+    assert_eq!(attr(human, "flow.tool"), "std/human#input");
+    assert_eq!(attr(human, "flow.fact.call"), t["fact"], "{timeline}");
+    assert_eq!(attr(human, "flow.fact.reply"), t["replyFact"], "{timeline}");
+}
+
 /// (issue 38 §5) Postgres, the endpoint given as `FLOW_OTLP_ENDPOINT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_too_with_the_endpoint_from_the_environment() {

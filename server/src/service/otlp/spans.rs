@@ -222,7 +222,12 @@ pub(super) async fn build(noted: Vec<Noted>, store: &StoreRef) -> Vec<SpanData> 
     let mut out = Vec::with_capacity(noted.len());
     for n in noted {
         out.push(match n {
-            Noted::Call(c) => call_data(c, scope.clone()),
+            Noted::Call(mut c) => {
+                if c.call_fact.is_none() {
+                    recorded_call(&mut c, store).await;
+                }
+                call_data(c, scope.clone())
+            }
             Noted::Ended {
                 run,
                 ending,
@@ -231,6 +236,42 @@ pub(super) async fn build(noted: Vec<Noted>, store: &StoreRef) -> Vec<SpanData> 
         });
     }
     out
+}
+
+/// A call recorded before the drive that admitted its Reply (a person's
+/// answer to a paused run, a call sent again after a restart): its Call
+/// fact, node and Tool read back from the run's history, a window at a
+/// time backwards from the Reply, here on the export task, never on the
+/// drive's path. Left as it is when the history cannot be read.
+async fn recorded_call(c: &mut CallSpan, store: &StoreRef) {
+    let (run, call, reply) = (c.run.clone(), c.call.clone(), c.reply_fact);
+    let found = blocking(store, move |s| {
+        let (mut end, mut window) = (reply.saturating_sub(1), 64u64);
+        while end > 0 {
+            let from = end.saturating_sub(window);
+            let facts = s.read_after(&run, from, (end - from) as u32)?;
+            let hit = facts.iter().rev().find_map(|f| match &f.fact {
+                Fact::Call {
+                    call: id,
+                    node,
+                    tool,
+                    ..
+                } if id.as_str() == call => Some((f.n, node.clone(), tool.clone())),
+                _ => None,
+            });
+            if hit.is_some() {
+                return Ok(hit);
+            }
+            (end, window) = (from, window * 2);
+        }
+        Ok(None)
+    })
+    .await;
+    if let Ok(Some((n, node, tool))) = found {
+        c.call_fact = Some(n);
+        c.node = Some(node);
+        c.tool.get_or_insert(tool);
+    }
 }
 
 fn call_data(c: CallSpan, scope: InstrumentationScope) -> SpanData {
