@@ -68,14 +68,7 @@ fn main() {
             .expect("the store");
         let service = RunService::new(
             Arc::new(store),
-            ServiceOptions {
-                bindings: Bindings::local(false, Vec::new()),
-                progress: None,
-                max_steps: None,
-                lease: None,
-                drives: None,
-                otlp: None,
-            },
+            ServiceOptions::local(Bindings::local(false, Vec::new())),
             tokio_util::sync::CancellationToken::new(),
         );
 

@@ -37,12 +37,8 @@ pub(super) fn service_with(
     RunService::new(
         store,
         ServiceOptions {
-            bindings: Bindings::local(allow, manifests),
             progress,
-            max_steps: None,
-            lease: None,
-            drives: None,
-            otlp: None,
+            ..ServiceOptions::local(Bindings::local(allow, manifests))
         },
         tokio_util::sync::CancellationToken::new(),
     )

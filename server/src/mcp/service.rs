@@ -97,12 +97,8 @@ impl Service {
         let runs = RunService::new(
             store,
             ServiceOptions {
-                bindings: Bindings::unattended(allow, manifests),
-                progress: None,
                 max_steps: Some(crate::service::MAX_STEPS),
-                lease: None,
-                drives: None,
-                otlp: None,
+                ..ServiceOptions::local(Bindings::unattended(allow, manifests))
             },
             CancellationToken::new(),
         );

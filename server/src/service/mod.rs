@@ -115,6 +115,22 @@ pub struct ServiceOptions {
     pub otlp: Option<otlp::Tracer>,
 }
 
+impl ServiceOptions {
+    /// One process binding with `bindings`: no step ceiling, no leases,
+    /// no progress, no traces, drives on the caller's runtime (the CLI,
+    /// `flow mcp`, the benches); change a field with `..` where needed.
+    pub fn local(bindings: Bindings) -> ServiceOptions {
+        ServiceOptions {
+            bindings,
+            progress: None,
+            max_steps: None,
+            lease: None,
+            drives: None,
+            otlp: None,
+        }
+    }
+}
+
 /// The server's step ceiling unless `--max-steps` says otherwise.
 pub const MAX_STEPS: u64 = 1_000_000;
 
