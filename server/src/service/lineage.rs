@@ -37,6 +37,16 @@ pub struct Step {
 /// The first step up from `run` (whose info is `info`), if it came from
 /// another run.
 pub fn step(store: &dyn Store, run: &RunId, info: &RunInfo) -> Result<Option<Step>> {
+    Ok(step_and_from(store, run, info)?.map(|(s, _)| s))
+}
+
+/// [`step`], with the info of the run it came from when that run is
+/// still stored (read once, for `deleted` and for the next step up).
+fn step_and_from(
+    store: &dyn Store,
+    run: &RunId,
+    info: &RunInfo,
+) -> Result<Option<(Step, Option<RunInfo>)>> {
     let (from, link) = match (&info.parent, &info.outer) {
         (Some((parent, checkpoint)), _) => (
             parent.clone(),
@@ -48,31 +58,36 @@ pub fn step(store: &dyn Store, run: &RunId, info: &RunInfo) -> Result<Option<Ste
         (None, Some((outer, call))) => (outer.clone(), Link::Nested { call: call.clone() }),
         (None, None) => return Ok(None),
     };
-    let deleted = RunId::parse(&from)
-        .is_ok_and(|f| matches!(store.run_info(&f), Err(flow_store::Error::UnknownRun(_))));
-    Ok(Some(Step {
+    let (from_info, deleted) = match RunId::parse(&from).map(|f| store.run_info(&f)) {
+        Ok(Ok(i)) => (Some(i), false),
+        Ok(Err(flow_store::Error::UnknownRun(_))) => (None, true),
+        _ => (None, false),
+    };
+    let step = Step {
         run: run.clone(),
         from,
         link,
         deleted,
-    }))
+    };
+    Ok(Some((step, from_info)))
 }
 
 /// `run`'s lineage, nearest first, and whether it was cut at
 /// [`MAX_LINEAGE`].
 pub fn lineage(store: &dyn Store, run: &RunId) -> Result<(Vec<Step>, bool)> {
     let mut steps = Vec::new();
+    let mut info = store.run_info(run)?;
     let mut cur = run.clone();
-    let mut info = store.run_info(&cur)?;
-    while let Some(s) = step(store, &cur, &info)? {
+    while let Some((s, from)) = step_and_from(store, &cur, &info)? {
         if steps.len() == MAX_LINEAGE {
             return Ok((steps, true));
         }
-        let next = (!s.deleted).then(|| RunId::parse(&s.from).ok()).flatten();
+        let next = from.map(|i| (RunId::parse(&s.from), i));
         steps.push(s);
-        let Some(next) = next else { break };
-        info = store.run_info(&next)?;
-        cur = next;
+        let Some((Ok(next), next_info)) = next else {
+            break;
+        };
+        (cur, info) = (next, next_info);
     }
     Ok((steps, false))
 }
