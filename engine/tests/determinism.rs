@@ -39,7 +39,7 @@ fn drive(program: &Arc<Program>, module: &str, picks: &[usize]) -> Outcome_ {
         let pick = picks.get(i).copied().unwrap_or(0) % open.len();
         i += 1;
         let c = &open[pick];
-        run.feed(&c.call.clone(), reply(&c.call, &c.args));
+        run.feed(c.call.as_str(), reply(c.call.as_str(), &c.args));
     }
     run.assert_replays();
     let calls = run
@@ -152,7 +152,7 @@ fn resume_from_every_root_checkpoint_reaches_the_same_end() {
     let (mut run, _) = Run::start(&p, "parallel-nested.json", json!({"topic": "t"}));
     while run.ending().is_none() {
         let c = run.machine.open_calls().remove(0);
-        run.feed(&c.call, reply(&c.call, &c.args));
+        run.feed(c.call.as_str(), reply(c.call.as_str(), &c.args));
     }
     let end = run.ending().unwrap().clone();
     let mut resumed = 0;
@@ -172,7 +172,7 @@ fn resume_from_every_root_checkpoint_reaches_the_same_end() {
         .unwrap();
         while m.ending().is_none() {
             let c = m.open_calls().remove(0);
-            m.feed(&c.call, &reply(&c.call, &c.args)).unwrap();
+            m.feed(c.call.as_str(), &reply(c.call.as_str(), &c.args)).unwrap();
         }
         assert_eq!(m.ending(), Some(&end), "from {node}");
         resumed += 1;

@@ -310,7 +310,7 @@ fn run_corpus(files: &BTreeMap<String, Json>, faults: &[(&str, &str)]) -> Vec<St
                 &mut run.facts,
                 json!({"fact": "Reply", "call": c.call, "outcome": outcome.to_json()}),
             );
-            let effects = run.feed(&c.call.clone(), &outcome);
+            let effects = run.feed(c.call.as_str(), &outcome);
             settle(&program, module, &mut run, effects);
             resumed += 1;
             assert!(resumed < 20, "{module}: too many pauses");

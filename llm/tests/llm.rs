@@ -2,6 +2,7 @@
 //! and `openai` against a tiny OpenAI-compatible HTTP server on
 //! 127.0.0.1:0 started here (never the internet).
 
+use flow_abi::fact::{CallId, RunId};
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
 use flow_tools::{CallOutcome, CallRequest, Declarations, ProcessHandle};
@@ -9,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+const RUN: &str = "run-00000000000000000000000001";
 
 fn chat_decls() -> Declarations {
     let mut types = flow_abi::TypeSet::new();
@@ -47,8 +50,8 @@ fn chat(call: &str, args: serde_json::Value) -> CallRequest {
         _ => unreachable!(),
     };
     CallRequest {
-        run: "run-1".into(),
-        call: call.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(call).unwrap(),
         tool: "std/llm#chat".into(),
         args,
     }
@@ -61,7 +64,7 @@ async fn offline_backend_is_deterministic() {
     let p = flow_llm("offline", &[]).await;
     let out = p
         .call(chat(
-            "c1",
+            "c1:root#1",
             serde_json::json!({"model": "m", "prompt": "Say hi"}),
         ))
         .await;
@@ -75,8 +78,8 @@ async fn offline_backend_is_deterministic() {
         "required": ["route", "n"]
     });
     let args = serde_json::json!({"model": "m", "prompt": "Pick one", "system": "be terse", "schema": schema});
-    let a = p.call(chat("c2", args.clone())).await;
-    let b = p.call(chat("c3", args)).await;
+    let a = p.call(chat("c1:root#2", args.clone())).await;
+    let b = p.call(chat("c1:root#3", args)).await;
     assert_eq!(a, b);
     let v = a.into_outcome().to_json()["Ok"].clone();
     assert!(
@@ -86,7 +89,7 @@ async fn offline_backend_is_deterministic() {
     assert!(["3", "4"].contains(&v["n"].to_string().as_str()), "{v}");
     // Args that do not decode never reach the model (TKT-5).
     let out = p
-        .call(chat("c4", serde_json::json!({"model": 3, "prompt": "x"})))
+        .call(chat("c1:root#4", serde_json::json!({"model": 3, "prompt": "x"})))
         .await;
     assert!(matches!(out, CallOutcome::NotRun(_)), "{out:?}");
 }
@@ -184,7 +187,7 @@ async fn openai_backend_against_a_local_server() {
     )
     .await;
     let out = p
-        .call(chat("c1", serde_json::json!({"model": "ok", "prompt": "hi", "system": "sys", "params": {"temperature": 0.2}})))
+        .call(chat("c1:root#1", serde_json::json!({"model": "ok", "prompt": "hi", "system": "sys", "params": {"temperature": 0.2}})))
         .await;
     assert_eq!(
         out.into_outcome().to_json(),
@@ -213,7 +216,7 @@ async fn openai_backend_against_a_local_server() {
     let schema = serde_json::json!({"type": "object", "properties": {"route": {"type": "string"}}});
     let out = p
         .call(chat(
-            "c2",
+            "c1:root#2",
             serde_json::json!({"model": "structured", "prompt": "route?", "schema": schema}),
         ))
         .await;
@@ -230,14 +233,14 @@ async fn openai_backend_against_a_local_server() {
     }
     let out = p
         .call(chat(
-            "c3",
+            "c1:root#3",
             serde_json::json!({"model": "prose", "prompt": "x", "schema": schema}),
         ))
         .await;
     assert!(matches!(&out, CallOutcome::Failed(_)), "{out:?}");
     let out = p
         .call(chat(
-            "c4",
+            "c1:root#4",
             serde_json::json!({"model": "bad-key", "prompt": "x"}),
         ))
         .await;
@@ -249,7 +252,7 @@ async fn openai_backend_against_a_local_server() {
     }
     let out = p
         .call(chat(
-            "c5",
+            "c1:root#5",
             serde_json::json!({"model": "boom", "prompt": "x"}),
         ))
         .await;
@@ -265,7 +268,7 @@ async fn openai_backend_against_a_local_server() {
     let q = flow_llm("openai", &[("FLOW_LLM_BASE_URL", dead)]).await;
     let out = q
         .call(chat(
-            "c6",
+            "c1:root#6",
             serde_json::json!({"model": "ok", "prompt": "x"}),
         ))
         .await;

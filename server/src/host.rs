@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::service::remote::Workers;
+use flow_abi::fact::{CallId, RunId};
 use flow_engine::program::Program;
 use flow_tools::CallOutcome;
 use flow_tools::dispatch::{BindOptions, Dispatcher, ToBind, bind};
@@ -184,7 +185,7 @@ impl Host {
     /// The program closed `call` of `run`: if remote workers serve some of
     /// `module`, it is cancelled at the queue (a no-op for a call that is
     /// not there); a local call is cancelled by dropping its future.
-    pub fn closed(&self, module: &str, run: &str, call: &str) {
+    pub fn closed(&self, module: &str, run: &RunId, call: &CallId) {
         if let Some(w) = &self.workers
             && self.remote.contains_key(module)
         {

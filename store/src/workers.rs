@@ -26,7 +26,7 @@
 //!   reply is dropped.
 
 use crate::error::Result;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub struct WorkerInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RemoteCall {
     pub run: RunId,
-    pub call: String,
+    pub call: CallId,
     pub tool: String,
     pub fingerprint: String,
     /// The call's args object (canonical values).
@@ -87,7 +87,7 @@ pub enum RemoteCallState {
 pub struct Claimed {
     pub calls: Vec<RemoteCall>,
     /// Calls sent to it earlier that it is asked to stop: `(run, call)`.
-    pub cancels: Vec<(RunId, String)>,
+    pub cancels: Vec<(RunId, CallId)>,
 }
 
 /// What a queue write tells the servers of the store, so none has to poll
@@ -101,7 +101,7 @@ pub enum QueueNote {
     Queued,
     /// `(run, call)` has its outcome stored (a worker's reply, or the
     /// host's decision): its driver looks again.
-    Settled { run: String, call: String },
+    Settled { run: RunId, call: CallId },
     /// A worker left (its calls out are now a lost worker's), or a note
     /// too long to send: every driver looks again.
     Everyone,
@@ -152,11 +152,11 @@ pub trait WorkerQueue {
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed>;
     /// Stores `outcome` for a call sent to `worker` that has none; false
     /// (the reply is dropped) otherwise.
-    fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool>;
+    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool>;
     /// [`WorkerQueue::reply_call`] for each of a worker's replies `(run,
     /// call, outcome)`, in order (a second reply to one call in the batch
     /// is dropped); Postgres stores them in one statement.
-    fn reply_calls(&self, worker: &str, replies: &[(RunId, String, Value)]) -> Result<Vec<bool>> {
+    fn reply_calls(&self, worker: &str, replies: &[(RunId, CallId, Value)]) -> Result<Vec<bool>> {
         replies
             .iter()
             .map(|(run, call, outcome)| self.reply_call(worker, run, call, outcome))
@@ -167,7 +167,7 @@ pub trait WorkerQueue {
     fn call_state(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         within: Duration,
     ) -> Result<Option<RemoteCallState>>;
     /// The host decides a call that has no outcome and is where it saw it:
@@ -177,18 +177,18 @@ pub trait WorkerQueue {
     fn settle_call(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool>;
     /// Asks for a call to stop: a queued one is withdrawn (never handed
     /// out), a sent one marked so its worker hears of it at its next claim.
-    fn cancel_call(&self, run: &RunId, call: &str) -> Result<()>;
+    fn cancel_call(&self, run: &RunId, call: &CallId) -> Result<()>;
     /// Parks `call` of `run` (every call of `run` with `None`) if never
     /// sent: its drive stops waiting (the run pauses, or was halted) and it
     /// is handed out no more until queued again. Returns how many were
     /// parked (0 for a call claimed or settled meanwhile).
-    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64>;
+    fn park_calls(&self, run: &RunId, call: Option<&CallId>) -> Result<u64>;
     /// Paused runs with a parked call that a live worker serves now (a
     /// worker arrived for it), at most `limit`.
     fn parked_runs(&self, within: Duration, limit: u32) -> Result<Vec<RunId>>;

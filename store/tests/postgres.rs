@@ -6,6 +6,7 @@
 
 mod pg;
 
+use flow_abi::fact::CallId;
 use flow_store::conformance::{self, call_fact, end_fact, new_run_id, reply_fact, start_fact};
 use flow_store::{
     AppendFacts, Error, Memory, PostgresOptions, PostgresStore, ReadHistory, RunId, Subscribe,
@@ -295,9 +296,10 @@ fn queue_notes_reach_another_store() {
             }],
         )
         .unwrap();
+    let id = |k: u64| CallId::new("root", k).unwrap();
     let call = |k: u64| RemoteCall {
         run: run.clone(),
-        call: format!("c{k}:root#{k}"),
+        call: id(k),
         tool: "t.json#a".into(),
         fingerprint: fp.into(),
         args: json!({"k": k}),
@@ -307,33 +309,33 @@ fn queue_notes_reach_another_store() {
     assert_eq!(writer.claim_calls("w1", 5).unwrap().calls.len(), 1);
     assert!(
         writer
-            .reply_call("w1", &run, "c1:root#1", &json!({"Ok": 1}))
+            .reply_call("w1", &run, &id(1), &json!({"Ok": 1}))
             .unwrap()
     );
     assert_eq!(
         next(),
         QueueNote::Settled {
-            run: run.to_string(),
-            call: "c1:root#1".into()
+            run: run.clone(),
+            call: id(1)
         }
     );
     assert!(
         !writer
-            .reply_call("w1", &run, "c1:root#1", &json!({"Ok": 2}))
+            .reply_call("w1", &run, &id(1), &json!({"Ok": 2}))
             .unwrap()
     );
     writer.queue_call(&call(2), live).unwrap();
     assert_eq!(next(), QueueNote::Queued, "a dropped reply sends nothing");
     assert!(
         writer
-            .settle_call(&run, "c2:root#2", None, Some(&json!({"NotRun": "no"})))
+            .settle_call(&run, &id(2), None, Some(&json!({"NotRun": "no"})))
             .unwrap()
     );
     assert_eq!(
         next(),
         QueueNote::Settled {
-            run: run.to_string(),
-            call: "c2:root#2".into()
+            run: run.clone(),
+            call: id(2)
         }
     );
     writer.remove_worker("w1").unwrap();

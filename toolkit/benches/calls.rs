@@ -5,6 +5,7 @@
 //! measure the host client, the pipes and the toolkit, not a tool's work.
 //! Run: `cargo bench -p flow-toolkit --bench calls`.
 
+use flow_abi::fact::{CallId, RunId};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
@@ -43,8 +44,8 @@ fn add(n: u64) -> CallRequest {
     args.insert("a".into(), serde_json::Value::from(n));
     args.insert("b".into(), serde_json::Value::from(1u64));
     CallRequest {
-        run: "run-bench".into(),
-        call: format!("c1:root#{n}"),
+        run: RunId::parse("run-00000000000000000000000001").unwrap(),
+        call: CallId::new("root", n).unwrap(),
         tool: "calc.json#add".into(),
         args,
     }

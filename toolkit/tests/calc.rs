@@ -4,6 +4,7 @@
 //! from the committed `flow tools` document, which flow-tools'
 //! `example_documents_are_current` keeps equal to what they generate.
 
+use flow_abi::fact::{CallId, RunId};
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
 use flow_tools::{CallOutcome, CallRequest, Declarations, ProcessHandle};
@@ -12,6 +13,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The repository's examples/tools folder.
+const RUN: &str = "run-00000000000000000000000001";
+
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tools")
 }
@@ -35,8 +38,8 @@ fn calc_decls() -> Declarations {
 
 fn call(id: &str, tool: &str, a: serde_json::Value) -> CallRequest {
     CallRequest {
-        run: "run-1".into(),
-        call: id.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(id).unwrap(),
         tool: tool.into(),
         args: args(a),
     }
@@ -73,7 +76,7 @@ async fn calc_with_the_rust_toolkit() {
     let big = "123456789012345678901234567890";
     let out = p
         .call(call(
-            "c1",
+            "c1:root#1",
             "calc.json#add",
             serde_json::json!({"a": big.parse::<serde_json::Number>().unwrap(), "b": 1}),
         ))
@@ -84,7 +87,7 @@ async fn calc_with_the_rust_toolkit() {
     );
     let out = p
         .call(call(
-            "c2",
+            "c1:root#2",
             "calc.json#div",
             serde_json::json!({"a": 1, "b": 8}),
         ))
@@ -92,7 +95,7 @@ async fn calc_with_the_rust_toolkit() {
     assert_eq!(out.into_outcome().to_json().to_string(), r#"{"Ok":0.125}"#);
     let out = p
         .call(call(
-            "c3",
+            "c1:root#3",
             "calc.json#div",
             serde_json::json!({"a": 1, "b": 0}),
         ))
@@ -103,7 +106,7 @@ async fn calc_with_the_rust_toolkit() {
     );
     let out = p
         .call(call(
-            "c4",
+            "c1:root#4",
             "calc.json#add",
             serde_json::json!({"a": "one", "b": 1}),
         ))
@@ -115,7 +118,7 @@ async fn calc_with_the_rust_toolkit() {
     // 1.5 is not an Int: decoding never coerces.
     let out = p
         .call(call(
-            "c5",
+            "c1:root#5",
             "calc.json#add",
             serde_json::json!({"a": 1.5, "b": 1}),
         ))

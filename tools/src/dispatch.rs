@@ -251,14 +251,14 @@ impl Dispatcher {
             out = &mut fut => Ok(out),
             _ = timeout => {
                 // Dropping the future abandons the call; say why first.
-                route.imp.cancel(&run, &call);
+                route.imp.cancel(run.as_str(), call.as_str());
                 drop(fut);
                 let ms = route.timeout.map_or(0, |t| t.as_millis());
                 tracing::warn!(run.id = %run, call.id = %call, "no reply within {ms} ms: Unknown");
                 Ok(CallOutcome::Unknown(format!("no reply within {ms} ms; the call was cancelled")))
             }
             _ = inner.shutdown.cancelled() => {
-                route.imp.cancel(&run, &call);
+                route.imp.cancel(run.as_str(), call.as_str());
                 match tokio::time::timeout(inner.grace, &mut fut).await {
                     Ok(out) => Ok(out),
                     Err(_) => Err(Interrupted),

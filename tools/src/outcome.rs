@@ -1,5 +1,6 @@
 //! What a call comes to, as the host admits it.
 
+use flow_abi::fact::{CallId, RunId};
 use flow_abi::protocol::Outcome;
 use flow_abi::signature::ToolDecl;
 use flow_abi::{Type, TypeSet, Value};
@@ -13,8 +14,8 @@ use std::sync::Arc;
 /// parameter name holding canonical values."
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallRequest {
-    pub run: String,
-    pub call: String,
+    pub run: RunId,
+    pub call: CallId,
     pub tool: String,
     /// Keyed by parameter name; numbers canonical, as
     /// [`flow_abi::json::parse`] and [`Value::to_json`] make them.

@@ -55,7 +55,7 @@ async fn concurrency_limit_per_binding() {
         } else {
             "t.json#other"
         };
-        d.call(req(&format!("c{i}"), tool, "sleep:0.3:x"))
+        d.call(req(&format!("c1:root#{}", i + 1), tool, "sleep:0.3:x"))
     });
     let outs = futures_util::future::join_all(calls).await;
     let took = t0.elapsed();
@@ -81,17 +81,17 @@ async fn timeout_is_unknown() {
             timeout: Some(Duration::from_millis(200)),
         },
     );
-    let out = d.call(req("c1", "t.json#echo", "hang")).await.unwrap();
+    let out = d.call(req("c1:root#1", "t.json#echo", "hang")).await.unwrap();
     assert!(
         matches!(&out, CallOutcome::Unknown(w) if w.contains("no reply within 200 ms")),
         "{out:?}"
     );
     // The binding still works, and fast calls are unaffected.
-    let out = d.call(req("c2", "t.json#echo", "ok:fine")).await.unwrap();
+    let out = d.call(req("c1:root#2", "t.json#echo", "ok:fine")).await.unwrap();
     assert_eq!(ok_text(&out).as_deref(), Some("fine"));
     // Unbound identities are NotRun without reaching anything.
     assert!(matches!(
-        d.call(req("c3", "t.json#nope", "ok:x")).await,
+        d.call(req("c1:root#3", "t.json#nope", "ok:x")).await,
         Ok(CallOutcome::NotRun(_))
     ));
 }
@@ -103,7 +103,7 @@ async fn graceful_shutdown_cancels() {
     let dir = tempfile::tempdir().unwrap();
     let d = dispatcher(process(dir.path()).await, Limits::default());
     let d2 = d.clone();
-    let hung = tokio::spawn(async move { d2.call(req("c1", "t.json#echo", "hang")).await });
+    let hung = tokio::spawn(async move { d2.call(req("c1:root#1", "t.json#echo", "hang")).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     d.shutdown().await;
     // misbehave.py answers a cancel with Unknown("cancelled").
@@ -112,7 +112,7 @@ async fn graceful_shutdown_cancels() {
         Ok(CallOutcome::Unknown("cancelled".into()))
     );
     assert_eq!(
-        d.call(req("c2", "t.json#echo", "ok:x")).await,
+        d.call(req("c1:root#2", "t.json#echo", "ok:x")).await,
         Err(Interrupted)
     );
 }
@@ -141,8 +141,8 @@ async fn in_process_implementation() {
             &Limits::default(),
         )
         .build();
-    let out = d.call(req("c1", "t.json#echo", "x")).await.unwrap();
-    assert_eq!(ok_text(&out).as_deref(), Some("fake c1"));
+    let out = d.call(req("c1:root#1", "t.json#echo", "x")).await.unwrap();
+    assert_eq!(ok_text(&out).as_deref(), Some("fake c1:root#1"));
 }
 
 /// BND-2, BND-3, BND-5, BND-12: every declaration is bound before the run
@@ -182,8 +182,8 @@ async fn bind_from_flow_toml() {
     )
     .await
     .unwrap();
-    let a = d.call(req("c1", "t.json#echo", "start")).await.unwrap();
-    let b = d.call(req("c2", "t.json#other", "start")).await.unwrap();
+    let a = d.call(req("c1:root#1", "t.json#echo", "start")).await.unwrap();
+    let b = d.call(req("c1:root#2", "t.json#other", "start")).await.unwrap();
     assert_eq!(
         (ok_text(&a), ok_text(&b)),
         (Some("1".into()), Some("1".into())),

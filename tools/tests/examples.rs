@@ -6,6 +6,7 @@
 
 mod common;
 
+use flow_abi::fact::{CallId, RunId};
 use common::*;
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
@@ -35,8 +36,8 @@ fn example_documents_are_current() {
 
 fn call(id: &str, tool: &str, a: serde_json::Value) -> CallRequest {
     CallRequest {
-        run: "run-1".into(),
-        call: id.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(id).unwrap(),
         tool: tool.into(),
         args: args(a),
     }
@@ -70,19 +71,19 @@ async fn kv_in_plain_python() {
     .await;
     let out = p
         .call(call(
-            "c1",
+            "c1:root#1",
             "kv.json#put",
             serde_json::json!({"key": "k", "value": "vé"}),
         ))
         .await;
     assert_eq!(out, CallOutcome::Ok(flow_abi::Value::Unit));
     let out = p
-        .call(call("c2", "kv.json#get", serde_json::json!({"key": "k"})))
+        .call(call("c1:root#2", "kv.json#get", serde_json::json!({"key": "k"})))
         .await;
     assert_eq!(out, CallOutcome::Ok(flow_abi::Value::Text("vé".into())));
     let out = p
         .call(call(
-            "c3",
+            "c1:root#3",
             "kv.json#get",
             serde_json::json!({"key": "nope"}),
         ))

@@ -3,6 +3,7 @@
 
 mod common;
 
+use flow_abi::fact::{CallId, RunId};
 use common::fixture;
 use flow_abi::signature::{ToolDecl, tool_error};
 use flow_abi::types::{Body, Decl, Field, Type, TypeSet};
@@ -13,6 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+const RUN: &str = "run-00000000000000000000000001";
 
 fn decls(extra: &[&str]) -> Declarations {
     let mut types = TypeSet::new();
@@ -93,8 +96,8 @@ async fn start(dir: &Path) -> ProcessHandle {
 
 fn req(call: &str, tool: &str, args: serde_json::Value) -> CallRequest {
     CallRequest {
-        run: "run-1".into(),
-        call: call.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(call).unwrap(),
         tool: format!("m.json#{tool}"),
         args: args.as_object().unwrap().clone(),
     }
@@ -181,7 +184,7 @@ async fn unmappable_results_are_bad_reply() {
         ("notjson", "not JSON"),
     ] {
         match p
-            .call(req(tool, tool, serde_json::json!({"text": "x"})))
+            .call(req(&format!("c1:root/{tool}#1"), tool, serde_json::json!({"text": "x"})))
             .await
         {
             CallOutcome::BadReply(why) => assert!(why.contains(want), "{tool}: {why}"),
@@ -206,7 +209,7 @@ async fn unmappable_results_are_bad_reply() {
     .await
     .unwrap();
     match q
-        .call(req("c9", "echo", serde_json::json!({"text": "x"})))
+        .call(req("c1:root#9", "echo", serde_json::json!({"text": "x"})))
         .await
     {
         CallOutcome::BadReply(why) => assert!(why.contains("expected Int"), "{why}"),
@@ -244,13 +247,13 @@ async fn cancel_and_crash() {
     let p = start(dir.path()).await;
     let r = tokio::time::timeout(
         Duration::from_millis(300),
-        p.call(req("c1:slow#1", "slow", serde_json::json!({"text": "x"}))),
+        p.call(req("c1:root/slow#1", "slow", serde_json::json!({"text": "x"}))),
     )
     .await;
     assert!(r.is_err());
     // The cancel reaches the server (poll: it is written asynchronously).
     let cancelled = |m: &serde_json::Value| {
-        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "c1:slow#1"
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "c1:root/slow#1"
     };
     for _ in 0..60 {
         if log(dir.path()).iter().any(cancelled) {
@@ -264,18 +267,18 @@ async fn cancel_and_crash() {
         log(dir.path())
     );
     let out = p
-        .call(req("c2", "crash", serde_json::json!({"text": "x"})))
+        .call(req("c1:root#2", "crash", serde_json::json!({"text": "x"})))
         .await;
     assert!(
         matches!(&out, CallOutcome::Unknown(w) if w.contains("after the call was sent")),
         "{out:?}"
     );
     let out = p
-        .call(req("c3", "echo", serde_json::json!({"text": "back"})))
+        .call(req("c1:root#3", "echo", serde_json::json!({"text": "back"})))
         .await;
     assert_eq!(
         out,
-        CallOutcome::Ok(flow_abi::Value::Text("back|c3".into()))
+        CallOutcome::Ok(flow_abi::Value::Text("back|c1:root#3".into()))
     );
     let inits = log(dir.path())
         .iter()
@@ -290,9 +293,9 @@ async fn equal_call_ids_of_two_runs() {
     let dir = tempfile::tempdir().unwrap();
     let p = start(dir.path()).await;
     let mut a = req("c1:root#1", "echo", serde_json::json!({"text": "a"}));
-    a.run = "run-a".into();
+    a.run = RunId::parse("run-0000000000000000000000000a").unwrap();
     let mut b = req("c1:root#1", "echo", serde_json::json!({"text": "b"}));
-    b.run = "run-b".into();
+    b.run = RunId::parse("run-0000000000000000000000000b").unwrap();
     let (x, y) = tokio::join!(p.call(a), p.call(b));
     let texts = [x, y].map(|o| match o {
         CallOutcome::Ok(flow_abi::Value::Text(t)) => t,

@@ -4,6 +4,7 @@
 //! itself that way through the adapter and calls it.
 //! REQUIREMENTS MCPA-1, MCPA-4, MCPA-8, MCPA-9.
 
+use flow_abi::fact::{CallId, RunId};
 use flow_abi::signature::{ToolDecl, tool_error};
 use flow_abi::types::{Body, Decl, Field, Type, TypeSet};
 use flow_tools::manifest::{Binding, Launch};
@@ -75,6 +76,8 @@ impl Server {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {}
 
+const RUN: &str = "run-00000000000000000000000001";
+
 fn decls() -> Declarations {
     let mut types = TypeSet::new();
     let err = tool_error(&mut types);
@@ -128,8 +131,8 @@ fn req(call: &str, tool: &str, args: serde_json::Value) -> CallRequest {
         other => panic!("{other:?}"),
     };
     CallRequest {
-        run: "run-1".into(),
-        call: call.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(call).unwrap(),
         tool: format!("m.json#{tool}"),
         args,
     }

@@ -65,7 +65,7 @@ async fn multiplexed_out_of_order() {
     };
     let many = futures_util::future::join_all((0..20).map(|i| {
         p.call(req(
-            &format!("c1:many#{i}"),
+            &format!("c1:root/many#{}", i + 1),
             "t.json#other",
             &format!("ok:{i}"),
         ))
@@ -88,21 +88,21 @@ async fn multiplexed_out_of_order() {
 async fn bad_replies() {
     let dir = tempfile::tempdir().unwrap();
     let p = start(dir.path(), &[]).await.unwrap();
-    match p.call(req("c1", "t.json#echo", "bad")).await {
+    match p.call(req("c1:root#1", "t.json#echo", "bad")).await {
         CallOutcome::BadReply(why) => assert!(why.contains("expected Text"), "{why}"),
         other => panic!("{other:?}"),
     }
-    match p.call(req("c2", "t.json#echo", "malformed")).await {
+    match p.call(req("c1:root#2", "t.json#echo", "malformed")).await {
         CallOutcome::BadReply(why) => assert!(why.contains("exactly one"), "{why}"),
         other => panic!("{other:?}"),
     }
-    match p.call(req("c3", "t.json#echo", "badreply")).await {
+    match p.call(req("c1:root#3", "t.json#echo", "badreply")).await {
         CallOutcome::BadReply(why) => assert!(why.contains("never sent"), "{why}"),
         other => panic!("{other:?}"),
     }
     // The process is still fine afterwards.
     assert_eq!(
-        ok_text(&p.call(req("c4", "t.json#echo", "ok:x")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#4", "t.json#echo", "ok:x")).await).as_deref(),
         Some("x")
     );
 }
@@ -124,7 +124,7 @@ async fn replies_past_the_readers_limits_are_bad_replies() {
     .into_iter()
     .enumerate()
     {
-        let call = format!("c{i}");
+        let call = format!("c1:root#{}", i + 1);
         let out = tokio::time::timeout(
             Duration::from_secs(10),
             p.call(req(&call, "t.json#echo", &format!("raw:{raw}"))),
@@ -137,7 +137,7 @@ async fn replies_past_the_readers_limits_are_bad_replies() {
         }
     }
     // The ambiguous line is dropped; the reply after it counts.
-    let out = p.call(req("c9", "t.json#echo", "raw:twocalls")).await;
+    let out = p.call(req("c1:root#9", "t.json#echo", "raw:twocalls")).await;
     assert_eq!(ok_text(&out).as_deref(), Some("after an ambiguous line"));
 }
 
@@ -152,13 +152,13 @@ async fn oversized_reply() {
     )
     .await
     .unwrap();
-    match p.call(req("c1", "t.json#echo", "huge")).await {
+    match p.call(req("c1:root#1", "t.json#echo", "huge")).await {
         CallOutcome::BadReply(why) => assert!(why.contains("larger than the limit"), "{why}"),
         other => panic!("{other:?}"),
     }
     // Same process (start count 1): an oversized reply does not end it.
     assert_eq!(
-        ok_text(&p.call(req("c2", "t.json#echo", "start")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#2", "t.json#echo", "start")).await).as_deref(),
         Some("1")
     );
 }
@@ -170,16 +170,16 @@ async fn duplicate_and_stray_replies_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let p = start(dir.path(), &[]).await.unwrap();
     assert_eq!(
-        ok_text(&p.call(req("c1", "t.json#echo", "dup:first")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#1", "t.json#echo", "dup:first")).await).as_deref(),
         Some("first")
     );
     assert_eq!(
-        ok_text(&p.call(req("c2", "t.json#echo", "stray:real")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#2", "t.json#echo", "stray:real")).await).as_deref(),
         Some("real")
     );
     // The second reply to c1 did not leak into a later call with another id.
     assert_eq!(
-        ok_text(&p.call(req("c3", "t.json#echo", "sleep:0.2:later")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#3", "t.json#echo", "sleep:0.2:later")).await).as_deref(),
         Some("later")
     );
 }
@@ -193,10 +193,10 @@ async fn crash_mid_call_then_restart() {
     let p = start(dir.path(), &["--state", &state.display().to_string()])
         .await
         .unwrap();
-    let slow = p.call(req("c0", "t.json#echo", "sleep:5:never"));
+    let slow = p.call(req("c1:root#100", "t.json#echo", "sleep:5:never"));
     let crash = async {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        p.call(req("c1", "t.json#echo", "crash")).await
+        p.call(req("c1:root#1", "t.json#echo", "crash")).await
     };
     let (slow, crash) = tokio::join!(slow, crash);
     assert!(
@@ -205,7 +205,7 @@ async fn crash_mid_call_then_restart() {
     );
     assert!(matches!(&slow, CallOutcome::Unknown(_)), "{slow:?}");
     assert_eq!(
-        ok_text(&p.call(req("c2", "t.json#echo", "start")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#2", "t.json#echo", "start")).await).as_deref(),
         Some("2")
     );
 }
@@ -217,12 +217,12 @@ async fn call_that_never_reached_is_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let p = start(dir.path(), &[]).await.unwrap();
     assert_eq!(
-        ok_text(&p.call(req("c1", "t.json#echo", "closein")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#1", "t.json#echo", "closein")).await).as_deref(),
         Some("closing")
     );
     // The fixture closes its stdin right after that reply and lives 0.5 s.
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let out = p.call(req("c2", "t.json#echo", "ok:x")).await;
+    let out = p.call(req("c1:root#2", "t.json#echo", "ok:x")).await;
     assert!(
         matches!(&out, CallOutcome::NotRun(w) if w.contains("before the call was sent")),
         "{out:?}"
@@ -246,10 +246,10 @@ async fn restart_that_no_longer_fits() {
     .await
     .unwrap();
     assert!(matches!(
-        p.call(req("c1", "t.json#echo", "crash")).await,
+        p.call(req("c1:root#1", "t.json#echo", "crash")).await,
         CallOutcome::Unknown(_)
     ));
-    let out = p.call(req("c2", "t.json#echo", "ok:x")).await;
+    let out = p.call(req("c1:root#2", "t.json#echo", "ok:x")).await;
     assert!(
         matches!(&out, CallOutcome::NotRun(w) if w.contains("no longer fits")),
         "{out:?}"
@@ -332,9 +332,9 @@ async fn cancel_and_abandon() {
     let dir = tempfile::tempdir().unwrap();
     let p = start(dir.path(), &[]).await.unwrap();
     let p2 = p.clone();
-    let hung = tokio::spawn(async move { p2.call(req("c1", "t.json#echo", "hang")).await });
+    let hung = tokio::spawn(async move { p2.call(req("c1:root#1", "t.json#echo", "hang")).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    p.cancel("run-1", "c1");
+    p.cancel(common::RUN, "c1:root#1");
     assert_eq!(
         hung.await.unwrap(),
         CallOutcome::Unknown("cancelled".into())
@@ -343,7 +343,7 @@ async fn cancel_and_abandon() {
     // call that is no longer open.
     let r = tokio::time::timeout(
         Duration::from_millis(200),
-        p.call(req("c2", "t.json#echo", "hang")),
+        p.call(req("c1:root#2", "t.json#echo", "hang")),
     )
     .await;
     assert!(r.is_err());
@@ -351,7 +351,7 @@ async fn cancel_and_abandon() {
     // no longer open: it is dropped and does not disturb the next call.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
-        ok_text(&p.call(req("c3", "t.json#echo", "ok:again")).await).as_deref(),
+        ok_text(&p.call(req("c1:root#3", "t.json#echo", "ok:again")).await).as_deref(),
         Some("again")
     );
 }
@@ -364,7 +364,7 @@ async fn child_killed_when_handles_drop() {
     let p = start(dir.path(), &["--state", &state.display().to_string()])
         .await
         .unwrap();
-    let pid = ok_text(&p.call(req("c1", "t.json#echo", "pid")).await).unwrap();
+    let pid = ok_text(&p.call(req("c1:root#1", "t.json#echo", "pid")).await).unwrap();
     let alive = || {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .map(|s| !s.contains("State:\tZ"))
@@ -392,7 +392,7 @@ async fn child_killed_when_handles_drop() {
     // A call through a stopped service is NotRun, never sent.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(matches!(
-        q.call(req("c9", "t.json#echo", "ok:x")).await,
+        q.call(req("c1:root#9", "t.json#echo", "ok:x")).await,
         CallOutcome::NotRun(_)
     ));
 }

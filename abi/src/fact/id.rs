@@ -188,6 +188,19 @@ impl PartialEq<String> for CallId {
     }
 }
 
+/// Written as their text, as every wire form and stored row holds them.
+impl serde::Serialize for RunId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl serde::Serialize for CallId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

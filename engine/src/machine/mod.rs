@@ -190,7 +190,7 @@ pub enum FeedError {
 /// An open call, as hosts and views see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenCall {
-    pub call: String,
+    pub call: CallId,
     pub task: String,
     pub node: String,
     pub tool: String,
@@ -571,7 +571,7 @@ impl Machine {
         self.calls
             .iter()
             .map(|(c, p)| OpenCall {
-                call: c.to_string(),
+                call: c.clone(),
                 task: p.task.clone(),
                 node: p.node.clone(),
                 tool: p.tool.clone(),

@@ -237,7 +237,7 @@ impl Run {
         self.machine
             .open_calls()
             .into_iter()
-            .map(|c| c.call)
+            .map(|c| c.call.to_string())
             .collect()
     }
 

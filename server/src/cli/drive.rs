@@ -106,7 +106,7 @@ pub(super) fn print_resume(
     print_resume_line(
         g,
         run.as_str(),
-        &c.call,
+        c.call.as_str(),
         &c.args["schema"],
         example,
         allow,

@@ -243,7 +243,7 @@ impl WaitingCall {
                     .and_then(|e| e.reply(&c.node, &c.tool));
                 WaitingCall {
                     run: p.run.to_string(),
-                    call: c.call.clone(),
+                    call: c.call.to_string(),
                     task: c.task.clone(),
                     node: c.node.clone(),
                     tool: c.tool.clone(),
@@ -311,7 +311,7 @@ impl RunAnswer {
                     open.iter()
                         .map(|p| PendingCall {
                             run: p.run.to_string(),
-                            call: p.open.call.clone(),
+                            call: p.open.call.to_string(),
                             task: p.open.task.clone(),
                             node: p.open.node.clone(),
                             tool: p.open.tool.clone(),

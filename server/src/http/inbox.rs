@@ -169,7 +169,7 @@ pub async fn list_calls(
                     fact: c.fact,
                     since_ms: Some(c.since_ms),
                     due_ms: c.due_ms,
-                    call: c.open.call,
+                    call: c.open.call.to_string(),
                 }
             })
             .collect(),

@@ -353,7 +353,7 @@ pub async fn poll_worker(
                 .into_iter()
                 .map(|c| WorkCall {
                     run: c.run.to_string(),
-                    call: c.call,
+                    call: c.call.to_string(),
                     tool: c.tool,
                     args: c.args,
                 })
@@ -363,7 +363,7 @@ pub async fn poll_worker(
                 .into_iter()
                 .map(|(run, call)| CallKey {
                     run: run.to_string(),
-                    call,
+                    call: call.to_string(),
                 })
                 .collect(),
         },

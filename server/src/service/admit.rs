@@ -3,6 +3,7 @@
 //! what a reply looks like and which calls are open (issue 41 §8).
 
 use crate::error::{Error, Result};
+use flow_abi::fact::CallId;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Machine, OpenCall};
 use flow_engine::program::Program;
@@ -28,15 +29,15 @@ impl Reply {
     }
 }
 
-/// The outcome a resume admits for `reply.call` of `run`: the call is
-/// open, the reply is an outcome, and its value fits the call's declared
-/// type.
+/// The open call `reply.call` of `run` names, and the outcome a resume
+/// admits for it: the call is open, the reply is an outcome, and its value
+/// fits the call's declared type.
 pub(super) fn admit(
     run: &RunId,
     program: &Program,
     machine: &Machine,
     reply: &Reply,
-) -> Result<Outcome> {
+) -> Result<(CallId, Outcome)> {
     let (call, outcome_json) = (&reply.call, &reply.outcome);
     let open = machine.open_calls();
     let Some(c) = open.iter().find(|c| &c.call == call) else {
@@ -60,7 +61,7 @@ pub(super) fn admit(
             open_list(&open)
         ))
     })?;
-    check_reply(program, machine, c, outcome)
+    Ok((c.call.clone(), check_reply(program, machine, c, outcome)?))
 }
 
 /// The open calls, with their ids, for a refusal naming the wrong one.
@@ -90,7 +91,7 @@ fn check_reply(
     outcome: Outcome,
 ) -> Result<Outcome> {
     let outcome = decode_reply(program, machine, c, outcome)?;
-    match machine.misfit(&c.call, &outcome) {
+    match machine.misfit(c.call.as_str(), &outcome) {
         Some(why) => Err(Error::Refused(format!(
             "the reply does not fit call {} of node {}: {why}",
             c.call, c.node

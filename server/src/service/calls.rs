@@ -13,6 +13,7 @@
 
 use super::drive::Pending;
 use super::nested::Answer;
+use flow_abi::fact::CallId;
 use futures_util::StreamExt;
 use futures_util::future::Aborted;
 use futures_util::stream::FuturesUnordered;
@@ -38,7 +39,7 @@ impl<'a> Calls<'a> {
     }
 
     /// The next call to finish; `None` at once when none is out.
-    pub(super) async fn next(&mut self) -> Option<Result<(String, Answer), Aborted>> {
+    pub(super) async fn next(&mut self) -> Option<Result<(CallId, Answer), Aborted>> {
         if self.len() == 0 {
             return None;
         }

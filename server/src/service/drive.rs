@@ -13,7 +13,7 @@ use super::{RunResult, RunService};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::source::Sources;
-use flow_abi::fact::Fact;
+use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
@@ -47,7 +47,7 @@ pub(super) fn steps(effects: Vec<Effect>) -> Vec<Step> {
 /// A call to send once its fact is durable; `nested` when it is carried
 /// out as a nested run.
 pub(super) struct ToDispatch {
-    pub call: String,
+    pub call: CallId,
     pub tool: String,
     pub args: Map<String, Json>,
     pub nested: Option<NestedCall>,
@@ -56,7 +56,7 @@ pub(super) struct ToDispatch {
 }
 
 pub(super) type Pending<'a> =
-    Pin<Box<dyn Future<Output = std::result::Result<(String, Answer), Aborted>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = std::result::Result<(CallId, Answer), Aborted>> + Send + 'a>>;
 
 /// What a drive shares with the drives of its nested runs: the lock each
 /// commit holds, and the signal to drain.
@@ -231,7 +231,7 @@ impl RunService {
 
     /// Records that the Tool calls `calls` (durable, open) were never sent:
     /// the drive drained before sending them.
-    async fn withheld(&self, run: &RunId, calls: &[String]) -> Result<()> {
+    async fn withheld(&self, run: &RunId, calls: &[CallId]) -> Result<()> {
         if calls.is_empty() {
             return Ok(());
         }
@@ -241,7 +241,7 @@ impl RunService {
                 s.record_host(
                     &r,
                     HostRecord::now(HostDetails::OpenCall(OpenCallDecision {
-                        call: call_id(&call)?,
+                        call,
                         decision: Decision::Unsent,
                         reason: "draining".into(),
                         chosen: None,
@@ -264,10 +264,7 @@ impl RunService {
         machine: Machine,
     ) -> Result<RunResult> {
         let own = machine.open_calls();
-        let open = own
-            .iter()
-            .map(|c| call_id(&c.call))
-            .collect::<Result<Vec<_>>>()?;
+        let open = own.iter().map(|c| c.call.clone()).collect();
         let r = run.clone();
         let row = super::store::blocking(&self.inner.store, move |s| {
             Ok(s.record_host(&r, HostRecord::now(HostDetails::Pause { open }))?)
@@ -361,9 +358,3 @@ impl RunService {
     }
 }
 
-/// A call id the engine made, typed for a host record. The engine makes
-/// only ids that parse; one that does not is a broken invariant, refused.
-pub(super) fn call_id(call: &str) -> Result<flow_abi::fact::CallId> {
-    flow_abi::fact::CallId::parse(call)
-        .map_err(|e| Error::Unreadable(format!("the engine made a malformed call id: {e}")))
-}

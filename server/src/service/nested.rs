@@ -90,16 +90,16 @@ pub(super) enum Answer {
 }
 
 /// The nested run serving each call of `run` (its `binding` host records).
-pub fn nested_runs(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeMap<String, RunId>> {
+pub fn nested_runs(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeMap<CallId, RunId>> {
     Ok(links(&store.host_records(run)?))
 }
 
-pub(super) fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
+pub(super) fn links(records: &[HostRecordRow]) -> BTreeMap<CallId, RunId> {
     records
         .iter()
         .filter_map(|r| match &r.details {
             HostDetails::NestedRun { call, nested_run } => {
-                Some((call.as_str().to_string(), nested_run.clone()))
+                Some((call.clone(), nested_run.clone()))
             }
             _ => None,
         })
@@ -107,7 +107,7 @@ pub(super) fn links(records: &[HostRecordRow]) -> BTreeMap<String, RunId> {
 }
 
 /// The calls of `run` with a Call and no Reply or Close.
-pub(super) fn open_ids(store: &dyn Store, run: &RunId) -> Result<BTreeSet<String>> {
+pub(super) fn open_ids(store: &dyn Store, run: &RunId) -> Result<BTreeSet<CallId>> {
     Ok(super::pending::waiting(store, run)?
         .open
         .into_iter()
@@ -117,7 +117,7 @@ pub(super) fn open_ids(store: &dyn Store, run: &RunId) -> Result<BTreeSet<String
 
 /// The nested runs `run` drives now: each open call's nested run that has
 /// not ended, in call-id order.
-pub(super) fn live_nested(store: &dyn Store, run: &RunId) -> Result<Vec<(String, RunId)>> {
+pub(super) fn live_nested(store: &dyn Store, run: &RunId) -> Result<Vec<(CallId, RunId)>> {
     let links = nested_runs(store, run)?;
     if links.is_empty() {
         // Most runs drive no nested run: their history is not read.
@@ -148,7 +148,7 @@ pub(super) fn live_root(store: &dyn Store, run: &RunId) -> Result<(RunId, Vec<Ru
         let Some((outer, call)) = store.run_info(&cur)?.outer else {
             break;
         };
-        let Ok(outer) = RunId::parse(&outer) else {
+        let (Ok(outer), Ok(call)) = (RunId::parse(&outer), CallId::parse(&call)) else {
             break;
         };
         let live = store.run_info(&outer).is_ok_and(|i| i.ending.is_none())
@@ -311,7 +311,7 @@ impl RunService {
                 }
                 for (call, n) in live_nested(s, &run)? {
                     let details = Halt {
-                        outer: Some((run.clone(), super::drive::call_id(&call)?)),
+                        outer: Some((run.clone(), call)),
                         ..d.clone()
                     };
                     let row = s.record_host(&n, HostRecord::now(HostDetails::Halt(details)))?;
@@ -364,7 +364,7 @@ impl RunService {
     pub(super) fn nested<'a>(
         &'a self,
         outer: RunId,
-        call: String,
+        call: CallId,
         program: Arc<Program>,
         run: RunId,
         fresh: bool,
@@ -490,7 +490,7 @@ impl RunService {
     async fn start_nested(
         &self,
         outer: &RunId,
-        call: &str,
+        call: &CallId,
         program: Arc<Program>,
         run: &RunId,
         fresh: bool,
@@ -499,8 +499,7 @@ impl RunService {
         host: &Host,
         writes: &Writes,
     ) -> Result<Driven> {
-        let outer_call = CallId::parse(call)
-            .map_err(|e| Error::Refused(format!("{call} is not a call id: {e}")))?;
+        let outer_call = call.clone();
         let (machine, effects) =
             match start_machine(program.clone(), module.clone(), input.clone()).await? {
                 Ok(x) => x,
@@ -516,7 +515,7 @@ impl RunService {
             self.inner.store.clone(),
             run.clone(),
             outer.clone(),
-            call.to_string(),
+            call.clone(),
         );
         let head = tokio::task::spawn_blocking(move || -> Result<_> {
             let sources = super::prepare::start_sources(&*s, &o)?;
@@ -536,7 +535,7 @@ impl RunService {
                 s.record_host(
                     &o,
                     HostRecord::now(HostDetails::NestedRun {
-                        call: super::drive::call_id(&c)?,
+                        call: c.clone(),
                         nested_run: r.clone(),
                     }),
                 )?;

@@ -56,7 +56,7 @@ pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
                     run: run.clone(),
                     fact: Some(f.n),
                     open: OpenCall {
-                        call: call.as_str().to_string(),
+                        call,
                         task,
                         node,
                         tool,

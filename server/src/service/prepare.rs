@@ -56,13 +56,12 @@ pub(super) fn start_fact(
 }
 
 /// A Reply the host decided (admitted on resume, or settling a crash).
-pub(super) fn reply_fact(call: &str, outcome: Outcome) -> Result<Fact> {
-    let call = CallId::parse(call).map_err(|e| Error::Refused(format!("call {call}: {e}")))?;
-    Ok(Fact::Reply {
+pub(super) fn reply_fact(call: &CallId, outcome: Outcome) -> Fact {
+    Fact::Reply {
         n: 0,
-        call,
+        call: call.clone(),
         outcome,
-    })
+    }
 }
 
 /// A run's Start, values loaded (one fact read, not the history).
@@ -207,7 +206,7 @@ impl RunService {
         &self,
         run: &RunId,
         head: &FactRef,
-    ) -> Result<(Arc<Program>, Machine, Vec<Step>, Option<BTreeSet<String>>)> {
+    ) -> Result<(Arc<Program>, Machine, Vec<Step>, Option<BTreeSet<CallId>>)> {
         if let Some((program, machine)) = self.inner.paused.at(run, head) {
             return Ok((program, machine, Vec::new(), None));
         }
@@ -220,7 +219,7 @@ impl RunService {
             let mut recorded = BTreeSet::new();
             let (program, replayed) = this.replayed(&r, &mut |f| {
                 if let Fact::Call { call, .. } = f {
-                    recorded.insert(call.to_string());
+                    recorded.insert(call.clone());
                 }
             })?;
             let machine = match (replayed.verdict, replayed.machine) {
@@ -341,13 +340,11 @@ impl RunService {
             let HostDetails::Timeout { call, due_ms } = &r.details else {
                 continue;
             };
-            let call = call.as_str();
-            if *due_ms <= now && machine.is_open(call) {
+            if *due_ms <= now && machine.is_open(call.as_str()) {
                 let more = machine
-                    .expire(call)
+                    .expire(call.as_str())
                     .map_err(|e| Error::Conflict(e.to_string()))?;
-                let when =
-                    super::times::timing(call, None, None, None, Some(now), Some("timeout"))?;
+                let when = super::times::timing(call, None, None, None, Some(now), Some("timeout"));
                 let more = steps(machine.settle(more));
                 // The Timeout Reply comes first among them; its timing
                 // rides with it.
@@ -371,19 +368,18 @@ impl RunService {
             None => Vec::new(),
         };
         if let Some(reply) = &reply {
-            let call = &reply.call;
-            let outcome = admit(run, &program, &machine, reply)?;
-            first.push(Step::Fact(reply_fact(call, outcome.clone())?));
+            let (call, outcome) = admit(run, &program, &machine, reply)?;
+            first.push(Step::Fact(reply_fact(&call, outcome.clone())));
             first.push(Step::Host(super::times::timing(
-                call,
+                &call,
                 None,
                 None,
                 None,
                 Some(super::deadlines::now_ms()),
                 Some("person"),
-            )?));
+            )));
             let more = machine
-                .feed(call, &outcome)
+                .feed(call.as_str(), &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
             first.extend(steps(more));
         } else if let Some(d) = deep {

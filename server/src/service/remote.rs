@@ -34,6 +34,7 @@
 use super::RunService;
 use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
+use flow_abi::fact::CallId;
 use flow_abi::protocol::Outcome;
 use flow_store::{Claimed, QueueNote, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
 use flow_tools::outcome::{CallOutcome, CallRequest, Declarations};
@@ -108,7 +109,7 @@ struct Inner {
     /// here.
     queued: Notify,
     /// The drives waiting here for a call's reply, by `(run, call)`.
-    waiting: Mutex<HashMap<(String, String), Arc<Waiter>>>,
+    waiting: Mutex<HashMap<(RunId, CallId), Arc<Waiter>>>,
     /// Wakes the scan when a worker registers here.
     arrived: Notify,
     /// When this server last marked each worker heard from in the store.
@@ -270,9 +271,7 @@ impl Workers {
         fingerprint: &str,
         decls: &Declarations,
     ) -> Option<CallOutcome> {
-        let Ok(run) = RunId::parse(&req.run) else {
-            return Some(CallOutcome::NotRun(format!("{} is not a run id", req.run)));
-        };
+        let run = req.run.clone();
         let waiter = Arc::new(Waiter::default());
         let _guard = Waiting {
             workers: self.clone(),
@@ -385,19 +384,19 @@ impl Workers {
         }
     }
 
-    async fn state(&self, run: &RunId, call: &str) -> Result<Option<RemoteCallState>> {
-        let (r, c, t) = (run.clone(), call.to_string(), self.inner.options.timeout);
+    async fn state(&self, run: &RunId, call: &CallId) -> Result<Option<RemoteCallState>> {
+        let (r, c, t) = (run.clone(), call.clone(), self.inner.options.timeout);
         blocking(&self.inner.store, move |s| Ok(s.call_state(&r, &c, t)?)).await
     }
 
     /// Asks for a call the program closed to stop: withdrawn if still
     /// queued, else its worker is told at its next poll (in the
     /// background: a Close does not wait for it).
-    pub fn cancel(&self, run: &str, call: &str) {
-        let (Ok(run), Ok(rt)) = (RunId::parse(run), tokio::runtime::Handle::try_current()) else {
+    pub fn cancel(&self, run: &RunId, call: &CallId) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (workers, call) = (self.clone(), call.to_string());
+        let (workers, run, call) = (self.clone(), run.clone(), call.clone());
         rt.spawn(async move {
             let (r, c) = (run.clone(), call.clone());
             match blocking(&workers.inner.store, move |s| Ok(s.cancel_call(&r, &c)?)).await {
@@ -424,11 +423,11 @@ impl Workers {
     async fn settle(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         worker: Option<String>,
         outcome: Option<Json>,
     ) -> bool {
-        let (r, c) = (run.clone(), call.to_string());
+        let (r, c) = (run.clone(), call.clone());
         let done = blocking(&self.inner.store, move |s| {
             Ok(s.settle_call(&r, &c, worker.as_deref(), outcome.as_ref())?)
         })
@@ -447,8 +446,8 @@ impl Workers {
     /// Whether `(run, call)` has a place in the queue (a takeover attaches
     /// to it; a call without one was never queued, or lost with a crash of
     /// the database, and is settled as a crash settles an open call).
-    pub async fn queued(&self, run: &RunId, call: &str) -> Result<bool> {
-        let (r, c, t) = (run.clone(), call.to_string(), self.inner.options.timeout);
+    pub async fn queued(&self, run: &RunId, call: &CallId) -> Result<bool> {
+        let (r, c, t) = (run.clone(), call.clone(), self.inner.options.timeout);
         blocking(&self.inner.store, move |s| {
             Ok(s.call_state(&r, &c, t)?.is_some())
         })
@@ -463,13 +462,13 @@ impl Workers {
 struct Waiting {
     workers: Workers,
     run: RunId,
-    call: String,
+    call: CallId,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         if let Ok(mut w) = self.workers.inner.waiting.lock() {
-            w.remove(&(self.run.to_string(), self.call.clone()));
+            w.remove(&(self.run.clone(), self.call.clone()));
         }
     }
 }

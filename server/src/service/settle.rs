@@ -9,6 +9,7 @@ use super::prepare::{OpenChoice, args_of, reply_fact};
 use super::store::Store;
 use crate::error::{Error, Result};
 use crate::host::Host;
+use flow_abi::fact::CallId;
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Machine, OpenCall};
 use flow_store::{
@@ -22,12 +23,12 @@ pub(super) struct Crashed {
     pub calls: Vec<OpenCall>,
     /// Calls a draining drive recorded and never sent ([`Decision::Unsent`],
     /// the latest decision recorded for the call).
-    pub unsent: BTreeSet<String>,
+    pub unsent: BTreeSet<CallId>,
     /// The run was halted at its head (no host restarted).
     pub halted: bool,
     /// How many times each call was sent again already (its attempt is
     /// one more than that, plus one).
-    pub resent: BTreeMap<String, u32>,
+    pub resent: BTreeMap<CallId, u32>,
 }
 
 impl Crashed {
@@ -92,7 +93,7 @@ impl RunService {
                 (d, left, again)
             };
             records.push(OpenCallDecision {
-                call: super::drive::call_id(&c.call)?,
+                call: c.call.clone(),
                 decision,
                 reason: reason.into(),
                 chosen: open.filter(|_| !unsent && !queued).map(Choice::from),
@@ -112,7 +113,7 @@ impl RunService {
                 continue;
             }
             let outcome = Outcome::Unknown(left.into());
-            first.push(Step::Fact(reply_fact(&c.call, outcome.clone())?));
+            first.push(Step::Fact(reply_fact(&c.call, outcome.clone())));
             first.push(Step::Host(super::times::timing(
                 &c.call,
                 None,
@@ -120,9 +121,9 @@ impl RunService {
                 None,
                 Some(super::deadlines::now_ms()),
                 Some("settled"),
-            )?));
+            )));
             let more = machine
-                .feed(&c.call, &outcome)
+                .feed(c.call.as_str(), &outcome)
                 .map_err(|e| Error::Conflict(e.to_string()))?;
             first.extend(steps(machine.settle(more)));
         }
@@ -160,36 +161,36 @@ impl RunService {
 
 /// The calls of `run` a draining drive recorded and never sent (and no
 /// one has sent since).
-pub fn unsent(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeSet<String>> {
+pub fn unsent(store: &dyn Store, run: &RunId) -> flow_store::Result<BTreeSet<CallId>> {
     Ok(unsent_calls(&store.host_records(run)?))
 }
 
 /// The calls whose latest open-call decision is that a draining drive
 /// never sent them.
 /// How many times each call was sent again (open-call-decision `resend`).
-fn resent_calls(records: &[flow_store::HostRecordRow]) -> BTreeMap<String, u32> {
+fn resent_calls(records: &[flow_store::HostRecordRow]) -> BTreeMap<CallId, u32> {
     let mut n = BTreeMap::new();
     for r in records {
         if let HostDetails::OpenCall(d) = &r.details
             && d.decision == Decision::Resend
         {
-            *n.entry(d.call.as_str().to_string()).or_insert(0) += 1;
+            *n.entry(d.call.clone()).or_insert(0) += 1;
         }
     }
     n
 }
 
-fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<String> {
+fn unsent_calls(records: &[flow_store::HostRecordRow]) -> BTreeSet<CallId> {
     let mut latest = std::collections::BTreeMap::new();
     for r in records {
         if let HostDetails::OpenCall(d) = &r.details {
-            latest.insert(d.call.as_str(), d.decision);
+            latest.insert(&d.call, d.decision);
         }
     }
     latest
         .into_iter()
         .filter(|(_, d)| *d == Decision::Unsent)
-        .map(|(c, _)| c.to_string())
+        .map(|(c, _)| c.clone())
         .collect()
 }
 

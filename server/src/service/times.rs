@@ -3,9 +3,8 @@
 //! as host records beside the history (never in it). Answered calls are
 //! gathered into one `timings` record riding a step's commit.
 
-use super::drive::call_id;
 use super::store::Store;
-use crate::error::Result;
+use flow_abi::fact::CallId;
 use flow_store::{CallTiming, HostDetails, HostRecord, RunId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +27,7 @@ pub(super) const TIMINGS_AGE_MS: i64 = 1000;
 
 /// An answered call's times, kept for the next timings record.
 pub(super) struct Answered {
-    pub(super) call: String,
+    pub(super) call: CallId,
     pub(super) tool: String,
     pub(super) route: &'static str,
     pub(super) attempt: u32,
@@ -43,7 +42,7 @@ pub(super) struct Answered {
 pub(super) struct Times {
     pub(super) store: Arc<dyn Store>,
     pub(super) run: RunId,
-    pub(super) sent: BTreeMap<String, Sent>,
+    pub(super) sent: BTreeMap<CallId, Sent>,
     pub(super) answered: Vec<Answered>,
 }
 
@@ -54,12 +53,10 @@ impl Drop for Times {
         }
         let mut left: Vec<HostDetails> = std::mem::take(&mut self.sent)
             .iter()
-            .filter_map(|(c, s)| sent_only(c, s).ok())
+            .map(|(c, s)| sent_only(c, s))
             .collect();
-        if !self.answered.is_empty()
-            && let Ok(t) = timings(std::mem::take(&mut self.answered))
-        {
-            left.push(t);
+        if !self.answered.is_empty() {
+            left.push(timings(std::mem::take(&mut self.answered)));
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
@@ -76,47 +73,45 @@ impl Drop for Times {
 }
 
 /// One `timing` record of many answered calls.
-pub(super) fn timings(done: Vec<Answered>) -> Result<HostDetails> {
-    Ok(HostDetails::Timings(
+pub(super) fn timings(done: Vec<Answered>) -> HostDetails {
+    HostDetails::Timings(
         done.into_iter()
-            .map(|a| {
-                Ok(CallTiming {
-                    call: call_id(&a.call)?,
-                    route: Some(a.route.to_string()),
-                    attempt: Some(a.attempt),
-                    sent_ms: Some(a.sent_ms),
-                    replied_ms: Some(a.replied_ms),
-                    via: None,
-                    by: None,
-                })
+            .map(|a| CallTiming {
+                call: a.call,
+                route: Some(a.route.to_string()),
+                attempt: Some(a.attempt),
+                sent_ms: Some(a.sent_ms),
+                replied_ms: Some(a.replied_ms),
+                via: None,
+                by: None,
             })
-            .collect::<Result<_>>()?,
-    ))
+            .collect(),
+    )
 }
 
 /// A timing record (issue 38 §3).
 pub(super) fn timing(
-    call: &str,
+    call: &CallId,
     route: Option<&str>,
     attempt: Option<u32>,
     sent_ms: Option<i64>,
     replied_ms: Option<i64>,
     via: Option<&str>,
-) -> Result<HostDetails> {
-    Ok(HostDetails::Timing(CallTiming {
-        call: call_id(call)?,
+) -> HostDetails {
+    HostDetails::Timing(CallTiming {
+        call: call.clone(),
         route: route.map(str::to_string),
         attempt,
         sent_ms,
         replied_ms,
         via: via.map(str::to_string),
         by: None,
-    }))
+    })
 }
 
 /// A sent-only timing record for a call still out when its drive stops
 /// (or closed before it answered).
-pub(super) fn sent_only(call: &str, s: &Sent) -> Result<HostDetails> {
+pub(super) fn sent_only(call: &CallId, s: &Sent) -> HostDetails {
     timing(
         call,
         Some(s.route),

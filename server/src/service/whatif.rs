@@ -15,7 +15,7 @@
 
 use super::RunService;
 use super::admit::{Reply, admit};
-use super::drive::{Step, call_id, steps};
+use super::drive::{Step, steps};
 use super::fork::Fork;
 use super::prepare::reply_fact;
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ impl RunService {
             Error::Unreadable(format!("{parent} does not replay up to call {call}"))
         })?;
         let reply = Reply::parse(call.to_string(), reply)?;
-        let outcome = admit(parent, &program, &machine, &reply)?;
+        let (_, outcome) = admit(parent, &program, &machine, &reply)?;
         Ok((
             checkpoint,
             Replacement {
@@ -152,17 +152,17 @@ pub(super) fn answered(fork: &mut Fork, r: &Replacement, checkpoint: u64) -> Res
             r.replaces, r.tool, r.node
         )));
     };
-    first.push(Step::Fact(reply_fact(call.as_str(), r.outcome.clone())?));
+    first.push(Step::Fact(reply_fact(&call, r.outcome.clone())));
     first.push(Step::Host(super::times::timing(
-        call.as_str(),
+        &call,
         None,
         None,
         None,
         Some(super::deadlines::now_ms()),
         Some("what-if"),
-    )?));
+    )));
     first.push(Step::Host(HostDetails::OpenCall(OpenCallDecision {
-        call: call_id(call.as_str())?,
+        call: call.clone(),
         decision: Decision::WhatIf,
         reason: format!("replaces call {} of {}", r.replaces, r.parent),
         chosen: None,

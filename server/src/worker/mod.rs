@@ -40,7 +40,8 @@ use crate::error::{Error, Result};
 use crate::http::workers::{CallKey, PollAnswer, ReplyItem, WorkCall};
 use backon::{ExponentialBuilder, Retryable};
 use exchange::{Failure, Session};
-use flow_store::ServedTool;
+use flow_store::{RunId, ServedTool};
+use flow_abi::fact::CallId;
 use flow_tools::manifest::Manifest;
 use flow_tools::outcome::CallRequest;
 use serde_json::{Value as Json, json};
@@ -193,8 +194,8 @@ impl Worker {
     async fn serve(&self, mut session: Session) -> Result<u8> {
         let (tx, rx) = mpsc::unbounded_channel::<Reply>();
         let sender = tokio::spawn(send_replies(self.client.clone(), rx, session.reply_limit));
-        let mut calls: JoinSet<(String, String)> = JoinSet::new();
-        let mut out: HashMap<(String, String), AbortHandle> = HashMap::new();
+        let mut calls: JoinSet<(RunId, CallId)> = JoinSet::new();
+        let mut out: HashMap<(RunId, CallId), AbortHandle> = HashMap::new();
         let mut failure = None;
         while !self.shutdown.is_cancelled() {
             while let Some(done) = calls.try_join_next() {
@@ -233,15 +234,15 @@ impl Worker {
                     break;
                 }
             };
-            for CallKey { run, call } in answer.cancels {
-                if let Some(h) = out.remove(&(run.clone(), call.clone())) {
-                    tracing::info!(run.id = %run, call.id = %call, "cancelled by the server");
+            for key in answer.cancels.iter().filter_map(ids) {
+                if let Some(h) = out.remove(&key) {
+                    tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
                     h.abort();
                 }
             }
             for c in answer.calls {
                 let Some(req) = request(c) else {
-                    tracing::warn!("a call whose args are not an object was passed over");
+                    tracing::warn!("a call whose ids or args do not parse was passed over");
                     continue;
                 };
                 let key = (req.run.clone(), req.call.clone());
@@ -256,8 +257,8 @@ impl Worker {
                     if let Some(o) = served.call(req).await {
                         let _ = tx.send(Reply {
                             worker,
-                            run: k.0.clone(),
-                            call: k.1.clone(),
+                            run: k.0.to_string(),
+                            call: k.1.to_string(),
                             outcome: o.into_outcome().to_json(),
                         });
                     }
@@ -304,8 +305,8 @@ impl Worker {
     async fn drain(
         &self,
         session: &Session,
-        calls: &mut JoinSet<(String, String)>,
-        out: &mut HashMap<(String, String), AbortHandle>,
+        calls: &mut JoinSet<(RunId, CallId)>,
+        out: &mut HashMap<(RunId, CallId), AbortHandle>,
     ) {
         let until = tokio::time::Instant::now() + self.drain;
         if !calls.is_empty() {
@@ -334,7 +335,7 @@ impl Worker {
                 answer = &mut heartbeat => {
                     heartbeat = Box::pin(beat());
                     let cancels = answer.map(|a| a.cancels).unwrap_or_default();
-                    for key in cancels.into_iter().map(|k| (k.run, k.call)) {
+                    for key in cancels.iter().filter_map(ids) {
                         if let Some(h) = out.remove(&key) {
                             tracing::info!(run.id = %key.0, call.id = %key.1, "cancelled by the server");
                             h.abort();
@@ -374,14 +375,20 @@ async fn register(
     }
 }
 
-/// A call from a poll answer.
+/// The ids a cancel names; `None` for text that is not a run and call id.
+fn ids(k: &CallKey) -> Option<(RunId, CallId)> {
+    Some((RunId::parse(&k.run).ok()?, CallId::parse(&k.call).ok()?))
+}
+
+/// A call from a poll answer; `None` for one whose ids or args do not
+/// parse.
 fn request(c: WorkCall) -> Option<CallRequest> {
     let Json::Object(args) = c.args else {
         return None;
     };
     Some(CallRequest {
-        run: c.run,
-        call: c.call,
+        run: RunId::parse(&c.run).ok()?,
+        call: CallId::parse(&c.call).ok()?,
         tool: c.tool,
         args,
     })

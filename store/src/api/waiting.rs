@@ -1,7 +1,7 @@
 //! The calls paused runs wait on, as the store indexes them (migration
 //! 0013): the inbox's page and count (`GET /v1/calls`, issue 38 §2).
 
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 
 /// Which waiting calls a page holds. Every filter is an index lookup on
 /// `waiting_calls`.
@@ -45,7 +45,7 @@ pub struct WaitingCursor {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaitingCall {
     pub run: RunId,
-    pub call: String,
+    pub call: CallId,
     pub task: String,
     pub node: String,
     pub tool: String,
@@ -65,7 +65,7 @@ impl WaitingCall {
                 WaitingSort::Due => self.due_ms.unwrap_or(i64::MAX),
             },
             run: self.run.to_string(),
-            call: self.call.clone(),
+            call: self.call.to_string(),
         }
     }
 }

@@ -16,7 +16,7 @@ fn calls<B: Backend + ?Sized>(s: &B, q: &WaitingQuery) -> Result<Vec<(String, St
     Ok(page
         .calls
         .iter()
-        .map(|c| (c.run.to_string(), c.call.clone()))
+        .map(|c| (c.run.to_string(), c.call.to_string()))
         .collect())
 }
 

@@ -15,7 +15,7 @@ fn served(tool: &str, fp: &str, resend: bool) -> ServedTool {
 fn remote(run: &RunId, k: u64, tool: &str, fp: &str) -> RemoteCall {
     RemoteCall {
         run: run.clone(),
-        call: root_call(k).to_string(),
+        call: root_call(k),
         tool: tool.into(),
         fingerprint: fp.into(),
         args: json!({"k": k, "n": 1.5}),
@@ -65,7 +65,7 @@ pub(super) fn workers<B: Backend + Sync>(
         state(&s, &parked, live)?
     );
     ensure!(
-        s.call_state(&run, "c1:root#99", live).map_err(e)?.is_none(),
+        s.call_state(&run, &root_call(99), live).map_err(e)?.is_none(),
         "a call never queued has no state"
     );
 
@@ -358,7 +358,7 @@ pub(super) fn workers<B: Backend + Sync>(
         (run.clone(), c7.call.clone(), json!({"Ok": 7})),
         (run.clone(), c7.call.clone(), json!({"Ok": 77})),
         (run.clone(), c8.call.clone(), json!({"Failed": 8})),
-        (run.clone(), root_call(99).to_string(), json!({"Ok": 9})),
+        (run.clone(), root_call(99), json!({"Ok": 9})),
     ];
     ensure!(
         s.reply_calls("w2", &batch).map_err(e)? == vec![true, false, true, false],

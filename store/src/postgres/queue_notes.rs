@@ -3,6 +3,7 @@
 //! note wakes.
 
 use crate::workers::*;
+use flow_abi::fact::{CallId, RunId};
 
 /// The worker queue's notification channel of `schema`.
 pub(super) fn channel(schema: &str) -> String {
@@ -29,8 +30,8 @@ pub(super) fn parse_note(payload: &str, own: &str) -> Option<QueueNote> {
         "o" => {
             let (run, call) = rest.split_once(' ')?;
             Some(QueueNote::Settled {
-                run: run.to_string(),
-                call: call.to_string(),
+                run: RunId::parse(run).ok()?,
+                call: CallId::parse(call).ok()?,
             })
         }
         _ => None,

@@ -27,7 +27,7 @@
 use super::PostgresStore;
 use crate::error::Result;
 use crate::workers::*;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -253,12 +253,12 @@ impl WorkerQueue for PostgresStore {
             let (row_params, state_params) = (
                 [
                     &run as _,
-                    &c.call as _,
+                    &c.call.as_str() as _,
                     &c.tool as _,
                     &c.fingerprint as _,
                     &args as _,
                 ],
-                [&run as _, &c.call as _, &within_ms as _],
+                [&run as _, &c.call.as_str() as _, &within_ms as _],
             );
             let (begin, inserted, row, commit) = futures_util::join!(
                 conn.batch_execute(&begin),
@@ -320,7 +320,7 @@ impl WorkerQueue for PostgresStore {
             let args: String = r.try_get(4)?;
             out.calls.push(RemoteCall {
                 run: RunId::parse(&r.try_get::<_, String>(0)?)?,
-                call: r.try_get(1)?,
+                call: CallId::parse(r.try_get(1)?)?,
                 tool: r.try_get(2)?,
                 fingerprint: r.try_get(3)?,
                 args: parse_json(&args, "call's args")?,
@@ -328,7 +328,7 @@ impl WorkerQueue for PostgresStore {
         }
         for r in cancels {
             out.cancels
-                .push((RunId::parse(&r.try_get::<_, String>(0)?)?, r.try_get(1)?));
+                .push((RunId::parse(r.try_get(0)?)?, CallId::parse(r.try_get(1)?)?));
         }
         out.calls
             .sort_by(|a, b| (&a.run, &a.call).cmp(&(&b.run, &b.call)));
@@ -336,7 +336,7 @@ impl WorkerQueue for PostgresStore {
         Ok(out)
     }
 
-    fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
+    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool> {
         let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
         let text = flow_abi::json::canonical(outcome);
         let (chan, note) = (self.queue_channel(), self.inner.queue.settled(&run, &call));
@@ -352,7 +352,7 @@ impl WorkerQueue for PostgresStore {
         })
     }
 
-    fn reply_calls(&self, worker: &str, replies: &[(RunId, String, Value)]) -> Result<Vec<bool>> {
+    fn reply_calls(&self, worker: &str, replies: &[(RunId, CallId, Value)]) -> Result<Vec<bool>> {
         // One statement for the batch (the round trips of one reply each
         // were most of a busy worker's cost); a call named twice keeps the
         // first reply, as one at a time would.
@@ -365,9 +365,9 @@ impl WorkerQueue for PostgresStore {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for ((run, call, outcome), _) in replies.iter().zip(&first).filter(|(_, f)| **f) {
             runs.push(run.to_string());
-            calls.push(call.clone());
+            calls.push(call.to_string());
             outcomes.push(flow_abi::json::canonical(outcome));
-            notes.push(self.inner.queue.settled(run.as_str(), call));
+            notes.push(self.inner.queue.settled(run.as_str(), call.as_str()));
         }
         let (worker, chan) = (worker.to_string(), self.queue_channel());
         let rows = self.on_pool(move |conn| async move {
@@ -390,7 +390,7 @@ impl WorkerQueue for PostgresStore {
             .iter()
             .zip(first)
             .map(|((run, call, _), first)| {
-                first && admitted.contains(&(run.to_string(), call.clone()))
+                first && admitted.contains(&(run.to_string(), call.to_string()))
             })
             .collect())
     }
@@ -398,7 +398,7 @@ impl WorkerQueue for PostgresStore {
     fn call_state(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         within: Duration,
     ) -> Result<Option<RemoteCallState>> {
         let (run, call, within) = (run.to_string(), call.to_string(), millis(within));
@@ -413,7 +413,7 @@ impl WorkerQueue for PostgresStore {
     fn settle_call(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool> {
@@ -448,7 +448,7 @@ impl WorkerQueue for PostgresStore {
         })
     }
 
-    fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
+    fn cancel_call(&self, run: &RunId, call: &CallId) -> Result<()> {
         let (run, call, chan) = (run.to_string(), call.to_string(), self.queue_channel());
         let note = self.inner.queue.queued();
         self.on_pool(move |conn| async move {
@@ -463,8 +463,8 @@ impl WorkerQueue for PostgresStore {
         })
     }
 
-    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
-        let (run, call) = (run.to_string(), call.map(str::to_string));
+    fn park_calls(&self, run: &RunId, call: Option<&CallId>) -> Result<u64> {
+        let (run, call) = (run.to_string(), call.map(CallId::to_string));
         self.on_pool(move |conn| async move {
             let rows = quick!(
                 conn,

@@ -6,7 +6,7 @@ use super::ReadDb;
 use crate::api::{WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
 use crate::error::{Error, Result};
 use crate::listing::{Arg, Dialect, Sql};
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 
 /// A `waiting_calls` row as read: run, call, task, node, tool, fact,
 /// since_ms, due_ms.
@@ -126,6 +126,8 @@ pub(crate) fn page(db: &mut dyn ReadDb, q: &WaitingQuery) -> Result<WaitingPage>
         .map(|(run, call, task, node, tool, fact, since_ms, due_ms)| {
             let run = RunId::parse(&run)
                 .map_err(|e| Error::corrupt(&run, 0, format!("waiting_calls: {e}")))?;
+            let call = CallId::parse(&call)
+                .map_err(|e| Error::corrupt(run.as_str(), fact as u64, format!("waiting_calls: {e}")))?;
             Ok(WaitingCall {
                 run,
                 call,

@@ -16,7 +16,7 @@
 use super::{SqliteStore, now_ms};
 use crate::error::{Error, Result};
 use crate::workers::*;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::time::Duration;
@@ -50,7 +50,7 @@ fn remote_call(
 ) -> Result<RemoteCall> {
     Ok(RemoteCall {
         run: RunId::parse(&run)?,
-        call,
+        call: CallId::parse(&call)?,
         tool,
         fingerprint: fp,
         args: parse_json(args, "call's args")?,
@@ -62,7 +62,7 @@ fn remote_call(
 fn state_of(
     c: &Connection,
     run: &RunId,
-    call: &str,
+    call: &CallId,
     since: i64,
 ) -> Result<Option<RemoteCallState>> {
     let row = c
@@ -73,7 +73,7 @@ fn state_of(
                     WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?3)
              FROM worker_calls c WHERE c.run = ?1 AND c.call = ?2",
         )?
-        .query_row(params![run.as_str(), call, since], |r| {
+        .query_row(params![run.as_str(), call.as_str(), since], |r| {
             Ok((
                 r.get::<_, Option<String>>(0)?,
                 r.get::<_, bool>(1)?,
@@ -215,7 +215,7 @@ impl WorkerQueue for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run, call) DO NOTHING",
                 params![
                     call.run.as_str(),
-                    call.call,
+                    call.call.as_str(),
                     call.tool,
                     call.fingerprint,
                     args,
@@ -228,7 +228,7 @@ impl WorkerQueue for SqliteStore {
                 tx.execute(
                     "UPDATE worker_calls SET cancel = 0, parked = 0
                      WHERE run = ?1 AND call = ?2 AND worker IS NULL AND outcome IS NULL",
-                    params![call.run.as_str(), call.call],
+                    params![call.run.as_str(), call.call.as_str()],
                 )?;
             }
             state_of(tx, &call.run, &call.call, now - millis(within))?
@@ -283,7 +283,7 @@ impl WorkerQueue for SqliteStore {
                 })?;
                 for row in rows {
                     let (run, call) = row?;
-                    out.cancels.push((RunId::parse(&run)?, call));
+                    out.cancels.push((RunId::parse(&run)?, CallId::parse(&call)?));
                 }
             }
             // RETURNING order is not the subquery's.
@@ -293,7 +293,7 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
-    fn reply_call(&self, worker: &str, run: &RunId, call: &str, outcome: &Value) -> Result<bool> {
+    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool> {
         let text = flow_abi::json::canonical(outcome);
         let (worker, run, call) = (worker.to_string(), run.clone(), call.to_string());
         self.queue_write(move |tx, _| {
@@ -309,7 +309,7 @@ impl WorkerQueue for SqliteStore {
     fn call_state(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         within: Duration,
     ) -> Result<Option<RemoteCallState>> {
         self.queue_read(|c| state_of(c, run, call, now_ms() - millis(within)))
@@ -318,7 +318,7 @@ impl WorkerQueue for SqliteStore {
     fn settle_call(
         &self,
         run: &RunId,
-        call: &str,
+        call: &CallId,
         worker: Option<&str>,
         outcome: Option<&Value>,
     ) -> Result<bool> {
@@ -343,7 +343,7 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
-    fn cancel_call(&self, run: &RunId, call: &str) -> Result<()> {
+    fn cancel_call(&self, run: &RunId, call: &CallId) -> Result<()> {
         let (run, call) = (run.clone(), call.to_string());
         self.queue_write(move |tx, _| {
             tx.execute(
@@ -355,8 +355,8 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
-    fn park_calls(&self, run: &RunId, call: Option<&str>) -> Result<u64> {
-        let (run, call) = (run.clone(), call.map(str::to_string));
+    fn park_calls(&self, run: &RunId, call: Option<&CallId>) -> Result<u64> {
+        let (run, call) = (run.clone(), call.map(CallId::to_string));
         self.queue_write(move |tx, _| {
             let n = tx.execute(
                 "UPDATE worker_calls SET parked = 1

@@ -112,7 +112,7 @@ impl Actor {
     }
 
     pub(super) async fn call(&mut self, req: CallRequest, tx: oneshot::Sender<Outcome>) {
-        let key = (req.run.clone(), req.call.clone());
+        let key = (req.run.to_string(), req.call.to_string());
         if self.pending.contains_key(&key) {
             let _ = tx.send(Outcome::NotRun(format!(
                 "call {} of run {} is already open",
@@ -135,8 +135,8 @@ impl Actor {
         let (line, mcp_id) = match self.dialect {
             Dialect::Flow => (
                 protocol::write_call(&protocol::Call {
-                    run: req.run,
-                    call: req.call,
+                    run: key.0.clone(),
+                    call: key.1.clone(),
                     tool: req.tool,
                     args: req.args,
                     generic: None,
@@ -146,10 +146,10 @@ impl Actor {
             Dialect::Mcp => {
                 // "A call is a tools/call request whose id is the call's
                 // history id" (unless another run's equal id is open).
-                let id = if self.mcp_ids.contains_key(&req.call) {
+                let id = if self.mcp_ids.contains_key(req.call.as_str()) {
                     format!("{}@{}", req.call, req.run)
                 } else {
-                    req.call.clone()
+                    key.1.clone()
                 };
                 if self.mcp_ids.contains_key(&id) {
                     let _ = tx.send(Outcome::NotRun(format!(

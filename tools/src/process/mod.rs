@@ -227,7 +227,7 @@ impl ProcessHandle {
             return CallOutcome::NotRun(format!("{} is not bound to {}", req.tool, self.label));
         }
         let tool = req.tool.clone();
-        let key = (req.run.clone(), req.call.clone());
+        let key = (req.run.to_string(), req.call.to_string());
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Command::Call { req, tx }).is_err() {
             return CallOutcome::NotRun(format!("{} has been shut down", self.label));

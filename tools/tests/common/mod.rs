@@ -2,6 +2,7 @@
 //! that start the fixture processes.
 #![allow(dead_code)]
 
+use flow_abi::fact::{CallId, RunId};
 use flow_abi::signature::{ToolDecl, tool_error};
 use flow_abi::types::{Field, Type, TypeSet};
 use flow_tools::manifest::{Binding, Launch};
@@ -65,12 +66,15 @@ pub fn misbehave(dir: &Path, extra: &[&str]) -> Binding {
     }
 }
 
+/// The run every test call belongs to.
+pub const RUN: &str = "run-00000000000000000000000001";
+
 pub fn req(call: &str, tool: &str, text: &str) -> CallRequest {
     let mut args = serde_json::Map::new();
     args.insert("text".into(), serde_json::Value::String(text.into()));
     CallRequest {
-        run: "run-1".into(),
-        call: call.into(),
+        run: RunId::parse(RUN).unwrap(),
+        call: CallId::parse(call).unwrap(),
         tool: tool.into(),
         args,
     }

@@ -11,10 +11,10 @@ use super::super::times::{
     Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
 };
 use super::super::{RunService, new_run_id};
-use super::{Ack, Driven, INLINE, Step, ToDispatch, Writes, call_id, engine_lost, steps};
+use super::{Ack, Driven, INLINE, Step, ToDispatch, Writes, engine_lost, steps};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, SLEEP};
-use flow_abi::fact::Ending;
+use flow_abi::fact::{CallId, Ending};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
@@ -53,9 +53,9 @@ pub(super) struct Driving<'h> {
     inflight: Calls<'h>,
     /// Abort handles of dispatched calls: a Close drops the call's future,
     /// which cancels it at its implementation.
-    aborts: BTreeMap<String, AbortHandle>,
+    aborts: BTreeMap<CallId, AbortHandle>,
     /// The nested run serving each nested call out now.
-    serving: BTreeMap<String, RunId>,
+    serving: BTreeMap<CallId, RunId>,
     facts: Vec<Appending>,
     /// Host records that ride with the next commit (timings, deadlines).
     records: Vec<HostDetails>,
@@ -65,14 +65,14 @@ pub(super) struct Driving<'h> {
     /// With `--otlp-endpoint`: what each commit makes durable, as spans.
     spans: Option<Spans>,
     /// Replies that came while the machine computed a slice.
-    arrived: VecDeque<(String, Answer)>,
+    arrived: VecDeque<(CallId, Answer)>,
     /// Draining: Tool calls recorded and never sent, and whether a nested
     /// run drained with its own.
-    withheld: Vec<String>,
+    withheld: Vec<CallId>,
     nested_withheld: bool,
     /// `std/clock#sleep` calls out: a wait the host serves with no effect,
     /// so a drain cuts it short and it counts as never sent.
-    sleeping: BTreeSet<String>,
+    sleeping: BTreeSet<CallId>,
 }
 
 impl<'h> Driving<'h> {
@@ -176,13 +176,13 @@ impl<'h> Driving<'h> {
                     // A person's call is out once its Call is durable
                     // (this commit).
                     self.records.push(timing(
-                        call.as_str(),
+                        &call,
                         Some("person"),
                         None,
                         Some(now_ms()),
                         None,
                         None,
-                    )?);
+                    ));
                     return Ok(());
                 }
                 let args = match args {
@@ -190,7 +190,7 @@ impl<'h> Driving<'h> {
                     _ => Map::new(),
                 };
                 round.dispatch.push(ToDispatch {
-                    call: call.to_string(),
+                    call,
                     tool,
                     args,
                     nested: nested.map(NestedCall::start),
@@ -200,12 +200,11 @@ impl<'h> Driving<'h> {
             Effect::Close { call, .. } => {
                 if let Some(a) = self.aborts.remove(call.as_str()) {
                     a.abort();
-                    self.host
-                        .closed(&self.module, self.run.as_str(), call.as_str());
+                    self.host.closed(&self.module, &self.run, &call);
                 }
                 round.stopped.extend(self.serving.remove(call.as_str()));
                 if let Some(s) = self.times.sent.remove(call.as_str()) {
-                    self.records.push(sent_only(call.as_str(), &s)?);
+                    self.records.push(sent_only(&call, &s));
                 }
             }
             Effect::Deadline { call, seconds } => {
@@ -237,7 +236,7 @@ impl<'h> Driving<'h> {
                 || now_ms() - first.replied_ms >= TIMINGS_AGE_MS)
         {
             self.records
-                .push(timings(std::mem::take(&mut self.times.answered))?);
+                .push(timings(std::mem::take(&mut self.times.answered)));
         }
         let appended = self
             .svc
@@ -339,7 +338,7 @@ impl<'h> Driving<'h> {
             self.sleeping.insert(call.clone());
         }
         let req = CallRequest {
-            run: self.run.to_string(),
+            run: self.run.clone(),
             call: call.clone(),
             tool,
             args,
@@ -381,7 +380,7 @@ impl<'h> Driving<'h> {
 
     /// The next answer to a call out (one that came during a slice first);
     /// `None` once no call is out. A drain cuts sleeps short.
-    pub(super) async fn next_answer(&mut self) -> Option<(String, Answer)> {
+    pub(super) async fn next_answer(&mut self) -> Option<(CallId, Answer)> {
         if let Some(x) = self.arrived.pop_front() {
             return Some(x);
         }
@@ -414,9 +413,9 @@ impl<'h> Driving<'h> {
         let mut out = std::mem::take(&mut self.times.sent)
             .iter()
             .map(|(c, s)| sent_only(c, s))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Vec<_>>();
         if !self.times.answered.is_empty() {
-            out.push(timings(std::mem::take(&mut self.times.answered))?);
+            out.push(timings(std::mem::take(&mut self.times.answered)));
         }
         self.svc.record_all(&self.run, out).await?;
         if !self.withheld.is_empty() || self.nested_withheld {
@@ -436,7 +435,7 @@ impl<'h> Driving<'h> {
     pub(super) fn admit(
         &mut self,
         machine: &mut Machine,
-        call: String,
+        call: CallId,
         answer: Answer,
     ) -> Result<Vec<Step>> {
         self.aborts.remove(&call);
@@ -457,7 +456,7 @@ impl<'h> Driving<'h> {
         self.serving.remove(&call);
         let out = self.times.sent.remove(&call);
         // A reply for a call closed meanwhile is dropped.
-        if !machine.is_open(&call) {
+        if !machine.is_open(call.as_str()) {
             tracing::info!(run.id = %self.run, call.id = %call, "reply to a closed call dropped");
             return Ok(Vec::new());
         }
@@ -465,7 +464,7 @@ impl<'h> Driving<'h> {
         // node's schema or the state fields it is written to) is recorded
         // as the BadReply it is, with the reason (PRO-13).
         let o = outcome.into_outcome();
-        let o = match machine.misfit(&call, &o) {
+        let o = match machine.misfit(call.as_str(), &o) {
             Some(why) => Outcome::BadReply(why),
             None => o,
         };
@@ -475,10 +474,10 @@ impl<'h> Driving<'h> {
             && let Some(s) = &out
             && let Some(text) =
                 self.host
-                    .take_stderr(&self.module, &s.tool, self.run.as_str(), &call)
+                    .take_stderr(&self.module, &s.tool, self.run.as_str(), call.as_str())
         {
             self.records.push(HostDetails::Stderr {
-                call: Some(call_id(&call)?),
+                call: Some(call.clone()),
                 tool: s.tool.clone(),
                 text,
             });
@@ -490,16 +489,16 @@ impl<'h> Driving<'h> {
         // more than INLINE effects. The Reply is buffered before them all
         // the same (the effects are recorded after the facts buffered
         // here).
-        let more = machine.feed_within(&call, &o, INLINE);
+        let more = machine.feed_within(call.as_str(), &o, INLINE);
         self.facts
-            .push(super::super::prepare::reply_fact(&call, o)?.into());
-        self.answered(call, out)?;
+            .push(super::super::prepare::reply_fact(&call, o).into());
+        self.answered(call, out);
         Ok(steps(more.map_err(|e| Error::Conflict(e.to_string()))?))
     }
 
     /// The times of an answered call: sent and replied when this drive
     /// sent it, else replied only (a call sent before a restart).
-    fn answered(&mut self, call: String, out: Option<Sent>) -> Result<()> {
+    fn answered(&mut self, call: CallId, out: Option<Sent>) {
         match out {
             Some(s) => {
                 let replied_ms = now_ms();
@@ -518,8 +517,7 @@ impl<'h> Driving<'h> {
             }
             None => self
                 .records
-                .push(timing(&call, None, None, None, Some(now_ms()), None)?),
+                .push(timing(&call, None, None, None, Some(now_ms()), None)),
         }
-        Ok(())
     }
 }

@@ -116,17 +116,14 @@ impl Workers {
     /// were admitted. Also counts as hearing from the worker.
     pub async fn reply(&self, worker: &str, replies: Vec<WorkerReply>) -> Result<Vec<bool>> {
         let w = worker.to_string();
-        let keys: Vec<((String, String), Json)> = replies
-            .iter()
-            .map(|r| ((r.run.clone(), r.call.clone()), r.outcome.clone()))
-            .collect();
-        let admitted = blocking(&self.inner.store, move |s| {
-            let mut items = Vec::with_capacity(replies.len());
-            for r in replies {
-                let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
-                items.push((run, r.call, r.outcome));
-            }
-            Ok(s.reply_calls(&w, &items)?)
+        let mut items = Vec::with_capacity(replies.len());
+        for r in replies {
+            let run = RunId::parse(&r.run).map_err(|e| Error::Refused(e.to_string()))?;
+            let call = CallId::parse(&r.call).map_err(|e| Error::Refused(e.to_string()))?;
+            items.push((run, call, r.outcome));
+        }
+        let (admitted, items) = blocking(&self.inner.store, move |s| {
+            Ok((s.reply_calls(&w, &items)?, items))
         })
         .await?;
         // A worker judged lost may still have a reply admitted (its call
@@ -136,8 +133,8 @@ impl Workers {
             tracing::warn!(worker = %worker, error = %e, "cannot mark a worker heard from");
         }
         if let Ok(waiting) = self.inner.waiting.lock() {
-            for ((key, outcome), ok) in keys.into_iter().zip(&admitted) {
-                if let (true, Some(w)) = (ok, waiting.get(&key)) {
+            for ((run, call, outcome), ok) in items.into_iter().zip(&admitted) {
+                if let (true, Some(w)) = (ok, waiting.get(&(run, call))) {
                     if let Ok(mut o) = w.outcome.lock() {
                         *o = Some(outcome);
                     }
