@@ -6,7 +6,7 @@
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::{from_column, hash_text};
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 
 /// The `ending` column's text.
 pub(crate) fn ending_text(e: Ending) -> &'static str {
@@ -146,6 +146,19 @@ impl RunColumns {
         let state = RunState::parse(&self.state).ok_or_else(|| corrupt("state"))?;
         let hash = from_column(&self.last_hash).ok_or_else(|| corrupt("hash"))?;
         let ending = parse_ending(self.ending.as_deref()).map_err(|()| corrupt("ending"))?;
+        let parent = match (self.parent_run, self.parent_checkpoint) {
+            (Some(r), Some(c)) => {
+                Some((RunId::parse(&r).map_err(|_| corrupt("parent run"))?, c as u64))
+            }
+            _ => None,
+        };
+        let outer = match (self.outer_run, self.outer_call) {
+            (Some(r), Some(c)) => Some((
+                RunId::parse(&r).map_err(|_| corrupt("outer run"))?,
+                CallId::parse(&c).map_err(|_| corrupt("outer call"))?,
+            )),
+            _ => None,
+        };
         Ok(RunRow {
             key: self.key,
             info: RunInfo {
@@ -156,10 +169,8 @@ impl RunColumns {
                     function: self.entry_function,
                 },
                 program: self.program,
-                parent: self
-                    .parent_run
-                    .zip(self.parent_checkpoint.map(|c| c as u64)),
-                outer: self.outer_run.zip(self.outer_call),
+                parent,
+                outer,
                 ending,
                 last_fact: FactRef {
                     n: last_n,

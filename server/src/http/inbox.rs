@@ -161,7 +161,7 @@ pub async fn list_calls(
                 };
                 CallView {
                     run: c.run.to_string(),
-                    outer: c.outer.clone(),
+                    outer: c.outer.as_ref().map(RunId::to_string),
                     node: Some(c.open.node.clone()),
                     tool: Some(c.open.tool.clone()),
                     prompt: text("prompt"),

@@ -68,11 +68,11 @@ pub async fn get_lineage(
                             checkpoint,
                             recovery,
                         } => ("fork", Some(checkpoint), recovery, None),
-                        Link::Nested { call } => ("nested", None, None, Some(call)),
+                        Link::Nested { call } => ("nested", None, None, Some(call.to_string())),
                     };
                     Ancestor {
                         run: s.run.to_string(),
-                        from: s.from,
+                        from: s.from.to_string(),
                         kind: kind.into(),
                         checkpoint,
                         recovery,

@@ -64,7 +64,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
             deleted,
             ..
         }) => Some(ParentRef {
-            run: from,
+            run: from.to_string(),
             checkpoint,
             deleted,
             recovery,
@@ -91,7 +91,10 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         calls_out,
         last_fact: (&info.last_fact).into(),
         parent,
-        outer: info.outer.map(|(run, call)| OuterRef { run, call }),
+        outer: info.outer.map(|(run, call)| OuterRef {
+            run: run.to_string(),
+            call: call.to_string(),
+        }),
         children,
         children_truncated,
         created_ms: info.created_ms,

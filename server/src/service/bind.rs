@@ -494,8 +494,8 @@ impl super::RunService {
                 })
                 .flatten()
                 .collect();
-            match info.outer.as_ref().map(|(o, _)| RunId::parse(o)) {
-                Some(Ok(outer)) if recorded.is_empty() => run = outer,
+            match info.outer {
+                Some((outer, _)) if recorded.is_empty() => run = outer,
                 _ => return recorded,
             }
         }

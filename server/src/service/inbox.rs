@@ -83,7 +83,7 @@ impl InboxCursor {
 pub struct InboxCall {
     pub run: RunId,
     /// The outer run when `run` is a nested run.
-    pub outer: Option<String>,
+    pub outer: Option<RunId>,
     /// The Call's fact number.
     pub fact: u64,
     pub open: OpenCall,
@@ -153,7 +153,7 @@ impl RunService {
                 .text(),
             );
         }
-        let mut outer: BTreeMap<RunId, Option<String>> = BTreeMap::new();
+        let mut outer: BTreeMap<RunId, Option<RunId>> = BTreeMap::new();
         for w in found.calls {
             match inbox_call(store, &mut outer, &w) {
                 Ok(c) => page.calls.push(c),
@@ -168,7 +168,7 @@ impl RunService {
 /// arguments (read by fact number) and its run's outer run.
 fn inbox_call(
     store: &dyn Store,
-    outer: &mut BTreeMap<RunId, Option<String>>,
+    outer: &mut BTreeMap<RunId, Option<RunId>>,
     w: &WaitingCall,
 ) -> Result<InboxCall> {
     // The history up to the Call, each fact checked against the chain: a

@@ -6,6 +6,7 @@
 
 use super::store::Store;
 use crate::error::Result;
+use flow_abi::fact::CallId;
 use flow_store::{RunId, RunInfo};
 
 /// Ancestors read at most (a chain longer than this is cut, and says so).
@@ -21,14 +22,14 @@ pub enum Link {
         recovery: Option<String>,
     },
     /// Run by `from`'s call `call` (a subgraph).
-    Nested { call: String },
+    Nested { call: CallId },
 }
 
 /// One step up a lineage: `run` came from `from` by `link`.
 #[derive(Clone, Debug)]
 pub struct Step {
     pub run: RunId,
-    pub from: String,
+    pub from: RunId,
     pub link: Link,
     /// `from` has been deleted (docs/custody.md): the chain ends here.
     pub deleted: bool,
@@ -58,10 +59,10 @@ fn step_and_from(
         (None, Some((outer, call))) => (outer.clone(), Link::Nested { call: call.clone() }),
         (None, None) => return Ok(None),
     };
-    let (from_info, deleted) = match RunId::parse(&from).map(|f| store.run_info(&f)) {
-        Ok(Ok(i)) => (Some(i), false),
-        Ok(Err(flow_store::Error::UnknownRun(_))) => (None, true),
-        _ => (None, false),
+    let (from_info, deleted) = match store.run_info(&from) {
+        Ok(i) => (Some(i), false),
+        Err(flow_store::Error::UnknownRun(_)) => (None, true),
+        Err(_) => (None, false),
     };
     let step = Step {
         run: run.clone(),
@@ -82,9 +83,9 @@ pub fn lineage(store: &dyn Store, run: &RunId) -> Result<(Vec<Step>, bool)> {
         if steps.len() == MAX_LINEAGE {
             return Ok((steps, true));
         }
-        let next = from.map(|i| (RunId::parse(&s.from), i));
+        let next = from.map(|i| (s.from.clone(), i));
         steps.push(s);
-        let Some((Ok(next), next_info)) = next else {
+        let Some((next, next_info)) = next else {
             break;
         };
         (cur, info) = (next, next_info);

@@ -148,9 +148,6 @@ pub(super) fn live_root(store: &dyn Store, run: &RunId) -> Result<(RunId, Vec<Ru
         let Some((outer, call)) = store.run_info(&cur)?.outer else {
             break;
         };
-        let (Ok(outer), Ok(call)) = (RunId::parse(&outer), CallId::parse(&call)) else {
-            break;
-        };
         let live = store.run_info(&outer).is_ok_and(|i| i.ending.is_none())
             && open_ids(store, &outer)?.contains(&call)
             && nested_runs(store, &outer)?.get(&call) == Some(&cur);

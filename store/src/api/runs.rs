@@ -2,7 +2,7 @@
 //! and the index row itself.
 
 use super::FactRef;
-use flow_abi::fact::RunId;
+use flow_abi::fact::{CallId, RunId};
 use serde::{Deserialize, Serialize};
 
 /// DESIGN §6: `running`, `paused`, `completed`, `faulted`, `halted`.
@@ -64,9 +64,9 @@ pub struct RunInfo {
     pub entry: Entry,
     pub program: String,
     /// A fork's parent run and checkpoint fact number.
-    pub parent: Option<(String, u64)>,
+    pub parent: Option<(RunId, u64)>,
     /// A nested run's outer run and call.
-    pub outer: Option<(String, String)>,
+    pub outer: Option<(RunId, CallId)>,
     pub ending: Option<Ending>,
     pub last_fact: FactRef,
     /// Host timestamps (unix milliseconds), outside the chain: the run's

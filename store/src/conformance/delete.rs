@@ -119,7 +119,7 @@ pub(super) fn deletion<B: Backend + Sync>(
     s.append(&b, reply_fact(3, 2, shared.clone())).map_err(e)?;
     s.read_history(&b).map_err(e)?;
     ensure!(
-        s.run_info(&b).map_err(e)?.parent == Some((a.to_string(), n + 3)),
+        s.run_info(&b).map_err(e)?.parent == Some((a.clone(), n + 3)),
         "the fork still names its parent"
     );
     // The audit log.

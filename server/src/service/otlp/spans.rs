@@ -338,14 +338,12 @@ async fn run_data(
             attributes.push(KeyValue::new("flow.state", i.state.as_str()));
             attributes.push(KeyValue::new("flow.fact.end", i.last_fact.n as i64));
             // A nested run's trace points at the outer call's span.
-            if let Some((outer, call)) = &i.outer
-                && let Ok(o) = RunId::parse(outer)
-            {
-                attributes.push(KeyValue::new("flow.outer.run", outer.clone()));
-                attributes.push(KeyValue::new("flow.outer.call", call.clone()));
-                let (t, _) = run_ids(&o);
+            if let Some((o, call)) = &i.outer {
+                attributes.push(KeyValue::new("flow.outer.run", o.to_string()));
+                attributes.push(KeyValue::new("flow.outer.call", call.to_string()));
+                let (t, _) = run_ids(o);
                 links.links.push(opentelemetry::trace::Link::new(
-                    context(t, call_span(&o, call)),
+                    context(t, call_span(o, call.as_str())),
                     Vec::new(),
                     0,
                 ));
