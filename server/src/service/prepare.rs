@@ -332,26 +332,8 @@ impl RunService {
                 "{run} has ended; nothing to resume"
             )));
         }
-        // Durable hitl deadlines that passed while nothing drove the run:
-        // close the call (`timeout`) as the engine says (DESIGN §4).
-        let now = super::deadlines::now_ms();
+        expire_passed(&mut machine, &records, &mut first)?;
         let links = super::nested::links(&records);
-        for r in &records {
-            let HostDetails::Timeout { call, due_ms } = &r.details else {
-                continue;
-            };
-            if *due_ms <= now && machine.is_open(call.as_str()) {
-                let more = machine
-                    .expire(call.as_str())
-                    .map_err(|e| Error::Conflict(e.to_string()))?;
-                let when = super::times::timing(call, None, None, None, Some(now), Some("timeout"));
-                let more = steps(machine.settle(more));
-                // The Timeout Reply comes first among them; its timing
-                // rides with it.
-                first.extend(more);
-                first.push(Step::Host(when));
-            }
-        }
         let open = machine.open_calls();
         let mut resend = Vec::new();
         let mut crashed = Crashed::of(&records, head);
@@ -443,6 +425,33 @@ impl RunService {
             records,
         })
     }
+}
+
+/// Durable hitl deadlines that passed while nothing drove the run: each
+/// call is closed (`timeout`) as the engine says (DESIGN §4), its Timeout
+/// Reply and what follows added to `first` with its timing record.
+fn expire_passed(
+    machine: &mut Machine,
+    records: &[flow_store::HostRecordRow],
+    first: &mut Vec<Step>,
+) -> Result<()> {
+    let now = super::deadlines::now_ms();
+    for r in records {
+        let HostDetails::Timeout { call, due_ms } = &r.details else {
+            continue;
+        };
+        if *due_ms <= now && machine.is_open(call.as_str()) {
+            let more = machine
+                .expire(call.as_str())
+                .map_err(|e| Error::Conflict(e.to_string()))?;
+            let when = super::times::timing(call, None, None, None, Some(now), Some("timeout"));
+            // The Timeout Reply comes first among them; its timing rides
+            // with it.
+            first.extend(steps(machine.settle(more)));
+            first.push(Step::Host(when));
+        }
+    }
+    Ok(())
 }
 
 /// An open call's args object.
