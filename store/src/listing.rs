@@ -99,11 +99,21 @@ impl Dialect {
     }
 }
 
+/// Whether `q`'s page is ordered by start time, then id: with a started
+/// range and no search attribute, so that a page reads a page's worth of
+/// the `(flow_id, created_ms, …)` or `(created_ms, id)` index rather than
+/// the whole range (run ids follow the creating engine's clock, the range
+/// the store's, so an id walk cannot stop at the range's ends).
+pub(crate) fn by_started(q: &CheckedRunList) -> bool {
+    q.attrs.is_empty() && (q.started.from.is_some() || q.started.to.is_some())
+}
+
 /// The run query's FROM and WHERE for `q` (one state, or none), with
-/// the column the rows are ordered by. Every filter is a column an index
-/// leads with (docs/store.md, "The run query"): a search attribute drives
-/// the query from `run_attrs` (name, value, run), which hands its runs in
-/// id order; otherwise the runs index's own indexes serve it.
+/// the id column the rows are ordered by (after the start time when
+/// [`by_started`]). Every filter is a column an index leads with
+/// (docs/store.md, "The run query"): a search attribute drives the query
+/// from `run_attrs` (name, value, run), which hands its runs in id order;
+/// otherwise the runs index's own indexes serve it.
 fn filters(
     q: &CheckedRunList,
     d: Dialect,
@@ -192,7 +202,22 @@ fn filters(
             RunOrder::Newest => "<",
         };
         let p = d.bind(args, Arg::Text(c.to_string()));
-        w.push(format!("{order} {cmp} {p}"));
+        if by_started(q) {
+            // After the cursor run's start time and id; a cursor run
+            // deleted since is placed by its id's time (its creating
+            // engine's clock, the store's but for an import).
+            let t = d.bind(args, Arg::Int(c.millis() as i64));
+            let at = format!("COALESCE((SELECT c.created_ms FROM runs c WHERE c.id = {p}), {t})");
+            let edge = match q.order {
+                RunOrder::Oldest => ">=",
+                RunOrder::Newest => "<=",
+            };
+            w.push(format!(
+                "r.created_ms {edge} {at} AND (r.created_ms {cmp} {at} OR {order} {cmp} {p})"
+            ));
+        } else {
+            w.push(format!("{order} {cmp} {p}"));
+        }
     }
     (from, w, order)
 }
@@ -221,25 +246,38 @@ pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
         q.states.iter().copied().map(Some).collect()
     };
     let mut parts = Vec::new();
+    let started = by_started(q);
     for s in &branches {
         let (from, w, order) = filters(q, d, *s, true, &mut args);
         let lim = d.bind(&mut args, Arg::Int(take));
-        parts.push(format!(
-            "SELECT {order} AS id FROM {from}{} ORDER BY {order} {dir} LIMIT {lim}",
-            where_clause(&w)
-        ));
+        parts.push(if started {
+            format!(
+                "SELECT {order} AS id, r.created_ms AS t FROM {from}{} ORDER BY r.created_ms {dir}, {order} {dir} LIMIT {lim}",
+                where_clause(&w)
+            )
+        } else {
+            format!(
+                "SELECT {order} AS id FROM {from}{} ORDER BY {order} {dir} LIMIT {lim}",
+                where_clause(&w)
+            )
+        });
     }
     let text = if parts.len() == 1 {
         parts.remove(0)
     } else {
         let lim = d.bind(&mut args, Arg::Int(take));
+        let (cols, by) = if started {
+            ("id, t", format!("t {dir}, id {dir}"))
+        } else {
+            ("id", format!("id {dir}"))
+        };
         let union: Vec<String> = parts
             .iter()
             .enumerate()
-            .map(|(i, p)| format!("SELECT id FROM ({p}) b{i}"))
+            .map(|(i, p)| format!("SELECT {cols} FROM ({p}) b{i}"))
             .collect();
         format!(
-            "{} ORDER BY id {dir} LIMIT {lim}",
+            "{} ORDER BY {by} LIMIT {lim}",
             union.join(" UNION ALL ")
         )
     };

@@ -86,6 +86,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "run_counts",
         include_str!("../../migrations/sqlite/0015_run_counts.sql"),
     ),
+    (
+        16,
+        "runs_by_flow_started",
+        include_str!("../../migrations/sqlite/0016_runs_by_flow_started.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -164,6 +169,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         15,
         "run_counts",
         include_str!("../../migrations/postgres/0015_run_counts.sql"),
+    ),
+    (
+        16,
+        "runs_by_flow_started",
+        include_str!("../../migrations/postgres/0016_runs_by_flow_started.sql"),
     ),
 ];
 

@@ -51,6 +51,15 @@ impl RunId {
         RunId(out)
     }
 
+    /// The creation time the id carries (unix ms: its first 10 digits,
+    /// the ULID's top 48 bits): the creating engine's clock.
+    pub fn millis(&self) -> u64 {
+        self.0[4..14].bytes().fold(0u64, |v, c| {
+            let digit = CROCKFORD.iter().position(|d| *d == c).unwrap_or(0) as u64;
+            (v << 5) | digit
+        })
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -207,6 +216,9 @@ mod tests {
 
     #[test]
     fn run_ids_round_trip_in_creation_order() {
+        for ms in [0, 1, 1_733_000_000_123, 0xffff_ffff_ffff] {
+            assert_eq!(RunId::from_parts(ms, [0xff; 10]).millis(), ms);
+        }
         let a = RunId::from_parts(1, [0; 10]);
         let b = RunId::from_parts(2, [0xff; 10]);
         let c = RunId::from_parts(2, [0xff; 10]);

@@ -13,7 +13,7 @@ use super::super::deadlines::now_ms;
 use super::super::store::{StoreRef, blocking};
 use super::super::times::Answered;
 use super::Tracer;
-use flow_abi::fact::{Ending, Fact};
+use flow_abi::fact::{CallId, Ending, Fact};
 use flow_store::{Appending, RunId};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
@@ -39,7 +39,7 @@ struct Called {
 pub(in crate::service) struct Spans {
     tracer: Tracer,
     run: RunId,
-    calls: HashMap<String, Called>,
+    calls: HashMap<CallId, Called>,
 }
 
 /// One span to export, as the drive noted it.
@@ -58,7 +58,7 @@ pub(in crate::service) enum Noted {
 /// run resumed after a restart or on another server).
 pub(in crate::service) struct CallSpan {
     run: RunId,
-    call: String,
+    call: CallId,
     call_fact: Option<u64>,
     reply_fact: u64,
     tool: Option<String>,
@@ -97,7 +97,7 @@ impl Spans {
                     call, node, tool, ..
                 } => {
                     self.calls.insert(
-                        call.as_str().to_string(),
+                        call.clone(),
                         Called {
                             n,
                             node: node.clone(),
@@ -106,14 +106,14 @@ impl Spans {
                     );
                 }
                 Fact::Close { call, .. } => {
-                    self.calls.remove(call.as_str());
+                    self.calls.remove(call);
                 }
                 Fact::Reply { call, outcome, .. } => {
-                    let called = self.calls.remove(call.as_str());
-                    let timed = answered.iter().rev().find(|a| a.call == call.as_str());
+                    let called = self.calls.remove(call);
+                    let timed = answered.iter().rev().find(|a| a.call == *call);
                     out.push(Noted::Call(CallSpan {
                         run: self.run.clone(),
-                        call: call.as_str().to_string(),
+                        call: call.clone(),
                         call_fact: called.as_ref().map(|c| c.n),
                         reply_fact: n,
                         tool: timed
@@ -256,7 +256,7 @@ async fn recorded_call(c: &mut CallSpan, store: &StoreRef) {
                     node,
                     tool,
                     ..
-                } if id.as_str() == call => Some((f.n, node.clone(), tool.clone())),
+                } if *id == call => Some((f.n, node.clone(), tool.clone())),
                 _ => None,
             });
             if hit.is_some() {
@@ -276,10 +276,10 @@ async fn recorded_call(c: &mut CallSpan, store: &StoreRef) {
 
 fn call_data(c: CallSpan, scope: InstrumentationScope) -> SpanData {
     let (trace, parent) = run_ids(&c.run);
-    let span = call_span(&c.run, &c.call);
+    let span = call_span(&c.run, c.call.as_str());
     let mut attributes = vec![
         KeyValue::new("flow.run", c.run.as_str().to_string()),
-        KeyValue::new("flow.call", c.call.clone()),
+        KeyValue::new("flow.call", c.call.to_string()),
         KeyValue::new("flow.fact.reply", c.reply_fact as i64),
         KeyValue::new("flow.outcome", c.outcome),
     ];
