@@ -24,7 +24,19 @@ struct TestApp {
     base: String,
     client: reqwest::Client,
     shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    /// The store's file: every run in it reads back verified when the
+    /// app is dropped (as `common::TestApp` and a real server's check).
+    db: std::path::PathBuf,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if !std::thread::panicking() && self.db.exists() {
+            common::verify_store(&self.db);
+        }
+    }
 }
 
 impl TestApp {
@@ -40,7 +52,8 @@ impl TestApp {
             base: format!("http://{addr}"),
             client: reqwest::Client::builder().no_proxy().build().unwrap(),
             shutdown,
-            handle,
+            handle: Some(handle),
+            db: dir.join("flow.db"),
         }
     }
 
@@ -89,9 +102,10 @@ impl TestApp {
         )
     }
 
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(20), self.handle)
+        let handle = self.handle.take().unwrap();
+        tokio::time::timeout(Duration::from_secs(20), handle)
             .await
             .unwrap()
             .unwrap()
