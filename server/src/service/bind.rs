@@ -16,10 +16,10 @@
 //! Both serve `std/memory#read|write` from the store's own database.
 //!
 //! A resume or fork binds from what was recorded at Start
-//! ([`RunService::bind_recorded`]; never an imported run's directory), and a
+//! ([`RunService::bind_at`]; never an imported run's directory), and a
 //! server refuses a flow that asks for more steps than it allows.
 
-use super::store::{StoreRef, blocking};
+use super::store::StoreRef;
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, HostOptions, MEMORY_READ, MEMORY_WRITE, SLEEP};
 use crate::service::remote::Workers;
@@ -519,29 +519,12 @@ impl super::RunService {
         out
     }
 
-    /// Binds `program` for a resume or fork of `run`: from the program
-    /// directory recorded at Start — unless the run came in by archive
-    /// import, whose host records are outside the hash chain and so never
-    /// choose a directory whose commands run (issue 17, item 6); then
-    /// only this host's own configuration binds. Returns the directory
-    /// used.
-    pub(super) async fn bind_recorded(
-        &self,
-        run: &RunId,
-        program: &Arc<Program>,
-        hash: &str,
-    ) -> Result<(Bound, Option<std::path::PathBuf>)> {
-        let r = run.clone();
-        let (info, records) = blocking(&self.inner.store, move |s| {
-            Ok((s.run_info(&r)?, s.host_records(&r)?))
-        })
-        .await?;
-        self.bind_at(run, program, hash, info.imported_ms.is_some(), &records)
-            .await
-    }
-
-    /// [`RunService::bind_recorded`] with the run's host records read
-    /// already; `imported`: the run came in by archive import.
+    /// Binds `program` for a resume or fork of `run` (its host records
+    /// `records`, read already): from the program directory recorded at
+    /// Start — unless the run came in by archive import (`imported`),
+    /// whose host records are outside the hash chain and so never choose a
+    /// directory whose commands run (issue 17, item 6); then only this
+    /// host's own configuration binds. Returns the directory used.
     pub(super) async fn bind_at(
         &self,
         run: &RunId,

@@ -290,9 +290,19 @@ impl RunService {
             .inner
             .checks
             .permit(onto.as_ref().map_or(0, Sources::size))?;
-        let (fork, checkpoint, first) = {
+        let (fork, checkpoint, first, recorded) = {
             let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
             tokio::task::spawn_blocking(move || {
+                // Forked on the parent's program: bound as the parent was,
+                // from its host records, read in this same hand-off.
+                let recorded = match onto {
+                    Some(_) => None,
+                    None => {
+                        let store = &*this.inner.store;
+                        let imported = store.run_info(&p)?.imported_ms.is_some();
+                        Some((imported, store.host_records(&p)?))
+                    }
+                };
                 let _held = permit;
                 let (checkpoint, replacement) = match at {
                     ForkAt::Checkpoint(n) => (n, None),
@@ -306,7 +316,7 @@ impl RunService {
                     None => drive::steps(std::mem::take(&mut fork.effects)),
                     Some(r) => whatif::answered(&mut fork, &r, checkpoint)?,
                 };
-                Ok::<_, Error>((fork, checkpoint, first))
+                Ok::<_, Error>((fork, checkpoint, first, recorded))
             })
             .await
             .map_err(|e| Error::Unreadable(format!("a store task ended: {e}")))??
@@ -328,7 +338,8 @@ impl RunService {
                 dir,
             ),
             None => {
-                self.bind_recorded(parent, &fork.program, &fork.hash)
+                let (imported, records) = recorded.unwrap_or_default();
+                self.bind_at(parent, &fork.program, &fork.hash, imported, &records)
                     .await?
             }
         };
