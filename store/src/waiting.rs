@@ -31,8 +31,10 @@ pub(crate) struct WaitingRow {
     pub due_ms: Option<i64>,
 }
 
-/// How many facts one read takes while looking for the Calls.
-const PAGE: u32 = 512;
+/// How many facts the first read takes while looking for the Calls, and
+/// the most one read takes (each next read takes twice the last).
+const FIRST: u64 = 16;
+const PAGE: u64 = 512;
 
 /// The rows of run `key` (`run`) paused at `since_ms` with `open` calls.
 pub(crate) fn rows(
@@ -61,15 +63,20 @@ pub(crate) fn rows(
             _ => {}
         }
     }
-    // The open calls' Calls are the latest ones as a rule: read back from
-    // the head a window at a time, until every one is found.
+    // The open calls' Calls are the latest ones as a rule (a pause's is
+    // among the last few facts): read back from the head a window at a
+    // time, growing, until every one is found — a pause after many steps
+    // reads a few facts, not the history; a Call that names none of them
+    // is not parsed.
     let mut out = Vec::new();
     let mut hi = db.run_columns(run)?.map_or(0, |c| c.last_n.max(0) as u64);
+    let mut window = FIRST;
     while hi >= 1 && out.len() < wanted.len() {
-        let lo = hi.saturating_sub(u64::from(PAGE) - 1).max(1);
+        let lo = hi.saturating_sub(window - 1).max(1);
+        window = (window * 2).min(PAGE);
         for row in db.fact_range(key, lo, hi)? {
             let (n, kind, _, body) = row.map_err(|e| Error::corrupt(run.as_str(), lo, e))?;
-            if kind != Some(FactKind::Call) {
+            if kind != Some(FactKind::Call) || !wanted.iter().any(|w| body.contains(w)) {
                 continue;
             }
             let Fact::Call {

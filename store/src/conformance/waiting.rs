@@ -131,5 +131,45 @@ pub(super) fn waiting_calls<B: Backend + Sync>(
         s.waiting_calls(&query()).map_err(e)?.total == 0,
         "a deleted run's rows go"
     );
+
+    // A call made long before the pause is found too (the rows are read
+    // back from the head a growing window at a time), and calls whose ids
+    // begin with an open one's (c1:root#70 …) are not taken for it.
+    let (run, n) = seed_run(&s, 1).map_err(e)?;
+    s.append(&run, call_fact(n + 1, 7, json!({"prompt": "early"})))
+        .map_err(e)?;
+    let mut last = n + 1;
+    for k in 70..110 {
+        s.append(&run, call_fact(last + 1, k, json!({"i": k})))
+            .map_err(e)?;
+        s.append(&run, reply_fact(last + 2, k, json!(k)))
+            .map_err(e)?;
+        last += 2;
+    }
+    s.append(&run, call_fact(last + 1, 200, json!({"prompt": "late"})))
+        .map_err(e)?;
+    s.record_host(
+        &run,
+        HostRecord {
+            at_ms: Some(5_000),
+            details: HostDetails::Pause {
+                open: vec![root_call(7), root_call(200)],
+            },
+        },
+    )
+    .map_err(e)?;
+    let rows = s.waiting_calls(&query()).map_err(e)?.calls;
+    let mut got: Vec<(String, u64)> = rows
+        .iter()
+        .map(|c| (c.call.to_string(), c.fact))
+        .collect();
+    got.sort_by_key(|(_, fact)| *fact);
+    ensure!(
+        got == [
+            (root_call(7).to_string(), n + 1),
+            (root_call(200).to_string(), last + 1)
+        ],
+        "an early and a late open call, each at its Call: {got:?}"
+    );
     Ok(())
 }
