@@ -20,6 +20,19 @@
 //! 4. `COMMIT` (durable: `synchronous_commit = on`), then callers are
 //!    answered and the local heads bumped.
 //!
+//! **One round trip when the heads are known.** After each commit the
+//! writer remembers the head of every run the batch touched, with the
+//! version (`xmin`) of its `runs` row as it left it. A batch of appends
+//! and host records whose runs are all remembered is decided against
+//! those heads first and sent as one pipeline: `BEGIN`, a fence that
+//! locks the rows in id order and fails unless each is still at the
+//! version remembered (so the remembered heads are the stored ones, and
+//! every decision stands exactly as step 2 would make it), the rows, and
+//! `COMMIT`. A step of a lone run then costs one round trip and the WAL
+//! flush instead of three. If the fence or any statement fails, the
+//! server rolls the whole transaction back; the writer forgets those
+//! heads and runs the batch again through steps 1–4.
+//!
 //! If a statement fails the transaction is rolled back and, when the batch
 //! held several commands, each is retried alone, so one bad command fails
 //! alone as with SQLite's savepoints. If the connection is lost during
@@ -31,7 +44,7 @@
 use super::MAX_BATCH;
 use super::Shared;
 use super::read::Session;
-use super::sql::{Conn, Failed, Rows, write};
+use super::sql::{Conn, Failed, Rows, Wrap, write};
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
@@ -157,7 +170,32 @@ struct Plan {
     notes: BTreeMap<String, u64>,
     /// The rows of the batch's pauses (`waiting::load`).
     waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
+    /// The `xmin` of each touched run's row as read (or remembered).
+    xmin: HashMap<String, i64>,
+    /// The transaction's id: the `xmin` of every row it writes.
+    xid: i64,
 }
+
+impl Plan {
+    /// Whether the batch wrote `id`'s `runs` row (its `xmin` is then the
+    /// batch's transaction).
+    fn wrote_row(&self, id: &str) -> bool {
+        self.changed.contains_key(id)
+            || self.rows.runs.iter().any(|r| r.meta.run.as_str() == id)
+            || self.rows.faults.iter().any(|(r, _)| r == id)
+    }
+}
+
+/// A run's head as this writer last committed or read it, and the version
+/// of its `runs` row then.
+struct Known {
+    head: Head,
+    host_seq: i64,
+    xmin: i64,
+}
+
+/// Runs whose heads the writer remembers, at most (then it starts over).
+const KNOWN_BUDGET: usize = 16_384;
 
 pub(crate) struct Writer {
     handle: Handle,
@@ -171,6 +209,9 @@ pub(crate) struct Writer {
     waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
     /// Commands committed since the run counters' deltas were last folded.
     unfolded: usize,
+    /// The heads of runs this writer committed to, for one-round-trip
+    /// batches (see the module doc).
+    known: HashMap<String, Known>,
 }
 
 impl Writer {
@@ -191,6 +232,7 @@ impl Writer {
             cache: CkptCaches::new(),
             waits: HashMap::new(),
             unfolded: 0,
+            known: HashMap::new(),
         };
         let h = w.handle.clone();
         h.block_on(w.ensure_conn())?;
@@ -245,7 +287,18 @@ impl Writer {
         let handle = self.handle.clone();
         self.load_bases(&cmds);
         self.waits = super::waiting::load(&self.shared, &cmds);
-        let mut result = handle.block_on(self.batch(&cmds));
+        let known = self.all_known(&cmds);
+        let mut result = handle.block_on(self.batch(&cmds, known));
+        if known && result.as_ref().is_err_and(|f| !f.unknown) {
+            // Rolled back (a row moved since, or a statement failed):
+            // forget those heads and go through the locked read. Deciding
+            // may have taken checkpoint bases: read them back.
+            for id in cmds.iter().filter_map(Command::run_id) {
+                self.known.remove(&id);
+            }
+            self.load_bases(&cmds);
+            result = handle.block_on(self.batch(&cmds, false));
+        }
         if let Err(f) = &result
             && !f.unknown
             && self.conn.as_ref().is_none_or(|c| c.client.is_closed())
@@ -254,10 +307,11 @@ impl Writer {
             // terminated backend): nothing was stored, so one retry on a
             // new connection is safe.
             self.load_bases(&cmds);
-            result = handle.block_on(self.batch(&cmds));
+            result = handle.block_on(self.batch(&cmds, false));
         }
         match result {
             Ok((outs, plan)) => {
+                self.remember(&plan);
                 for (run, c) in plan.ckpt {
                     self.cache.set(run, c);
                 }
@@ -287,12 +341,18 @@ impl Writer {
                 }
             }
             Err(_) if may_split && cmds.len() > 1 => {
+                for id in cmds.iter().filter_map(Command::run_id) {
+                    self.known.remove(&id);
+                }
                 // Rolled back: run each alone, so only the bad one fails.
                 for cmd in cmds {
                     self.commit(vec![cmd], false);
                 }
             }
             Err(f) => {
+                for id in cmds.iter().filter_map(Command::run_id) {
+                    self.known.remove(&id);
+                }
                 let msg = f.error.to_string();
                 for cmd in cmds {
                     let err = match (&cmd, f.unique) {
@@ -309,6 +369,45 @@ impl Writer {
 
     fn forget(&mut self) {
         self.cache.clear();
+        self.known.clear();
+    }
+
+    /// Whether `cmds` are appends and host records of runs whose heads
+    /// this writer remembers: the batch can go in one round trip.
+    fn all_known(&self, cmds: &[Command]) -> bool {
+        cmds.iter().all(|c| match c {
+            Command::Append { run, .. } | Command::Host { run, .. } => {
+                self.known.contains_key(run.as_str())
+            }
+            _ => false,
+        })
+    }
+
+    /// Remembers the heads a committed batch left, each with its row's
+    /// version: the batch's transaction where it wrote the row, else the
+    /// version it read (or remembered).
+    fn remember(&mut self, plan: &Plan) {
+        if self.known.len() + plan.heads.len() > KNOWN_BUDGET {
+            self.known.clear();
+        }
+        for (id, head) in &plan.heads {
+            let xmin = if plan.wrote_row(id) {
+                plan.xid
+            } else {
+                match plan.xmin.get(id) {
+                    Some(x) => *x,
+                    None => continue,
+                }
+            };
+            self.known.insert(
+                id.clone(),
+                Known {
+                    head: head.clone(),
+                    host_seq: plan.host_seq.get(id).copied().unwrap_or(0),
+                    xmin,
+                },
+            );
+        }
     }
 
     /// Reads back the latest Checkpoint of each run that a change in
@@ -339,9 +438,58 @@ impl Writer {
         }
     }
 
-    /// One transaction for `cmds`; the answers and what changed, or why
+    /// One transaction for `cmds` in one round trip, decided against the
+    /// heads this writer remembers (every run of `cmds` has one; see
+    /// [`Writer::all_known`]); the answers and what changed, or why
     /// nothing was stored.
-    async fn batch(&mut self, cmds: &[Command]) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+    async fn batch_known(&mut self, cmds: &[Command]) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+        let mut ids: Vec<&str> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::Append { run, .. } | Command::Host { run, .. } => Some(run.as_str()),
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut plan = Plan {
+            waits: self.waits.clone(),
+            ..Plan::default()
+        };
+        let mut xmins = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let k = self.known.get(*id).ok_or(Error::WriterGone)?;
+            plan.heads.insert(id.to_string(), k.head.clone());
+            plan.host_seq.insert(id.to_string(), k.host_seq);
+            plan.xmin.insert(id.to_string(), k.xmin);
+            xmins.push(k.xmin);
+        }
+        let outs: Vec<Result<Out>> = cmds
+            .iter()
+            .map(|cmd| decide(&mut plan, &mut self.cache, cmd, None))
+            .collect();
+        let channel = self.channel.clone();
+        self.ensure_conn().await?;
+        let conn = self.conn.as_ref().ok_or(Error::WriterGone)?;
+        let wrap = Wrap::Whole {
+            ids: &ids,
+            xmins: &xmins,
+        };
+        let written = write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+        plan.xid = written.xid;
+        Ok((outs, plan))
+    }
+
+    /// One transaction for `cmds` (in one round trip when `known`); the
+    /// answers and what changed, or why nothing was stored.
+    async fn batch(
+        &mut self,
+        cmds: &[Command],
+        known: bool,
+    ) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+        if known {
+            return self.batch_known(cmds).await;
+        }
         // Starts are checked before any lookup: their errors come first.
         let starts: Vec<Option<Result<CheckedStart>>> = cmds
             .iter()
@@ -384,6 +532,7 @@ impl Writer {
                 }
                 .check(&run)?;
                 plan.host_seq.insert(id.clone(), r.try_get(8)?);
+                plan.xmin.insert(id.clone(), r.try_get(10)?);
                 plan.heads.insert(id, head);
             }
             let outs: Vec<Result<Out>> = cmds
@@ -391,7 +540,10 @@ impl Writer {
                 .zip(starts)
                 .map(|(cmd, start)| decide(&mut plan, &mut self.cache, cmd, start))
                 .collect();
-            write(conn, &channel, &plan.rows, &plan.changed, &plan.notes).await?;
+            let wrap = Wrap::Open;
+            let written =
+                write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+            plan.xid = written.xid;
             Ok::<_, Failed>((outs, plan))
         }
         .await;
