@@ -39,6 +39,15 @@
 //! COMMIT the outcome is unknown: every command of that batch gets
 //! `CommitUnknown` and none is retried.
 //!
+//! **The writer thread drives its own connection.** The connection lives
+//! on a current-thread runtime the writer owns, so a batch's round trip is
+//! sent, waited for and read on the writer thread itself, with no hand-off
+//! to the store's shared runtime and back (two thread wake-ups each way, a
+//! step's largest cost on a busy machine after the WAL flush). Between
+//! batches the thread waits inside that runtime for the next command
+//! (`wake`), so the connection is still read and a server that closed it
+//! is noticed before the next batch is sent.
+//!
 //! Step 2 lives in `decide` (writer/decide.rs).
 
 use super::MAX_BATCH;
@@ -57,8 +66,10 @@ use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
-use tokio::runtime::Handle;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tokio::sync::Notify;
 use tokio_postgres::Config;
 use tokio_postgres::types::ToSql;
 
@@ -197,8 +208,16 @@ struct Known {
 /// Runs whose heads the writer remembers, at most (then it starts over).
 const KNOWN_BUDGET: usize = 16_384;
 
+/// Longest wait for a command before the channel is looked at again (a
+/// missed wake-up costs at most this).
+const IDLE: Duration = Duration::from_secs(1);
+
 pub(crate) struct Writer {
-    handle: Handle,
+    /// The writer's own runtime: drives its connection (see the module
+    /// doc); only ever entered from the writer's thread.
+    rt: Arc<Runtime>,
+    /// Told after each command is queued.
+    wake: Arc<Notify>,
     /// The read pool, for a base read back (`load_bases`).
     shared: Arc<Shared>,
     cfg: Config,
@@ -215,15 +234,22 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Connects (so a store that cannot write fails at open).
+    /// Connects (so a store that cannot write fails at open). Queuing a
+    /// command must be followed by `wake.notify_one()`.
     pub(crate) fn open(
         shared: Arc<Shared>,
         cfg: Config,
         channel: String,
         heads: Arc<Heads>,
+        wake: Arc<Notify>,
     ) -> Result<Writer> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("writer runtime", e))?;
         let mut w = Writer {
-            handle: shared.handle.clone(),
+            rt: Arc::new(rt),
+            wake,
             shared,
             cfg,
             channel,
@@ -234,9 +260,9 @@ impl Writer {
             unfolded: 0,
             known: HashMap::new(),
         };
-        let h = w.handle.clone();
-        h.block_on(w.ensure_conn())?;
-        h.block_on(w.fold_counts())?;
+        let rt = w.rt.clone();
+        rt.block_on(w.ensure_conn())?;
+        rt.block_on(w.fold_counts())?;
         Ok(w)
     }
 
@@ -259,10 +285,30 @@ impl Writer {
         Ok(())
     }
 
+    /// The next command, waiting for it inside the writer's runtime (so
+    /// its connection is read meanwhile); `None` once every handle is
+    /// dropped.
+    fn next(&self, rx: &Receiver<Command>) -> Option<Command> {
+        loop {
+            match rx.try_recv() {
+                Ok(c) => return Some(c),
+                Err(TryRecvError::Disconnected) => return None,
+                // A command queued after the look above left a permit:
+                // `notified` then returns at once.
+                Err(TryRecvError::Empty) => {
+                    let wake = &self.wake;
+                    self.rt.block_on(async {
+                        let _ = tokio::time::timeout(IDLE, wake.notified()).await;
+                    });
+                }
+            }
+        }
+    }
+
     /// The loop: take one command, drain more without waiting, commit them
     /// together. Ends when every handle is dropped.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        while let Ok(first) = rx.recv() {
+        while let Some(first) = self.next(&rx) {
             let mut batch = Vec::new();
             first.flatten_into(&mut batch);
             while batch.len() < MAX_BATCH {
@@ -274,21 +320,21 @@ impl Writer {
             self.unfolded += batch.len();
             self.commit(batch, true);
             if self.unfolded >= super::counts::FOLD_EVERY {
-                let h = self.handle.clone();
+                let rt = self.rt.clone();
                 // A fold that fails (a lost connection) leaves the deltas
                 // counted where they are and is tried again after the
                 // next batch; the batch's own error, if any, was answered.
-                let _ = h.block_on(self.fold_counts());
+                let _ = rt.block_on(self.fold_counts());
             }
         }
     }
 
     fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
-        let handle = self.handle.clone();
+        let rt = self.rt.clone();
         self.load_bases(&cmds);
         self.waits = super::waiting::load(&self.shared, &cmds);
         let known = self.all_known(&cmds);
-        let mut result = handle.block_on(self.batch(&cmds, known));
+        let mut result = rt.block_on(self.batch(&cmds, known));
         if known && result.as_ref().is_err_and(|f| !f.unknown) {
             // Rolled back (a row moved since, or a statement failed):
             // forget those heads and go through the locked read. Deciding
@@ -297,7 +343,7 @@ impl Writer {
                 self.known.remove(&id);
             }
             self.load_bases(&cmds);
-            result = handle.block_on(self.batch(&cmds, false));
+            result = rt.block_on(self.batch(&cmds, false));
         }
         if let Err(f) = &result
             && !f.unknown
@@ -307,7 +353,7 @@ impl Writer {
             // terminated backend): nothing was stored, so one retry on a
             // new connection is safe.
             self.load_bases(&cmds);
-            result = handle.block_on(self.batch(&cmds, false));
+            result = rt.block_on(self.batch(&cmds, false));
         }
         match result {
             Ok((outs, plan)) => {
