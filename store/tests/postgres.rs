@@ -7,10 +7,12 @@
 mod pg;
 
 use flow_abi::fact::CallId;
+use flow_store::conformance::root_call;
 use flow_store::conformance::{self, call_fact, end_fact, new_run_id, reply_fact, start_fact};
 use flow_store::{
-    AppendFacts, Error, Memory, PostgresOptions, PostgresStore, ReadHistory, RunId, Subscribe,
-    TailEvent,
+    AppendFacts, Error, Halt, HostDetails, HostRecord, HostRecords, ListRuns, Memory,
+    PostgresOptions, PostgresStore, ReadHistory, RunId, RunState, Subscribe, TailEvent,
+    WaitingQuery,
 };
 use pg::TestDb;
 use serde_json::json;
@@ -222,6 +224,54 @@ fn a_stale_writer_is_refused_by_the_stored_head() {
         b.create_run(start.clone(), &sources, Vec::new()),
         Err(Error::RunExists(_))
     ));
+}
+
+/// A writer decides a batch in one round trip against the heads it
+/// remembers only while each run's row is as it left it: a pause another
+/// writer recorded (a host record, no new fact) moves the row, so the next
+/// append is decided against the head read again — which says paused, so
+/// the append clears the pause's waiting call — and host records number
+/// on after the other writer's.
+#[test]
+fn a_remembered_head_another_writer_moved_is_read_again() {
+    let Some(db) = TestDb::new() else { return };
+    let opts = db.options();
+    let a = PostgresStore::open(opts.clone()).unwrap();
+    let b = PostgresStore::open(opts.clone()).unwrap();
+    let run = create(&a);
+    a.append(&run, call_fact(2, 7, json!({}))).unwrap();
+    let pause = HostRecord {
+        at_ms: None,
+        details: HostDetails::Pause {
+            open: vec![root_call(7)],
+        },
+    };
+    b.record_host(&run, pause).unwrap();
+    let waiting = WaitingQuery {
+        limit: 10,
+        ..WaitingQuery::default()
+    };
+    assert_eq!(a.waiting_calls(&waiting).unwrap().total, 1);
+    a.append(&run, reply_fact(3, 7, json!({"ok": true})))
+        .unwrap();
+    assert_eq!(a.run_info(&run).unwrap().state, RunState::Running);
+    assert_eq!(a.waiting_calls(&waiting).unwrap().total, 0, "cleared");
+    b.append(&run, call_fact(4, 8, json!({}))).unwrap();
+    let halt = HostRecord::now(HostDetails::Halt(Halt {
+        by: Some("test".into()),
+        reason: None,
+        force: None,
+        outer: None,
+    }));
+    a.record_host(&run, halt).unwrap();
+    let seqs: Vec<u64> = a
+        .host_records(&run)
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2]);
+    assert_eq!(b.run_info(&run).unwrap().state, RunState::Halted);
 }
 
 /// LIVE-3 across stores: a tail on one store sees the facts another store

@@ -17,6 +17,16 @@
 //!
 //! With `?states=true` the feed also carries the run's state changes
 //! (`event: state`, no `id`), from [`super::feed`].
+//!
+//! **Paced writes.** Each write to a stream costs a system call on both
+//! ends (on loopback the sender's also delivers it), about as much CPU as
+//! a step of the run it follows; with many subscribers a write per
+//! subscriber per step takes the run's cores. So a stream writes again no
+//! sooner than [`pace`] after its last write — nothing while there are
+//! few streams, growing with the server's open streams to at most
+//! [`PACE_MAX`] — and takes every frame that came meanwhile in that one
+//! write: the frames are the same, only grouped, and delivery waits at
+//! most the pace.
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
@@ -37,6 +47,24 @@ use utoipa::{IntoParams, ToSchema};
 
 /// How long one blocking tail step waits before checking for shutdown.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The pace per open stream: the server as a whole writes to its streams
+/// about once per this, whatever their number.
+const PACE_PER_STREAM: Duration = Duration::from_micros(50);
+/// The longest pace (so a delivery waits at most this for it).
+const PACE_MAX: Duration = Duration::from_millis(10);
+/// Paces shorter than this are not kept (a timer's granularity): a few
+/// streams write at once.
+const PACE_MIN: Duration = Duration::from_millis(1);
+
+/// How long a stream waits after a write before its next, with `streams`
+/// open on the server.
+fn pace(streams: i64) -> Duration {
+    let p = PACE_PER_STREAM
+        .saturating_mul(u32::try_from(streams.max(0)).unwrap_or(u32::MAX))
+        .min(PACE_MAX);
+    if p < PACE_MIN { Duration::ZERO } else { p }
+}
 
 #[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -129,6 +157,7 @@ pub async fn run_events(
         ring,
         done: false,
         failure: None,
+        written: None,
         _guard: Subscribed(state.clone()),
     };
     // The body is written by hand rather than through `Sse`: every fact's
@@ -136,6 +165,12 @@ pub async fn run_events(
     // subscriber has ready go out as one chunk — one write instead of one
     // per fact when a subscriber is behind.
     let stream = futures_util::stream::unfold(sub, |mut sub| async move {
+        if let Some(at) = sub.written {
+            let wait = pace(sub.state.metrics().sse_subscribers.get());
+            if !wait.is_zero() {
+                tokio::time::sleep_until(at + wait).await;
+            }
+        }
         let first = match tokio::time::timeout(KEEP_ALIVE, sub.next()).await {
             // Keep-alive comment: proxies and clients see the stream live.
             Err(_) => return Some(((sub.last, false, Bytes::from_static(b":\n\n")), sub)),
@@ -155,6 +190,7 @@ pub async fn run_events(
                 None => break,
             }
         }
+        sub.written = Some(tokio::time::Instant::now());
         Some(((sub.last, sub.done, Bytes::from(chunk)), sub))
     })
     .take_until(state.shutdown().clone().cancelled_owned());
@@ -210,6 +246,8 @@ struct Subscriber {
     done: bool,
     /// The `error` frame to send last: the history does not read on.
     failure: Option<Bytes>,
+    /// When the last chunk of facts was written (see [`pace`]).
+    written: Option<tokio::time::Instant>,
     _guard: Subscribed,
 }
 
@@ -334,4 +372,18 @@ impl Subscriber {
 /// A run must exist.
 pub(super) fn require_run(state: &AppState, run: &RunId) -> ApiResult<RunInfo> {
     Ok(state.store().run_info(run)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pace_grows_with_the_open_streams_within_its_bounds() {
+        assert_eq!(pace(1), Duration::ZERO);
+        assert_eq!(pace(10), Duration::ZERO);
+        assert_eq!(pace(100), Duration::from_millis(5));
+        assert_eq!(pace(100_000), PACE_MAX);
+        assert_eq!(pace(-1), Duration::ZERO);
+    }
 }

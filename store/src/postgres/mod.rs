@@ -3,11 +3,13 @@
 //! [`crate::conformance`] suite.
 //!
 //! **How the synchronous API sits on an async client.** The store owns a
-//! private two-thread tokio runtime that drives every connection. A caller
-//! never enters it: a write is sent over a bounded `std` channel to a
-//! dedicated writer thread, a read is handed to the private runtime's
-//! blocking pool, and the caller waits on a plain `std` channel for the
-//! answer. So the store works the same from a plain thread, from
+//! private two-thread tokio runtime that drives the read pool and the
+//! listener, and the writer thread owns a current-thread runtime of its
+//! own that drives the writer's connection (`writer`). A caller never
+//! enters either: a write is sent over a bounded `std` channel to the
+//! dedicated writer thread (and a `Notify` wakes it), a read is handed to
+//! the private runtime's blocking pool, and the caller waits on a plain
+//! `std` channel for the answer. So the store works the same from a plain thread, from
 //! `spawn_blocking` in any tokio app (the caller's runtime is never asked to
 //! run or block on our futures, so it cannot deadlock or panic with
 //! "runtime within a runtime"), and the handle can be dropped anywhere (the
@@ -94,6 +96,8 @@ struct Inner {
     shared: Arc<Shared>,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     tx: Mutex<Option<SyncSender<writer::Command>>>,
+    /// Wakes the writer after a command is queued (see `writer`).
+    wake: Arc<tokio::sync::Notify>,
     thread: Mutex<Option<JoinHandle<()>>>,
     heads: Arc<Heads>,
     /// Who hears the worker queue's notes (see `workers`).
@@ -107,6 +111,7 @@ impl Drop for Inner {
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
         }
+        self.wake.notify_one();
         if let Ok(mut t) = self.thread.lock()
             && let Some(t) = t.take()
         {
@@ -130,6 +135,7 @@ type Started = (
     writer::Writer,
     Arc<Heads>,
     Arc<queue_notes::Observers>,
+    Arc<tokio::sync::Notify>,
 );
 
 /// A handle to a Postgres store; clones share one writer, one read pool and
@@ -159,7 +165,7 @@ impl PostgresStore {
             let _ = tx.send(Self::start(h, cfg, schema));
         });
         let started = rx.recv().map_err(|_| Error::WriterGone);
-        let (shared, writer, heads, queue) = match started.and_then(|r| r) {
+        let (shared, writer, heads, queue, wake) = match started.and_then(|r| r) {
             Ok(parts) => parts,
             Err(e) => {
                 runtime.shutdown_background();
@@ -176,6 +182,7 @@ impl PostgresStore {
                 shared,
                 runtime: Mutex::new(Some(runtime)),
                 tx: Mutex::new(Some(tx)),
+                wake,
                 thread: Mutex::new(Some(thread)),
                 heads,
                 queue,
@@ -218,8 +225,10 @@ impl PostgresStore {
         )?;
         let shared = Arc::new(Shared { handle, pool });
         waiting::backfill(&shared)?;
-        let writer = writer::Writer::open(shared.clone(), cfg, channel, heads.clone())?;
-        Ok((shared, writer, heads, queue))
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let writer =
+            writer::Writer::open(shared.clone(), cfg, channel, heads.clone(), wake.clone())?;
+        Ok((shared, writer, heads, queue, wake))
     }
 
     /// The schema the store lives in.
@@ -241,6 +250,7 @@ impl PostgresStore {
         self.sender()?
             .send(make(reply_tx))
             .map_err(|_| Error::WriterGone)?;
+        self.inner.wake.notify_one();
         reply_rx.recv().map_err(|_| Error::WriterGone)?
     }
 
@@ -345,11 +355,10 @@ impl AppendFacts for PostgresStore {
         }
         let cmd = writer::Command::Many(cmds);
         match self.sender() {
-            Ok(s) => {
-                if let Err(std::sync::mpsc::SendError(cmd)) = s.send(cmd) {
-                    cmd.answer(Err(Error::WriterGone));
-                }
-            }
+            Ok(s) => match s.send(cmd) {
+                Ok(()) => self.inner.wake.notify_one(),
+                Err(std::sync::mpsc::SendError(cmd)) => cmd.answer(Err(Error::WriterGone)),
+            },
             Err(e) => cmd.answer(Err(e)),
         }
     }

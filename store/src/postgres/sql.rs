@@ -1,5 +1,7 @@
 //! The SQL of a writer batch: the statements prepared once per connection,
-//! the rows a batch writes, and writing them in one pipelined round trip.
+//! the rows a batch writes, and writing them in one pipelined round trip —
+//! inside a transaction the writer began, or (`Wrap::Whole`) with its
+//! BEGIN, its fence and its COMMIT in that same round trip.
 
 use crate::api::*;
 use crate::error::Error;
@@ -15,6 +17,8 @@ use tokio_postgres::{Client, Config, Statement};
 /// The statements the writer prepares once per connection.
 pub(super) struct Statements {
     pub(super) heads: Statement,
+    fence: Statement,
+    xid: Statement,
     blobs: Statement,
     runs: Statement,
     facts: Statement,
@@ -68,11 +72,44 @@ pub(super) type FactRow = (String, u64, &'static str, [u8; 32], std::sync::Arc<s
 /// `(run, seq, kind, at_ms, head_n, head_hash, details)`.
 type HostRow = (String, i64, &'static str, i64, i64, [u8; 32], String);
 
-/// A pipelined statement and the rows it must affect (`None`: any).
-type Step<'a> = (
-    BoxFuture<'a, Result<u64, tokio_postgres::Error>>,
-    Option<usize>,
-);
+/// A pipelined statement and what its answer is.
+type Step<'a> = (BoxFuture<'a, Result<u64, tokio_postgres::Error>>, Answer);
+
+/// What a pipelined statement's answer means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// The rows it affected: exactly this many (`None`: any).
+    Rows(Option<usize>),
+    /// The transaction's id (the `xmin` of every row it writes).
+    Xid,
+    /// COMMIT's.
+    Commit,
+}
+
+/// How a batch's write is framed.
+pub(super) enum Wrap<'a> {
+    /// Inside the transaction the writer began (and read the heads in); it
+    /// commits once the answers are checked.
+    Open,
+    /// The whole transaction in this one round trip: BEGIN, the fence,
+    /// the rows, COMMIT. The fence locks the `runs` rows of `ids` in id
+    /// order (as the heads read does) and fails the transaction unless
+    /// each row's `xmin` is still the one in `xmins` — the row version
+    /// this writer last wrote or read, so the heads it remembers are the
+    /// stored ones and every decision made on them holds; a statement
+    /// that fails aborts the transaction and COMMIT then rolls it back.
+    Whole {
+        ids: &'a [&'a str],
+        xmins: &'a [i64],
+    },
+}
+
+/// What a written batch tells the writer.
+pub(super) struct Written {
+    /// The transaction's id (32 bits, as a row's `xmin` reads): the row
+    /// version of every `runs` row the batch wrote.
+    pub(super) xid: i64,
+}
 
 pub(super) struct NewRun {
     pub(super) meta: StartMeta,
@@ -96,9 +133,24 @@ impl Conn {
                 .prepare(
                     "SELECT r.id, r.key, r.last_n, r.last_hash, r.ending, r.state, r.updated_ms, r.state_ms,
                             (SELECT COALESCE(MAX(h.seq), 0) FROM host_records h WHERE h.run_key = r.key),
-                            r.state_attrs
+                            r.state_attrs, r.xmin::text::int8
                      FROM runs r WHERE r.id = ANY($1::text[]) ORDER BY r.id FOR UPDATE OF r",
                 )
+                .await?,
+            // Fails (an int8 cast of a sentence) unless every row is there
+            // at the version given; not a constant, so never folded at
+            // plan time. A row another transaction changed since is
+            // re-checked at its newest version once its lock is ours.
+            fence: client
+                .prepare(
+                    "SELECT CASE WHEN count(*) = $3 THEN count(*)
+                            ELSE ('stale heads: ' || ($3 - count(*)) || ' of the batch''s runs changed since this writer''s last look')::int8 END
+                     FROM (SELECT r.id FROM runs r JOIN unnest($1::text[], $2::int8[]) AS u(id, x) ON r.id = u.id
+                           WHERE r.xmin::text::int8 = u.x ORDER BY r.id FOR UPDATE OF r) AS l",
+                )
+                .await?,
+            xid: client
+                .prepare("SELECT txid_current() % 4294967296")
                 .await?,
             blobs: client
                 .prepare(
@@ -225,14 +277,16 @@ impl From<tokio_postgres::Error> for Failed {
     }
 }
 
-/// Writes a batch's rows in one pipelined round trip, checking each count.
+/// Writes a batch's rows in one pipelined round trip, checking each count,
+/// framed as `wrap` says.
 pub(super) async fn write(
     conn: &Conn,
     channel: &str,
     r: &Rows,
     changed: &BTreeMap<String, Head>,
     notes: &BTreeMap<String, u64>,
-) -> Result<(), Failed> {
+    wrap: Wrap<'_>,
+) -> Result<Written, Failed> {
     let c = &conn.client;
     let st = &conn.st;
     let blob_hash: Vec<&[u8]> = r.blobs.keys().map(|h| &h[..]).collect();
@@ -368,51 +422,86 @@ pub(super) async fn write(
         &w_id, &w_call, &w_task, &w_node, &w_tool, &w_fact, &w_since, &w_due,
     ];
     let p_rf: [P<'_>; 4] = [&rf_fork, &rf_rec, &rf_run, &rf_cp];
-    // (statement, rows it must affect: None = any)
+    let (whole, fence_ids, fence_xmins): (bool, &[&str], &[i64]) = match wrap {
+        Wrap::Open => (false, &[], &[]),
+        Wrap::Whole { ids, xmins } => (true, ids, xmins),
+    };
+    let fence_count = fence_ids.len() as i64;
+    let p_fence: [P<'_>; 3] = [&fence_ids, &fence_xmins, &fence_count];
+    use Answer::Rows as R;
     let mut steps: Vec<Step<'_>> = Vec::new();
+    if whole {
+        let begin = c.batch_execute("BEGIN");
+        steps.push((Box::pin(async move { begin.await.map(|()| 0) }), R(None)));
+        steps.push((Box::pin(c.execute(&st.fence, &p_fence)), R(Some(1))));
+    }
     if !lock_keys.is_empty() {
-        steps.push((Box::pin(c.execute(&st.blob_locks, &p_locks)), None));
+        steps.push((Box::pin(c.execute(&st.blob_locks, &p_locks)), R(None)));
     }
     if !blob_hash.is_empty() {
-        steps.push((Box::pin(c.execute(&st.blobs, &p_blobs)), None));
+        steps.push((Box::pin(c.execute(&st.blobs, &p_blobs)), R(None)));
     }
     if !run_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.runs, &p_runs)), Some(run_id.len())));
+        steps.push((
+            Box::pin(c.execute(&st.runs, &p_runs)),
+            R(Some(run_id.len())),
+        ));
     }
     if !f_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.facts, &p_facts)), Some(f_id.len())));
+        steps.push((
+            Box::pin(c.execute(&st.facts, &p_facts)),
+            R(Some(f_id.len())),
+        ));
     }
     if !h_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.host, &p_host)), Some(h_id.len())));
+        steps.push((Box::pin(c.execute(&st.host, &p_host)), R(Some(h_id.len()))));
     }
     // A run's old waiting calls go before its new ones are written.
     if !un_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.unwait, &p_unwait)), None));
+        steps.push((Box::pin(c.execute(&st.unwait, &p_unwait)), R(None)));
     }
     if !w_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.wait, &p_wait)), None));
+        steps.push((Box::pin(c.execute(&st.wait, &p_wait)), R(None)));
     }
     if !ref_run.is_empty() {
-        steps.push((Box::pin(c.execute(&st.refs, &p_refs)), None));
+        steps.push((Box::pin(c.execute(&st.refs, &p_refs)), R(None)));
     }
     if !rf_fork.is_empty() {
-        steps.push((Box::pin(c.execute(&st.recovery_forks, &p_rf)), None));
+        steps.push((Box::pin(c.execute(&st.recovery_forks, &p_rf)), R(None)));
     }
     if !u_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.update, &p_update)), Some(u_id.len())));
+        steps.push((
+            Box::pin(c.execute(&st.update, &p_update)),
+            R(Some(u_id.len())),
+        ));
     }
     // The state attributes' old rows go before the new ones are written.
     if !d_run.is_empty() {
-        steps.push((Box::pin(c.execute(&st.unattr, &p_unattr)), None));
+        steps.push((Box::pin(c.execute(&st.unattr, &p_unattr)), R(None)));
     }
     if !a_name.is_empty() {
-        steps.push((Box::pin(c.execute(&st.attrs, &p_attrs)), None));
+        steps.push((Box::pin(c.execute(&st.attrs, &p_attrs)), R(None)));
     }
     if !x_id.is_empty() {
-        steps.push((Box::pin(c.execute(&st.faults, &p_faults)), Some(x_id.len())));
+        steps.push((
+            Box::pin(c.execute(&st.faults, &p_faults)),
+            R(Some(x_id.len())),
+        ));
     }
     if !notes.is_empty() {
-        steps.push((Box::pin(c.execute(&st.notify, &p_notify)), None));
+        steps.push((Box::pin(c.execute(&st.notify, &p_notify)), R(None)));
+    }
+    let xid = c.query_one(&st.xid, &[]);
+    steps.push((
+        Box::pin(async move { xid.await?.try_get::<_, i64>(0).map(|x| x as u64) }),
+        Answer::Xid,
+    ));
+    if whole {
+        let commit = c.batch_execute("COMMIT");
+        steps.push((
+            Box::pin(async move { commit.await.map(|()| 0) }),
+            Answer::Commit,
+        ));
     }
     // Poll each once, in order, so every request is sent before any answer
     // is awaited (tokio-postgres sends a request when its future is first
@@ -424,32 +513,51 @@ pub(super) async fn write(
             Poll::Pending => None,
         });
     }
-    let mut first_error = None;
-    for ((f, want), got) in steps.into_iter().zip(results) {
+    // The first failure, and whether the server refused a statement (the
+    // transaction is then aborted: a COMMIT after it rolls back).
+    let mut first_error: Option<(Failed, bool)> = None;
+    let (mut xid, mut committed) = (0, None);
+    for ((f, answer), got) in steps.into_iter().zip(results) {
         let r = match got {
             Some(r) => r,
             None => f.await,
         };
-        match r {
-            Ok(n) => {
-                if let Some(w) = want
-                    && n != w as u64
-                    && first_error.is_none()
-                {
-                    first_error = Some(Failed::from(Error::CommitFailed(format!(
+        match (r, answer) {
+            (Ok(n), Answer::Rows(Some(w))) if n != w as u64 => {
+                first_error.get_or_insert((
+                    Failed::from(Error::CommitFailed(format!(
                         "a statement wrote {n} rows, not {w}"
-                    ))));
-                }
+                    ))),
+                    false,
+                ));
             }
-            Err(e) => {
-                if first_error.is_none() {
-                    first_error = Some(Failed::from(e));
-                }
+            (Ok(_), Answer::Rows(_)) => {}
+            (Ok(x), Answer::Xid) => xid = x as i64,
+            (Ok(_), Answer::Commit) => committed = Some(Ok(())),
+            (Err(e), Answer::Commit) => committed = Some(Err(e)),
+            (Err(e), _) => {
+                let refused = e.as_db_error().is_some();
+                first_error.get_or_insert((Failed::from(e), refused));
             }
         }
     }
-    match first_error {
-        Some(f) => Err(f),
-        None => Ok(()),
+    match (committed, first_error) {
+        // Open: the writer commits, or rolls back on any failure.
+        (None, None) => Ok(Written { xid }),
+        (None, Some((f, _))) => Err(f),
+        (Some(Ok(())), None) => Ok(Written { xid }),
+        // A refused statement aborted the transaction: COMMIT rolled back.
+        (Some(_), Some((f, true))) => Err(f),
+        // COMMIT said so, but a count was wrong (which the fence rules
+        // out) or its answer came with an earlier failure that the server
+        // never sent: what was stored is not known.
+        (Some(Ok(())), Some((f, false))) => Err(Failed { unknown: true, ..f }),
+        (Some(Err(e)), first) => {
+            // The server refused COMMIT (rolled back); a lost connection
+            // leaves it unknown.
+            let unknown = e.as_db_error().is_none();
+            let f = first.map_or_else(|| Failed::from(e), |(f, _)| f);
+            Err(Failed { unknown, ..f })
+        }
     }
 }

@@ -20,18 +20,40 @@
 //! 4. `COMMIT` (durable: `synchronous_commit = on`), then callers are
 //!    answered and the local heads bumped.
 //!
+//! **One round trip when the heads are known.** After each commit the
+//! writer remembers the head of every run the batch touched, with the
+//! version (`xmin`) of its `runs` row as it left it. A batch of appends
+//! and host records whose runs are all remembered is decided against
+//! those heads first and sent as one pipeline: `BEGIN`, a fence that
+//! locks the rows in id order and fails unless each is still at the
+//! version remembered (so the remembered heads are the stored ones, and
+//! every decision stands exactly as step 2 would make it), the rows, and
+//! `COMMIT`. A step of a lone run then costs one round trip and the WAL
+//! flush instead of three. If the fence or any statement fails, the
+//! server rolls the whole transaction back; the writer forgets those
+//! heads and runs the batch again through steps 1–4.
+//!
 //! If a statement fails the transaction is rolled back and, when the batch
 //! held several commands, each is retried alone, so one bad command fails
 //! alone as with SQLite's savepoints. If the connection is lost during
 //! COMMIT the outcome is unknown: every command of that batch gets
 //! `CommitUnknown` and none is retried.
 //!
+//! **The writer thread drives its own connection.** The connection lives
+//! on a current-thread runtime the writer owns, so a batch's round trip is
+//! sent, waited for and read on the writer thread itself, with no hand-off
+//! to the store's shared runtime and back (two thread wake-ups each way, a
+//! step's largest cost on a busy machine after the WAL flush). Between
+//! batches the thread waits inside that runtime for the next command
+//! (`wake`), so the connection is still read and a server that closed it
+//! is noticed before the next batch is sent.
+//!
 //! Step 2 lives in `decide` (writer/decide.rs).
 
 use super::MAX_BATCH;
 use super::Shared;
 use super::read::Session;
-use super::sql::{Conn, Failed, Rows, write};
+use super::sql::{Conn, Failed, Rows, Wrap, write};
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
@@ -44,8 +66,10 @@ use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
-use tokio::runtime::Handle;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::time::Duration;
+use tokio::runtime::Runtime;
+use tokio::sync::Notify;
 use tokio_postgres::Config;
 use tokio_postgres::types::ToSql;
 
@@ -157,10 +181,43 @@ struct Plan {
     notes: BTreeMap<String, u64>,
     /// The rows of the batch's pauses (`waiting::load`).
     waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
+    /// The `xmin` of each touched run's row as read (or remembered).
+    xmin: HashMap<String, i64>,
+    /// The transaction's id: the `xmin` of every row it writes.
+    xid: i64,
 }
 
+impl Plan {
+    /// Whether the batch wrote `id`'s `runs` row (its `xmin` is then the
+    /// batch's transaction).
+    fn wrote_row(&self, id: &str) -> bool {
+        self.changed.contains_key(id)
+            || self.rows.runs.iter().any(|r| r.meta.run.as_str() == id)
+            || self.rows.faults.iter().any(|(r, _)| r == id)
+    }
+}
+
+/// A run's head as this writer last committed or read it, and the version
+/// of its `runs` row then.
+struct Known {
+    head: Head,
+    host_seq: i64,
+    xmin: i64,
+}
+
+/// Runs whose heads the writer remembers, at most (then it starts over).
+const KNOWN_BUDGET: usize = 16_384;
+
+/// Longest wait for a command before the channel is looked at again (a
+/// missed wake-up costs at most this).
+const IDLE: Duration = Duration::from_secs(1);
+
 pub(crate) struct Writer {
-    handle: Handle,
+    /// The writer's own runtime: drives its connection (see the module
+    /// doc); only ever entered from the writer's thread.
+    rt: Arc<Runtime>,
+    /// Told after each command is queued.
+    wake: Arc<Notify>,
     /// The read pool, for a base read back (`load_bases`).
     shared: Arc<Shared>,
     cfg: Config,
@@ -171,18 +228,28 @@ pub(crate) struct Writer {
     waits: HashMap<String, Vec<crate::waiting::WaitingRow>>,
     /// Commands committed since the run counters' deltas were last folded.
     unfolded: usize,
+    /// The heads of runs this writer committed to, for one-round-trip
+    /// batches (see the module doc).
+    known: HashMap<String, Known>,
 }
 
 impl Writer {
-    /// Connects (so a store that cannot write fails at open).
+    /// Connects (so a store that cannot write fails at open). Queuing a
+    /// command must be followed by `wake.notify_one()`.
     pub(crate) fn open(
         shared: Arc<Shared>,
         cfg: Config,
         channel: String,
         heads: Arc<Heads>,
+        wake: Arc<Notify>,
     ) -> Result<Writer> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("writer runtime", e))?;
         let mut w = Writer {
-            handle: shared.handle.clone(),
+            rt: Arc::new(rt),
+            wake,
             shared,
             cfg,
             channel,
@@ -191,10 +258,11 @@ impl Writer {
             cache: CkptCaches::new(),
             waits: HashMap::new(),
             unfolded: 0,
+            known: HashMap::new(),
         };
-        let h = w.handle.clone();
-        h.block_on(w.ensure_conn())?;
-        h.block_on(w.fold_counts())?;
+        let rt = w.rt.clone();
+        rt.block_on(w.ensure_conn())?;
+        rt.block_on(w.fold_counts())?;
         Ok(w)
     }
 
@@ -217,10 +285,30 @@ impl Writer {
         Ok(())
     }
 
+    /// The next command, waiting for it inside the writer's runtime (so
+    /// its connection is read meanwhile); `None` once every handle is
+    /// dropped.
+    fn next(&self, rx: &Receiver<Command>) -> Option<Command> {
+        loop {
+            match rx.try_recv() {
+                Ok(c) => return Some(c),
+                Err(TryRecvError::Disconnected) => return None,
+                // A command queued after the look above left a permit:
+                // `notified` then returns at once.
+                Err(TryRecvError::Empty) => {
+                    let wake = &self.wake;
+                    self.rt.block_on(async {
+                        let _ = tokio::time::timeout(IDLE, wake.notified()).await;
+                    });
+                }
+            }
+        }
+    }
+
     /// The loop: take one command, drain more without waiting, commit them
     /// together. Ends when every handle is dropped.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        while let Ok(first) = rx.recv() {
+        while let Some(first) = self.next(&rx) {
             let mut batch = Vec::new();
             first.flatten_into(&mut batch);
             while batch.len() < MAX_BATCH {
@@ -232,20 +320,31 @@ impl Writer {
             self.unfolded += batch.len();
             self.commit(batch, true);
             if self.unfolded >= super::counts::FOLD_EVERY {
-                let h = self.handle.clone();
+                let rt = self.rt.clone();
                 // A fold that fails (a lost connection) leaves the deltas
                 // counted where they are and is tried again after the
                 // next batch; the batch's own error, if any, was answered.
-                let _ = h.block_on(self.fold_counts());
+                let _ = rt.block_on(self.fold_counts());
             }
         }
     }
 
     fn commit(&mut self, cmds: Vec<Command>, may_split: bool) {
-        let handle = self.handle.clone();
+        let rt = self.rt.clone();
         self.load_bases(&cmds);
         self.waits = super::waiting::load(&self.shared, &cmds);
-        let mut result = handle.block_on(self.batch(&cmds));
+        let known = self.all_known(&cmds);
+        let mut result = rt.block_on(self.batch(&cmds, known));
+        if known && result.as_ref().is_err_and(|f| !f.unknown) {
+            // Rolled back (a row moved since, or a statement failed):
+            // forget those heads and go through the locked read. Deciding
+            // may have taken checkpoint bases: read them back.
+            for id in cmds.iter().filter_map(Command::run_id) {
+                self.known.remove(&id);
+            }
+            self.load_bases(&cmds);
+            result = rt.block_on(self.batch(&cmds, false));
+        }
         if let Err(f) = &result
             && !f.unknown
             && self.conn.as_ref().is_none_or(|c| c.client.is_closed())
@@ -254,10 +353,11 @@ impl Writer {
             // terminated backend): nothing was stored, so one retry on a
             // new connection is safe.
             self.load_bases(&cmds);
-            result = handle.block_on(self.batch(&cmds));
+            result = rt.block_on(self.batch(&cmds, false));
         }
         match result {
             Ok((outs, plan)) => {
+                self.remember(&plan);
                 for (run, c) in plan.ckpt {
                     self.cache.set(run, c);
                 }
@@ -287,12 +387,18 @@ impl Writer {
                 }
             }
             Err(_) if may_split && cmds.len() > 1 => {
+                for id in cmds.iter().filter_map(Command::run_id) {
+                    self.known.remove(&id);
+                }
                 // Rolled back: run each alone, so only the bad one fails.
                 for cmd in cmds {
                     self.commit(vec![cmd], false);
                 }
             }
             Err(f) => {
+                for id in cmds.iter().filter_map(Command::run_id) {
+                    self.known.remove(&id);
+                }
                 let msg = f.error.to_string();
                 for cmd in cmds {
                     let err = match (&cmd, f.unique) {
@@ -309,6 +415,45 @@ impl Writer {
 
     fn forget(&mut self) {
         self.cache.clear();
+        self.known.clear();
+    }
+
+    /// Whether `cmds` are appends and host records of runs whose heads
+    /// this writer remembers: the batch can go in one round trip.
+    fn all_known(&self, cmds: &[Command]) -> bool {
+        cmds.iter().all(|c| match c {
+            Command::Append { run, .. } | Command::Host { run, .. } => {
+                self.known.contains_key(run.as_str())
+            }
+            _ => false,
+        })
+    }
+
+    /// Remembers the heads a committed batch left, each with its row's
+    /// version: the batch's transaction where it wrote the row, else the
+    /// version it read (or remembered).
+    fn remember(&mut self, plan: &Plan) {
+        if self.known.len() + plan.heads.len() > KNOWN_BUDGET {
+            self.known.clear();
+        }
+        for (id, head) in &plan.heads {
+            let xmin = if plan.wrote_row(id) {
+                plan.xid
+            } else {
+                match plan.xmin.get(id) {
+                    Some(x) => *x,
+                    None => continue,
+                }
+            };
+            self.known.insert(
+                id.clone(),
+                Known {
+                    head: head.clone(),
+                    host_seq: plan.host_seq.get(id).copied().unwrap_or(0),
+                    xmin,
+                },
+            );
+        }
     }
 
     /// Reads back the latest Checkpoint of each run that a change in
@@ -339,9 +484,58 @@ impl Writer {
         }
     }
 
-    /// One transaction for `cmds`; the answers and what changed, or why
+    /// One transaction for `cmds` in one round trip, decided against the
+    /// heads this writer remembers (every run of `cmds` has one; see
+    /// [`Writer::all_known`]); the answers and what changed, or why
     /// nothing was stored.
-    async fn batch(&mut self, cmds: &[Command]) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+    async fn batch_known(&mut self, cmds: &[Command]) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+        let mut ids: Vec<&str> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::Append { run, .. } | Command::Host { run, .. } => Some(run.as_str()),
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut plan = Plan {
+            waits: self.waits.clone(),
+            ..Plan::default()
+        };
+        let mut xmins = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let k = self.known.get(*id).ok_or(Error::WriterGone)?;
+            plan.heads.insert(id.to_string(), k.head.clone());
+            plan.host_seq.insert(id.to_string(), k.host_seq);
+            plan.xmin.insert(id.to_string(), k.xmin);
+            xmins.push(k.xmin);
+        }
+        let outs: Vec<Result<Out>> = cmds
+            .iter()
+            .map(|cmd| decide(&mut plan, &mut self.cache, cmd, None))
+            .collect();
+        let channel = self.channel.clone();
+        self.ensure_conn().await?;
+        let conn = self.conn.as_ref().ok_or(Error::WriterGone)?;
+        let wrap = Wrap::Whole {
+            ids: &ids,
+            xmins: &xmins,
+        };
+        let written = write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+        plan.xid = written.xid;
+        Ok((outs, plan))
+    }
+
+    /// One transaction for `cmds` (in one round trip when `known`); the
+    /// answers and what changed, or why nothing was stored.
+    async fn batch(
+        &mut self,
+        cmds: &[Command],
+        known: bool,
+    ) -> Result<(Vec<Result<Out>>, Plan), Failed> {
+        if known {
+            return self.batch_known(cmds).await;
+        }
         // Starts are checked before any lookup: their errors come first.
         let starts: Vec<Option<Result<CheckedStart>>> = cmds
             .iter()
@@ -384,6 +578,7 @@ impl Writer {
                 }
                 .check(&run)?;
                 plan.host_seq.insert(id.clone(), r.try_get(8)?);
+                plan.xmin.insert(id.clone(), r.try_get(10)?);
                 plan.heads.insert(id, head);
             }
             let outs: Vec<Result<Out>> = cmds
@@ -391,7 +586,10 @@ impl Writer {
                 .zip(starts)
                 .map(|(cmd, start)| decide(&mut plan, &mut self.cache, cmd, start))
                 .collect();
-            write(conn, &channel, &plan.rows, &plan.changed, &plan.notes).await?;
+            let wrap = Wrap::Open;
+            let written =
+                write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+            plan.xid = written.xid;
             Ok::<_, Failed>((outs, plan))
         }
         .await;
