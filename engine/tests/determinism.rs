@@ -172,7 +172,8 @@ fn resume_from_every_root_checkpoint_reaches_the_same_end() {
         .unwrap();
         while m.ending().is_none() {
             let c = m.open_calls().remove(0);
-            m.feed(c.call.as_str(), &reply(c.call.as_str(), &c.args)).unwrap();
+            m.feed(c.call.as_str(), &reply(c.call.as_str(), &c.args))
+                .unwrap();
         }
         assert_eq!(m.ending(), Some(&end), "from {node}");
         resumed += 1;

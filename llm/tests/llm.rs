@@ -89,7 +89,10 @@ async fn offline_backend_is_deterministic() {
     assert!(["3", "4"].contains(&v["n"].to_string().as_str()), "{v}");
     // Args that do not decode never reach the model (TKT-5).
     let out = p
-        .call(chat("c1:root#4", serde_json::json!({"model": 3, "prompt": "x"})))
+        .call(chat(
+            "c1:root#4",
+            serde_json::json!({"model": 3, "prompt": "x"}),
+        ))
         .await;
     assert!(matches!(out, CallOutcome::NotRun(_)), "{out:?}");
 }

@@ -147,9 +147,10 @@ impl RunColumns {
         let hash = from_column(&self.last_hash).ok_or_else(|| corrupt("hash"))?;
         let ending = parse_ending(self.ending.as_deref()).map_err(|()| corrupt("ending"))?;
         let parent = match (self.parent_run, self.parent_checkpoint) {
-            (Some(r), Some(c)) => {
-                Some((RunId::parse(&r).map_err(|_| corrupt("parent run"))?, c as u64))
-            }
+            (Some(r), Some(c)) => Some((
+                RunId::parse(&r).map_err(|_| corrupt("parent run"))?,
+                c as u64,
+            )),
             _ => None,
         };
         let outer = match (self.outer_run, self.outer_call) {

@@ -276,10 +276,7 @@ pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
             .enumerate()
             .map(|(i, p)| format!("SELECT {cols} FROM ({p}) b{i}"))
             .collect();
-        format!(
-            "{} ORDER BY {by} LIMIT {lim}",
-            union.join(" UNION ALL ")
-        )
+        format!("{} ORDER BY {by} LIMIT {lim}", union.join(" UNION ALL "))
     };
     Sql { text, args }
 }

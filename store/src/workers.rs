@@ -152,7 +152,8 @@ pub trait WorkerQueue {
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed>;
     /// Stores `outcome` for a call sent to `worker` that has none; false
     /// (the reply is dropped) otherwise.
-    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool>;
+    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value)
+    -> Result<bool>;
     /// [`WorkerQueue::reply_call`] for each of a worker's replies `(run,
     /// call, outcome)`, in order (a second reply to one call in the batch
     /// is dropped); Postgres stores them in one statement.

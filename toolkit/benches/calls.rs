@@ -5,8 +5,8 @@
 //! measure the host client, the pipes and the toolkit, not a tool's work.
 //! Run: `cargo bench -p flow-toolkit --bench calls`.
 
-use flow_abi::fact::{CallId, RunId};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use flow_abi::fact::{CallId, RunId};
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
 use flow_tools::{CallOutcome, CallRequest, Declarations, ProcessHandle};

@@ -81,13 +81,19 @@ async fn timeout_is_unknown() {
             timeout: Some(Duration::from_millis(200)),
         },
     );
-    let out = d.call(req("c1:root#1", "t.json#echo", "hang")).await.unwrap();
+    let out = d
+        .call(req("c1:root#1", "t.json#echo", "hang"))
+        .await
+        .unwrap();
     assert!(
         matches!(&out, CallOutcome::Unknown(w) if w.contains("no reply within 200 ms")),
         "{out:?}"
     );
     // The binding still works, and fast calls are unaffected.
-    let out = d.call(req("c1:root#2", "t.json#echo", "ok:fine")).await.unwrap();
+    let out = d
+        .call(req("c1:root#2", "t.json#echo", "ok:fine"))
+        .await
+        .unwrap();
     assert_eq!(ok_text(&out).as_deref(), Some("fine"));
     // Unbound identities are NotRun without reaching anything.
     assert!(matches!(
@@ -182,8 +188,14 @@ async fn bind_from_flow_toml() {
     )
     .await
     .unwrap();
-    let a = d.call(req("c1:root#1", "t.json#echo", "start")).await.unwrap();
-    let b = d.call(req("c1:root#2", "t.json#other", "start")).await.unwrap();
+    let a = d
+        .call(req("c1:root#1", "t.json#echo", "start"))
+        .await
+        .unwrap();
+    let b = d
+        .call(req("c1:root#2", "t.json#other", "start"))
+        .await
+        .unwrap();
     assert_eq!(
         (ok_text(&a), ok_text(&b)),
         (Some("1".into()), Some("1".into())),

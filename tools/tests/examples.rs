@@ -6,8 +6,8 @@
 
 mod common;
 
-use flow_abi::fact::{CallId, RunId};
 use common::*;
+use flow_abi::fact::{CallId, RunId};
 use flow_tools::manifest::{Binding, Launch};
 use flow_tools::process::ProcessOptions;
 use flow_tools::{CallOutcome, CallRequest, Declarations, ProcessHandle};
@@ -78,7 +78,11 @@ async fn kv_in_plain_python() {
         .await;
     assert_eq!(out, CallOutcome::Ok(flow_abi::Value::Unit));
     let out = p
-        .call(call("c1:root#2", "kv.json#get", serde_json::json!({"key": "k"})))
+        .call(call(
+            "c1:root#2",
+            "kv.json#get",
+            serde_json::json!({"key": "k"}),
+        ))
         .await;
     assert_eq!(out, CallOutcome::Ok(flow_abi::Value::Text("vé".into())));
     let out = p

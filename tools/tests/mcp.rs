@@ -3,8 +3,8 @@
 
 mod common;
 
-use flow_abi::fact::{CallId, RunId};
 use common::fixture;
+use flow_abi::fact::{CallId, RunId};
 use flow_abi::signature::{ToolDecl, tool_error};
 use flow_abi::types::{Body, Decl, Field, Type, TypeSet};
 use flow_tools::manifest::{Binding, Launch};
@@ -184,7 +184,11 @@ async fn unmappable_results_are_bad_reply() {
         ("notjson", "not JSON"),
     ] {
         match p
-            .call(req(&format!("c1:root/{tool}#1"), tool, serde_json::json!({"text": "x"})))
+            .call(req(
+                &format!("c1:root/{tool}#1"),
+                tool,
+                serde_json::json!({"text": "x"}),
+            ))
             .await
         {
             CallOutcome::BadReply(why) => assert!(why.contains(want), "{tool}: {why}"),
@@ -247,7 +251,11 @@ async fn cancel_and_crash() {
     let p = start(dir.path()).await;
     let r = tokio::time::timeout(
         Duration::from_millis(300),
-        p.call(req("c1:root/slow#1", "slow", serde_json::json!({"text": "x"}))),
+        p.call(req(
+            "c1:root/slow#1",
+            "slow",
+            serde_json::json!({"text": "x"}),
+        )),
     )
     .await;
     assert!(r.is_err());
@@ -274,7 +282,11 @@ async fn cancel_and_crash() {
         "{out:?}"
     );
     let out = p
-        .call(req("c1:root#3", "echo", serde_json::json!({"text": "back"})))
+        .call(req(
+            "c1:root#3",
+            "echo",
+            serde_json::json!({"text": "back"}),
+        ))
         .await;
     assert_eq!(
         out,

@@ -137,7 +137,9 @@ async fn replies_past_the_readers_limits_are_bad_replies() {
         }
     }
     // The ambiguous line is dropped; the reply after it counts.
-    let out = p.call(req("c1:root#9", "t.json#echo", "raw:twocalls")).await;
+    let out = p
+        .call(req("c1:root#9", "t.json#echo", "raw:twocalls"))
+        .await;
     assert_eq!(ok_text(&out).as_deref(), Some("after an ambiguous line"));
 }
 
@@ -179,7 +181,11 @@ async fn duplicate_and_stray_replies_are_dropped() {
     );
     // The second reply to c1 did not leak into a later call with another id.
     assert_eq!(
-        ok_text(&p.call(req("c1:root#3", "t.json#echo", "sleep:0.2:later")).await).as_deref(),
+        ok_text(
+            &p.call(req("c1:root#3", "t.json#echo", "sleep:0.2:later"))
+                .await
+        )
+        .as_deref(),
         Some("later")
     );
 }

@@ -98,9 +98,7 @@ pub(super) fn links(records: &[HostRecordRow]) -> BTreeMap<CallId, RunId> {
     records
         .iter()
         .filter_map(|r| match &r.details {
-            HostDetails::NestedRun { call, nested_run } => {
-                Some((call.clone(), nested_run.clone()))
-            }
+            HostDetails::NestedRun { call, nested_run } => Some((call.clone(), nested_run.clone())),
             _ => None,
         })
         .collect()

@@ -159,10 +159,7 @@ pub(super) fn waiting_calls<B: Backend + Sync>(
     )
     .map_err(e)?;
     let rows = s.waiting_calls(&query()).map_err(e)?.calls;
-    let mut got: Vec<(String, u64)> = rows
-        .iter()
-        .map(|c| (c.call.to_string(), c.fact))
-        .collect();
+    let mut got: Vec<(String, u64)> = rows.iter().map(|c| (c.call.to_string(), c.fact)).collect();
     got.sort_by_key(|(_, fact)| *fact);
     ensure!(
         got == [

@@ -65,7 +65,9 @@ pub(super) fn workers<B: Backend + Sync>(
         state(&s, &parked, live)?
     );
     ensure!(
-        s.call_state(&run, &root_call(99), live).map_err(e)?.is_none(),
+        s.call_state(&run, &root_call(99), live)
+            .map_err(e)?
+            .is_none(),
         "a call never queued has no state"
     );
 

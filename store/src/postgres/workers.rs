@@ -336,7 +336,13 @@ impl WorkerQueue for PostgresStore {
         Ok(out)
     }
 
-    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool> {
+    fn reply_call(
+        &self,
+        worker: &str,
+        run: &RunId,
+        call: &CallId,
+        outcome: &Value,
+    ) -> Result<bool> {
         let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
         let text = flow_abi::json::canonical(outcome);
         let (chan, note) = (self.queue_channel(), self.inner.queue.settled(&run, &call));

@@ -126,8 +126,9 @@ pub(crate) fn page(db: &mut dyn ReadDb, q: &WaitingQuery) -> Result<WaitingPage>
         .map(|(run, call, task, node, tool, fact, since_ms, due_ms)| {
             let run = RunId::parse(&run)
                 .map_err(|e| Error::corrupt(&run, 0, format!("waiting_calls: {e}")))?;
-            let call = CallId::parse(&call)
-                .map_err(|e| Error::corrupt(run.as_str(), fact as u64, format!("waiting_calls: {e}")))?;
+            let call = CallId::parse(&call).map_err(|e| {
+                Error::corrupt(run.as_str(), fact as u64, format!("waiting_calls: {e}"))
+            })?;
             Ok(WaitingCall {
                 run,
                 call,

@@ -293,7 +293,13 @@ impl WorkerQueue for SqliteStore {
         })
     }
 
-    fn reply_call(&self, worker: &str, run: &RunId, call: &CallId, outcome: &Value) -> Result<bool> {
+    fn reply_call(
+        &self,
+        worker: &str,
+        run: &RunId,
+        call: &CallId,
+        outcome: &Value,
+    ) -> Result<bool> {
         let text = flow_abi::json::canonical(outcome);
         let (worker, run, call) = (worker.to_string(), run.clone(), call.to_string());
         self.queue_write(move |tx, _| {
