@@ -48,126 +48,35 @@
 //! (`wake`), so the connection is still read and a server that closed it
 //! is noticed before the next batch is sent.
 //!
-//! Step 2 lives in `decide` (writer/decide.rs).
+//! Step 2 lives in `decide` (writer/decide.rs); the commands and their
+//! answers in `command` (writer/command.rs).
 
 use super::MAX_BATCH;
 use super::Shared;
 use super::read::Session;
 use super::sql::{Conn, Failed, Rows, Wrap, write};
 use crate::api::*;
-use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::index::{Head, HeadColumns};
-use crate::prepare::{CheckedStart, Reply, check_start};
+use crate::prepare::{CheckedStart, check_start};
 use crate::tail::Heads;
-use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 use tokio_postgres::Config;
 use tokio_postgres::types::ToSql;
 
+mod command;
 mod decide;
 
+pub(crate) use command::{Command, Out};
 use decide::decide;
-
-pub(crate) enum Command {
-    Create {
-        start: Fact,
-        sources: Vec<SourceText>,
-        records: Vec<HostRecord>,
-        at_ms: i64,
-        reply: SyncSender<Result<Appended>>,
-    },
-    Append {
-        run: RunId,
-        fact: Appending,
-        at_ms: i64,
-        reply: Reply<Appended>,
-    },
-    /// Commands to take into one batch (a run's step).
-    Many(Vec<Command>),
-    Host {
-        run: RunId,
-        record: HostRecord,
-        at_ms: i64,
-        reply: SyncSender<Result<HostRecordRow>>,
-    },
-    Import {
-        archive: Box<VerifiedArchive>,
-        at_ms: i64,
-        reply: SyncSender<Result<ImportOutcome>>,
-    },
-}
-
-/// A command's answer, held until its batch commits.
-pub(crate) enum Out {
-    Appended(Appended),
-    Host(HostRecordRow),
-    Import(ImportOutcome),
-}
-
-impl Command {
-    fn run_id(&self) -> Option<String> {
-        match self {
-            Command::Create { start, .. } => match start {
-                Fact::Start { run, .. } => Some(run.to_string()),
-                _ => None,
-            },
-            Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
-            Command::Import { archive, .. } => Some(archive.run.to_string()),
-            Command::Many(_) => None,
-        }
-    }
-
-    /// Adds this command to a batch, a [`Command::Many`] as its parts.
-    fn flatten_into(self, batch: &mut Vec<Command>) {
-        match self {
-            Command::Many(cmds) => cmds.into_iter().for_each(|c| c.flatten_into(batch)),
-            c => batch.push(c),
-        }
-    }
-
-    pub(crate) fn answer(self, out: Result<Out>) {
-        // A caller that stopped waiting is not an error of the store.
-        match self {
-            Command::Create { reply, .. } => {
-                let _ = reply.send(out.and_then(|o| match o {
-                    Out::Appended(a) => Ok(a),
-                    _ => Err(Error::WriterGone),
-                }));
-            }
-            Command::Append { reply, .. } => reply(out.and_then(|o| match o {
-                Out::Appended(a) => Ok(a),
-                _ => Err(Error::WriterGone),
-            })),
-            // Taken apart when received; never answered as one.
-            Command::Many(cmds) => {
-                for c in cmds {
-                    c.answer(Err(Error::WriterGone));
-                }
-            }
-            Command::Host { reply, .. } => {
-                let _ = reply.send(out.and_then(|o| match o {
-                    Out::Host(h) => Ok(h),
-                    _ => Err(Error::WriterGone),
-                }));
-            }
-            Command::Import { reply, .. } => {
-                let _ = reply.send(out.and_then(|o| match o {
-                    Out::Import(i) => Ok(i),
-                    _ => Err(Error::WriterGone),
-                }));
-            }
-        }
-    }
-}
 
 /// What a batch decided, before it is written.
 #[derive(Default)]

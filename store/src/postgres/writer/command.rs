@@ -1,0 +1,102 @@
+//! A command to the writer thread (an append, a run's creation, a host
+//! record, an import, or several taken into one batch) and how it is
+//! answered once its batch commits.
+
+use crate::api::*;
+use crate::archive::VerifiedArchive;
+use crate::error::{Error, Result};
+use crate::prepare::Reply;
+use flow_abi::fact::{Fact, RunId};
+use std::sync::mpsc::SyncSender;
+
+pub(crate) enum Command {
+    Create {
+        start: Fact,
+        sources: Vec<SourceText>,
+        records: Vec<HostRecord>,
+        at_ms: i64,
+        reply: SyncSender<Result<Appended>>,
+    },
+    Append {
+        run: RunId,
+        fact: Appending,
+        at_ms: i64,
+        reply: Reply<Appended>,
+    },
+    /// Commands to take into one batch (a run's step).
+    Many(Vec<Command>),
+    Host {
+        run: RunId,
+        record: HostRecord,
+        at_ms: i64,
+        reply: SyncSender<Result<HostRecordRow>>,
+    },
+    Import {
+        archive: Box<VerifiedArchive>,
+        at_ms: i64,
+        reply: SyncSender<Result<ImportOutcome>>,
+    },
+}
+
+/// A command's answer, held until its batch commits.
+pub(crate) enum Out {
+    Appended(Appended),
+    Host(HostRecordRow),
+    Import(ImportOutcome),
+}
+
+impl Command {
+    pub(super) fn run_id(&self) -> Option<String> {
+        match self {
+            Command::Create { start, .. } => match start {
+                Fact::Start { run, .. } => Some(run.to_string()),
+                _ => None,
+            },
+            Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
+            Command::Import { archive, .. } => Some(archive.run.to_string()),
+            Command::Many(_) => None,
+        }
+    }
+
+    /// Adds this command to a batch, a [`Command::Many`] as its parts.
+    pub(super) fn flatten_into(self, batch: &mut Vec<Command>) {
+        match self {
+            Command::Many(cmds) => cmds.into_iter().for_each(|c| c.flatten_into(batch)),
+            c => batch.push(c),
+        }
+    }
+
+    pub(crate) fn answer(self, out: Result<Out>) {
+        // A caller that stopped waiting is not an error of the store.
+        match self {
+            Command::Create { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Appended(a) => Ok(a),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+            Command::Append { reply, .. } => reply(out.and_then(|o| match o {
+                Out::Appended(a) => Ok(a),
+                _ => Err(Error::WriterGone),
+            })),
+            // Taken apart when received; never answered as one.
+            Command::Many(cmds) => {
+                for c in cmds {
+                    c.answer(Err(Error::WriterGone));
+                }
+            }
+            Command::Host { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Host(h) => Ok(h),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+            Command::Import { reply, .. } => {
+                let _ = reply.send(out.and_then(|o| match o {
+                    Out::Import(i) => Ok(i),
+                    _ => Err(Error::WriterGone),
+                }));
+            }
+        }
+    }
+}
