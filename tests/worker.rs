@@ -360,6 +360,19 @@ async fn a_worker_serves_the_python_tool_and_the_run_replays_matched() {
         vec![json!({"Ok": {"category": "outage", "severity": "high"}})]
     );
     finish(&c, &s, run, v["pending"][0]["call"].as_str().unwrap()).await;
+    assert_answered_by(&c, &s, run, "c1:root#1", &w.id).await;
+}
+
+/// Issue 38 §3: the call's timing names the worker that answered it (a
+/// reply admitted on the server that drives the run, or read from the
+/// queue's row when another server admitted it).
+async fn assert_answered_by(c: &reqwest::Client, s: &Serve, run: &str, call: &str, worker: &str) {
+    let t = common::get_json(c, s.url(&format!("/v1/runs/{run}/timeline"))).await;
+    let calls = t["calls"].as_array().unwrap();
+    let span = calls.iter().find(|x| x["call"] == call).unwrap();
+    assert_eq!(span["route"], "worker", "{t}");
+    assert_eq!(span["worker"], worker, "{t}");
+    assert!(span["durationMs"].is_i64(), "{t}");
 }
 
 /// Bind before start: with no live worker the run is refused (422, the
@@ -835,6 +848,7 @@ async fn a_worker_on_server_b_serves_a_run_started_on_server_a() {
     finish(&c, &b, &run, &review).await;
     let (_, verdict) = post(&c, a.url(&format!("/v1/runs/{run}/replay")), json!({})).await;
     assert_eq!(verdict["verdict"], "matched", "{verdict}");
+    assert_answered_by(&c, &a, &run, "c1:root#1", &w.id).await;
 }
 
 /// Issue 12 §4, the compose topology as processes on this machine:

@@ -32,6 +32,24 @@ pub const MEMORY_WRITE: &str = "std/memory#write";
 /// Where the host keeps key-value memory.
 pub type MemoryBackend = Arc<dyn flow_store::Memory + Send + Sync>;
 
+/// A call's outcome and, for a call a remote worker served, which worker
+/// (its id: issue 38 §3 records it with the call's times).
+pub struct Served {
+    pub outcome: CallOutcome,
+    pub worker: Option<String>,
+}
+
+impl Served {
+    /// An outcome from this server: a Tool process, an MCP server, the
+    /// host itself.
+    pub fn here(outcome: CallOutcome) -> Served {
+        Served {
+            outcome,
+            worker: None,
+        }
+    }
+}
+
 /// What a host binds with.
 #[derive(Clone, Default)]
 pub struct HostOptions {
@@ -226,14 +244,14 @@ impl Host {
     /// Sends a call to whatever serves it and waits for its outcome;
     /// `None` when the call is parked for a remote worker that is absent
     /// (it stays open: DESIGN §4).
-    pub async fn dispatch(&self, module: &str, req: CallRequest) -> Option<CallOutcome> {
+    pub async fn dispatch(&self, module: &str, req: CallRequest) -> Option<Served> {
         if let (Some(w), Some(d)) = (&self.workers, self.remote.get(module))
             && let Some((_, fp)) = d.get(&req.tool)
         {
             let fp = fp.clone();
             return w.call(req, &fp, d).await;
         }
-        Some(self.call(module, req).await)
+        Some(Served::here(self.call(module, req).await))
     }
 
     /// Sends a call and waits for its admitted outcome. `std/clock#sleep`

@@ -78,8 +78,13 @@ pub enum RemoteCallState {
         resend: bool,
         cancelled: bool,
     },
-    /// Its outcome (`{"Ok": v}`, …), stored once.
-    Done { outcome: Value },
+    /// Its outcome (`{"Ok": v}`, …), stored once; `worker`: the worker it
+    /// was sent to (the one that answered, or was lost with it), none for
+    /// a call settled before any worker took it.
+    Done {
+        outcome: Value,
+        worker: Option<String>,
+    },
 }
 
 /// What one claim hands a worker.

@@ -35,7 +35,7 @@ export function gantt(container, t, onSelect) {
   function bar(c) {
     const label = `${c.node}: ${c.tool}`;
     const took = c.durationMs != null ? duration(c.durationMs) : (c.sentMs != null && !c.outcome ? 'out' : '');
-    const text = `${c.call} at node ${c.node} to ${c.tool}${c.route ? ` (${c.route})` : ''}: ${c.outcome || 'open'}${took ? `, ${took}` : ''}`;
+    const text = `${c.call} at node ${c.node} to ${c.tool}${c.route ? ` (${c.route}${c.worker ? ` ${c.worker}` : ''})` : ''}: ${c.outcome || 'open'}${took ? `, ${took}` : ''}`;
     const attrs = {
       type: 'button', class: `gantt-bar outcome-${(c.outcome || 'open').toLowerCase()}`,
       'data-call': c.call, 'data-node': c.node, title: text, 'aria-label': text,

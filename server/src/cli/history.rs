@@ -259,13 +259,18 @@ fn calls(timeline: &Json) {
             Some(v) => format!(" via {v}"),
             None => String::new(),
         };
+        // A worker's call names the worker that answered it.
+        let route = match c["worker"].as_str() {
+            Some(w) => format!("{} {w}", text("route")),
+            None => text("route"),
+        };
         out!(
             "  fact {:>4}  {}  {}  at node {}  {}  {}{via}  {took}{attempt}",
             c["fact"].as_u64().unwrap_or(0),
             text("call"),
             text("tool"),
             text("node"),
-            text("route"),
+            route,
             text("outcome"),
         );
         if let Some(reason) = c["reason"].as_str() {

@@ -27,7 +27,7 @@ use super::runs::Seen;
 use super::store::{Store, blocking};
 use super::{RunResult, RunService};
 use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::host::{Host, Served};
 use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
@@ -80,7 +80,7 @@ pub(super) struct DeepReply {
 
 /// What a dispatched call came back with.
 pub(super) enum Answer {
-    Reply(CallOutcome),
+    Reply(Served),
     /// No outcome yet: the nested run paused, or the call is parked for
     /// a remote worker that is absent. The call stays open.
     Paused,
@@ -218,7 +218,7 @@ fn ended_outcome(r: Result<Driven>) -> Answer {
         Ok(Driven::Result(r)) => Ok(r),
         Err(e) => Err(e),
     };
-    Answer::Reply(match r {
+    Answer::Reply(Served::here(match r {
         Ok(RunResult::Completed { output, .. }) => {
             match flow_abi::decode_json(&output, &flow_abi::Type::Json, &flow_abi::TypeSet::new()) {
                 Ok(v) => CallOutcome::Ok(v),
@@ -232,7 +232,7 @@ fn ended_outcome(r: Result<Driven>) -> Answer {
         }
         Ok(RunResult::Paused { .. }) => return Answer::Paused,
         Err(e) => CallOutcome::Unknown(format!("nested run cut short: {e}")),
-    })
+    }))
 }
 
 /// The recorded ending of `run` (its End fact).

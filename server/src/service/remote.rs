@@ -34,6 +34,7 @@
 use super::RunService;
 use super::store::{StoreRef, blocking};
 use crate::error::{Error, Result};
+use crate::host::Served;
 use flow_abi::fact::CallId;
 use flow_abi::protocol::Outcome;
 use flow_store::{Claimed, QueueNote, RemoteCall, RemoteCallState, RunId, ServedTool, WorkerInfo};
@@ -152,7 +153,8 @@ impl Inner {
 #[derive(Default)]
 struct Waiter {
     notify: Notify,
-    outcome: Mutex<Option<Json>>,
+    /// A reply admitted on this server, with the worker that sent it.
+    outcome: Mutex<Option<(Json, String)>>,
 }
 
 /// One reply a worker sends.
@@ -270,7 +272,7 @@ impl Workers {
         req: CallRequest,
         fingerprint: &str,
         decls: &Declarations,
-    ) -> Option<CallOutcome> {
+    ) -> Option<Served> {
         let run = req.run.clone();
         let waiter = Arc::new(Waiter::default());
         let _guard = Waiting {
@@ -293,9 +295,9 @@ impl Workers {
             match blocking(&self.inner.store, move |s| Ok(s.queue_call(&row, timeout)?)).await {
                 Ok(st) => Ok(Some(st)),
                 Err(e) => {
-                    return Some(CallOutcome::Unknown(format!(
+                    return Some(Served::here(CallOutcome::Unknown(format!(
                         "the worker queue could not take the call: {e}"
-                    )));
+                    ))));
                 }
             };
         self.inner.queued.notify_waiters();
@@ -304,14 +306,20 @@ impl Workers {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let handed = waiter.outcome.lock().ok().and_then(|mut o| o.take());
-            if let Some(outcome) = handed {
-                return Some(admit(decls, &req.tool, &outcome));
+            if let Some((outcome, worker)) = handed {
+                return Some(Served {
+                    outcome: admit(decls, &req.tool, &outcome),
+                    worker: Some(worker),
+                });
             }
             // Whether to wait before looking again (else at once: the
             // host just decided something).
             let wait = match std::mem::replace(&mut state, Ok(None)) {
-                Ok(Some(RemoteCallState::Done { outcome })) => {
-                    return Some(admit(decls, &req.tool, &outcome));
+                Ok(Some(RemoteCallState::Done { outcome, worker })) => {
+                    return Some(Served {
+                        outcome: admit(decls, &req.tool, &outcome),
+                        worker,
+                    });
                 }
                 Ok(Some(RemoteCallState::Queued { served: false, .. }))
                     if self.inner.options.wait =>
@@ -362,9 +370,9 @@ impl Workers {
                 }
                 Ok(Some(_)) => true,
                 Ok(None) => {
-                    return Some(CallOutcome::Unknown(
+                    return Some(Served::here(CallOutcome::Unknown(
                         "the call's place in the worker queue is gone".into(),
-                    ));
+                    )));
                 }
                 Err(e) => {
                     tracing::warn!(run.id = %run, call.id = %req.call, error = %e, "the worker queue cannot be read; trying again");

@@ -61,6 +61,8 @@ pub struct CallSpan {
     /// What served it: `process`, `mcp`, `worker`, `nested`, `person`,
     /// `clock`, `memory`, `host`.
     pub route: Option<String>,
+    /// The remote worker (its id) that answered a call of route `worker`.
+    pub worker: Option<String>,
     pub attempt: Option<u32>,
     pub sent_ms: Option<i64>,
     pub replied_ms: Option<i64>,
@@ -120,6 +122,7 @@ impl RunService {
                         node: node.clone(),
                         tool: tool.clone(),
                         route: None,
+                        worker: None,
                         attempt: None,
                         sent_ms: None,
                         replied_ms: None,
@@ -177,6 +180,7 @@ impl RunService {
                     }
                     if t.replied_ms.is_some() {
                         c.replied_ms = t.replied_ms;
+                        c.worker = t.worker.clone();
                         c.via = t.via.clone();
                         c.by = t.by.clone();
                         if let Some(p) = pauses.iter_mut().rev().find(|p| {
@@ -192,6 +196,7 @@ impl RunService {
                     for t in ts {
                         if let Some(c) = at.get(t.call.as_str()).map(|&i| &mut calls[i]) {
                             c.route = t.route.clone();
+                            c.worker = t.worker.clone();
                             c.attempt = t.attempt;
                             c.sent_ms = t.sent_ms;
                             c.replied_ms = t.replied_ms;

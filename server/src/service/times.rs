@@ -30,6 +30,8 @@ pub(super) struct Answered {
     pub(super) call: CallId,
     pub(super) tool: String,
     pub(super) route: &'static str,
+    /// The remote worker that answered (route `worker`).
+    pub(super) worker: Option<String>,
     pub(super) attempt: u32,
     pub(super) sent_ms: i64,
     pub(super) replied_ms: i64,
@@ -79,6 +81,7 @@ pub(super) fn timings(done: Vec<Answered>) -> HostDetails {
             .map(|a| CallTiming {
                 call: a.call,
                 route: Some(a.route.to_string()),
+                worker: a.worker,
                 attempt: Some(a.attempt),
                 sent_ms: Some(a.sent_ms),
                 replied_ms: Some(a.replied_ms),
@@ -101,6 +104,7 @@ pub(super) fn timing(
     HostDetails::Timing(CallTiming {
         call: call.clone(),
         route: route.map(str::to_string),
+        worker: None,
         attempt,
         sent_ms,
         replied_ms,

@@ -134,6 +134,8 @@ pub struct CallTiming {
     /// `worker` (a remote worker), `nested` (a nested run), `person` (a
     /// resume), `clock` (`std/clock#sleep`), `memory`, `host`.
     pub route: Option<String>,
+    /// The remote worker (its id) that answered a call of route `worker`.
+    pub worker: Option<String>,
     /// 1 for the first send, 2 for the first resend after a crash or halt.
     pub attempt: Option<u32>,
     pub sent_ms: Option<i64>,

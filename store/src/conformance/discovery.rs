@@ -306,6 +306,7 @@ pub(super) fn host_records_ride_with_facts<B: Backend + Sync>(
     let timing = HostDetails::Timing(CallTiming {
         call: root_call(9),
         route: Some("process".into()),
+        worker: None,
         attempt: Some(1),
         sent_ms: Some(10),
         replied_ms: Some(20),

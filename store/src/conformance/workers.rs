@@ -178,7 +178,8 @@ pub(super) fn workers<B: Backend + Sync>(
     ensure!(
         state(&s, &parked, live)?
             == RemoteCallState::Done {
-                outcome: ok.clone()
+                outcome: ok.clone(),
+                worker: Some("w1".into()),
             },
         "the first reply stays"
     );
@@ -243,7 +244,11 @@ pub(super) fn workers<B: Backend + Sync>(
         "a reply after the host settled the call was admitted"
     );
     ensure!(
-        state(&s, &c2, live)? == RemoteCallState::Done { outcome: unknown },
+        state(&s, &c2, live)?
+            == RemoteCallState::Done {
+                outcome: unknown,
+                worker: Some("w2".into()),
+            },
         "the host's decision stays"
     );
 
@@ -369,11 +374,13 @@ pub(super) fn workers<B: Backend + Sync>(
     ensure!(
         state(&s, &c7, live)?
             == RemoteCallState::Done {
-                outcome: json!({"Ok": 7})
+                outcome: json!({"Ok": 7}),
+                worker: Some("w2".into()),
             }
             && state(&s, &c8, live)?
                 == RemoteCallState::Done {
-                    outcome: json!({"Failed": 8})
+                    outcome: json!({"Failed": 8}),
+                    worker: Some("w2".into()),
                 },
         "the first replies stand"
     );

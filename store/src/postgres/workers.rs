@@ -83,8 +83,9 @@ fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
     let cancel: i16 = r.try_get(2)?;
     let outcome: Option<String> = r.try_get(3)?;
     Ok(match (outcome, worker) {
-        (Some(o), _) => RemoteCallState::Done {
+        (Some(o), worker) => RemoteCallState::Done {
             outcome: parse_json(&o, "outcome")?,
+            worker,
         },
         (None, Some(worker)) => RemoteCallState::Sent {
             worker,

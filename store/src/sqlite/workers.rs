@@ -88,8 +88,9 @@ fn state_of(
         return Ok(None);
     };
     Ok(Some(match (outcome, worker) {
-        (Some(o), _) => RemoteCallState::Done {
+        (Some(o), worker) => RemoteCallState::Done {
             outcome: parse_json(&o, "outcome")?,
+            worker,
         },
         (None, Some(worker)) => RemoteCallState::Sent {
             worker,

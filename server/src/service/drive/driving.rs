@@ -13,7 +13,7 @@ use super::super::times::{
 use super::super::{RunService, new_run_id};
 use super::{Ack, Driven, INLINE, Step, ToDispatch, Writes, engine_lost, steps};
 use crate::error::{Error, Result};
-use crate::host::{HUMAN, Host, SLEEP};
+use crate::host::{HUMAN, Host, SLEEP, Served};
 use flow_abi::fact::{CallId, Ending};
 use flow_abi::protocol::Outcome;
 use flow_engine::machine::{Effect, Machine};
@@ -346,7 +346,7 @@ impl<'h> Driving<'h> {
         let (host, module) = (self.host, self.module.clone());
         let fut = async move {
             let out = match host.dispatch(&module, req).await {
-                Some(o) => Answer::Reply(o),
+                Some(s) => Answer::Reply(s),
                 // Parked for an absent worker: the call stays open.
                 None => Answer::Paused,
             };
@@ -440,8 +440,8 @@ impl<'h> Driving<'h> {
     ) -> Result<Vec<Step>> {
         self.aborts.remove(&call);
         self.sleeping.remove(&call);
-        let outcome = match answer {
-            Answer::Reply(o) => o,
+        let Served { outcome, worker } = match answer {
+            Answer::Reply(s) => s,
             // A nested run paused, or the call is parked for an absent
             // worker: it stays open, and this run pauses once nothing else
             // is out.
@@ -492,13 +492,13 @@ impl<'h> Driving<'h> {
         let more = machine.feed_within(call.as_str(), &o, INLINE);
         self.facts
             .push(super::super::prepare::reply_fact(&call, o).into());
-        self.answered(call, out);
+        self.answered(call, out, worker);
         Ok(steps(more.map_err(|e| Error::Conflict(e.to_string()))?))
     }
 
     /// The times of an answered call: sent and replied when this drive
     /// sent it, else replied only (a call sent before a restart).
-    fn answered(&mut self, call: CallId, out: Option<Sent>) {
+    fn answered(&mut self, call: CallId, out: Option<Sent>, worker: Option<String>) {
         match out {
             Some(s) => {
                 let replied_ms = now_ms();
@@ -510,6 +510,7 @@ impl<'h> Driving<'h> {
                     call,
                     tool: s.tool,
                     route: s.route,
+                    worker,
                     attempt: s.attempt,
                     sent_ms: s.at_ms,
                     replied_ms,

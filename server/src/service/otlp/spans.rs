@@ -65,6 +65,7 @@ pub(in crate::service) struct CallSpan {
     node: Option<String>,
     outcome: &'static str,
     route: Option<&'static str>,
+    worker: Option<String>,
     attempt: Option<u32>,
     sent_ms: Option<i64>,
     replied_ms: i64,
@@ -122,6 +123,7 @@ impl Spans {
                         node: called.map(|c| c.node),
                         outcome: outcome.tag(),
                         route: timed.map(|a| a.route),
+                        worker: timed.and_then(|a| a.worker.clone()),
                         attempt: timed.map(|a| a.attempt),
                         sent_ms: timed.map(|a| a.sent_ms),
                         replied_ms: timed.map_or_else(now_ms, |a| a.replied_ms),
@@ -289,6 +291,7 @@ fn call_data(c: CallSpan, scope: InstrumentationScope) -> SpanData {
         c.tool.clone().map(|t| KeyValue::new("flow.tool", t)),
         c.node.map(|n| KeyValue::new("flow.node", n)),
         c.route.map(|r| KeyValue::new("flow.route", r)),
+        c.worker.map(|w| KeyValue::new("flow.worker", w)),
         c.attempt
             .map(|a| KeyValue::new("flow.attempt", i64::from(a))),
     ];

@@ -136,7 +136,7 @@ impl Workers {
             for ((run, call, outcome), ok) in items.into_iter().zip(&admitted) {
                 if let (true, Some(w)) = (ok, waiting.get(&(run, call))) {
                     if let Ok(mut o) = w.outcome.lock() {
-                        *o = Some(outcome);
+                        *o = Some((outcome, worker.to_string()));
                     }
                     w.notify.notify_one();
                 }

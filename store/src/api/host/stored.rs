@@ -58,6 +58,9 @@ impl HostDetails {
                 if let Some(r) = &t.route {
                     put("route", s(r));
                 }
+                if let Some(w) = &t.worker {
+                    put("worker", s(w));
+                }
                 if let Some(a) = t.attempt {
                     put("attempt", Value::from(a));
                 }
@@ -79,13 +82,19 @@ impl HostDetails {
                 Value::Array(
                     ts.iter()
                         .map(|t| {
-                            Value::Array(vec![
+                            let mut row = vec![
                                 s(t.call.as_str()),
                                 s(t.route.as_deref().unwrap_or_default()),
                                 Value::from(t.attempt.unwrap_or_default()),
                                 Value::from(t.sent_ms.unwrap_or_default()),
                                 Value::from(t.replied_ms.unwrap_or_default()),
-                            ])
+                            ];
+                            // The worker that answered, sixth when there
+                            // is one (rows written before had five).
+                            if let Some(w) = &t.worker {
+                                row.push(s(w));
+                            }
+                            Value::Array(row)
                         })
                         .collect(),
                 ),
@@ -176,10 +185,14 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
                 .as_array()?
                 .iter()
                 .map(|e| {
-                    let a = e.as_array().filter(|a| a.len() == 5)?;
+                    let a = e.as_array().filter(|a| a.len() == 5 || a.len() == 6)?;
                     Some(CallTiming {
                         call: CallId::parse(a[0].as_str()?).ok()?,
                         route: Some(a[1].as_str()?.to_string()),
+                        worker: match a.get(5) {
+                            None => None,
+                            Some(w) => Some(w.as_str()?.to_string()),
+                        },
                         attempt: Some(u32::try_from(a[2].as_u64()?).ok()?),
                         sent_ms: Some(a[3].as_i64()?),
                         replied_ms: Some(a[4].as_i64()?),
@@ -197,6 +210,7 @@ fn typed(kind: HostRecordKind, v: &Value) -> Option<HostDetails> {
             HostDetails::Timing(CallTiming {
                 call: call("call")?,
                 route: text("route").map(str::to_string),
+                worker: text("worker").map(str::to_string),
                 attempt: match m.get("attempt") {
                     None => None,
                     Some(a) => Some(u32::try_from(a.as_u64()?).ok()?),
@@ -294,6 +308,14 @@ mod tests {
                 json!({"calls": [["c1:root#1", "process", 1, 1_700_000_000_000i64, 1_700_000_000_004i64], ["c1:root/a#1", "mcp", 2, 5, 9]]}),
             ),
             (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "worker", 1, 5, 9, "w-01hzy5k6v3w8q9r2m4n7p0s1tb"]]}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"call": "c1:root#1", "route": "worker", "worker": "w-1", "attempt": 1, "sent_ms": 5}),
+            ),
+            (
                 HostRecordKind::Stderr,
                 json!({"tool": "boom", "text": "ImportError"}),
             ),
@@ -333,6 +355,10 @@ mod tests {
             (
                 HostRecordKind::Timing,
                 json!({"calls": [["c1:root#1", "process", 1, 5]]}),
+            ),
+            (
+                HostRecordKind::Timing,
+                json!({"calls": [["c1:root#1", "worker", 1, 5, 9, 7]]}),
             ),
             (HostRecordKind::Halt, json!([1, 2])),
         ];
