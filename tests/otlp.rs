@@ -290,6 +290,29 @@ async fn a_call_answered_after_a_pause_has_its_node_and_call_fact() {
     assert_eq!((status, v["state"].as_str()), (201, Some("paused")), "{v}");
     let run = v["run"].as_str().unwrap().to_string();
     let call = v["pending"][0]["call"].as_str().unwrap().to_string();
+    // While it is paused the run has no span of its own (a span is sent
+    // when it ends), but its drive's segment is there, saying so.
+    let mut segment = None;
+    for _ in 0..600 {
+        segment = by_run(&rx.spans.lock().unwrap())
+            .remove(&run)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, s)| s)
+            .find(|s| attr(s, "flow.stop") == "paused");
+        if segment.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let segment = segment.unwrap_or_else(|| panic!("no segment span for the paused {run}"));
+    assert_eq!(segment.trace_id, trace_of(&run));
+    assert_eq!(attr(&segment, "flow.state"), "paused");
+    assert_eq!(attr(&segment, "flow.waiting"), call.as_str());
+    // The drive began once the Start was durable.
+    assert_eq!(attr(&segment, "flow.fact.from"), 1);
+    assert!(attr(&segment, "flow.fact.to").as_i64().unwrap() > 1);
+    assert!(segment.name.ends_with(" paused"), "{segment:#?}");
     let (status, v) = common::post_json(
         &c,
         format!("{}/v1/runs/{run}/resume", s.base),
@@ -322,6 +345,11 @@ async fn a_call_answered_after_a_pause_has_its_node_and_call_fact() {
     assert_eq!(attr(human, "flow.tool"), "std/human#input");
     assert_eq!(attr(human, "flow.fact.call"), t["fact"], "{timeline}");
     assert_eq!(attr(human, "flow.fact.reply"), t["replyFact"], "{timeline}");
+    // The run span, sent at End, is the parent of the pause's segment and
+    // of the call the person answered.
+    let root = spans.iter().map(|(_, s)| s).find(|s| is_run(s)).unwrap();
+    assert_eq!(segment.parent_span_id, root.span_id);
+    assert_eq!(human.parent_span_id, root.span_id);
 }
 
 /// (issue 38 §5) Postgres, the endpoint given as `FLOW_OTLP_ENDPOINT`.

@@ -6,7 +6,7 @@
 
 use super::super::calls::Calls;
 use super::super::nested::{Answer, NestedCall};
-use super::super::otlp::Spans;
+use super::super::otlp::{Spans, Stop};
 use super::super::times::{
     Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
 };
@@ -110,7 +110,7 @@ impl<'h> Driving<'h> {
                 sent: BTreeMap::new(),
                 answered: Vec::new(),
             },
-            spans: svc.inner.otlp.as_ref().map(|t| t.spans(run)),
+            spans: svc.inner.otlp.as_ref().map(|t| t.spans(run, head)),
             arrived: VecDeque::new(),
             withheld: Vec::new(),
             nested_withheld: false,
@@ -420,12 +420,20 @@ impl<'h> Driving<'h> {
         self.svc.record_all(&self.run, out).await?;
         if !self.withheld.is_empty() || self.nested_withheld {
             self.svc.withheld(&self.run, &self.withheld).await?;
+            if let Some(s) = &mut self.spans {
+                s.stopped(Stop::Drained, Vec::new());
+            }
             return Ok(Driven::Drained);
         }
-        self.svc
+        let waiting = machine.open_calls().into_iter().map(|c| c.call).collect();
+        let paused = self
+            .svc
             .paused(&self.run, self.last, self.program, machine)
-            .await
-            .map(Driven::Result)
+            .await?;
+        if let Some(s) = &mut self.spans {
+            s.stopped(Stop::Paused, waiting);
+        }
+        Ok(Driven::Result(paused))
     }
 
     /// Admits an answer to `call`: its Reply buffered, and the first few

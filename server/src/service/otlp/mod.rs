@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 
-pub(super) use spans::Spans;
+pub(super) use spans::{Spans, Stop};
 
 /// Spans waiting for export at most; past it new ones are dropped (the
 /// OpenTelemetry SDK's batch processor's default is 2,048).
@@ -123,9 +123,10 @@ impl Tracer {
         &self.counts
     }
 
-    /// What a drive of `run` notes its commits with.
-    pub(super) fn spans(&self, run: &RunId) -> Spans {
-        Spans::new(self.clone(), run.clone())
+    /// What a drive of `run`, whose last durable fact is `head`, notes its
+    /// commits with.
+    pub(super) fn spans(&self, run: &RunId, head: u64) -> Spans {
+        Spans::new(self.clone(), run.clone(), head)
     }
 
     /// Queues spans without waiting: what does not fit is dropped.

@@ -3,6 +3,18 @@
 //! the Call durable, its times from the drive's timings), and End closes
 //! the run's span.
 //!
+//! A run span is exported once, at End: a span is sent when it ends, and
+//! a second export with the same id would show twice in a collector. A
+//! drive that stops with the run not ended (paused for a person or an
+//! absent worker, drained by a halt or a shutdown, or dropped by a forced
+//! halt or a fence) exports a **segment** span instead: a child of the run
+//! span (whose id is known from the run id before it is exported), from
+//! the drive's start to its stop, saying how it stopped, its first and
+//! last facts and the calls a pause waits on. So a paused or halted run
+//! shows in a trace viewer as what it did so far, and the run span that
+//! comes at End (on whichever server drives it then) is the parent of
+//! every segment and call.
+//!
 //! Ids are derived from the run id (trace and run span) and the call id
 //! (call span), not drawn at random: every server that exports spans of
 //! one run (a run resumed on another server, a cluster) puts them in the
@@ -35,11 +47,39 @@ struct Called {
     tool: String,
 }
 
-/// A drive's notes: the Calls it made durable and not answered yet.
+/// A drive's notes: the Calls it made durable and not answered yet, and
+/// where the drive began, for its segment span.
 pub(in crate::service) struct Spans {
     tracer: Tracer,
     run: RunId,
     calls: HashMap<CallId, Called>,
+    /// The run's last durable fact when the drive began.
+    from: u64,
+    began_ms: i64,
+    /// The run's End or the drive's segment was noted: nothing more to
+    /// send when this drops.
+    closed: bool,
+}
+
+/// How a drive stopped with its run not ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::service) enum Stop {
+    /// Every live task waits on a call no live implementation answers.
+    Paused,
+    /// Drained: a halt or a shutdown let the calls out finish.
+    Drained,
+    /// Dropped mid-drive: a forced halt, a fence, a storage failure.
+    Dropped,
+}
+
+impl Stop {
+    fn as_str(self) -> &'static str {
+        match self {
+            Stop::Paused => "paused",
+            Stop::Drained => "drained",
+            Stop::Dropped => "dropped",
+        }
+    }
 }
 
 /// One span to export, as the drive noted it.
@@ -51,6 +91,19 @@ pub(in crate::service) enum Noted {
         /// The exit (completed) or the fault's text (faulted).
         detail: String,
     },
+    /// A drive that stopped with its run not ended.
+    Segment(Segment),
+}
+
+/// A drive's stretch of a run that did not end in it.
+pub(in crate::service) struct Segment {
+    run: RunId,
+    stop: Stop,
+    from: u64,
+    began_ms: i64,
+    ended_ms: i64,
+    /// The calls a pause waits on.
+    waiting: Vec<CallId>,
 }
 
 /// An answered call. Fields are absent when this server did not see
@@ -72,12 +125,29 @@ pub(in crate::service) struct CallSpan {
 }
 
 impl Spans {
-    pub(super) fn new(tracer: Tracer, run: RunId) -> Spans {
+    pub(super) fn new(tracer: Tracer, run: RunId, from: u64) -> Spans {
         Spans {
             tracer,
             run,
             calls: HashMap::new(),
+            from,
+            began_ms: now_ms(),
+            closed: false,
         }
+    }
+
+    /// The drive stops with the run not ended: its segment goes out (the
+    /// pause or drain it reports is durable already).
+    pub(in crate::service) fn stopped(&mut self, stop: Stop, waiting: Vec<CallId>) {
+        self.closed = true;
+        self.tracer.send(vec![Noted::Segment(Segment {
+            run: self.run.clone(),
+            stop,
+            from: self.from,
+            began_ms: self.began_ms,
+            ended_ms: now_ms(),
+            waiting,
+        })]);
     }
 
     /// Before a commit of `facts` (numbered from `base + 1`): the spans it
@@ -130,6 +200,7 @@ impl Spans {
                     }));
                 }
                 Fact::End { ending, .. } => {
+                    self.closed = true;
                     let (ending, detail) = match ending {
                         Ending::Completed { exit, .. } => ("Completed", exit.clone()),
                         Ending::Faulted(why) => ("Faulted", clip(why)),
@@ -150,6 +221,16 @@ impl Spans {
     pub(in crate::service) fn durable(&self, noted: Vec<Noted>) {
         if !noted.is_empty() {
             self.tracer.send(noted);
+        }
+    }
+}
+
+/// A drive dropped before its run ended or its stop was noted (a forced
+/// halt, a fence, a failure) still reports its segment.
+impl Drop for Spans {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.stopped(Stop::Dropped, Vec::new());
         }
     }
 }
@@ -185,6 +266,16 @@ fn run_ids(run: &RunId) -> (TraceId, SpanId) {
         TraceId::from_bytes(nonzero(t)),
         SpanId::from_bytes(nonzero(s)),
     )
+}
+
+/// A segment's span id: the run's, the drive's first fact and when it
+/// began (one drive at a time drives a run, from its head; two that began
+/// at one head, the first having recorded nothing, differ by their time).
+fn segment_span(run: &RunId, from: u64, began_ms: i64) -> SpanId {
+    let d = digest(run, Some(&format!("segment {from} {began_ms}")));
+    let mut s = [0; 8];
+    s.copy_from_slice(&d[..8]);
+    SpanId::from_bytes(nonzero(s))
 }
 
 /// A call's span id.
@@ -235,6 +326,7 @@ pub(super) async fn build(noted: Vec<Noted>, store: &StoreRef) -> Vec<SpanData> 
                 ending,
                 detail,
             } => run_data(run, ending, detail, store, scope.clone()).await,
+            Noted::Segment(g) => segment_data(g, store, scope.clone()).await,
         });
     }
     out
@@ -378,6 +470,51 @@ async fn run_data(
         events: SpanEvents::default(),
         links,
         status,
+        instrumentation_scope: scope,
+    }
+}
+
+/// A segment's span: the run's state and last fact as its row says when it
+/// is exported.
+async fn segment_data(g: Segment, store: &StoreRef, scope: InstrumentationScope) -> SpanData {
+    let (trace, parent) = run_ids(&g.run);
+    let r = g.run.clone();
+    let info = blocking(store, move |s| Ok(s.run_info(&r)?)).await.ok();
+    let mut attributes = vec![
+        KeyValue::new("flow.run", g.run.as_str().to_string()),
+        KeyValue::new("flow.stop", g.stop.as_str()),
+        KeyValue::new("flow.fact.from", g.from as i64),
+    ];
+    if let Some(i) = &info {
+        attributes.push(KeyValue::new("flow.state", i.state.as_str()));
+        attributes.push(KeyValue::new("flow.fact.to", i.last_fact.n as i64));
+    }
+    if !g.waiting.is_empty() {
+        let waiting: Vec<&str> = g.waiting.iter().map(|c| c.as_str()).collect();
+        attributes.push(KeyValue::new("flow.waiting", clip(&waiting.join(","))));
+    }
+    let name = match &info {
+        Some(i) => format!(
+            "run {}.{} {}",
+            i.entry.module,
+            i.entry.function,
+            g.stop.as_str()
+        ),
+        None => format!("run {}", g.stop.as_str()),
+    };
+    SpanData {
+        span_context: context(trace, segment_span(&g.run, g.from, g.began_ms)),
+        parent_span_id: parent,
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Internal,
+        name: Cow::Owned(name),
+        start_time: at(g.began_ms),
+        end_time: at(g.ended_ms),
+        attributes,
+        dropped_attributes_count: 0,
+        events: SpanEvents::default(),
+        links: SpanLinks::default(),
+        status: Status::Unset,
         instrumentation_scope: scope,
     }
 }
