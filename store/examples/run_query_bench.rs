@@ -15,7 +15,9 @@
 //! `FLOW_BENCH_SQLITE=skip` skips SQLite, `FLOW_BENCH_REPEAT` the samples
 //! per measurement (default 200), `FLOW_BENCH_DIR` a directory to keep the
 //! SQLite store in (made once, measured again by the next run: a
-//! 1,000,000-run store takes minutes to make). Beside the pages: the
+//! 1,000,000-run store takes minutes to make), `FLOW_BENCH_PG_SCHEMA` a
+//! Postgres schema to keep the same way (made once, kept, measured again;
+//! the deep page's cursor is kept in its table `bench_deep`). Beside the pages: the
 //! counts `/metrics` reads (`count_runs` with no filter) and the bytes on
 //! disk per run. Results: docs/store.md, "The run query" and "Run counts".
 
@@ -349,7 +351,10 @@ fn main() {
     if url == "skip" {
         return;
     }
-    let schema = format!("flow_bench_{}", std::process::id());
+    let kept = std::env::var("FLOW_BENCH_PG_SCHEMA").ok();
+    let schema = kept
+        .clone()
+        .unwrap_or_else(|| format!("flow_bench_{}", std::process::id()));
     let s = PostgresStore::open(PostgresOptions {
         url: url.clone(),
         schema: schema.clone(),
@@ -367,7 +372,24 @@ fn main() {
             eprintln!("  VACUUM ANALYZE done");
         }
     };
-    let deep = make_runs("Postgres", &s, n);
+    let deep = match kept
+        .as_ref()
+        .and_then(|_| query_one(&url, &format!("SELECT deep FROM {schema}.bench_deep")))
+    {
+        Some(d) => d,
+        None => {
+            let d = make_runs("Postgres", &s, n);
+            if kept.is_some() {
+                sql(
+                    &url,
+                    &format!(
+                        "CREATE TABLE {schema}.bench_deep (deep TEXT); INSERT INTO {schema}.bench_deep VALUES ('{d}')"
+                    ),
+                );
+            }
+            d
+        }
+    };
     vacuum();
     let b = Bench {
         name: "Postgres",
@@ -379,7 +401,28 @@ fn main() {
     };
     measure(&s, &b);
     drop(s);
-    sql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    if kept.is_none() {
+        sql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    }
+}
+
+/// The first column of the first row `text` answers, as text; none when
+/// it fails (a kept schema not made yet).
+fn query_one(url: &str, text: &str) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .ok()?;
+        let driver = tokio::spawn(conn);
+        let row = client.query_opt(text, &[]).await.ok().flatten();
+        drop(client);
+        let _ = driver.await;
+        row.map(|r| r.get::<_, String>(0))
+    })
 }
 
 /// The bytes of every table of `schema`, its indexes and TOAST included.
