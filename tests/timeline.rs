@@ -360,13 +360,13 @@ async fn parallel_calls_are_timed_on_postgres() {
 
 /// A pause, answered by a person over HTTP with a token: the call is out
 /// from its Call to the answer (`route` person), the Reply's timing says
-/// `via` person and `by` the token's tag, and the pause says when it was
-/// answered and by whom.
+/// `via` person and `by` the token's name (its line's `name=`), and the
+/// pause says when it was answered and by whom.
 #[tokio::test]
 async fn a_pause_answered_by_a_token_says_when_and_by_whom() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "0123456789abcdef0123 admin\n").unwrap();
+    std::fs::write(&tokens, "0123456789abcdef0123 admin name=ann\n").unwrap();
     let s = common::serve(
         &dir.path().join("data"),
         &["--tokens", tokens.to_str().unwrap()],
@@ -419,12 +419,7 @@ async fn a_pause_answered_by_a_token_says_when_and_by_whom() {
         .unwrap_or_else(|| panic!("{t}"));
     assert_eq!(person["route"], "person", "{t}");
     assert_eq!(person["via"], "person", "{t}");
-    assert!(
-        person["by"]
-            .as_str()
-            .is_some_and(|b| b.starts_with("token ")),
-        "{t}"
-    );
+    assert_eq!(person["by"], "ann", "{t}");
     assert!(person["durationMs"].as_i64().unwrap() >= 200, "{t}");
     let pause = &t["pauses"][0];
     assert_eq!(pause["open"][0], call.as_str(), "{t}");

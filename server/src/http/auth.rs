@@ -79,9 +79,20 @@ pub struct Caller {
     /// A worker token's declarations, keyed as `--workers` keys them; `None`
     /// when its line names none (it may register any declaration).
     pub serves: Option<Arc<[String]>>,
+    /// The name its line gives it (`name=ann`), if any.
+    pub name: Option<Arc<str>>,
 }
 
 impl Caller {
+    /// Who answered a person's call, for its timing record: the token's
+    /// name, else `token` and the first 8 hex digits of its owner tag.
+    pub fn answerer(&self) -> String {
+        match &self.name {
+            Some(n) => n.to_string(),
+            None => format!("token {}", &self.owner[..self.owner.len().min(8)]),
+        }
+    }
+
     /// Who a request came from, as records name it: `token:<tag>`, or
     /// `http` on a server without tokens.
     pub fn who(caller: Option<axum::Extension<Caller>>) -> String {
@@ -112,6 +123,16 @@ struct Entry {
     scope: Scope,
     owner: String,
     serves: Option<Arc<[String]>>,
+    name: Option<Arc<str>>,
+}
+
+/// Whether `name` may name a token: 1 to 64 letters, digits, `-`, `_`,
+/// `.` or `@` (it is shown in timelines and history as it is).
+fn name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 
 /// The configured tokens, kept only as hashes.
@@ -142,9 +163,10 @@ fn owner_tag(token: &[u8]) -> String {
 
 impl Tokens {
     /// Parses the tokens file text: `token scope[,scope]`, or `token worker
-    /// KEY[,KEY]` for a worker token confined to those declarations. Blank
-    /// lines and `#` comments are skipped; a line's highest scope is what
-    /// the token may do. Errors name the line, never the token.
+    /// KEY[,KEY]` for a worker token confined to those declarations, each
+    /// optionally ending `name=NAME` (who answers with it, in timelines).
+    /// Blank lines and `#` comments are skipped; a line's highest scope is
+    /// what the token may do. Errors name the line, never the token.
     pub fn parse(text: &str) -> Result<Tokens, String> {
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -152,12 +174,31 @@ impl Tokens {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
+            let (line, name) = match line.rsplit_once(char::is_whitespace) {
+                Some((rest, last)) if last.starts_with("name=") => {
+                    let name = &last["name=".len()..];
+                    if !name_ok(name) {
+                        return Err(format!(
+                            "line {}: {name:?} is not a token name: 1 to 64 letters, digits, '-', '_', '.' or '@'",
+                            i + 1
+                        ));
+                    }
+                    (rest.trim_end(), Some(Arc::<str>::from(name)))
+                }
+                _ => (line, None),
+            };
+            if line.split_whitespace().any(|w| w.starts_with("name=")) {
+                return Err(format!(
+                    "line {}: give `name=NAME` once, at the end of the line",
+                    i + 1
+                ));
+            }
             let mut words = line.split_whitespace();
             let (Some(token), Some(scopes), keys, None) =
                 (words.next(), words.next(), words.next(), words.next())
             else {
                 return Err(format!(
-                    "line {}: expected `token scope[,scope]` or `token worker KEY[,KEY]`",
+                    "line {}: expected `token scope[,scope] [name=NAME]` or `token worker KEY[,KEY] [name=NAME]`",
                     i + 1
                 ));
             };
@@ -210,6 +251,7 @@ impl Tokens {
                     scope,
                     owner: owner_tag(token.as_bytes()),
                     serves,
+                    name,
                 });
             }
         }
@@ -233,6 +275,7 @@ impl Tokens {
             scope: e.scope,
             owner: e.owner.clone(),
             serves: e.serves.clone(),
+            name: e.name.clone(),
         })
     }
 }
@@ -373,5 +416,26 @@ mod tests {
         assert!(e.contains("\"#x\" is not a declaration key"), "{e}");
         let e = Tokens::parse("worker-token-0123456789 worker a b\n").unwrap_err();
         assert!(e.contains("expected"), "{e}");
+    }
+
+    #[test]
+    fn a_line_may_name_its_token_and_the_name_says_who_answered() {
+        let t = Tokens::parse(
+            "ann-token-0123456789 run name=ann@example.com\nworker-token-0123456789 worker triage.json name=w.1\nplain-token-0123456789 read\n",
+        )
+        .unwrap();
+        let ann = t.caller_of("ann-token-0123456789").unwrap();
+        assert_eq!(ann.scope, Scope::Run);
+        assert_eq!(ann.answerer(), "ann@example.com");
+        let w = t.caller_of("worker-token-0123456789").unwrap();
+        assert!(w.may_serve("triage.json#classify") && !w.may_serve("other.json#x"));
+        let plain = t.caller_of("plain-token-0123456789").unwrap();
+        assert_eq!(plain.answerer(), format!("token {}", &plain.owner[..8]));
+        for bad in ["name=", "name=a b", "name=<script>"] {
+            let e = Tokens::parse(&format!("ann-token-0123456789 run {bad}\n")).unwrap_err();
+            assert!(e.contains("line 1"), "{bad}: {e}");
+        }
+        let e = Tokens::parse("ann-token-0123456789 run name=a name=b\n").unwrap_err();
+        assert!(e.contains("once, at the end"), "{e}");
     }
 }

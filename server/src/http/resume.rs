@@ -83,10 +83,9 @@ pub async fn resume_run(
     // answer goes out once the Reply and its step are durable.
     let mut accepted = match reply {
         Some(reply) => {
-            // Tokens carry no name: the answering token's owner tag (its
-            // first 8 hex digits) says who, for the timing record.
-            let by = caller
-                .map(|axum::Extension(c)| format!("token {}", &c.owner[..c.owner.len().min(8)]));
+            // Who answered, for the timing record: the token's name, else
+            // its owner tag's first 8 hex digits.
+            let by = caller.map(|axum::Extension(c)| c.answerer());
             state.service().resume_by(&run, reply, by).await?
         }
         None => state.service().continue_run(&run, open).await?,

@@ -183,7 +183,13 @@ impl Service {
     /// `call`, or with neither continues a halted or crashed run, settling
     /// its open calls — then waits until the run ends or pauses. `None`:
     /// `cancel` fired and the run was halted.
-    pub async fn resume(&self, a: ResumeArgs, cancel: CancellationToken) -> Answer<Option<Json>> {
+    /// `by`: who answers (the token's name or tag), for the timing record.
+    pub async fn resume(
+        &self,
+        a: ResumeArgs,
+        by: Option<String>,
+        cancel: CancellationToken,
+    ) -> Answer<Option<Json>> {
         let _request = self.requests.token();
         let run = run_id(&a.run)?;
         let reply = match (a.call, a.reply) {
@@ -198,11 +204,11 @@ impl Service {
                 ));
             }
         };
-        let resumed = self
-            .runs
-            .resume(&run, reply)
-            .await
-            .map_err(|e| self.refusal(e))?;
+        let resumed = match reply {
+            Some(reply) => self.runs.resume_by(&run, reply, by).await,
+            None => self.runs.resume(&run, None).await,
+        }
+        .map_err(|e| self.refusal(e))?;
         if let Some(state) = &self.server {
             state.metrics().resumes.inc();
         }

@@ -120,7 +120,13 @@ impl FlowMcp {
         if let Err(r) = allowed(&ctx, Scope::Run, "resume") {
             return Ok(answer(Err(r)));
         }
-        driven(self.service.resume(a, ctx.ct.clone()).await)
+        // Who answers, for the call's timing record, as over HTTP.
+        let by = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<crate::http::auth::Caller>())
+            .map(|c| c.answerer());
+        driven(self.service.resume(a, by, ctx.ct.clone()).await)
     }
 
     #[tool(
