@@ -12,12 +12,16 @@
 //!   outer run the answer shows).
 //!
 //! `cargo run --release -p flow-store --example inbox_bench -- N`; one
-//! fsync of the same filesystem is printed beside them.
+//! fsync of the same filesystem is printed beside them. The index is then
+//! measured on Postgres too (`FLOW_BENCH_POSTGRES` names the server,
+//! default `postgres://postgres@127.0.0.1:5432/test`, `skip` to skip; a
+//! schema of its own, dropped after).
 
 use flow_store::conformance::{call_fact, root_call, seed_run};
 use flow_store::{
-    AppendFacts, Discover, DiscoveryQuery, Fact, HostDetails, HostRecord, HostRecords, ListRuns,
-    ReadHistory, RunId, RunState, SqliteOptions, SqliteStore, Synchronous, WaitingQuery,
+    Backend, Discover, DiscoveryQuery, Fact, HostDetails, HostRecord, HostRecords, PostgresOptions,
+    PostgresStore, ReadHistory, RunId, RunState, SqliteOptions, SqliteStore, Synchronous,
+    WaitingQuery,
 };
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -78,7 +82,7 @@ fn scan(s: &SqliteStore) -> usize {
 }
 
 /// The inbox as it is: the index, then the page's Call facts.
-fn index(s: &SqliteStore) -> usize {
+fn index(s: &dyn Backend) -> usize {
     let page = s
         .waiting_calls(&WaitingQuery {
             limit: 200,
@@ -93,21 +97,11 @@ fn index(s: &SqliteStore) -> usize {
     page.total as usize
 }
 
-fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("flow.db");
-    let opts = SqliteOptions {
-        synchronous: Synchronous::Normal,
-        ..SqliteOptions::default()
-    };
-    let s = SqliteStore::open(&db, opts).expect("open");
+/// `n` paused runs, each with one open call.
+fn fill(s: &dyn Backend, n: usize) {
     let t = Instant::now();
     for i in 0..n {
-        let (run, last) = seed_run(&s, 1).expect("seed");
+        let (run, last) = seed_run(s, 1).expect("seed");
         s.append(
             &run,
             call_fact(last + 1, 9, json!({"prompt": format!("review {i}")})),
@@ -125,6 +119,21 @@ fn main() {
         "filled {n} paused runs in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("flow.db");
+    let opts = SqliteOptions {
+        synchronous: Synchronous::Normal,
+        ..SqliteOptions::default()
+    };
+    let s = SqliteStore::open(&db, opts).expect("open");
+    fill(&s, n);
     let probe = dir.path().join("fsync.probe");
     let mut f = std::fs::File::create(&probe).expect("probe");
     let (fsync, _, _) = time(20, || {
@@ -137,8 +146,40 @@ fn main() {
     assert_eq!(scanned, n);
     assert_eq!(total, n);
     println!("paused runs: {n}; one fsync: {fsync:.2} ms");
-    println!("scan  (before): p50 {scan_p50:.1} ms, max {scan_max:.1} ms (5 runs)");
+    println!("SQLite scan  (before): p50 {scan_p50:.1} ms, max {scan_max:.1} ms (5 runs)");
     println!(
-        "index (after):  p50 {idx_p50:.1} ms, max {idx_max:.1} ms (50 runs; first page of 200 + exact count)"
+        "SQLite index (after):  p50 {idx_p50:.1} ms, max {idx_max:.1} ms (50 runs; first page of 200 + exact count)"
     );
+    let url = std::env::var("FLOW_BENCH_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    if url == "skip" {
+        return;
+    }
+    let schema = format!("flow_inbox_bench_{}", std::process::id());
+    let pg = PostgresStore::open(PostgresOptions {
+        url: url.clone(),
+        schema: schema.clone(),
+    })
+    .expect("open postgres");
+    fill(&pg, n);
+    let (p50, max, total) = time(50, || index(&pg));
+    assert_eq!(total, n);
+    println!(
+        "Postgres index:        p50 {p50:.1} ms, max {max:.1} ms (50 runs; first page of 200 + exact count)"
+    );
+    drop(pg);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        if let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+            let driver = tokio::spawn(conn);
+            let _ = client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await;
+            drop(client);
+            let _ = driver.await;
+        }
+    });
 }
