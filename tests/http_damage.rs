@@ -32,17 +32,23 @@ async fn a_damaged_history_is_said_on_the_stream_and_in_the_inbox() {
     child.kill().unwrap();
     child.wait().unwrap();
     // Fact 4 of the first run (the Checkpoint at `review`, whose delta
-    // sets `draft`) no longer matches its hash.
+    // sets `draft`) and fact 5 (the review's Call, whose arguments carry
+    // the draft) no longer match their hashes. The stream stops at the
+    // first; the inbox reads only the Call (checked against fact 4's
+    // recorded hash: its cost follows the page, not the histories) and
+    // finds the second.
     {
         let db = rusqlite::Connection::open(dir.path().join("flow.db")).unwrap();
-        let changed = db
-            .execute(
-                "UPDATE facts SET body = replace(body, 'damaged', 'damaget') \
-                 WHERE n = 4 AND run_key = (SELECT key FROM runs WHERE id = ?1)",
-                [&runs[0]],
-            )
-            .unwrap();
-        assert_eq!(changed, 1);
+        for n in [4, 5] {
+            let changed = db
+                .execute(
+                    "UPDATE facts SET body = replace(body, 'damaged', 'damaget') \
+                     WHERE n = ?2 AND body LIKE '%damaged%' AND run_key = (SELECT key FROM runs WHERE id = ?1)",
+                    rusqlite::params![&runs[0], n],
+                )
+                .unwrap();
+            assert_eq!(changed, 1, "fact {n} holds the text");
+        }
     }
     let (mut child, base) = serve_with(dir.path(), None, &[]);
 

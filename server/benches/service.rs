@@ -33,7 +33,9 @@
 //! `FLOW_BENCH_FORKS` [10], `FLOW_BENCH_ONE_STEP` [200],
 //! `FLOW_BENCH_STORE_RUNS` [10000], `FLOW_BENCH_INFLIGHT` [1,32] (runs in
 //! flight while storing),
-//! `FLOW_BENCH_STORE_TOOL` [python | rust | both]; `FLOW_BENCH_ROWS` picks
+//! `FLOW_BENCH_STORE_TOOL` [python | rust | both]; `FLOW_BENCH_PYTHON` [python3]
+//! runs `benches/peers/langgraph_fork.py` beside the fork rows when it has
+//! `langgraph` (LangGraph's fork of the same shape, same run); `FLOW_BENCH_ROWS` picks
 //! groups (resume, fork, one-step, store); `FLOW_BENCH_KEEP=1` keeps the
 //! temp dir (stores, `serve.log`; `FLOW_LOG` sets the server's log filter).
 //! Not part of CI.
@@ -394,6 +396,72 @@ async fn fork_rows(s: &Server, cfg: &Config, n: usize, parent: &str, table: &mut
         "fork at step {} of {n} (Checkpoint fact {cp}): server CPU {} ms per fork until its first Reply",
         n / 2,
         fmt_ms(cpu / first.len().max(1) as f64),
+    ));
+    langgraph_fork(
+        cfg,
+        n,
+        Stats::of(&created).p50,
+        Stats::of(&first).p50,
+        table,
+    );
+}
+
+/// LangGraph's fork of the same shape in the same run (issue 42, W4), when
+/// `FLOW_BENCH_PYTHON` (default `python3`) has `langgraph` and
+/// `langgraph-checkpoint-sqlite`: `benches/peers/langgraph_fork.py`, and
+/// flowd's p50 as a ratio of LangGraph's. Skipped with a note otherwise.
+fn langgraph_fork(cfg: &Config, n: usize, created: f64, first: f64, table: &mut Table) {
+    let python = std::env::var("FLOW_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers/langgraph_fork.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(n.to_string())
+        .arg(cfg.forks.max(3).to_string())
+        .arg(dir.path())
+        .output();
+    let v: Option<serde_json::Value> = match &out {
+        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).ok(),
+        _ => None,
+    };
+    let Some(v) = v else {
+        let why = match &out {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        };
+        table.note(format!(
+            "LangGraph fork rows skipped ({python}: {why}); pip install langgraph langgraph-checkpoint-sqlite, or set FLOW_BENCH_PYTHON"
+        ));
+        return;
+    };
+    let samples = |k: &str| -> Vec<f64> {
+        v[k].as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let (lg_created, lg_first) = (
+        Stats::of(&samples("create_ms")),
+        Stats::of(&samples("first_ms")),
+    );
+    let version = v["langgraph"].as_str().unwrap_or("?");
+    table.row(
+        format!("LangGraph {version} (SqliteSaver, FULL), same run: fork at step {} of {n}, `update_state` on that checkpoint", n / 2),
+        lg_created.ms(),
+        "—",
+    );
+    table.row(
+        format!(
+            "LangGraph {version}, same run: fork at step {} of {n} → its first new step durable",
+            n / 2
+        ),
+        lg_first.ms(),
+        "—",
+    );
+    table.note(format!(
+        "fork at step {} of {n}, flowd p50 / LangGraph p50: created {:.2}×, first step durable {:.2}× (target ≤ 0.7×)",
+        n / 2,
+        created / lg_created.p50,
+        first / lg_first.p50,
     ));
 }
 
