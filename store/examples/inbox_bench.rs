@@ -84,7 +84,7 @@ fn scan(s: &SqliteStore) -> usize {
 /// The inbox as it is (`RunService::inbox`): the index, then each listed
 /// call's Call fact (checked against its predecessor's recorded hash) and
 /// run row, read on 4 threads at once.
-fn index(s: &dyn Backend) -> usize {
+fn index(s: &(dyn Backend + Sync)) -> usize {
     let page = s
         .waiting_calls(&WaitingQuery {
             limit: 200,
