@@ -16,6 +16,7 @@ pub mod host;
 pub mod http;
 pub mod mcp;
 pub mod service;
+pub mod signing;
 pub mod source;
 pub mod tarball;
 pub mod testing;
