@@ -265,7 +265,13 @@ pub(super) async fn import_remote(g: &Global, c: &Client, dir: &Path) -> Result<
 /// What `flow import` prints, local or remote: each run, then who signed.
 fn print_imported(g: &Global, a: &ImportAnswer) {
     if g.json {
-        out!("{}", json!(a));
+        // The one-run shape flow import has always printed (no `facts`),
+        // with `runs` and `signature` when the archive has them.
+        let mut v = json!(a);
+        if let Some(m) = v.as_object_mut() {
+            m.remove("facts");
+        }
+        out!("{v}");
         return;
     }
     let one = [crate::http::answers::RunImportAnswer {

@@ -187,7 +187,8 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
     let trusted_keys = match &args.trusted_keys {
         Some(p) => Some(std::sync::Arc::new(
             crate::signing::keys::TrustedKeys::read(p)
-                .map_err(|e| Error::Refused(format!("--trusted-keys: {e}")))?,
+                .map_err(|e| Error::Refused(format!("--trusted-keys: {e}")))?
+                .named("the server's --trusted-keys"),
         )),
         None => None,
     };

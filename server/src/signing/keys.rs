@@ -226,6 +226,15 @@ impl TrustedKeys {
         TrustedKeys::parse(&text, &path.display().to_string())
     }
 
+    /// The same keys, named otherwise in refusals (a server names its
+    /// flag, not its file's path, to clients).
+    pub fn named(self, source: &str) -> TrustedKeys {
+        TrustedKeys {
+            source: source.to_string(),
+            ..self
+        }
+    }
+
     /// The name a trusted key is listed with.
     pub fn name_of(&self, key: &VerifyingKey) -> Option<&str> {
         self.keys.get(key.as_bytes()).map(String::as_str)

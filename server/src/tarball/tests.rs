@@ -227,3 +227,119 @@ fn hostile_archives_are_refused() {
         assert_eq!(beside, ["a"], "{what}: wrote outside the directory");
     }
 }
+
+const RUN_A: &str = "run-01m979z4t4mca98a83en25qcst";
+const RUN_B: &str = "run-01m979z5zx367wnsvgfmhbzp7g";
+
+/// Every file under `dir`, by its path relative to `dir`.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// An archive of several runs packs to one directory per run (and the
+/// signature at the top) and unpacks to the same tree; a signed archive of
+/// one run carries signature.json beside history.jsonl.
+#[test]
+fn archives_of_several_runs_and_signatures_round_trip() {
+    let root = tempfile::tempdir().unwrap();
+    for run in [RUN_A, RUN_B] {
+        let d = root.path().join(run);
+        std::fs::create_dir_all(d.join("blobs")).unwrap();
+        std::fs::write(d.join("history.jsonl"), format!("{run}\n")).unwrap();
+        std::fs::write(d.join("host.jsonl"), "").unwrap();
+        std::fs::write(d.join("blobs").join(BLOB), run).unwrap();
+    }
+    std::fs::write(root.path().join("signature.json"), "{}\n").unwrap();
+    let tar = pack(root.path()).unwrap();
+    assert_eq!(tar, pack(root.path()).unwrap(), "deterministic");
+    let names: Vec<String> = tar::Archive::new(&tar[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(names[0], "signature.json");
+    assert_eq!(names[1], format!("{RUN_A}/"));
+    let dst = tempfile::tempdir().unwrap();
+    unpack(&tar[..], dst.path()).unwrap();
+    assert_eq!(tree(dst.path()), tree(root.path()));
+
+    let one = archive_dir();
+    let unsigned = pack(one.path()).unwrap();
+    std::fs::write(one.path().join("signature.json"), "{}\n").unwrap();
+    let signed = pack(one.path()).unwrap();
+    assert!(signed.len() > unsigned.len());
+    let dst = tempfile::tempdir().unwrap();
+    unpack(&signed[..], dst.path()).unwrap();
+    assert_eq!(tree(dst.path()), tree(one.path()));
+}
+
+/// The names of an archive of several runs extend the strict reader and
+/// loosen nothing: the two forms never mix, a run directory is named by a
+/// run id, and under it only a run's own names are taken.
+#[test]
+fn names_of_several_runs_are_as_strict_as_one() {
+    let entries = |names: &[(&str, u8)]| {
+        let mut t = Vec::new();
+        for (n, flag) in names {
+            let data: &[u8] = if *flag == b'5' { b"" } else { b"{}\n" };
+            old_form::append(&mut t, n, data, *flag);
+        }
+        old_form::end(&mut t);
+        t
+    };
+    let a_hist = format!("{RUN_A}/history.jsonl");
+    let a_sig = format!("{RUN_A}/signature.json");
+    let a_up = format!("{RUN_A}/../history.jsonl");
+    let a_blob_short = format!("{RUN_A}/blobs/abc");
+    let a_nested = format!("{RUN_A}/{RUN_B}/history.jsonl");
+    let a_other = format!("{RUN_A}/flow.json");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "both forms",
+            entries(&[("history.jsonl", b'0'), (&a_hist, b'0')]),
+        ),
+        (
+            "both forms, the other way",
+            entries(&[(&a_hist, b'0'), ("blobs/", b'5')]),
+        ),
+        ("a signature inside a run", entries(&[(&a_sig, b'0')])),
+        ("a parent path in a run", entries(&[(&a_up, b'0')])),
+        ("a short blob name in a run", entries(&[(&a_blob_short, b'0')])),
+        ("a run inside a run", entries(&[(&a_nested, b'0')])),
+        ("another name in a run", entries(&[(&a_other, b'0')])),
+        (
+            "a directory not named by a run id",
+            entries(&[("run-nope/history.jsonl", b'0')]),
+        ),
+        ("a signature directory", entries(&[("signature.json/", b'5')])),
+        ("a link to a run's history", entries(&[(&a_hist, b'1')])),
+    ];
+    for (what, tar) in cases {
+        let parent = tempfile::tempdir().unwrap();
+        let dst = parent.path().join("a");
+        std::fs::create_dir(&dst).unwrap();
+        match unpack(&tar[..], &dst) {
+            Ok(()) => panic!("{what}: accepted"),
+            Err(UnpackError::Refused(d)) => {
+                assert!(d.starts_with("not a run archive tar"), "{what}: {d}")
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+        let beside = sorted_names(parent.path(), false).unwrap();
+        assert_eq!(beside, ["a"], "{what}: wrote outside the directory");
+    }
+}
