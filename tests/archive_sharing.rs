@@ -179,7 +179,12 @@ fn attacks(t: &Team) -> Vec<(&'static str, PathBuf, &'static str)> {
     // A blob's bytes changed: its hash no longer matches.
     let d = t.copy(&signed, "blob-tampered");
     let blobs = d.join(&t.fork).join("blobs");
-    let b = std::fs::read_dir(&blobs).unwrap().next().unwrap().unwrap().path();
+    let b = std::fs::read_dir(&blobs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let mut bytes = std::fs::read(&b).unwrap();
     bytes[0] ^= 1;
     std::fs::write(&b, bytes).unwrap();
@@ -268,11 +273,22 @@ fn a_signed_lineage_round_trips_through_the_cli() {
     b.assert_matched(&t.parent);
     b.assert_matched(&t.fork);
     assert_eq!(b.facts(&t.fork), t.app.facts(&t.fork));
-    let o = b.cmd(&["import", signed.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    let o = b.cmd(&[
+        "import",
+        signed.to_str().unwrap(),
+        "--trust",
+        trust.to_str().unwrap(),
+    ]);
     let said = text(&o);
     assert!(o.status.success(), "{said}");
-    assert!(said.contains(&format!("{} is already stored", t.fork)), "{said}");
-    assert!(said.contains("signed by alice (trusted key SHA256:"), "{said}");
+    assert!(
+        said.contains(&format!("{} is already stored", t.fork)),
+        "{said}"
+    );
+    assert!(
+        said.contains("signed by alice (trusted key SHA256:"),
+        "{said}"
+    );
 
     // No trusted keys: verified, and said not trusted.
     let c = TestApp::new();
@@ -328,23 +344,45 @@ fn attacks_on_the_cli_are_refused_and_write_nothing() {
     let trust = t.path("team.keys");
     for (what, dir, why) in attacks(&t) {
         let b = TestApp::new();
-        let o = b.cmd(&["import", dir.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+        let o = b.cmd(&[
+            "import",
+            dir.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+        ]);
         let said = text(&o);
         assert_eq!(o.status.code(), Some(2), "{what}: {said}");
         assert!(said.contains(why), "{what}: {said}");
-        assert_eq!(sqlite_rows(&b.data.path().join("flow.db")), [0; 4], "{what}");
+        assert_eq!(
+            sqlite_rows(&b.data.path().join("flow.db")),
+            [0; 4],
+            "{what}"
+        );
         // The same as a tar file.
         let tar = t.path(&format!("{what}.tar"));
         std::fs::write(&tar, flowd::tarball::pack(&dir).unwrap()).unwrap();
-        let o = b.cmd(&["import", tar.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+        let o = b.cmd(&[
+            "import",
+            tar.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+        ]);
         assert_eq!(o.status.code(), Some(2), "{what} (tar): {}", text(&o));
         assert!(text(&o).contains(why), "{what} (tar): {}", text(&o));
-        assert_eq!(sqlite_rows(&b.data.path().join("flow.db")), [0; 4], "{what}");
+        assert_eq!(
+            sqlite_rows(&b.data.path().join("flow.db")),
+            [0; 4],
+            "{what}"
+        );
         if !matches!(what, "untrusted key" | "unsigned") {
             // Verified without trusted keys too.
             let o = b.cmd(&["import", dir.to_str().unwrap()]);
             assert_eq!(o.status.code(), Some(2), "{what} (no trust): {}", text(&o));
-            assert_eq!(sqlite_rows(&b.data.path().join("flow.db")), [0; 4], "{what}");
+            assert_eq!(
+                sqlite_rows(&b.data.path().join("flow.db")),
+                [0; 4],
+                "{what}"
+            );
         }
     }
 }
@@ -408,7 +446,14 @@ async fn server_shares_archives(t: &Team, store: &[&str], rows: &dyn Fn() -> Vec
     let back = t.path(&format!("back-{}", store.len()));
     let key = t.path("alice.key");
     let o = flow()
-        .args(["--server", server, "export", &t.parent, "--lineage", "--out"])
+        .args([
+            "--server",
+            server,
+            "export",
+            &t.parent,
+            "--lineage",
+            "--out",
+        ])
         .arg(&back)
         .arg("--sign")
         .arg(&key)
@@ -417,7 +462,12 @@ async fn server_shares_archives(t: &Team, store: &[&str], rows: &dyn Fn() -> Vec
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("2 runs"), "{}", text(&o));
     let b = TestApp::new();
-    let o = b.cmd(&["import", back.to_str().unwrap(), "--trust", trust.to_str().unwrap()]);
+    let o = b.cmd(&[
+        "import",
+        back.to_str().unwrap(),
+        "--trust",
+        trust.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     b.assert_matched(&t.fork);
     // `--trust` is the server's to decide over HTTP.
@@ -431,7 +481,10 @@ async fn server_shares_archives(t: &Team, store: &[&str], rows: &dyn Fn() -> Vec
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--trusted-keys"), "{}", text(&o));
     let r = c
-        .get(format!("{server}/v1/runs/{}/archive?lineage=maybe", t.parent))
+        .get(format!(
+            "{server}/v1/runs/{}/archive?lineage=maybe",
+            t.parent
+        ))
         .send()
         .await
         .unwrap();
@@ -449,7 +502,12 @@ async fn the_server_shares_signed_archives_on_sqlite() {
 async fn the_server_shares_signed_archives_on_postgres() {
     let Some(db) = Schema::new() else { return };
     let t = Team::new();
-    let store = ["--postgres", db.url.as_str(), "--postgres-schema", db.name.as_str()];
+    let store = [
+        "--postgres",
+        db.url.as_str(),
+        "--postgres-schema",
+        db.name.as_str(),
+    ];
     server_shares_archives(&t, &store, &|| pg_rows(&db)).await;
 }
 
@@ -475,7 +533,10 @@ async fn a_server_without_trusted_keys_still_verifies() {
     let r = post(&bad).await.unwrap();
     assert_eq!(r.status(), 422);
     let v: Value = r.json().await.unwrap();
-    assert!(v["detail"].as_str().unwrap().contains("does not verify"), "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("does not verify"),
+        "{v}"
+    );
     assert_eq!(sqlite_rows(&t.path("plain").join("flow.db"))[0], 0);
     let r = post(&signed).await.unwrap();
     assert_eq!(r.status(), 201);
@@ -487,4 +548,26 @@ async fn a_server_without_trusted_keys_still_verifies() {
     assert_eq!(r.status(), 200, "already there from the lineage");
     let v: Value = r.json().await.unwrap();
     assert_eq!(v, json!({"run": t.parent, "imported": false}));
+}
+
+/// `--lineage` writes only to a new or empty directory (a run directory
+/// left there would be carried and signed with it), and a signature left
+/// from an earlier signed export never outlives the export it signed.
+#[test]
+fn exports_never_carry_what_they_did_not_write() {
+    let t = Team::new();
+    let signed = t.export("signed", true, Some("alice"));
+    let o = t.app.cmd(&[
+        "export",
+        &t.parent,
+        "--out",
+        signed.to_str().unwrap(),
+        "--lineage",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("new or empty directory"), "{}", text(&o));
+    let one = t.export("one", false, Some("alice"));
+    assert!(one.join("signature.json").exists());
+    let one = t.export("one", false, None);
+    assert!(!one.join("signature.json").exists());
 }

@@ -88,6 +88,30 @@ fn sign(out: &Path, key: Option<&KeyFile>) -> Result<Option<Signed>> {
         .transpose()
 }
 
+/// Readies `out` for an export: an archive of several runs goes to a new
+/// or empty directory (a run directory left from another export would be
+/// carried, and signed, with it); a `signature.json` left from an earlier
+/// signed export is removed (it would not cover the new one).
+fn prepare_out(out: &Path, lineage: bool) -> Result<()> {
+    let refuse = |m: String| Error::Refused(format!("{}: {m}", out.display()));
+    match std::fs::read_dir(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(refuse(e.to_string())),
+        Ok(mut entries) => {
+            if lineage && entries.next().is_some() {
+                return Err(refuse(
+                    "--lineage writes a directory per run: give a new or empty directory".into(),
+                ));
+            }
+        }
+    }
+    let stale = out.join(flow_store::archive::SIGNATURE_FILE);
+    match std::fs::remove_file(&stale) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(refuse(e.to_string())),
+        _ => Ok(()),
+    }
+}
+
 fn read_key(path: Option<&Path>) -> Result<Option<KeyFile>> {
     path.map(|p| KeyFile::read(p).map_err(|e| Error::Refused(format!("--sign: {e}"))))
         .transpose()
@@ -143,6 +167,7 @@ pub(super) fn export(
     let run = run_id(run)?;
     let key = read_key(key)?;
     let store = open_existing(g, &run)?;
+    prepare_out(out, lineage)?;
     let (runs, s) = if lineage {
         let runs = flow_store::lineage_runs(&*store, &run)?;
         (runs.len(), flow_store::export_runs(&*store, &runs, out)?)
@@ -174,6 +199,7 @@ pub(super) async fn export_remote(
 ) -> Result<u8> {
     let key = read_key(key)?;
     let tar = c.export_archive(run, lineage).await?;
+    prepare_out(out, lineage)?;
     std::fs::create_dir_all(out).map_err(|e| Error::Refused(format!("{}: {e}", out.display())))?;
     crate::tarball::unpack(&tar[..], out)
         .map_err(|e| Error::Refused(format!("the server's archive: {e}")))?;

@@ -318,14 +318,20 @@ fn names_of_several_runs_are_as_strict_as_one() {
         ),
         ("a signature inside a run", entries(&[(&a_sig, b'0')])),
         ("a parent path in a run", entries(&[(&a_up, b'0')])),
-        ("a short blob name in a run", entries(&[(&a_blob_short, b'0')])),
+        (
+            "a short blob name in a run",
+            entries(&[(&a_blob_short, b'0')]),
+        ),
         ("a run inside a run", entries(&[(&a_nested, b'0')])),
         ("another name in a run", entries(&[(&a_other, b'0')])),
         (
             "a directory not named by a run id",
             entries(&[("run-nope/history.jsonl", b'0')]),
         ),
-        ("a signature directory", entries(&[("signature.json/", b'5')])),
+        (
+            "a signature directory",
+            entries(&[("signature.json/", b'5')]),
+        ),
         ("a link to a run's history", entries(&[(&a_hist, b'1')])),
     ];
     for (what, tar) in cases {
