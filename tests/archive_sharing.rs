@@ -255,6 +255,11 @@ fn a_signed_lineage_round_trips_through_the_cli() {
     let mut want = vec![t.parent.clone(), t.fork.clone(), "signature.json".into()];
     want.sort();
     assert_eq!(dirs, want);
+    // The layout `flow runs --runs DIR` reads as a root of archives.
+    let (code, v) = t.app.json(&["runs", "--runs", signed.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v["problems"], json!([]), "{v}");
 
     let b = TestApp::new();
     let trust = t.path("team.keys");

@@ -32,6 +32,7 @@ use ed25519_dalek::{Signature, Signer};
 use flow_store::VerifiedArchive;
 use keys::{KeyFile, TrustedKeys, check_name, fingerprint, key_text, parse_key};
 use serde::{Deserialize, Serialize};
+use std::io::Read;
 use std::path::Path;
 
 /// The message's first line and `signature.json`'s `format`.
@@ -192,8 +193,11 @@ fn read_signature(root: &Path) -> Result<Option<SignatureFile>, Refused> {
             "signature.json is not a regular file of at most {SIGNATURE_LIMIT} bytes"
         )));
     }
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Refused(format!("signature.json: {e}")))?;
+    // At most the limit is read, whatever the file became since.
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(SIGNATURE_LIMIT).read_to_string(&mut text))
+        .map_err(|e| Refused(format!("signature.json: {e}")))?;
     let file: SignatureFile = serde_json::from_str(&text).map_err(|e| {
         Refused(format!(
             "signature.json is malformed ({e}): it holds format, signer, key, runs and signature"

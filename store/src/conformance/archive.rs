@@ -80,9 +80,11 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
     Ok(())
 }
 
-/// docs/custody.md "archives of several runs": a run and its fork in one
-/// root, found by [`crate::archive::lineage_runs`]; imported all or
-/// nothing (a conflict in one run writes none), then idempotently.
+/// docs/custody.md "archives of several runs": a run, its fork and the
+/// fork's nested run in one root, found by
+/// [`crate::archive::lineage_runs`] (recursively; another run left out);
+/// imported all or nothing (a conflict in one run writes none), then
+/// idempotently.
 pub(super) fn archive_several_runs<B: Backend + Sync>(
     new: &mut dyn FnMut() -> B,
     scratch: &Path,
@@ -100,8 +102,17 @@ pub(super) fn archive_several_runs<B: Backend + Sync>(
         });
     }
     a.create_run(start, &sources, Vec::new()).map_err(e)?;
+    let nested = new_run_id();
+    let (mut start, sources) = start_fact(&nested, json!({"nested": true}));
+    if let Fact::Start { outer, .. } = &mut start {
+        *outer = Some(flow_abi::fact::Outer {
+            run: fork.clone(),
+            call: root_call(1),
+        });
+    }
+    a.create_run(start, &sources, Vec::new()).map_err(e)?;
     let runs = lineage_runs(&a, &parent).map_err(e)?;
-    let mut want = vec![parent.clone(), fork.clone()];
+    let mut want = vec![parent.clone(), fork.clone(), nested.clone()];
     want.sort();
     ensure!(
         runs == want,
@@ -130,7 +141,7 @@ pub(super) fn archive_several_runs<B: Backend + Sync>(
     let c = new();
     let out = import_runs(&c, &root).map_err(e)?;
     ensure!(
-        out.len() == 2
+        out.len() == 3
             && out
                 .iter()
                 .all(|o| matches!(o, ImportOutcome::Imported { .. })),
@@ -150,8 +161,9 @@ pub(super) fn archive_several_runs<B: Backend + Sync>(
         );
     }
     ensure!(
-        c.children(&parent, 10).map_err(e)?.children.len() == 1,
-        "the fork is the parent's child after import"
+        c.children(&parent, 10).map_err(e)?.children.len() == 1
+            && c.children(&fork, 10).map_err(e)?.children.len() == 1,
+        "the fork and the nested run are children after import"
     );
     Ok(())
 }
