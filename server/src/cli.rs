@@ -144,6 +144,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             | Command::Serve(_)
             | Command::Mcp(_)
             | Command::Worker(_)
+            | Command::Keys(_)
             | Command::Runs { runs: Some(_), .. }
     );
     if let (Some(server), false) = (g.server.clone(), local) {
@@ -253,7 +254,13 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             runs: Some(dir),
             filter,
         } => archive::discover(&g, &dir, limit, after, state, &filter),
-        Command::Export { run, out } => archive::export(&g, &run, &out),
+        Command::Export {
+            run,
+            out,
+            lineage,
+            sign,
+        } => archive::export(&g, &run, &out, lineage, sign.as_deref()),
+        Command::Keys(k) => archive::keys(&g, k),
         Command::Serve(args) => {
             let store = match &args.postgres {
                 Some(url) => open_postgres(url, &args.postgres_schema)?,
@@ -264,6 +271,6 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => program::test(&g, &dir),
-        Command::Import { dir } => archive::import(&g, &dir),
+        Command::Import { dir, trust } => archive::import(&g, &dir, trust.as_deref()),
     }
 }

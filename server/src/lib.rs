@@ -7,7 +7,8 @@
 //! only choose what to ask of it and how to show the answer. `flow worker`
 //! ([`worker`]) serves a flow.toml's Tools to servers on other hosts; it,
 //! `flow --server URL …` and the benches speak to a server through one
-//! typed HTTP client ([`client`]).
+//! typed HTTP client ([`client`]). Archives travel as tar streams
+//! ([`tarball`]); signed ones and their import are [`signing`]'s.
 
 pub mod cli;
 pub mod client;
@@ -16,6 +17,7 @@ pub mod host;
 pub mod http;
 pub mod mcp;
 pub mod service;
+pub mod signing;
 pub mod source;
 pub mod tarball;
 pub mod testing;

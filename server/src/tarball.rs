@@ -8,8 +8,11 @@
 //! entries with fixed metadata (mode, owner 0, mtime 0), so one archive
 //! directory always packs to the same bytes. The reader streams: it accepts
 //! only regular files with the archive's own names (`history.jsonl`,
-//! `host.jsonl`, `blobs/<hex>`) and the `blobs/` directory; links, other
-//! entry types and any other path are refused, an entry larger than the
+//! `host.jsonl`, `blobs/<hex>`, and `signature.json` when signed) and the
+//! `blobs/` directory — or, for an archive of several runs, the same names
+//! under one directory per run (`<run id>/history.jsonl`, …), never both
+//! forms in one stream; links, other entry types and any other path are
+//! refused, an entry larger than the
 //! import limit is refused by its header, and a stream that ends before its
 //! entries or without the end-of-archive blocks is refused as truncated.
 //!
@@ -146,14 +149,14 @@ fn sorted_names(dir: &Path, files_only: bool) -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// Packs an archive directory (files at the top and in `blobs/`).
-pub fn pack(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut tar = tar::Builder::new(Vec::new());
+/// Packs one run's archive directory (files at the top and in `blobs/`),
+/// each name after `prefix`.
+fn pack_run(tar: &mut tar::Builder<Vec<u8>>, dir: &Path, prefix: &str) -> std::io::Result<()> {
     for n in sorted_names(dir, true)? {
         let data = std::fs::read(dir.join(&n))?;
         tar.append_data(
             &mut header(EntryType::Regular, data.len() as u64),
-            &n,
+            format!("{prefix}{n}"),
             &data[..],
         )?;
     }
@@ -161,28 +164,85 @@ pub fn pack(dir: &Path) -> std::io::Result<Vec<u8>> {
     if blobs.is_dir() {
         tar.append_data(
             &mut header(EntryType::Directory, 0),
-            "blobs/",
+            format!("{prefix}blobs/"),
             std::io::empty(),
         )?;
         for n in sorted_names(&blobs, false)? {
             let data = std::fs::read(blobs.join(&n))?;
             tar.append_data(
                 &mut header(EntryType::Regular, data.len() as u64),
-                format!("blobs/{n}"),
+                format!("{prefix}blobs/{n}"),
                 &data[..],
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Packs an archive directory: one run's (files at the top and in
+/// `blobs/`), or a root of several (its `signature.json`, then each run's
+/// directory in id order).
+pub fn pack(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    match flow_store::archive_layout(dir).map_err(std::io::Error::other)? {
+        flow_store::Layout::One => pack_run(&mut tar, dir, "")?,
+        flow_store::Layout::Several(runs) => {
+            for n in sorted_names(dir, true)? {
+                let data = std::fs::read(dir.join(&n))?;
+                tar.append_data(
+                    &mut header(EntryType::Regular, data.len() as u64),
+                    &n,
+                    &data[..],
+                )?;
+            }
+            for run in runs {
+                tar.append_data(
+                    &mut header(EntryType::Directory, 0),
+                    format!("{run}/"),
+                    std::io::empty(),
+                )?;
+                pack_run(&mut tar, &dir.join(run.as_str()), &format!("{run}/"))?;
+            }
         }
     }
     // Writes the end-of-archive blocks.
     tar.into_inner()
 }
 
-/// The only names an archive may hold.
-fn allowed(name: &str) -> bool {
-    match name.strip_prefix("blobs/") {
-        Some(h) => h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
-        None => name == "history.jsonl" || name == "host.jsonl",
+/// What an entry's name is in a run archive (module documentation), or
+/// `None` for a name no archive holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Name<'a> {
+    /// `signature.json`, at the top of either form.
+    Signature,
+    /// `blobs/` of a run (`run` is `None` at the top of an archive of one).
+    BlobDir { run: Option<&'a str> },
+    /// A run's directory in an archive of several.
+    RunDir { run: &'a str },
+    /// A run's file: `history.jsonl`, `host.jsonl` or `blobs/<hex>`.
+    File { run: Option<&'a str> },
+}
+
+fn classify(name: &str, dir: bool) -> Option<Name<'_>> {
+    if !dir && name == flow_store::archive::SIGNATURE_FILE {
+        return Some(Name::Signature);
     }
+    let (run, rest) = match name.split_once('/') {
+        Some((r, rest)) if flow_store::RunId::parse(r).is_ok() => (Some(r), rest),
+        _ => (None, name),
+    };
+    if dir {
+        return match (run, rest) {
+            (_, "blobs/" | "blobs") => Some(Name::BlobDir { run }),
+            (Some(run), "") => Some(Name::RunDir { run }),
+            _ => None,
+        };
+    }
+    let ok = match rest.strip_prefix("blobs/") {
+        Some(h) => h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => rest == "history.jsonl" || rest == "host.jsonl",
+    };
+    ok.then_some(Name::File { run })
 }
 
 /// A reader that remembers the last block's worth of bytes read through
@@ -208,7 +268,10 @@ impl<R: Read> Read for Tail<R> {
 /// files.
 pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
     let bad = |d: String| UnpackError::Refused(format!("not a run archive tar: {d}"));
-    std::fs::create_dir(dir.join("blobs")).map_err(UnpackError::Io)?;
+    // The form the first run entry chose (of several runs, or not), and
+    // the run directories made so far.
+    let mut several: Option<bool> = None;
+    let mut runs = std::collections::BTreeSet::new();
     let mut archive = tar::Archive::new(Tail {
         inner: reader,
         last: Vec::with_capacity(2 * BLOCK),
@@ -245,9 +308,44 @@ pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
             continue;
         }
         described = false;
-        match kind {
-            EntryType::Directory if name == "blobs/" || name == "blobs" => {}
-            EntryType::Regular if allowed(&name) => {
+        let what = match kind {
+            EntryType::Directory => classify(&name, true),
+            EntryType::Regular => classify(&name, false),
+            _ => None,
+        };
+        let Some(what) = what else {
+            return Err(bad(format!(
+                "entry {name:?} is not one of history.jsonl, host.jsonl, blobs/<hex>, signature.json (or those under <run id>/)"
+            )));
+        };
+        let run = match what {
+            Name::Signature => None,
+            Name::BlobDir { run } | Name::File { run } => Some(run),
+            Name::RunDir { run } => Some(Some(run)),
+        };
+        if let Some(run) = run {
+            if *several.get_or_insert(run.is_some()) != run.is_some() {
+                return Err(bad(format!(
+                    "entry {name:?}: an archive holds one run at its top or one directory per run, not both"
+                )));
+            }
+            let sub = match run {
+                Some(r) => {
+                    if runs.insert(r.to_string()) && runs.len() > flow_store::archive::MAX_RUNS {
+                        return Err(bad(format!(
+                            "more than {} runs in one archive",
+                            flow_store::archive::MAX_RUNS
+                        )));
+                    }
+                    dir.join(r)
+                }
+                None => dir.to_path_buf(),
+            };
+            std::fs::create_dir_all(sub.join("blobs")).map_err(UnpackError::Io)?;
+        }
+        match what {
+            Name::BlobDir { .. } | Name::RunDir { .. } => {}
+            Name::Signature | Name::File { .. } => {
                 let size = entry.size();
                 if size > IMPORT_FILE_LIMIT {
                     return Err(bad(format!(
@@ -261,11 +359,6 @@ pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
                     return Err(bad(format!("{name}: truncated")));
                 }
                 out.flush().map_err(UnpackError::Io)?;
-            }
-            _ => {
-                return Err(bad(format!(
-                    "entry {name:?} is not one of history.jsonl, host.jsonl, blobs/<hex>"
-                )));
             }
         }
     }
@@ -330,232 +423,4 @@ impl ImportSource {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const BLOB: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
-    /// The hand-written ustar writer flowd used before the `tar` crate: its
-    /// archives must still import.
-    mod old_form {
-        use super::BLOCK;
-
-        fn octal(out: &mut [u8], v: u64) {
-            let s = format!("{:0width$o}", v, width = out.len() - 1);
-            let b = s.as_bytes();
-            let n = b.len().min(out.len() - 1);
-            out[..n].copy_from_slice(&b[b.len() - n..]);
-            out[out.len() - 1] = 0;
-        }
-
-        /// A header with any type flag, so hostile entries can be made too.
-        pub fn header(name: &str, size: u64, flag: u8) -> [u8; BLOCK] {
-            let mut h = [0u8; BLOCK];
-            let nb = name.as_bytes();
-            h[..nb.len().min(100)].copy_from_slice(&nb[..nb.len().min(100)]);
-            octal(&mut h[100..108], if flag == b'5' { 0o755 } else { 0o644 });
-            octal(&mut h[108..116], 0);
-            octal(&mut h[116..124], 0);
-            octal(&mut h[124..136], size);
-            octal(&mut h[136..148], 0);
-            h[156] = flag;
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[263..265].copy_from_slice(b"00");
-            h[148..156].copy_from_slice(b"        ");
-            let sum: u64 = h.iter().map(|b| u64::from(*b)).sum();
-            let s = format!("{sum:06o}\0 ");
-            h[148..156].copy_from_slice(s.as_bytes());
-            h
-        }
-
-        pub fn append(out: &mut Vec<u8>, name: &str, data: &[u8], flag: u8) {
-            out.extend_from_slice(&header(name, data.len() as u64, flag));
-            out.extend_from_slice(data);
-            let pad = (BLOCK - data.len() % BLOCK) % BLOCK;
-            out.extend(std::iter::repeat_n(0u8, pad));
-        }
-
-        pub fn end(out: &mut Vec<u8>) {
-            out.extend(std::iter::repeat_n(0u8, 2 * BLOCK));
-        }
-    }
-
-    fn archive_dir() -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("history.jsonl"), "{\"n\":1}\n").unwrap();
-        std::fs::write(d.path().join("host.jsonl"), "").unwrap();
-        std::fs::create_dir(d.path().join("blobs")).unwrap();
-        std::fs::write(d.path().join("blobs").join(BLOB), vec![7u8; 1500]).unwrap();
-        d
-    }
-
-    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
-        for n in sorted_names(dir, true).unwrap() {
-            out.push((n.clone(), std::fs::read(dir.join(&n)).unwrap()));
-        }
-        for n in sorted_names(&dir.join("blobs"), false).unwrap() {
-            out.push((
-                format!("blobs/{n}"),
-                std::fs::read(dir.join("blobs").join(&n)).unwrap(),
-            ));
-        }
-        out
-    }
-
-    #[test]
-    fn pack_then_unpack_round_trips_and_is_deterministic() {
-        let src = archive_dir();
-        let tar = pack(src.path()).unwrap();
-        assert_eq!(tar, pack(src.path()).unwrap());
-        let dst = tempfile::tempdir().unwrap();
-        unpack(&tar[..], dst.path()).unwrap();
-        assert_eq!(files(dst.path()), files(src.path()));
-    }
-
-    #[test]
-    fn the_old_hand_written_form_still_unpacks() {
-        let src = archive_dir();
-        let mut tar = Vec::new();
-        for (name, data) in files(src.path()) {
-            if name.starts_with("blobs/") && !tar.windows(6).any(|w| w == b"blobs/") {
-                old_form::append(&mut tar, "blobs/", &[], b'5');
-            }
-            old_form::append(&mut tar, &name, &data, b'0');
-        }
-        old_form::end(&mut tar);
-        let dst = tempfile::tempdir().unwrap();
-        unpack(&tar[..], dst.path()).unwrap();
-        assert_eq!(files(dst.path()), files(src.path()));
-    }
-
-    /// A well-formed pax header of another tar tool (times, owner names) is
-    /// ignored: the entry it describes unpacks.
-    #[test]
-    fn well_formed_pax_headers_are_ignored() {
-        let mut tar = Vec::new();
-        old_form::append(
-            &mut tar,
-            "PaxHeaders/history.jsonl",
-            b"30 mtime=1700000000.123456789\n15 uname=alice\n",
-            b'x',
-        );
-        old_form::append(&mut tar, "history.jsonl", b"{}\n", b'0');
-        old_form::end(&mut tar);
-        let dst = tempfile::tempdir().unwrap();
-        unpack(&tar[..], dst.path()).unwrap();
-        assert_eq!(
-            std::fs::read(dst.path().join("history.jsonl")).unwrap(),
-            b"{}\n"
-        );
-    }
-
-    /// Path traversal, links, other entry types, entries claiming more than
-    /// the stream, a cut stream and a bad checksum: each is refused, and nothing
-    /// is written outside the private directory (which import then drops).
-    #[test]
-    fn hostile_archives_are_refused() {
-        let entry = |name: &str, flag: u8| {
-            let mut t = Vec::new();
-            old_form::append(&mut t, name, b"{}\n", flag);
-            old_form::end(&mut t);
-            t
-        };
-        let mut oversize = old_form::header("history.jsonl", 1 << 32, b'0').to_vec();
-        oversize.extend(std::iter::repeat_n(0u8, 4 * BLOCK));
-        let mut short = old_form::header("history.jsonl", 1 << 20, b'0').to_vec();
-        short.extend(std::iter::repeat_n(0u8, 4 * BLOCK));
-        let mut cut = Vec::new();
-        old_form::append(&mut cut, "history.jsonl", b"{}\n", b'0');
-        let mut bad_sum = entry("history.jsonl", b'0');
-        bad_sum[0] = b'H';
-        let mut symlink = old_form::header("history.jsonl", 0, b'2');
-        symlink[157..162].copy_from_slice(b"/etc/");
-        let sum: u64 = symlink
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    u64::from(*b)
-                }
-            })
-            .sum();
-        symlink[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        let mut symlink = symlink.to_vec();
-        old_form::end(&mut symlink);
-        // A pax header (`x`, or `g`) with `records`, then history.jsonl.
-        let pax = |flag: u8, records: &[u8]| {
-            let mut t = Vec::new();
-            old_form::append(&mut t, "PaxHeaders/history.jsonl", records, flag);
-            old_form::append(&mut t, "history.jsonl", b"{}\n", b'0');
-            old_form::end(&mut t);
-            t
-        };
-        let mut pax_at_end = Vec::new();
-        old_form::append(&mut pax_at_end, "history.jsonl", b"{}\n", b'0');
-        old_form::append(&mut pax_at_end, "PaxHeaders/x", b"13 mtime=1.5\n", b'x');
-        old_form::end(&mut pax_at_end);
-        let mut two_pax = Vec::new();
-        old_form::append(&mut two_pax, "PaxHeaders/a", b"13 mtime=1.5\n", b'x');
-        old_form::append(&mut two_pax, "PaxHeaders/b", b"13 mtime=1.5\n", b'x');
-        old_form::append(&mut two_pax, "history.jsonl", b"{}\n", b'0');
-        old_form::end(&mut two_pax);
-        let cases: Vec<(&str, Vec<u8>)> = vec![
-            // Issue 36: the crate skipped a malformed record.
-            (
-                "pax record of the wrong length",
-                pax(b'x', b"99 mtime=1.5\n"),
-            ),
-            ("pax record shorter than said", pax(b'x', b"12 mtime=1.5\n")),
-            ("pax record without key=value", pax(b'x', b"11 mtime15\n")),
-            ("pax record without a length", pax(b'x', b"mtime=1.5\n")),
-            ("pax length not decimal", pax(b'x', b"1a mtime=1\n")),
-            ("pax record with an empty key", pax(b'x', b"9 =value\n")),
-            ("pax record not UTF-8", pax(b'x', b"10 key=\xff\xfe\n")),
-            ("global pax record malformed", pax(b'g', b"99 comment=x\n")),
-            ("pax path", pax(b'x', b"18 path=flow.json\n")),
-            ("pax size", pax(b'x', b"12 size=999\n")),
-            ("pax sparse map", pax(b'x', b"23 GNU.sparse.map=0,10\n")),
-            ("pax header describing no entry", pax_at_end),
-            ("two pax headers in a row", two_pax),
-            ("GNU long name", entry("././@LongLink", b'L')),
-            ("parent path", entry("../history.jsonl", b'0')),
-            ("absolute path", entry("/tmp/history.jsonl", b'0')),
-            (
-                "blob path traversal",
-                entry(&format!("blobs/../{}", &BLOB[..61]), b'0'),
-            ),
-            ("other name", entry("flow.json", b'0')),
-            ("symlink", symlink),
-            ("hard link", entry("host.jsonl", b'1')),
-            ("fifo", entry("host.jsonl", b'6')),
-            ("other directory", entry("etc/", b'5')),
-            ("oversize entry", oversize),
-            ("entry longer than the stream", short),
-            ("no end-of-archive blocks", cut),
-            ("bad checksum", bad_sum),
-            ("not a tar", b"not a tar".to_vec()),
-        ];
-        for (what, tar) in cases {
-            let parent = tempfile::tempdir().unwrap();
-            let dst = parent.path().join("a");
-            std::fs::create_dir(&dst).unwrap();
-            let detail = match unpack(&tar[..], &dst) {
-                Ok(()) => panic!("{what}: accepted"),
-                Err(UnpackError::Refused(d)) => d,
-                Err(e) => panic!("{what}: {e}"),
-            };
-            assert!(
-                detail.starts_with("not a run archive tar"),
-                "{what}: {detail}"
-            );
-            if what.contains("pax") {
-                assert!(detail.contains("pax"), "{what}: {detail}");
-            }
-            let beside = sorted_names(parent.path(), false).unwrap();
-            assert_eq!(beside, ["a"], "{what}: wrote outside the directory");
-        }
-    }
-}
+mod tests;

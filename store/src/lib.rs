@@ -41,8 +41,9 @@ pub mod workers;
 
 pub use api::*;
 pub use archive::{
-    ExportSummary, TornTail, VerifiedArchive, export_run, import_run, inspect_archives,
-    read_archive,
+    ExportSummary, Layout, TornTail, VerifiedArchive, archive_layout, export_run, export_runs,
+    host_jsonl, import_run, import_runs, inspect_archives, lineage_runs, read_archive,
+    read_archives,
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;

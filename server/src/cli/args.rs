@@ -282,7 +282,7 @@ pub enum Command {
     },
     /// Export a run as an archive directory.
     #[command(
-        after_help = "Example:\n  flow export run-01m8… --out ./archives/run-01m8…\n\nExit codes: 0 written; 2 no such run, or the directory cannot be written; 5 a storage failure (the history does not verify)."
+        after_help = "Examples:\n  flow export run-01m8… --out ./archives/run-01m8…\n  flow export run-01m8… --out ./shared --lineage --sign ~/.flowd/alice.key\n\nExit codes: 0 written; 2 no such run, the directory cannot be written, or the key file is refused; 5 a storage failure (the history does not verify)."
     )]
     Export {
         /// The run id.
@@ -290,6 +290,15 @@ pub enum Command {
         /// The archive directory to write (history.jsonl, blobs/, host.jsonl).
         #[arg(long)]
         out: PathBuf,
+        /// Also the run's forks and nested runs, recursively: the
+        /// directory then holds one archive directory per run, by id.
+        #[arg(long)]
+        lineage: bool,
+        /// Sign the archive with this key file (`flow keys new-signing`):
+        /// signature.json, over every run's head and host records and the
+        /// key's signer name. Signed here, even with --server.
+        #[arg(long, value_name = "KEYFILE")]
+        sign: Option<PathBuf>,
     },
     /// Import a run archive: a directory (as `flow export` writes) or a
     /// tar file (as `GET /v1/runs/{run}/archive` sends); verified first,
@@ -301,7 +310,16 @@ pub enum Command {
         /// The archive: a directory or a tar file.
         #[arg(value_name = "DIR|FILE.tar")]
         dir: PathBuf,
+        /// Accept only an archive signed by a key this file lists (one
+        /// `ed25519:<base64> NAME` a line): an unsigned archive or another
+        /// key is refused. Without it a signed archive is still verified.
+        /// Not with --server (the server's --trusted-keys decides there).
+        #[arg(long, value_name = "FILE")]
+        trust: Option<PathBuf>,
     },
+    /// Keys: `flow keys new-signing FILE` makes an archive signing key.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Run every `*.test.json` fixture under DIR against its fakes and
     /// replay every saved archive against the current program.
     #[command(
@@ -359,4 +377,22 @@ mod tests {
             }
         }
     }
+}
+
+/// `flow keys …`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum KeysCommand {
+    /// Write a new Ed25519 signing key (mode 0600; never over an existing
+    /// file) and print its public line for a trusted-keys file.
+    #[command(
+        name = "new-signing",
+        after_help = "Example:\n  flow keys new-signing ~/.flowd/alice.key --signer alice >> team.keys\n\nExit codes: 0 written (the public line `ed25519:<base64> NAME` printed); 2 refused: the file exists or the name is malformed."
+    )]
+    NewSigning {
+        /// The key file to write.
+        file: PathBuf,
+        /// The name the key signs as (1 to 128 bytes).
+        #[arg(long)]
+        signer: String,
+    },
 }

@@ -138,8 +138,16 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             filter,
         } => super::query::remote(g, &c, limit, after, state, &filter).await,
         Command::Watch { run, after } => super::watch::remote(g, &c, &run, after).await,
-        Command::Export { run, out } => super::archive::export_remote(g, &c, &run, &out).await,
-        Command::Import { dir } => super::archive::import_remote(g, &c, &dir).await,
+        Command::Export {
+            run,
+            out,
+            lineage,
+            sign,
+        } => super::archive::export_remote(g, &c, &run, &out, lineage, sign.as_deref()).await,
+        Command::Import { trust: Some(_), .. } => Err(Error::Refused(
+            "--trust is for a local import: with --server the server's --trusted-keys decides which signatures it accepts".into(),
+        )),
+        Command::Import { dir, trust: None } => super::archive::import_remote(g, &c, &dir).await,
         other => Err(Error::Refused(format!(
             "{} has no HTTP equivalent here; run it without --server",
             name(&other)

@@ -7,8 +7,12 @@ use reqwest::Method;
 
 impl Client {
     /// `GET /v1/runs/{run}/archive`: the tar's bytes.
-    pub async fn export_archive(&self, run: &str) -> Result<Vec<u8>> {
-        let path = format!("/v1/runs/{}/archive", segment(run));
+    pub async fn export_archive(&self, run: &str, lineage: bool) -> Result<Vec<u8>> {
+        let path = format!(
+            "/v1/runs/{}/archive{}",
+            segment(run),
+            if lineage { "?lineage=true" } else { "" }
+        );
         let r = self.send(self.request(Method::GET, &path)).await?;
         let tar = r.bytes().await.map_err(|e| self.broken(&e))?;
         Ok(tar.to_vec())

@@ -54,11 +54,14 @@ pub struct ReplayAnswer {
     pub reason: Option<String>,
 }
 
-/// `POST /v1/archives`.
+/// `POST /v1/archives`. For an archive of several runs, `run`, `facts`
+/// and `truncated` describe its first run (in id order: the run its
+/// lineage was exported from) and `runs` lists them all.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ImportAnswer {
     pub run: String,
-    /// `false`: the same history was already stored; nothing changed.
+    /// `false`: the same history (every run's) was already stored;
+    /// nothing changed.
     pub imported: bool,
     /// The facts written (only when imported).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,10 +70,84 @@ pub struct ImportAnswer {
     /// fact was left out and the facts before it kept (CRASH-7).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated: Option<TornAnswer>,
+    /// Every run of an archive of several runs, in id order (absent for
+    /// an archive of one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Vec<RunImportAnswer>>,
+    /// Who signed the archive (absent when it is not signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureAnswer>,
+}
+
+/// One run of an archive of several.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunImportAnswer {
+    pub run: String,
+    pub imported: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<TornAnswer>,
+}
+
+/// The signature an imported archive carried, verified.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SignatureAnswer {
+    /// The signer's name as the archive gives it.
+    pub signer: String,
+    /// The public key, `ed25519:<base64>`.
+    pub key: String,
+    /// `SHA256:<base64>` of the key.
+    pub fingerprint: String,
+    /// The key is in the server's trusted keys (`--trusted-keys`); with
+    /// none configured a signed archive is verified and `trusted` is false.
+    pub trusted: bool,
+    /// The name the trusted keys list the key with.
+    #[serde(rename = "trustedAs", default, skip_serializing_if = "Option::is_none")]
+    pub trusted_as: Option<String>,
+}
+
+impl From<&crate::signing::import::Imported> for ImportAnswer {
+    fn from(i: &crate::signing::import::Imported) -> ImportAnswer {
+        let runs: Vec<RunImportAnswer> = i
+            .runs
+            .iter()
+            .map(|r| RunImportAnswer {
+                run: r.run.to_string(),
+                imported: r.imported,
+                facts: r.facts,
+                truncated: r.torn.as_ref().map(|t| TornAnswer {
+                    fact: t.fact,
+                    reason: t.reason.clone(),
+                }),
+            })
+            .collect();
+        let first = runs.first().cloned().unwrap_or(RunImportAnswer {
+            run: String::new(),
+            imported: false,
+            facts: None,
+            truncated: None,
+        });
+        let signature = i.signed.as_ref().map(|s| SignatureAnswer {
+            signer: s.signer.clone(),
+            key: s.key.clone(),
+            fingerprint: s.fingerprint.clone(),
+            trusted: s.trusted_as.is_some(),
+            trusted_as: s.trusted_as.clone(),
+        });
+        ImportAnswer {
+            run: first.run,
+            imported: i.any_written(),
+            facts: first.facts,
+            truncated: first.truncated,
+            runs: (runs.len() > 1).then_some(runs),
+            signature,
+        }
+    }
 }
 
 /// The torn last fact an import left out.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct TornAnswer {
     /// The number the torn fact would have had.
     pub fact: u64,

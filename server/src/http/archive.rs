@@ -5,35 +5,66 @@
 //! body limit, so a server accepts its own exports of large runs), unpacked
 //! ([`crate::tarball`]) and imported: verified before anything is written,
 //! idempotent. `flow import` takes the same tar.
+//!
+//! `?lineage=true` exports the run with its forks and nested runs in one
+//! tar (a directory per run); `POST /v1/archives` takes either form, all
+//! runs or none, and checks a signature against `--trusted-keys`
+//! (docs/custody.md "Signed archives and archives of several runs").
 
 use super::AppState;
-use super::answers::{ImportAnswer, TornAnswer};
-use super::error::{ApiError, ApiResult, PathArgs, run_id};
+use super::answers::ImportAnswer;
+use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
+use crate::signing::import::{ImportError, import_archive as import_checked};
 use crate::tarball::{TempDir, UnpackError, pack, unpack};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use flow_store::ImportOutcome;
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
+use utoipa::IntoParams;
+
+/// `GET /v1/runs/{run}/archive?lineage=true`.
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {
+    /// Also the run's forks and nested runs, recursively: one directory
+    /// per run (by id) in the tar. Default false: the run alone, its files
+    /// at the top.
+    #[serde(default)]
+    pub lineage: Option<bool>,
+}
 
 #[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive", tag = "archives",
-    params(("run" = String, Path, description = "A run id")),
+    params(("run" = String, Path, description = "A run id"), ExportParams),
     responses(
-        (status = 200, description = "The run archive as a tar stream (history.jsonl, host.jsonl, blobs/<hex>)", body = Vec<u8>, content_type = "application/x-tar"),
-        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 200, description = "The run archive as a tar stream (history.jsonl, host.jsonl, blobs/<hex>); with `lineage=true` one such directory per run, named by its id", body = Vec<u8>, content_type = "application/x-tar"),
+        (status = 400, description = "A malformed run id or `lineage` (true or false)", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The lineage has more runs than one archive carries (1,000)", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn export_archive(
     State(state): State<AppState>,
     PathArgs(run): PathArgs<String>,
+    QueryArgs(params): QueryArgs<ExportParams>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
     let name = run.to_string();
+    let lineage = params.lineage.unwrap_or(false);
     let bytes = tokio::task::spawn_blocking(move || -> ApiResult<Vec<u8>> {
         state.store().run_info(&run)?;
         let tmp = TempDir::new().map_err(ApiError::internal)?;
         let out = tmp.path().join("run");
-        flow_store::export_run(&**state.store(), &run, &out)?;
+        if lineage {
+            let runs = flow_store::lineage_runs(&**state.store(), &run).map_err(|e| match e {
+                flow_store::Error::InvalidArgument(m) => ApiError::unprocessable(m),
+                e => ApiError::from(e),
+            })?;
+            flow_store::export_runs(&**state.store(), &runs, &out)?;
+        } else {
+            flow_store::export_run(&**state.store(), &run, &out)?;
+        }
         pack(&out).map_err(ApiError::internal)
     })
     .await
@@ -96,12 +127,12 @@ async fn receive(
 #[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive", tag = "archives",
     request_body(content = Vec<u8>, content_type = "application/x-tar", description = "A run archive tar, as exported (application/x-tar or application/octet-stream)"),
     responses(
-        (status = 201, description = "Imported: `{run, imported: true, facts}`; with `truncated: {fact, reason}` when the history ended in a torn last fact, left out (CRASH-7)", body = super::answers::ImportAnswer),
-        (status = 200, description = "The same history was already stored: `{run, imported: false}`", body = super::answers::ImportAnswer),
+        (status = 201, description = "Imported: `{run, imported: true, facts}`; with `truncated: {fact, reason}` when the history ended in a torn last fact, left out (CRASH-7); `runs` for an archive of several runs (all written in one transaction); `signature` naming who signed a signed one", body = super::answers::ImportAnswer),
+        (status = 200, description = "The same history (every run's) was already stored: `{run, imported: false}`", body = super::answers::ImportAnswer),
         (status = 400, description = "Not a run archive tar", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than --archive-limit", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not sent as application/x-tar or application/octet-stream", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The archive does not verify (a missing history.jsonl included), or another history has this run id; nothing was written", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 422, description = "The archive does not verify (a missing history.jsonl included), another history has one of its run ids, its signature does not verify, or (with --trusted-keys) it is unsigned or signed by a key not trusted; nothing was written", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn import_archive(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -110,7 +141,7 @@ pub async fn import_archive(
     let tmp = TempDir::new().map_err(ApiError::internal)?;
     let upload = tmp.path().join("upload.tar");
     receive(&headers, body, &upload, state.options().archive_limit).await?;
-    let (outcome, torn) = tokio::task::spawn_blocking(move || -> ApiResult<_> {
+    let imported = tokio::task::spawn_blocking(move || -> ApiResult<_> {
         let dir = tmp.path().join("run");
         std::fs::create_dir(&dir).map_err(ApiError::internal)?;
         let file = std::fs::File::open(&upload).map_err(ApiError::internal)?;
@@ -118,48 +149,36 @@ pub async fn import_archive(
             UnpackError::Refused(d) => ApiError::bad_request(d),
             UnpackError::Io(e) => ApiError::internal(e),
         })?;
-        let refused = |e: flow_store::Error| {
+        let trust = state.options().trusted_keys.as_deref();
+        import_checked(&**state.store(), &dir, trust).map_err(|e| {
             // Archive refusals name the temporary directory: keep only
             // what the client sent.
-            let msg = e
-                .to_string()
-                .replace(&dir.display().to_string(), "<archive>");
+            let hide = |m: String| m.replace(&dir.display().to_string(), "<archive>");
             match e {
-                flow_store::Error::ArchiveRefused { .. }
-                | flow_store::Error::RunExists(_)
-                | flow_store::Error::InvalidArgument(_) => ApiError::unprocessable(msg),
-                e => ApiError::from(e),
+                ImportError::Signature(r) => ApiError::unprocessable(hide(r.0)),
+                ImportError::Store(
+                    e @ (flow_store::Error::ArchiveRefused { .. }
+                    | flow_store::Error::RunExists(_)
+                    | flow_store::Error::InvalidArgument(_)),
+                ) => ApiError::unprocessable(hide(e.to_string())),
+                ImportError::Store(e) => ApiError::from(e),
             }
-        };
-        let archive = flow_store::read_archive(&dir).map_err(refused)?;
-        let torn = archive.torn().map(|t| TornAnswer {
-            fact: t.fact,
-            reason: t.reason.clone(),
-        });
-        let outcome = state.store().import_verified(archive).map_err(refused)?;
-        Ok((outcome, torn))
+        })
     })
     .await
     .map_err(ApiError::internal)??;
-    let (status, answer) = match outcome {
-        ImportOutcome::Imported { run, facts } => (
-            StatusCode::CREATED,
-            ImportAnswer {
-                run: run.to_string(),
-                imported: true,
-                facts: Some(facts),
-                truncated: torn,
-            },
-        ),
-        ImportOutcome::AlreadyPresent { run } => (
-            StatusCode::OK,
-            ImportAnswer {
-                run: run.to_string(),
-                imported: false,
-                facts: None,
-                truncated: torn,
-            },
-        ),
+    let status = if imported.any_written() {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     };
-    super::respond::typed_response(status, &answer)
+    if let Some(s) = &imported.signed {
+        tracing::info!(
+            signer = %s.signer,
+            key.fingerprint = %s.fingerprint,
+            trusted = s.trusted_as.is_some(),
+            "imported a signed archive"
+        );
+    }
+    super::respond::typed_response(status, &ImportAnswer::from(&imported))
 }

@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// Largest archive `POST /v1/archives` takes, in bytes.
     #[arg(long, default_value_t = super::DEFAULT_ARCHIVE_LIMIT)]
     pub archive_limit: u64,
+    /// Accept only archives signed by a key this file lists (one
+    /// `ed25519:<base64> NAME` a line, as `flow keys new-signing`
+    /// prints): unsigned archives and other keys are refused.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
     /// A host name (or address) clients may reach the server by besides
     /// its listen address, e.g. a reverse proxy's (repeatable). Without
     /// --tokens any other `Host` is refused (DNS rebinding).
@@ -179,9 +184,18 @@ pub fn options(args: &ServeArgs) -> Result<ServeOptions> {
             )));
         }
     }
+    let trusted_keys = match &args.trusted_keys {
+        Some(p) => Some(std::sync::Arc::new(
+            crate::signing::keys::TrustedKeys::read(p)
+                .map_err(|e| Error::Refused(format!("--trusted-keys: {e}")))?
+                .named("the server's --trusted-keys"),
+        )),
+        None => None,
+    };
     Ok(ServeOptions {
         manifests,
         tokens,
+        trusted_keys,
         body_limit: args.body_limit.max(1024),
         archive_limit: args.archive_limit.max(1024),
         allow_hosts: args.allow_hosts.clone(),

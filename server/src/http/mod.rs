@@ -86,6 +86,10 @@ pub struct ServeOptions {
     /// Largest archive `POST /v1/archives` accepts (bytes); the body is
     /// streamed to a temporary file, not held in memory.
     pub archive_limit: u64,
+    /// `--trusted-keys`: the keys whose signed archives `POST
+    /// /v1/archives` accepts; with them, unsigned archives and other keys
+    /// are refused (docs/custody.md).
+    pub trusted_keys: Option<Arc<crate::signing::keys::TrustedKeys>>,
     /// `--allow-host`: names besides the listen address a `Host` may give.
     pub allow_hosts: Vec<String>,
     /// `--cors-origin`: browser origins that may call the server.
@@ -118,6 +122,7 @@ impl Default for ServeOptions {
             tokens: None,
             body_limit: 4 << 20,
             archive_limit: DEFAULT_ARCHIVE_LIMIT,
+            trusted_keys: None,
             allow_hosts: Vec::new(),
             cors_origins: Vec::new(),
             request_timeout: Duration::from_secs(60),

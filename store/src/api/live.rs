@@ -51,6 +51,19 @@ impl HeadNote {
         }
     }
 
+    /// The head an import that wrote its run makes (none when the run
+    /// was already there).
+    pub fn imported(o: &ImportOutcome) -> Option<HeadNote> {
+        match o {
+            ImportOutcome::Imported { run, facts } => Some(HeadNote {
+                run: run.clone(),
+                n: *facts,
+                facts: Vec::new(),
+            }),
+            ImportOutcome::AlreadyPresent { .. } => None,
+        }
+    }
+
     /// A commit's notes, in commit order, a note that continues the one
     /// before it (the same run, its facts next in order) folded into it:
     /// a step's facts reach the observers as one note, not one a fact.

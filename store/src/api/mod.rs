@@ -372,9 +372,20 @@ pub trait HostRecords {
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>>;
 }
 
-/// Writes a verified archive.
+/// Writes verified archives.
 pub trait ImportRuns {
-    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome>;
+    /// Writes several verified archives (an archive of several runs) in
+    /// one transaction: every run is imported or matched, or nothing is
+    /// written (one conflict refuses them all). The outcomes are in the
+    /// order given; a run id given twice is refused.
+    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>>;
+
+    /// Writes one verified archive.
+    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {
+        self.import_verified_all(vec![archive])?
+            .pop()
+            .ok_or(crate::error::Error::WriterGone)
+    }
 }
 
 /// The key-value memory stores `std/memory#read|write` use (DESIGN §4:

@@ -82,11 +82,7 @@ pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
         write_str(&f.hash, &mut lines);
         lines.push_str("}\n");
     }
-    let mut host_lines = String::new();
-    for r in &host {
-        host_lines.push_str(&canonical(&host_line(r)));
-        host_lines.push('\n');
-    }
+    let host_lines = super::host_jsonl(&host);
     let blob_dir = dir.join("blobs");
     fs::create_dir_all(&blob_dir).map_err(io(&blob_dir))?;
     for (h, bytes) in &blobs {

@@ -532,3 +532,9 @@ pub fn import_run<S: ImportRuns + ?Sized>(store: &S, dir: &Path) -> Result<Impor
 
 mod export;
 pub use export::export_run;
+mod several;
+pub(crate) use several::check_distinct;
+pub use several::{
+    Layout, MAX_RUNS, SIGNATURE_FILE, archive_layout, export_runs, host_jsonl, import_runs,
+    lineage_runs, read_archives,
+};

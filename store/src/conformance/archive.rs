@@ -79,3 +79,91 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
     );
     Ok(())
 }
+
+/// docs/custody.md "archives of several runs": a run, its fork and the
+/// fork's nested run in one root, found by
+/// [`crate::archive::lineage_runs`] (recursively; another run left out);
+/// imported all or nothing (a conflict in one run writes none), then
+/// idempotently.
+pub(super) fn archive_several_runs<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    scratch: &Path,
+) -> Result<(), String> {
+    use crate::archive::{export_runs, import_runs, lineage_runs};
+    let a = new();
+    let (parent, _) = seed_run(&a, 2).map_err(e)?;
+    let (other, _) = seed_run(&a, 1).map_err(e)?;
+    let fork = new_run_id();
+    let (mut start, sources) = start_fact(&fork, json!({"forked": true}));
+    if let Fact::Start { parent: p, .. } = &mut start {
+        *p = Some(flow_abi::fact::Parent {
+            run: parent.clone(),
+            checkpoint: 2,
+        });
+    }
+    a.create_run(start, &sources, Vec::new()).map_err(e)?;
+    let nested = new_run_id();
+    let (mut start, sources) = start_fact(&nested, json!({"nested": true}));
+    if let Fact::Start { outer, .. } = &mut start {
+        *outer = Some(flow_abi::fact::Outer {
+            run: fork.clone(),
+            call: root_call(1),
+        });
+    }
+    a.create_run(start, &sources, Vec::new()).map_err(e)?;
+    let runs = lineage_runs(&a, &parent).map_err(e)?;
+    let mut want = vec![parent.clone(), fork.clone(), nested.clone()];
+    want.sort();
+    ensure!(
+        runs == want,
+        "lineage {runs:?}, want {want:?} (not {other})"
+    );
+    let root = scratch.join("root");
+    let s = export_runs(&a, &runs, &root).map_err(e)?;
+    ensure!(s.facts >= 4, "summary {s:?}");
+    // A store that holds another history under the fork's id refuses the
+    // whole archive and gains nothing.
+    let b = new();
+    let (mut clash, sources) = start_fact(&fork, json!({"another": true}));
+    if let Fact::Start { parent: p, .. } = &mut clash {
+        *p = None;
+    }
+    b.create_run(clash, &sources, Vec::new()).map_err(e)?;
+    let refused = import_runs(&b, &root);
+    ensure!(
+        matches!(refused, Err(Error::Conflict(_))),
+        "conflict refused: {refused:?}"
+    );
+    ensure!(
+        matches!(b.run_info(&parent), Err(Error::UnknownRun(_))),
+        "nothing written: the parent is in the store"
+    );
+    let c = new();
+    let out = import_runs(&c, &root).map_err(e)?;
+    ensure!(
+        out.len() == 3
+            && out
+                .iter()
+                .all(|o| matches!(o, ImportOutcome::Imported { .. })),
+        "imported {out:?}"
+    );
+    let again = import_runs(&c, &root).map_err(e)?;
+    ensure!(
+        again
+            .iter()
+            .all(|o| matches!(o, ImportOutcome::AlreadyPresent { .. })),
+        "idempotent: {again:?}"
+    );
+    for r in &runs {
+        ensure!(
+            a.read_history(r).map_err(e)?.facts == c.read_history(r).map_err(e)?.facts,
+            "{r}: imported history differs"
+        );
+    }
+    ensure!(
+        c.children(&parent, 10).map_err(e)?.children.len() == 1
+            && c.children(&fork, 10).map_err(e)?.children.len() == 1,
+        "the fork and the nested run are children after import"
+    );
+    Ok(())
+}

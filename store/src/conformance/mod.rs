@@ -83,6 +83,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("live_tail", live_tail::<B>),
         ("history_pages", history_pages::<B>),
         ("archive_round_trip", archive_round_trip::<B>),
+        ("archive_several_runs", archive_several_runs::<B>),
         ("concurrent_runs", concurrent_runs::<B>),
         ("leases", leases::<B>),
         ("workers", workers::<B>),

@@ -383,9 +383,10 @@ impl HostRecords for PostgresStore {
 }
 
 impl ImportRuns for PostgresStore {
-    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {
+    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+        crate::archive::check_distinct(&archives)?;
         self.send(|reply| writer::Command::Import {
-            archive: Box::new(archive),
+            archives,
             at_ms: now_ms(),
             reply,
         })

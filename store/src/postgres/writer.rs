@@ -248,7 +248,7 @@ impl Writer {
             // Rolled back (a row moved since, or a statement failed):
             // forget those heads and go through the locked read. Deciding
             // may have taken checkpoint bases: read them back.
-            for id in cmds.iter().filter_map(Command::run_id) {
+            for id in cmds.iter().flat_map(Command::run_ids) {
                 self.known.remove(&id);
             }
             self.load_bases(&cmds);
@@ -270,14 +270,12 @@ impl Writer {
                 for (run, c) in plan.ckpt {
                     self.cache.set(run, c);
                 }
-                let notes = HeadNote::gather(outs.iter().filter_map(|o| match o {
-                    Ok(Out::Appended(a)) => Some(HeadNote::of(a)),
-                    Ok(Out::Import(ImportOutcome::Imported { run, facts })) => Some(HeadNote {
-                        run: run.clone(),
-                        n: *facts,
-                        facts: Vec::new(),
-                    }),
-                    _ => None,
+                let notes = HeadNote::gather(outs.iter().flat_map(|o| match o {
+                    Ok(Out::Appended(a)) => vec![HeadNote::of(a)],
+                    Ok(Out::Import(outcomes)) => {
+                        outcomes.iter().filter_map(HeadNote::imported).collect()
+                    }
+                    _ => Vec::new(),
                 }));
                 for (cmd, out) in cmds.into_iter().zip(outs) {
                     cmd.answer(out);
@@ -296,7 +294,7 @@ impl Writer {
                 }
             }
             Err(_) if may_split && cmds.len() > 1 => {
-                for id in cmds.iter().filter_map(Command::run_id) {
+                for id in cmds.iter().flat_map(Command::run_ids) {
                     self.known.remove(&id);
                 }
                 // Rolled back: run each alone, so only the bad one fails.
@@ -305,15 +303,13 @@ impl Writer {
                 }
             }
             Err(f) => {
-                for id in cmds.iter().filter_map(Command::run_id) {
+                for id in cmds.iter().flat_map(Command::run_ids) {
                     self.known.remove(&id);
                 }
                 let msg = f.error.to_string();
                 for cmd in cmds {
                     let err = match (&cmd, f.unique) {
-                        (Command::Create { .. }, true) => {
-                            Error::RunExists(cmd.run_id().unwrap_or_default())
-                        }
+                        (Command::Create { .. }, true) => Error::RunExists(cmd.run_ids().concat()),
                         _ => Error::CommitFailed(msg.clone()),
                     };
                     cmd.answer(Err(err));
@@ -453,7 +449,7 @@ impl Writer {
                 _ => None,
             })
             .collect();
-        let mut ids: Vec<String> = cmds.iter().filter_map(Command::run_id).collect();
+        let mut ids: Vec<String> = cmds.iter().flat_map(Command::run_ids).collect();
         ids.sort();
         ids.dedup();
         let channel = self.channel.clone();

@@ -381,9 +381,10 @@ impl HostRecords for SqliteStore {
 }
 
 impl ImportRuns for SqliteStore {
-    fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {
+    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+        crate::archive::check_distinct(&archives)?;
         self.send(|reply| writer::Command::Import {
-            archive: Box::new(archive),
+            archives,
             at_ms: now_ms(),
             reply,
         })

@@ -49,10 +49,11 @@ pub(crate) enum Command {
         at_ms: i64,
         reply: SyncSender<Result<HostRecordRow>>,
     },
+    /// Archives imported together: all or none (one savepoint).
     Import {
-        archive: Box<VerifiedArchive>,
+        archives: Vec<VerifiedArchive>,
         at_ms: i64,
-        reply: SyncSender<Result<ImportOutcome>>,
+        reply: SyncSender<Result<Vec<ImportOutcome>>>,
     },
     /// Folds the WAL into the database file (outside any transaction).
     Checkpoint(SyncSender<Result<()>>),

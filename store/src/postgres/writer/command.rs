@@ -31,10 +31,11 @@ pub(crate) enum Command {
         at_ms: i64,
         reply: SyncSender<Result<HostRecordRow>>,
     },
+    /// Archives imported together: all or none.
     Import {
-        archive: Box<VerifiedArchive>,
+        archives: Vec<VerifiedArchive>,
         at_ms: i64,
-        reply: SyncSender<Result<ImportOutcome>>,
+        reply: SyncSender<Result<Vec<ImportOutcome>>>,
     },
 }
 
@@ -42,19 +43,22 @@ pub(crate) enum Command {
 pub(crate) enum Out {
     Appended(Appended),
     Host(HostRecordRow),
-    Import(ImportOutcome),
+    Import(Vec<ImportOutcome>),
 }
 
 impl Command {
-    pub(super) fn run_id(&self) -> Option<String> {
+    /// The runs this command writes (an import's several).
+    pub(super) fn run_ids(&self) -> Vec<String> {
         match self {
             Command::Create { start, .. } => match start {
-                Fact::Start { run, .. } => Some(run.to_string()),
-                _ => None,
+                Fact::Start { run, .. } => vec![run.to_string()],
+                _ => Vec::new(),
             },
-            Command::Append { run, .. } | Command::Host { run, .. } => Some(run.to_string()),
-            Command::Import { archive, .. } => Some(archive.run.to_string()),
-            Command::Many(_) => None,
+            Command::Append { run, .. } | Command::Host { run, .. } => vec![run.to_string()],
+            Command::Import { archives, .. } => {
+                archives.iter().map(|a| a.run.to_string()).collect()
+            }
+            Command::Many(_) => Vec::new(),
         }
     }
 

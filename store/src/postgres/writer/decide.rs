@@ -185,69 +185,89 @@ pub(super) fn decide(
         // Taken apart when received; never decided as one.
         Command::Many(_) => Err(Error::WriterGone),
         Command::Import {
-            archive: a, at_ms, ..
+            archives, at_ms, ..
         } => {
-            let id = a.run.to_string();
-            if let Some(h) = plan.heads.get(&id) {
-                return import_over(a, h.last_n, &h.last_hash).map(Out::Import);
+            // Every archive is decided before any row is added: one that
+            // conflicts refuses them all and the plan is left as it was.
+            let mut decided = Vec::with_capacity(archives.len());
+            for a in archives {
+                decided.push(match plan.heads.get(a.run.as_str()) {
+                    Some(h) => Err(import_over(a, h.last_n, &h.last_hash)?),
+                    None => Ok(plan_import(a)?),
+                });
             }
-            let p = plan_import(a)?;
-            // A run id may come back after a deletion: no checkpoint base
-            // this process remembers of the deleted run may serve it.
-            plan.ckpt.insert(id.clone(), None);
-            add_blobs(&mut plan.rows, &id, a.blobs.clone());
-            for f in &a.facts {
-                plan.rows.facts.push((
-                    id.clone(),
-                    f.n,
-                    f.kind.as_str(),
-                    f.hash,
-                    f.body.as_str().into(),
-                ));
+            let mut outcomes = Vec::with_capacity(archives.len());
+            for (a, d) in archives.iter().zip(decided) {
+                outcomes.push(match d {
+                    Err(present) => present,
+                    Ok(p) => import_rows(plan, a, p, *at_ms),
+                });
             }
-            for (i, r) in a.host.iter().enumerate() {
-                plan.rows.host.push((
-                    id.clone(),
-                    (i + 1) as i64,
-                    r.kind().as_str(),
-                    r.at_ms,
-                    r.head.n as i64,
-                    parse_hash(&r.head.hash).unwrap_or([0; 32]),
-                    canonical(&r.details.to_json()),
-                ));
-            }
-            plan.heads.insert(
-                id.clone(),
-                Head {
-                    key: 0,
-                    last_n: p.last_n,
-                    last_hash: p.last_hash,
-                    ending: p.ending,
-                    state: p.state,
-                    updated_ms: *at_ms,
-                    state_ms: *at_ms,
-                    state_attrs: crate::index::parse_state_attrs(
-                        p.meta.state_attrs_column().as_deref(),
-                    ),
-                },
-            );
-            plan.host_seq.insert(id.clone(), a.host.len() as i64);
-            plan.notes.insert(id, p.last_n);
-            plan.rows.runs.push(NewRun {
-                meta: p.meta,
-                state: p.state,
-                ending: p.ending,
-                last_n: p.last_n,
-                last_hash: p.last_hash,
-                at_ms: *at_ms,
-                imported: true,
-                fault: p.fault,
-            });
-            Ok(Out::Import(ImportOutcome::Imported {
-                run: a.run.clone(),
-                facts: p.last_n,
-            }))
+            Ok(Out::Import(outcomes))
         }
+    }
+}
+
+/// Adds a new imported run's rows to the plan.
+fn import_rows(
+    plan: &mut Plan,
+    a: &crate::archive::VerifiedArchive,
+    p: crate::prepare::ImportPlan,
+    at_ms: i64,
+) -> ImportOutcome {
+    let id = a.run.to_string();
+    // A run id may come back after a deletion: no checkpoint base this
+    // process remembers of the deleted run may serve it.
+    plan.ckpt.insert(id.clone(), None);
+    add_blobs(&mut plan.rows, &id, a.blobs.clone());
+    for f in &a.facts {
+        plan.rows.facts.push((
+            id.clone(),
+            f.n,
+            f.kind.as_str(),
+            f.hash,
+            f.body.as_str().into(),
+        ));
+    }
+    for (i, r) in a.host.iter().enumerate() {
+        plan.rows.host.push((
+            id.clone(),
+            (i + 1) as i64,
+            r.kind().as_str(),
+            r.at_ms,
+            r.head.n as i64,
+            parse_hash(&r.head.hash).unwrap_or([0; 32]),
+            canonical(&r.details.to_json()),
+        ));
+    }
+    plan.heads.insert(
+        id.clone(),
+        Head {
+            key: 0,
+            last_n: p.last_n,
+            last_hash: p.last_hash,
+            ending: p.ending,
+            state: p.state,
+            updated_ms: at_ms,
+            state_ms: at_ms,
+            state_attrs: crate::index::parse_state_attrs(p.meta.state_attrs_column().as_deref()),
+        },
+    );
+    plan.host_seq.insert(id.clone(), a.host.len() as i64);
+    plan.notes.insert(id, p.last_n);
+    plan.rows.runs.push(NewRun {
+        meta: p.meta,
+        state: p.state,
+        ending: p.ending,
+        last_n: p.last_n,
+        last_hash: p.last_hash,
+        at_ms,
+        imported: true,
+        fault: p.fault,
+    });
+    ImportOutcome::Imported {
+        run: a.run.clone(),
+        facts: p.last_n,
     }
 }
 

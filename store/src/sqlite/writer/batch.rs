@@ -14,7 +14,7 @@ type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A command's result, held until the batch commits.
 struct Done {
     answer: Answer,
-    notify: Option<HeadNote>,
+    notify: Vec<HeadNote>,
 }
 
 fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T>) -> Answer {
@@ -105,7 +105,8 @@ impl Writer {
                 for run in &batch.gone {
                     self.run_heads.remove(run);
                 }
-                let notes = HeadNote::gather(done.iter_mut().filter_map(|d| d.notify.take()));
+                let notes =
+                    HeadNote::gather(done.iter_mut().flat_map(|d| std::mem::take(&mut d.notify)));
                 for d in done {
                     (d.answer)(None);
                 }
@@ -174,7 +175,7 @@ impl Writer {
             } => {
                 let r = self.create(start, &sources, records, at_ms, batch);
                 let fx = r.as_ref().ok().map(|_| Effects::default());
-                let notify = r.as_ref().ok().map(HeadNote::of);
+                let notify = r.as_ref().ok().map(HeadNote::of).into_iter().collect();
                 (
                     Done {
                         answer: answer(sync_reply(reply), r),
@@ -190,7 +191,7 @@ impl Writer {
                 reply,
             } => match self.append(&run, fact, at_ms, batch) {
                 Ok((a, fx)) => {
-                    let notify = Some(HeadNote::of(&a));
+                    let notify = vec![HeadNote::of(&a)];
                     (
                         Done {
                             answer: answer(reply, Ok(a)),
@@ -202,7 +203,7 @@ impl Writer {
                 Err(e) => (
                     Done {
                         answer: answer::<Appended>(reply, Err(e)),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     None,
                 ),
@@ -216,33 +217,31 @@ impl Writer {
                 Ok((row, fx)) => (
                     Done {
                         answer: answer(sync_reply(reply), Ok(row)),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     Some(fx),
                 ),
                 Err(e) => (
                     Done {
                         answer: answer::<HostRecordRow>(sync_reply(reply), Err(e)),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     None,
                 ),
             },
             Command::Import {
-                archive,
+                archives,
                 at_ms,
                 reply,
             } => {
-                let r = self.import(&archive, at_ms, batch);
+                // One savepoint for them all: a refused archive rolls
+                // back the ones imported before it.
+                let r: Result<Vec<ImportOutcome>> = archives
+                    .iter()
+                    .map(|a| self.import(a, at_ms, batch))
+                    .collect();
                 let fx = r.as_ref().ok().map(|_| Effects::default());
-                let notify = match &r {
-                    Ok(ImportOutcome::Imported { run, facts }) => Some(HeadNote {
-                        run: run.clone(),
-                        n: *facts,
-                        facts: Vec::new(),
-                    }),
-                    _ => None,
-                };
+                let notify = r.iter().flatten().filter_map(HeadNote::imported).collect();
                 (
                     Done {
                         answer: answer(sync_reply(reply), r),
@@ -259,7 +258,7 @@ impl Writer {
                 (
                     Done {
                         answer: Box::new(|_| {}),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     None,
                 )
@@ -281,7 +280,7 @@ impl Writer {
                 (
                     Done {
                         answer: answer(sync_reply(reply), r.map(|(d, _)| d)),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     fx,
                 )
@@ -291,7 +290,7 @@ impl Writer {
                 (
                     Done {
                         answer: answer(sync_reply(reply), r),
-                        notify: None,
+                        notify: Vec::new(),
                     },
                     Some(Effects::default()),
                 )
