@@ -40,6 +40,7 @@ mod diff;
 mod drive;
 mod gate;
 mod history;
+mod keys;
 mod print;
 mod program;
 mod query;
@@ -144,6 +145,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             | Command::Serve(_)
             | Command::Mcp(_)
             | Command::Worker(_)
+            | Command::Keys(_)
             | Command::Runs { runs: Some(_), .. }
     );
     if let (Some(server), false) = (g.server.clone(), local) {
@@ -256,7 +258,7 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Export { run, out } => archive::export(&g, &run, &out),
         Command::Serve(args) => {
             let store = match &args.postgres {
-                Some(url) => open_postgres(url, &args.postgres_schema)?,
+                Some(url) => open_postgres(&g, url, &args.postgres_schema)?,
                 None => open_store(&g)?,
             };
             crate::http::cli::serve(store, args).await
@@ -265,5 +267,6 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => program::test(&g, &dir),
         Command::Import { dir } => archive::import(&g, &dir),
+        Command::Keys(k) => keys::run(&g, k),
     }
 }

@@ -37,6 +37,10 @@ pub struct Global {
     /// The bearer token for --server.
     #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The master key file of encryption at rest (docs/custody.md): the
+    /// store seals what it writes, and an encrypted store needs it to open.
+    #[arg(long, global = true, env = "FLOW_KEY_FILE", value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// `--server`'s value: an `http://` or `https://` URL with a host (a bare
@@ -328,6 +332,10 @@ pub enum Command {
         after_help = "Example:\n  flow mcp --tools examples/flows/triage/flow.toml\n\nExit codes: 0 when the client closes standard input; 2 refused (a bad flag)."
     )]
     Mcp(crate::mcp::stdio::McpArgs),
+    /// Master keys for encryption at rest: make one, rotate a store's
+    /// (docs/custody.md).
+    #[command(subcommand)]
+    Keys(super::keys::KeysCommand),
 }
 
 #[cfg(test)]

@@ -61,6 +61,10 @@ pub struct Rotated {
 /// same file: SQLite serializes the transactions, and a row is only
 /// replaced by its own sealed bytes (`WHERE body = old`).
 pub(super) fn rotate(conn: &mut Connection, ring: &Keyring) -> Result<Rotated> {
+    // The plaintext a sealed row replaces is zeroed in its page rather
+    // than left in free space, and the WAL is emptied at the end: the
+    // file keeps no copy of it (a backup taken before still does).
+    conn.execute_batch("PRAGMA secure_delete = ON;")?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let rows = data_keys(&tx)?;
     let new = rewrap(ring, &rows)?;
@@ -81,6 +85,7 @@ pub(super) fn rotate(conn: &mut Connection, ring: &Keyring) -> Result<Rotated> {
     out.sealed_facts = seal_facts(conn, &seal)?;
     out.sealed_host_records = seal_host(conn, &seal)?;
     out.sealed_memory = seal_memory(conn, &seal)?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(out)
 }
 
