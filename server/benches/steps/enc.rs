@@ -29,7 +29,12 @@ pub fn pad_decl() -> serde_json::Value {
 }
 
 /// One W1 run of `steps` on a fresh server: (µs/step, server CPU µs/step).
-async fn once(b: &mut Bench, keys: Option<&std::path::Path>, pad: bool, steps: usize) -> (f64, f64) {
+async fn once(
+    b: &mut Bench,
+    keys: Option<&std::path::Path>,
+    pad: bool,
+    steps: usize,
+) -> (f64, f64) {
     b.rows += 1;
     let data = b.root.join(format!("row-{}", b.rows));
     let tools = b.bindings(None);
@@ -43,7 +48,12 @@ async fn once(b: &mut Bench, keys: Option<&std::path::Path>, pad: bool, steps: u
     } else {
         steps_loop(Accumulate::No, false, steps + 10)
     };
-    let body = harness::start_request(flow, Tool::Rust.module(), json!({"i": 0, "n": steps}), Some(30));
+    let body = harness::start_request(
+        flow,
+        Tool::Rust.module(),
+        json!({"i": 0, "n": steps}),
+        Some(30),
+    );
     let (cpu, t) = (s.cpu(), Instant::now());
     let (run, state) = run_to_end(&s, &body).await;
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
@@ -71,7 +81,11 @@ pub async fn rows(b: &mut Bench, steps: usize) {
             on.push(t);
             on_cpu.push(c);
         }
-        let what = if pad { ", a 1,200-byte Tool answer (a blob) each step" } else { "" };
+        let what = if pad {
+            ", a 1,200-byte Tool answer (a blob) each step"
+        } else {
+            ""
+        };
         let (off, on, off_cpu, on_cpu) = (median(off), median(on), median(off_cpu), median(on_cpu));
         b.table.row(
             format!("SQLite: W1 plain{what}, {steps} steps, Rust Tool, encryption off / on (median of {rounds} alternating rounds)"),

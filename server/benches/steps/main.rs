@@ -136,7 +136,10 @@ impl Bench {
                 if t == Tool::Rust {
                     // The encryption rows' `pad` Tool (`enc`), Rust only.
                     flow_src["tools"]["pad"] = enc::pad_decl();
-                    flow_src["nodes"].as_array_mut().expect("nodes").push(json!({
+                    flow_src["nodes"]
+                        .as_array_mut()
+                        .expect("nodes")
+                        .push(json!({
                         "id": "padded", "type": "tool_invoke", "tool_id": "pad",
                         "input_map": {"i": "$.state.i"}, "output_map": {"i": "$.state.i"}}));
                     let edges = flow_src["edges"].as_array_mut().expect("edges");

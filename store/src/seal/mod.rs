@@ -1,6 +1,7 @@
 //! Encryption at rest (issue 40 item 3; docs/custody.md "Encryption at
 //! rest"): the physical bytes of the columns that hold values — blob
-//! bodies, fact bodies, host-record details, memory values — sealed with
+//! bodies, fact bodies, host-record details, memory values, the remote
+//! worker queue's arguments and outcomes — sealed with
 //! XChaCha20-Poly1305, never the logical stored text. Every hash (blob,
 //! chain), every read's verification and every archive stay exactly as
 //! without encryption: a row is opened as it is read, before anything
@@ -169,6 +170,9 @@ pub(crate) enum Place<'a> {
     Host(&'a [u8], i64, &'a str),
     /// A memory value: its store and key.
     Memory(&'a str, &'a str),
+    /// A remote worker's call (`worker_calls`): its run, call, and which
+    /// column (`args`, `outcome`).
+    Worker(&'a str, &'a str, &'a str),
 }
 
 impl Place<'_> {
@@ -194,6 +198,13 @@ impl Place<'_> {
                 a.extend_from_slice(&(store.len() as u64).to_be_bytes());
                 a.extend_from_slice(store.as_bytes());
                 a.extend_from_slice(key.as_bytes());
+            }
+            Place::Worker(run, call, column) => {
+                a.extend_from_slice(b"flowd/worker\0");
+                for part in [run, call, column] {
+                    a.extend_from_slice(&(part.len() as u64).to_be_bytes());
+                    a.extend_from_slice(part.as_bytes());
+                }
             }
         }
         a
@@ -320,6 +331,42 @@ impl Sealer {
                     hex::encode(id)
                 )
             })
+    }
+
+    /// A remote worker call's `args` or `outcome` column, sealed.
+    pub(crate) fn seal_worker(
+        &self,
+        run: &str,
+        call: &str,
+        column: &str,
+        text: String,
+    ) -> Result<String> {
+        if self.0.is_none() {
+            return Ok(text);
+        }
+        Ok(self
+            .seal_text(Place::Worker(run, call, column), &text)?
+            .into_owned())
+    }
+
+    /// A remote worker call's `args` or `outcome` column, opened and parsed.
+    pub(crate) fn open_worker(
+        &self,
+        run: &str,
+        call: &str,
+        column: &str,
+        stored: String,
+    ) -> Result<serde_json::Value> {
+        let text = self
+            .open_text(Place::Worker(run, call, column), stored)
+            .map_err(|e| {
+                Error::Sealed(format!("worker queue: the {column} of {run} {call}: {e}"))
+            })?;
+        flow_abi::json::parse(&text).map_err(|e| {
+            Error::Schema(format!(
+                "worker queue: a stored {column} does not parse: {e}"
+            ))
+        })
     }
 
     /// A stored text column opened for `place` (see [`Sealer::open`]).
