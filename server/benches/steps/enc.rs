@@ -7,7 +7,7 @@
 
 use super::harness::flows::{Accumulate, steps_loop};
 use super::harness::{self, Server};
-use super::{Bench, Tool, run_to_end};
+use super::{Bench, Tool, db_bytes, run_to_end};
 use flowd::http::listing::StateName;
 use serde_json::json;
 use std::time::Instant;
@@ -28,13 +28,14 @@ pub fn pad_decl() -> serde_json::Value {
             "required": ["i", "pad"]}})
 }
 
-/// One W1 run of `steps` on a fresh server: (µs/step, server CPU µs/step).
+/// One W1 run of `steps` on a fresh server: (µs/step, server CPU µs/step,
+/// bytes the SQLite file grew by a step).
 async fn once(
     b: &mut Bench,
     keys: Option<&std::path::Path>,
     pad: bool,
     steps: usize,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     b.rows += 1;
     let data = b.root.join(format!("row-{}", b.rows));
     let tools = b.bindings(None);
@@ -48,6 +49,7 @@ async fn once(
     } else {
         steps_loop(Accumulate::No, false, steps + 10)
     };
+    let before = db_bytes(&data).unwrap_or(0);
     let body = harness::start_request(
         flow,
         Tool::Rust.module(),
@@ -58,7 +60,8 @@ async fn once(
     let (run, state) = run_to_end(&s, &body).await;
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
     assert_eq!(state, StateName::Completed, "run {run}");
-    (secs * 1e6 / steps as f64, cpu.us_per_op(steps))
+    let grew = db_bytes(&data).unwrap_or(0).saturating_sub(before) as f64 / steps as f64;
+    (secs * 1e6 / steps as f64, cpu.us_per_op(steps), grew)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -73,14 +76,18 @@ pub async fn rows(b: &mut Bench, steps: usize) {
     let rounds = harness::env_list("FLOW_BENCH_ENC_ROUNDS", &[5])[0];
     for pad in [false, true] {
         let (mut off, mut on, mut off_cpu, mut on_cpu) = (vec![], vec![], vec![], vec![]);
+        let (mut off_bytes, mut on_bytes) = (vec![], vec![]);
         for _ in 0..rounds {
-            let (t, c) = once(b, None, pad, steps).await;
+            let (t, c, d) = once(b, None, pad, steps).await;
             off.push(t);
             off_cpu.push(c);
-            let (t, c) = once(b, Some(&keys), pad, steps).await;
+            off_bytes.push(d);
+            let (t, c, d) = once(b, Some(&keys), pad, steps).await;
             on.push(t);
             on_cpu.push(c);
+            on_bytes.push(d);
         }
+        let (off_bytes, on_bytes) = (median(off_bytes), median(on_bytes));
         let what = if pad {
             ", a 1,200-byte Tool answer (a blob) each step"
         } else {
@@ -90,7 +97,7 @@ pub async fn rows(b: &mut Bench, steps: usize) {
         b.table.row(
             format!("SQLite: W1 plain{what}, {steps} steps, Rust Tool, encryption off / on (median of {rounds} alternating rounds)"),
             format!(
-                "{off:.0} / {on:.0} µs/step = {:.2}× ({:.2}× / {:.2}× fsync); server CPU {off_cpu:.0} / {on_cpu:.0} µs/step = {:.2}×",
+                "{off:.0} / {on:.0} µs/step = {:.2}× ({:.2}× / {:.2}× fsync); server CPU {off_cpu:.0} / {on_cpu:.0} µs/step = {:.2}×; {off_bytes:.0} / {on_bytes:.0} bytes/step on disk",
                 on / off,
                 off / b.fsync_us,
                 on / b.fsync_us,
