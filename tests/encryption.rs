@@ -233,18 +233,43 @@ fn sqlite_server_encrypted_at_rest() {
     let tmp = tempfile::tempdir().unwrap();
     let review = flow_file(tmp.path());
     let keys = tmp.path().join("keys");
-    new_key(&keys);
+    let key_a = new_key(&keys);
     let data = tmp.path().join("data");
     let mut server = serve(&data, &["--key-file", keys.to_str().unwrap()]);
     let remote = ["--server", server.base.as_str()];
     let a = start(&remote, &review);
     resume(&remote, &a);
     reads_and_matches(&remote, &a);
+    let paused = start(&remote, &review);
+
+    // `flow keys rotate` beside the running server, on the same file: the
+    // server goes on (it keeps its data key), and once A is gone from the
+    // file every run still reads.
+    let key_b = new_key(&keys);
+    let local = [
+        "--data",
+        data.to_str().unwrap(),
+        "--key-file",
+        keys.to_str().unwrap(),
+    ];
+    let out = run(&local, &["keys", "rotate"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(json(&out)["master"].as_str(), Some(key_b.as_str()));
+    resume(&remote, &paused);
+    let b = start(&remote, &review);
+    resume(&remote, &b);
     let _ = server.child.kill();
     let _ = server.child.wait();
     let files = std::fs::read_dir(&data).unwrap().count();
     assert!(files >= 2, "the WAL is there to grep too");
     assert_eq!(files_with_mark(&data), Vec::<String>::new());
+    drop_key(&keys, &key_a);
+    for r in [&a, &paused, &b] {
+        reads_and_matches(&local, r);
+    }
+    // Without a key file, rotation is refused (exit 2), nothing changed.
+    let out = run(&["--data", data.to_str().unwrap()], &["keys", "rotate"]);
+    assert_eq!(code(&out), 2, "{out:?}");
 }
 
 /// Every column of every table of the schema, as text, that holds the
