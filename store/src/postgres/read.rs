@@ -19,7 +19,7 @@ use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
-use crate::seal::Place;
+use crate::seal::{Place, Sealer};
 use deadpool_postgres::Object;
 use flow_abi::fact::RunId;
 use serde_json::Value;
@@ -132,9 +132,13 @@ impl Session {
                 // A sealed body is opened here so that the blobs it names
                 // are fetched with it; one that does not open stays as
                 // stored, for the read's opening to report.
-                let body = match self.shared.seal.open(Place::Blob(&hash), body.clone()) {
-                    Ok(open) => open,
-                    Err(_) => body,
+                let body = if Sealer::is_sealed(&body) {
+                    match self.shared.seal.open(Place::Blob(&hash), body.clone()) {
+                        Ok(open) => open,
+                        Err(_) => body,
+                    }
+                } else {
+                    body
                 };
                 mentions(&body, &mut next);
                 self.prefetched += body.len();
