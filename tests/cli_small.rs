@@ -329,9 +329,11 @@ fn every_command_explains_itself() {
         "diff",
         "recover",
         "recoveries",
+        "keys new",
+        "keys rotate",
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_flow"))
-            .args([cmd, "--help"])
+            .args(cmd.split(' ').chain(["--help"]))
             .output()
             .unwrap();
         assert!(out.status.success(), "{cmd} --help");

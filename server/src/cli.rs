@@ -40,6 +40,7 @@ mod diff;
 mod drive;
 mod gate;
 mod history;
+mod keys;
 mod print;
 mod program;
 mod query;
@@ -260,10 +261,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             lineage,
             sign,
         } => archive::export(&g, &run, &out, lineage, sign.as_deref()),
-        Command::Keys(k) => archive::keys(&g, k),
         Command::Serve(args) => {
             let store = match &args.postgres {
-                Some(url) => open_postgres(url, &args.postgres_schema)?,
+                Some(url) => open_postgres(&g, url, &args.postgres_schema)?,
                 None => open_store(&g)?,
             };
             crate::http::cli::serve(store, args).await
@@ -272,5 +272,6 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => program::test(&g, &dir),
         Command::Import { dir, trust } => archive::import(&g, &dir, trust.as_deref()),
+        Command::Keys(k) => keys::run(&g, k),
     }
 }

@@ -82,6 +82,7 @@ fn main() {
         let options = PostgresOptions {
             url: url.clone(),
             schema: schema.clone(),
+            keys: None,
         };
         let stores: Vec<PostgresStore> = (0..writers)
             .map(|_| PostgresStore::open(options.clone()).expect("open postgres"))

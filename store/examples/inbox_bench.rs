@@ -168,6 +168,7 @@ fn main() {
     let pg = PostgresStore::open(PostgresOptions {
         url: url.clone(),
         schema: schema.clone(),
+        keys: None,
     })
     .expect("open postgres");
     fill(&pg, n);

@@ -358,6 +358,7 @@ fn main() {
     let s = PostgresStore::open(PostgresOptions {
         url: url.clone(),
         schema: schema.clone(),
+        keys: None,
     })
     .expect("open postgres");
     // What autovacuum does to a table that stopped growing: statistics and

@@ -335,6 +335,7 @@ fn postgres_section(dir: &Path, facts: u64, cap: Duration) {
     let pg = match PostgresStore::open(PostgresOptions {
         url: url.clone(),
         schema: schema.clone(),
+        keys: None,
     }) {
         Ok(s) => s,
         Err(e) => {

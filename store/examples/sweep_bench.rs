@@ -131,6 +131,7 @@ fn main() {
         let opts = PostgresOptions {
             url: url.clone(),
             schema: schema.clone(),
+            keys: None,
         };
         let s = PostgresStore::open(opts).unwrap();
         let t = Instant::now();

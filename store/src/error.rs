@@ -30,6 +30,10 @@ pub enum Error {
     Corrupt { run: String, n: u64, reason: String },
     #[error("storage failure in blob {hash}: {reason}")]
     CorruptBlob { hash: String, reason: String },
+    /// Encryption at rest (docs/custody.md): a store that needs a key
+    /// not given, or a sealed row that does not open — never garbage.
+    #[error("storage failure (encryption at rest): {0}")]
+    Sealed(String),
     #[error("unknown blob {0}")]
     UnknownBlob(String),
     #[error("archive refused ({component}{}): {reason}", fact.map(|n| format!(", fact {n}")).unwrap_or_default())]
@@ -88,7 +92,10 @@ impl Error {
 
     /// Whether this is a storage failure (a verified read found a mismatch).
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corrupt { .. } | Error::CorruptBlob { .. })
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::CorruptBlob { .. } | Error::Sealed(_)
+        )
     }
 }
 

@@ -11,6 +11,7 @@
 //! * [`merkle`]: values over 1 KiB become blake3 blobs, innermost first.
 //! * [`checkpoint`]: checkpoints cost O(what changed).
 //! * [`archive`]: export, verified import, inspection of archive directories.
+//! * [`seal`]: encryption at rest of the columns that hold values.
 //! * [`workers`]: the queue of Tool calls for remote workers.
 //! * [`conformance`]: the suite every backend runs.
 
@@ -31,6 +32,7 @@ pub mod postgres;
 mod prepare;
 mod read;
 mod run_counts;
+pub mod seal;
 pub mod search;
 pub mod sqlite;
 pub mod tail;
@@ -51,6 +53,7 @@ pub use flow_abi::fact::{Fact, RunId};
 pub use id::GenerateRunId;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
+pub use seal::{Keyring, Sealer};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use workers::{
     Claimed, QueueNote, QueueObserver, RemoteCall, RemoteCallState, ServedTool, WorkerInfo,

@@ -91,6 +91,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "runs_by_flow_started",
         include_str!("../../migrations/sqlite/0016_runs_by_flow_started.sql"),
     ),
+    (
+        17,
+        "data_keys",
+        include_str!("../../migrations/sqlite/0017_data_keys.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -174,6 +179,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         16,
         "runs_by_flow_started",
         include_str!("../../migrations/postgres/0016_runs_by_flow_started.sql"),
+    ),
+    (
+        17,
+        "data_keys",
+        include_str!("../../migrations/postgres/0017_data_keys.sql"),
     ),
 ];
 

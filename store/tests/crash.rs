@@ -60,6 +60,7 @@ fn crash_child() {
             &PostgresStore::open(PostgresOptions {
                 url: url.into(),
                 schema: schema.into(),
+                keys: None,
             })
             .unwrap(),
         );

@@ -44,6 +44,25 @@ fn postgres_passes_the_conformance_suite() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The suite again with encryption at rest on (docs/custody.md).
+#[test]
+fn postgres_sealed_passes_the_conformance_suite() {
+    let Some(db) = TestDb::new() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = std::sync::Arc::new(flow_store::Keyring::generate("test keys").unwrap());
+    let mut factory = || {
+        let opts = PostgresOptions {
+            keys: Some(keys.clone()),
+            ..db.options()
+        };
+        let s = PostgresStore::open(opts).unwrap();
+        assert!(s.is_sealed());
+        s
+    };
+    let failures = conformance::run_suite(&mut factory, &tmp.path().join("scratch"));
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 fn versions(dir: &Path) -> BTreeSet<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -550,6 +569,7 @@ fn bad_options_and_unreachable_servers_are_refused_clearly() {
         let r = PostgresStore::open(PostgresOptions {
             url: pg::DEFAULT_URL.into(),
             schema: schema.into(),
+            keys: None,
         });
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{schema:?}");
     }
@@ -557,12 +577,14 @@ fn bad_options_and_unreachable_servers_are_refused_clearly() {
         PostgresStore::open(PostgresOptions {
             url: "not a url at all ::".into(),
             schema: "s".into(),
+            keys: None,
         }),
         Err(Error::InvalidArgument(_))
     ));
     let err = PostgresStore::open(PostgresOptions {
         url: "postgres://postgres@127.0.0.1:1/test".into(),
         schema: "s".into(),
+        keys: None,
     })
     .err()
     .expect("port 1 is closed");

@@ -62,6 +62,8 @@ pub struct Server {
     pub base: String,
     pub port: u16,
     data: std::path::PathBuf,
+    /// The `--key-file` it was started with (its store is then encrypted).
+    keys: Option<std::path::PathBuf>,
 }
 
 impl Drop for Server {
@@ -70,7 +72,7 @@ impl Drop for Server {
         let _ = self.child.wait();
         let db = self.data.join("flow.db");
         if !std::thread::panicking() && db.exists() {
-            verify_store(&db);
+            verify_store_keyed(&db, self.keys.as_deref());
         }
     }
 }
@@ -84,11 +86,17 @@ pub fn serve(data: &Path, args: &[&str]) -> Server {
 pub fn serve_bound(data: &Path, tools: Option<&Path>, args: &[&str]) -> Server {
     let (child, base) = serve_args(data, tools, &[], args);
     let port = base.rsplit(':').next().unwrap().parse().unwrap();
+    let keys = args
+        .iter()
+        .position(|a| *a == "--key-file")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
     Server {
         child,
         base,
         port,
         data: data.to_path_buf(),
+        keys,
     }
 }
 
@@ -135,9 +143,18 @@ impl Drop for TestApp {
 /// Reads every run of the SQLite store at `db` back verified; panics
 /// naming the first that does not verify.
 pub fn verify_store(db: &Path) {
+    verify_store_keyed(db, None)
+}
+
+/// [`verify_store`] of a store encrypted with the master keys of `keys`.
+pub fn verify_store_keyed(db: &Path, keys: Option<&Path>) {
     use flow_store::{Discover, DiscoveryQuery, ReadHistory};
-    let store = flow_store::SqliteStore::open(db, flow_store::SqliteOptions::default())
-        .unwrap_or_else(|e| panic!("{}: {e}", db.display()));
+    let opts = flow_store::SqliteOptions {
+        keys: keys.map(|k| std::sync::Arc::new(flow_store::Keyring::load(k).unwrap())),
+        ..flow_store::SqliteOptions::default()
+    };
+    let store =
+        flow_store::SqliteStore::open(db, opts).unwrap_or_else(|e| panic!("{}: {e}", db.display()));
     let mut after = None;
     loop {
         let page = store

@@ -35,6 +35,7 @@
 //!   /v1/runs/{run}/replay` and `flow replay RUN` (a process of its own,
 //!   opening the store), facts/s end to end: reading, chain and blob
 //!   verification, the engine's re-derivation.
+//! - enc (`enc.rs`): W1 with encryption at rest off and on, alternating.
 //! - SSE: 0, 1, 100 and 1,000 subscribers in another process
 //!   (`subscribers.rs`) follow a run of 1,000 steps from its first fact:
 //!   delivery latency of each Reply on each stream, from the moment the
@@ -47,7 +48,7 @@
 //! `postgres://postgres@127.0.0.1:5432/test`, a fresh schema dropped after).
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench
-//! steps`. `FLOW_BENCH_ROWS` picks groups (w1, w2, replay, sse);
+//! steps`. `FLOW_BENCH_ROWS` picks groups (w1, w2, replay, enc, sse);
 //! `FLOW_BENCH_SCALE=small` runs smaller sizes; `FLOW_BENCH_SUBSCRIBERS`
 //! picks the SSE rows' subscriber counts (e.g. `100`; default 1, 100 and
 //! 1,000, or 1 and 10 when small); `FLOW_BENCH_KEEP=1` keeps
@@ -61,6 +62,7 @@ mod harness;
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
+mod enc;
 mod floor;
 mod subscribers;
 mod tool;
@@ -131,6 +133,18 @@ impl Bench {
                 flow_src["edges"][0]["to"] = json!("first");
                 let edges = flow_src["edges"].as_array_mut().expect("edges");
                 edges.push(json!({"type": "direct", "from": "first", "to": "step"}));
+                if t == Tool::Rust {
+                    // The encryption rows' `pad` Tool (`enc`), Rust only.
+                    flow_src["tools"]["pad"] = enc::pad_decl();
+                    flow_src["nodes"]
+                        .as_array_mut()
+                        .expect("nodes")
+                        .push(json!({
+                        "id": "padded", "type": "tool_invoke", "tool_id": "pad",
+                        "input_map": {"i": "$.state.i"}, "output_map": {"i": "$.state.i"}}));
+                    let edges = flow_src["edges"].as_array_mut().expect("edges");
+                    edges.push(json!({"type": "direct", "from": "padded", "to": "step"}));
+                }
                 std::fs::write(&src, flow_src.to_string()).expect("flow source");
                 let out = std::process::Command::new(&flow)
                     .arg("tools")
@@ -443,6 +457,9 @@ async fn bench(b: &mut Bench) {
                 }
             }
         }
+    }
+    if harness::selected("enc") {
+        enc::rows(b, n1).await;
     }
     if harness::selected("w2") {
         w2(b, Tool::Rust, 100).await;

@@ -27,12 +27,19 @@ pub fn now_ns() -> u128 {
 
 type Stamps = Option<Arc<Mutex<std::fs::File>>>;
 
-fn next(call: &Call, stamps: &Stamps, tally: bool) -> Result<Value, ToolError> {
+fn next(call: &Call, stamps: &Stamps, tally: bool, pad: bool) -> Result<Value, ToolError> {
     let Some(Value::Int(i)) = call.arg("i") else {
         return Err(ToolError::Other("takes i, an Int".into()));
     };
+    let text = format!("{i:>12}").repeat(100);
     let i = Value::Int(i + 1u8);
-    let out = if tally {
+    let out = if pad {
+        Value::Record(
+            [("i".to_string(), i), ("pad".to_string(), Value::Text(text))]
+                .into_iter()
+                .collect(),
+        )
+    } else if tally {
         Value::Record(
             [("i".to_string(), i.clone()), ("v".to_string(), i)]
                 .into_iter()
@@ -69,12 +76,16 @@ pub fn serve(args: &[String]) {
         let mut kit = Toolkit::from_document_text(&doc).map_err(std::io::Error::other)?;
         // The document lists what its program calls: `inc`, `tally` or both.
         let listed: Vec<String> = kit.declarations().map(|d| d.identity.clone()).collect();
-        for (name, tally) in [("inc.json#inc", false), ("inc.json#tally", true)] {
+        for (name, tally, pad) in [
+            ("inc.json#inc", false, false),
+            ("inc.json#tally", true, false),
+            ("inc.json#pad", false, true),
+        ] {
             if listed.iter().any(|l| l == name) {
                 let stamps = stamps.clone();
                 kit = kit
                     .handle(name, move |call| {
-                        let r = next(&call, &stamps, tally);
+                        let r = next(&call, &stamps, tally, pad);
                         async move { r }
                     })
                     .map_err(std::io::Error::other)?;

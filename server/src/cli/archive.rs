@@ -6,7 +6,6 @@
 //! exports a run with its forks and nested runs, `--sign` signs, `flow
 //! keys new-signing` makes a key (docs/custody.md).
 
-use super::args::KeysCommand;
 use super::{Global, RunLine, RunsFilter, RunsMore, open_existing, open_store, print_import};
 use super::{print_runs, run_id};
 use crate::client::Client;
@@ -220,29 +219,25 @@ pub(super) async fn export_remote(
     Ok(0)
 }
 
-/// `flow keys …`.
-pub(super) fn keys(g: &Global, k: KeysCommand) -> Result<u8> {
-    match k {
-        KeysCommand::NewSigning { file, signer } => {
-            let key = KeyFile::generate(&signer).map_err(Error::Refused)?;
-            key.write_new(&file).map_err(Error::Refused)?;
-            let line = key.public_line();
-            if g.json {
-                let vk = key.key.verifying_key();
-                out!(
-                    "{}",
-                    json!({"file": file.display().to_string(), "signer": signer, "key": crate::signing::keys::key_text(&vk), "fingerprint": crate::signing::keys::fingerprint(&vk), "line": line})
-                );
-            } else {
-                out!("{line}");
-                eprintln!(
-                    "wrote the secret key {} (mode 0600); add the line above to a trusted-keys file",
-                    file.display()
-                );
-            }
-            Ok(0)
-        }
+/// `flow keys new-signing FILE --signer NAME`: a new signing key.
+pub(super) fn new_signing(g: &Global, file: &Path, signer: &str) -> Result<u8> {
+    let key = KeyFile::generate(signer).map_err(Error::Refused)?;
+    key.write_new(file).map_err(Error::Refused)?;
+    let line = key.public_line();
+    if g.json {
+        let vk = key.key.verifying_key();
+        out!(
+            "{}",
+            json!({"file": file.display().to_string(), "signer": signer, "key": crate::signing::keys::key_text(&vk), "fingerprint": crate::signing::keys::fingerprint(&vk), "line": line})
+        );
+    } else {
+        out!("{line}");
+        eprintln!(
+            "wrote the secret key {} (mode 0600); add the line above to a trusted-keys file",
+            file.display()
+        );
     }
+    Ok(0)
 }
 
 /// `flow import PATH` into the store under `--data`: every run verified

@@ -37,6 +37,10 @@ pub struct Global {
     /// The bearer token for --server.
     #[arg(long, global = true, env = "FLOW_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The master key file of encryption at rest (docs/custody.md): the
+    /// store seals what it writes, and an encrypted store needs it to open.
+    #[arg(long, global = true, env = "FLOW_KEY_FILE", value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// `--server`'s value: an `http://` or `https://` URL with a host (a bare
@@ -317,9 +321,6 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         trust: Option<PathBuf>,
     },
-    /// Keys: `flow keys new-signing FILE` makes an archive signing key.
-    #[command(subcommand)]
-    Keys(KeysCommand),
     /// Run every `*.test.json` fixture under DIR against its fakes and
     /// replay every saved archive against the current program.
     #[command(
@@ -346,6 +347,10 @@ pub enum Command {
         after_help = "Example:\n  flow mcp --tools examples/flows/triage/flow.toml\n\nExit codes: 0 when the client closes standard input; 2 refused (a bad flag)."
     )]
     Mcp(crate::mcp::stdio::McpArgs),
+    /// Keys: master keys for encryption at rest (make one, rotate a
+    /// store's) and archive signing keys (docs/custody.md).
+    #[command(subcommand)]
+    Keys(super::keys::KeysCommand),
 }
 
 #[cfg(test)]
@@ -377,22 +382,4 @@ mod tests {
             }
         }
     }
-}
-
-/// `flow keys …`.
-#[derive(Subcommand, Debug, Clone)]
-pub enum KeysCommand {
-    /// Write a new Ed25519 signing key (mode 0600; never over an existing
-    /// file) and print its public line for a trusted-keys file.
-    #[command(
-        name = "new-signing",
-        after_help = "Example:\n  flow keys new-signing ~/.flowd/alice.key --signer alice >> team.keys\n\nExit codes: 0 written (the public line `ed25519:<base64> NAME` printed); 2 refused: the file exists or the name is malformed."
-    )]
-    NewSigning {
-        /// The key file to write.
-        file: PathBuf,
-        /// The name the key signs as (1 to 128 bytes).
-        #[arg(long)]
-        signer: String,
-    },
 }

@@ -43,18 +43,29 @@ pub(super) fn open_existing(g: &Global, run: &RunId) -> Result<StoreRef> {
 pub(super) fn open_store(g: &Global) -> Result<StoreRef> {
     std::fs::create_dir_all(&g.data)
         .map_err(|e| Error::Refused(format!("{}: {e}", g.data.display())))?;
-    Ok(Arc::new(SqliteStore::open(
-        g.data.join("flow.db"),
-        SqliteOptions::default(),
-    )?))
+    let opts = SqliteOptions {
+        keys: keyring(g)?,
+        ..SqliteOptions::default()
+    };
+    Ok(Arc::new(SqliteStore::open(g.data.join("flow.db"), opts)?))
+}
+
+/// The master keys of `--key-file` (or `FLOW_KEY_FILE`), when given: every
+/// store a command opens is opened with them (docs/custody.md).
+pub(super) fn keyring(g: &Global) -> Result<Option<Arc<flow_store::Keyring>>> {
+    match &g.key_file {
+        None => Ok(None),
+        Some(path) => Ok(Some(Arc::new(flow_store::Keyring::load(path)?))),
+    }
 }
 
 /// `flow serve --postgres`: the store in `schema` of the database at
 /// `url` (connected and migrated off the runtime).
-pub(super) fn open_postgres(url: &str, schema: &str) -> Result<StoreRef> {
+pub(super) fn open_postgres(g: &Global, url: &str, schema: &str) -> Result<StoreRef> {
     let opts = flow_store::PostgresOptions {
         url: url.to_string(),
         schema: schema.to_string(),
+        keys: keyring(g)?,
     };
     Ok(Arc::new(flow_store::PostgresStore::open(opts)?))
 }

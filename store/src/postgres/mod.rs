@@ -40,9 +40,11 @@ mod counts;
 mod delete;
 mod leases;
 mod listen;
+mod memory;
 mod queue_notes;
 mod read;
 mod recoveries;
+mod seal;
 pub use read::CHILDREN_QUERY;
 mod sql;
 mod waiting;
@@ -84,12 +86,18 @@ const READ_CONNECTIONS: usize = 8;
 pub struct PostgresOptions {
     pub url: String,
     pub schema: String,
+    /// Master keys (a key file): with them the store seals what it writes
+    /// (docs/custody.md "Encryption at rest"); an encrypted store does not
+    /// open without them.
+    pub keys: Option<Arc<crate::seal::Keyring>>,
 }
 
 /// What reads and the writer share.
 pub(crate) struct Shared {
     pub(crate) handle: Handle,
     pub(crate) pool: Pool,
+    /// Seals the rows the store writes and opens those it reads.
+    pub(crate) seal: crate::seal::Sealer,
 }
 
 struct Inner {
@@ -160,9 +168,9 @@ impl PostgresStore {
         let handle = runtime.handle().clone();
         // Build on the runtime's blocking pool: the caller may be anywhere.
         let (tx, rx) = sync_channel(1);
-        let (h, schema) = (handle.clone(), opts.schema.clone());
+        let (h, schema, keys) = (handle.clone(), opts.schema.clone(), opts.keys.clone());
         handle.spawn_blocking(move || {
-            let _ = tx.send(Self::start(h, cfg, schema));
+            let _ = tx.send(Self::start(h, cfg, schema, keys));
         });
         let started = rx.recv().map_err(|_| Error::WriterGone);
         let (shared, writer, heads, queue, wake) = match started.and_then(|r| r) {
@@ -191,10 +199,16 @@ impl PostgresStore {
         })
     }
 
-    fn start(handle: Handle, cfg: tokio_postgres::Config, schema: String) -> Result<Started> {
-        handle.block_on(async {
+    fn start(
+        handle: Handle,
+        cfg: tokio_postgres::Config,
+        schema: String,
+        keys: Option<Arc<crate::seal::Keyring>>,
+    ) -> Result<Started> {
+        let seal = handle.block_on(async {
             let client = connect::connect(&cfg).await?;
-            connect::migrate(&client, &schema).await
+            connect::migrate(&client, &schema).await?;
+            seal::load(&client, &schema, keys.as_deref()).await
         })?;
         let mgr = Manager::from_config(
             cfg.clone(),
@@ -223,7 +237,7 @@ impl PostgresStore {
             heads.clone(),
             queue.clone(),
         )?;
-        let shared = Arc::new(Shared { handle, pool });
+        let shared = Arc::new(Shared { handle, pool, seal });
         waiting::backfill(&shared)?;
         let wake = Arc::new(tokio::sync::Notify::new());
         let writer =
@@ -268,6 +282,31 @@ impl PostgresStore {
             let _ = tx.send(out);
         });
         rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// Runs `f` on one read session, its rows opened by the store's sealer.
+    fn snapshot<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn crate::read::ReadDb) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.read(move |s| {
+            let seal = s.seal();
+            crate::seal::read::opened(s, &seal, f)
+        })
+    }
+
+    /// Whether the store seals what it writes (it was opened with keys).
+    pub fn is_sealed(&self) -> bool {
+        self.inner.shared.seal.is_on()
+    }
+
+    /// `flow keys rotate` (docs/custody.md "Rotation"): every data key
+    /// re-wrapped by `ring`'s active master key, then the rows still in
+    /// plaintext sealed, on a connection of its own.
+    pub fn rotate_keys(&self, ring: &crate::seal::Keyring) -> Result<crate::sqlite::Rotated> {
+        let ring = ring.clone();
+        let schema = self.inner.schema.clone();
+        self.on_pool(move |conn| async move { seal::rotate(&conn, &schema, &ring).await })
     }
 
     /// Runs `f` with a pooled connection on the private runtime (the small
@@ -378,7 +417,7 @@ impl HostRecords for PostgresStore {
 
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
         let run = run.clone();
-        self.read(move |s| crate::read::host_records(s, &run))
+        self.snapshot(move |s| crate::read::host_records(s, &run))
     }
 }
 
@@ -396,12 +435,12 @@ impl ImportRuns for PostgresStore {
 impl ReadHistory for PostgresStore {
     fn run_info(&self, run: &RunId) -> Result<RunInfo> {
         let run = run.clone();
-        self.read(move |s| crate::read::run_info(s, &run))
+        self.snapshot(move |s| crate::read::run_info(s, &run))
     }
 
     fn read_history(&self, run: &RunId) -> Result<History> {
         let run = run.clone();
-        self.read(move |s| crate::read::read_history(s, &run))
+        self.snapshot(move |s| crate::read::read_history(s, &run))
     }
 
     fn walk_logical(&self, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
@@ -412,8 +451,11 @@ impl ReadHistory for PostgresStore {
         let (done_tx, done_rx) = sync_channel(1);
         self.inner.shared.handle.spawn_blocking(move || {
             let mut s = Session::new(shared);
-            let out = crate::read::walk_logical(&mut s, &run, &mut |f, c| {
-                tx.send((f.clone(), c.cloned())).is_ok()
+            let seal = s.seal();
+            let out = crate::seal::read::opened(&mut s, &seal, |db| {
+                crate::read::walk_logical(db, &run, &mut |f, c| {
+                    tx.send((f.clone(), c.cloned())).is_ok()
+                })
             });
             s.finish();
             let _ = done_tx.send(out);
@@ -430,22 +472,22 @@ impl ReadHistory for PostgresStore {
 
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
         let run = run.clone();
-        self.read(move |s| crate::read::read_after(s, &run, after, limit))
+        self.snapshot(move |s| crate::read::read_after(s, &run, after, limit))
     }
 
     fn blob(&self, hash: &str) -> Result<Vec<u8>> {
         let hash = hash.to_string();
-        self.read(move |s| crate::read::blob(s, &hash))
+        self.snapshot(move |s| crate::read::blob(s, &hash))
     }
 
     fn expand(&self, stored: &Value) -> Result<Value> {
         let stored = stored.clone();
-        self.read(move |s| crate::read::expand(s, &stored))
+        self.snapshot(move |s| crate::read::expand(s, &stored))
     }
 
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
         let run = run.clone();
-        self.read(move |s| crate::read::checkpoint_state(s, &run, n))
+        self.snapshot(move |s| crate::read::checkpoint_state(s, &run, n))
     }
 
     /// One session for the page: the history's blobs, fetched to verify
@@ -453,7 +495,7 @@ impl ReadHistory for PostgresStore {
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
         let q = crate::view::check_query(query)?;
         let run = run.clone();
-        self.read(move |s| {
+        self.snapshot(move |s| {
             let info = crate::read::run_info(s, &run)?;
             let history = crate::read::read_history(s, &run)?;
             crate::view::page(&info, &history, &q, &mut |v| crate::read::expand(s, v))
@@ -464,33 +506,33 @@ impl ReadHistory for PostgresStore {
 impl Discover for PostgresStore {
     fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
         let q = query.check()?;
-        self.read(move |s| crate::read::discover(s, &q))
+        self.snapshot(move |s| crate::read::discover(s, &q))
     }
 }
 
 impl ListRuns for PostgresStore {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
         let q = query.check()?;
-        self.read(move |s| crate::listing::list_runs(s, &q))
+        self.snapshot(move |s| crate::listing::list_runs(s, &q))
     }
 
     fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts> {
         let q = query.check()?;
-        self.read(move |s| crate::listing::count_runs(s, &q))
+        self.snapshot(move |s| crate::listing::count_runs(s, &q))
     }
 
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
-        self.read(move |s| crate::listing::changed_since(s, since_ms, limit))
+        self.snapshot(move |s| crate::listing::changed_since(s, since_ms, limit))
     }
 
     fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
         let run = run.clone();
-        self.read(move |s| crate::listing::children(s, &run, limit))
+        self.snapshot(move |s| crate::listing::children(s, &run, limit))
     }
 
     fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage> {
         let q = query.clone();
-        self.read(move |s| crate::read::waiting::page(s, &q))
+        self.snapshot(move |s| crate::read::waiting::page(s, &q))
     }
 }
 
@@ -506,80 +548,5 @@ impl Subscribe for PostgresStore {
 
     fn observe_heads(&self, observer: HeadObserver) {
         self.inner.heads.observe(observer);
-    }
-}
-
-impl crate::api::Memory for PostgresStore {
-    fn memory_read(&self, store: &str, key: &Value) -> Result<Option<Value>> {
-        let key = flow_abi::json::canonical(key);
-        let store = store.to_string();
-        let text: Option<String> = self.read({
-            let store = store.clone();
-            move |s| {
-                let rows = s.query(
-                    "SELECT value FROM memory WHERE store = $1 AND key = $2",
-                    &[&store, &key],
-                )?;
-                Ok(rows.first().map(|r| r.try_get(0)).transpose()?)
-            }
-        })?;
-        match text {
-            None => Ok(None),
-            Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
-                Error::Schema(format!(
-                    "memory {store}: a stored value does not parse: {e}"
-                ))
-            }),
-        }
-    }
-
-    /// Memory writes are rare and small: each is its own transaction on a
-    /// pooled connection, serialized per key by an advisory lock so two
-    /// merges (from any server) cannot lose each other's fields.
-    fn memory_write(&self, store: &str, key: &Value, value: &Value, merge: bool) -> Result<()> {
-        let key = flow_abi::json::canonical(key);
-        let (store, value) = (store.to_string(), value.clone());
-        self.on_pool(move |conn| async move {
-                conn.batch_execute("BEGIN").await?;
-                let body = async {
-                    conn.execute(
-                        "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(10) || $2, 0))",
-                        &[&store, &key],
-                    )
-                    .await?;
-                    let mut value = value;
-                    if merge {
-                        let old: Option<String> = conn
-                            .query_opt(
-                                "SELECT value FROM memory WHERE store = $1 AND key = $2",
-                                &[&store, &key],
-                            )
-                            .await?
-                            .map(|r| r.try_get(0))
-                            .transpose()?;
-                        if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
-                            && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
-                        {
-                            o.extend(n);
-                            value = Value::Object(o);
-                        }
-                    }
-                    conn.execute(
-                        "INSERT INTO memory (store, key, value, updated_ms) VALUES ($1, $2, $3, $4)
-                         ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
-                        &[&store, &key, &flow_abi::json::canonical(&value), &now_ms()],
-                    )
-                    .await?;
-                    Ok::<(), Error>(())
-                }
-                .await;
-                match body {
-                    Ok(()) => Ok(conn.batch_execute("COMMIT").await?),
-                    Err(e) => {
-                        let _ = conn.batch_execute("ROLLBACK").await;
-                        Err(e)
-                    }
-                }
-        })
     }
 }

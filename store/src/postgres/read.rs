@@ -19,6 +19,7 @@ use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::merkle::collect_refs;
 use crate::read::{FactRow, ReadDb};
+use crate::seal::{Place, Sealer};
 use deadpool_postgres::Object;
 use flow_abi::fact::RunId;
 use serde_json::Value;
@@ -57,6 +58,11 @@ impl Session {
             window: None,
             rows: BTreeMap::new(),
         }
+    }
+
+    /// The store's sealer (reads open rows through it: `crate::seal::read`).
+    pub(super) fn seal(&self) -> crate::seal::Sealer {
+        self.shared.seal.clone()
     }
 
     /// Runs one query; the first also begins the snapshot (pipelined).
@@ -122,6 +128,17 @@ impl Session {
                 let body: Vec<u8> = r.try_get(1)?;
                 let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) else {
                     continue;
+                };
+                // A sealed body is opened here so that the blobs it names
+                // are fetched with it; one that does not open stays as
+                // stored, for the read's opening to report.
+                let body = if Sealer::is_sealed(&body) {
+                    match self.shared.seal.open(Place::Blob(&hash), body.clone()) {
+                        Ok(open) => open,
+                        Err(_) => body,
+                    }
+                } else {
+                    body
                 };
                 mentions(&body, &mut next);
                 self.prefetched += body.len();

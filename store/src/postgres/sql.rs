@@ -7,6 +7,7 @@ use crate::api::*;
 use crate::error::Error;
 use crate::index::{Head, ending_text};
 use crate::prepare::StartMeta;
+use crate::seal::Place;
 use futures_util::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 use std::task::Poll;
@@ -281,6 +282,7 @@ impl From<tokio_postgres::Error> for Failed {
 /// framed as `wrap` says.
 pub(super) async fn write(
     conn: &Conn,
+    seal: &crate::seal::Sealer,
     channel: &str,
     r: &Rows,
     changed: &BTreeMap<String, Head>,
@@ -290,7 +292,14 @@ pub(super) async fn write(
     let c = &conn.client;
     let st = &conn.st;
     let blob_hash: Vec<&[u8]> = r.blobs.keys().map(|h| &h[..]).collect();
-    let blob_body: Vec<&[u8]> = r.blobs.values().map(Vec::as_slice).collect();
+    // Sealed as bound (docs/custody.md "Encryption at rest"); as they are
+    // when the store is not encrypted.
+    let blob_body: Vec<std::borrow::Cow<'_, [u8]>> = r
+        .blobs
+        .iter()
+        .map(|(h, b)| seal.seal(Place::Blob(h), b))
+        .collect::<Result<_, Error>>()?;
+    let blob_body: Vec<&[u8]> = blob_body.iter().map(|b| &b[..]).collect();
     let lock_keys: Vec<i64> = r.refs.iter().map(|(_, h)| blob_lock_key(h)).collect();
     let ref_run: Vec<&str> = r.refs.iter().map(|(id, _)| id.as_str()).collect();
     let ref_hash: Vec<&[u8]> = r.refs.iter().map(|(_, h)| &h[..]).collect();
@@ -367,14 +376,24 @@ pub(super) async fn write(
     let f_n: Vec<i64> = r.facts.iter().map(|f| f.1 as i64).collect();
     let f_kind: Vec<&str> = r.facts.iter().map(|f| f.2).collect();
     let f_hash: Vec<&[u8]> = r.facts.iter().map(|f| &f.3[..]).collect();
-    let f_body: Vec<&str> = r.facts.iter().map(|f| &*f.4).collect();
+    let f_body: Vec<std::borrow::Cow<'_, str>> = r
+        .facts
+        .iter()
+        .map(|f| seal.seal_text(Place::Fact(&f.3), &f.4))
+        .collect::<Result<_, Error>>()?;
+    let f_body: Vec<&str> = f_body.iter().map(|b| &**b).collect();
     let h_id: Vec<&str> = r.host.iter().map(|h| h.0.as_str()).collect();
     let h_seq: Vec<i64> = r.host.iter().map(|h| h.1).collect();
     let h_kind: Vec<&str> = r.host.iter().map(|h| h.2).collect();
     let h_at: Vec<i64> = r.host.iter().map(|h| h.3).collect();
     let h_n: Vec<i64> = r.host.iter().map(|h| h.4).collect();
     let h_hash: Vec<&[u8]> = r.host.iter().map(|h| &h.5[..]).collect();
-    let h_det: Vec<&str> = r.host.iter().map(|h| h.6.as_str()).collect();
+    let h_det: Vec<std::borrow::Cow<'_, str>> = r
+        .host
+        .iter()
+        .map(|h| seal.seal_text(Place::Host(&h.5, h.1, h.2), &h.6))
+        .collect::<Result<_, Error>>()?;
+    let h_det: Vec<&str> = h_det.iter().map(|d| &**d).collect();
     let u_id: Vec<&str> = changed.keys().map(String::as_str).collect();
     let u_n: Vec<i64> = changed.values().map(|h| h.last_n as i64).collect();
     let u_h: Vec<&[u8]> = changed.values().map(|h| &h.last_hash[..]).collect();

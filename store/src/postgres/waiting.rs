@@ -34,9 +34,12 @@ pub(super) fn load(shared: &Arc<Shared>, cmds: &[Command]) -> HashMap<String, Ve
         };
         let open: Vec<String> = open.iter().map(|c| c.as_str().to_string()).collect();
         let mut s = Session::new(shared.clone());
-        let got = crate::read::ReadDb::run_columns(&mut s, run).and_then(|cols| match cols {
-            Some(cols) => rows(&mut s, cols.key, run, &open, *at_ms),
-            None => Ok(Vec::new()),
+        let seal = s.seal();
+        let got = crate::seal::read::opened(&mut s, &seal, |db| {
+            db.run_columns(run).and_then(|cols| match cols {
+                Some(cols) => rows(db, cols.key, run, &open, *at_ms),
+                None => Ok(Vec::new()),
+            })
         });
         s.finish();
         if let Ok(rows) = got {
@@ -92,7 +95,7 @@ pub(super) fn backfill(shared: &Arc<Shared>) -> Result<()> {
         let id: String = row.try_get(0)?;
         let Ok(run) = RunId::parse(&id) else { continue };
         let mut s = Session::new(shared.clone());
-        let rows = rows_of_paused(&mut s, &run);
+        let rows = crate::seal::read::opened(&mut s, &shared.seal, |db| rows_of_paused(db, &run));
         s.finish();
         // A run whose facts do not read (a storage failure its own reads
         // report) is left without rows rather than failing the open.

@@ -34,12 +34,6 @@ use std::time::Duration;
 /// The database's clock in unix ms.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-fn parse_json(text: &str, what: &str) -> Result<Value> {
-    flow_abi::json::parse(text).map_err(|e| {
-        crate::error::Error::Schema(format!("worker queue: a stored {what} does not parse: {e}"))
-    })
-}
-
 /// Opens a transaction that commits without waiting for the WAL flush.
 const BEGIN_QUICK: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 
@@ -78,13 +72,18 @@ fn state_sql() -> String {
     )
 }
 
-fn state_row(r: &tokio_postgres::Row) -> Result<RemoteCallState> {
+fn state_row(
+    seal: &crate::seal::Sealer,
+    run: &str,
+    call: &str,
+    r: &tokio_postgres::Row,
+) -> Result<RemoteCallState> {
     let worker: Option<String> = r.try_get(0)?;
     let cancel: i16 = r.try_get(2)?;
     let outcome: Option<String> = r.try_get(3)?;
     Ok(match (outcome, worker) {
         (Some(o), worker) => RemoteCallState::Done {
-            outcome: parse_json(&o, "outcome")?,
+            outcome: seal.open_worker(run, call, "outcome", o)?,
             worker,
         },
         (None, Some(worker)) => RemoteCallState::Sent {
@@ -228,7 +227,12 @@ impl WorkerQueue for PostgresStore {
 
     fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState> {
         let c = call.clone();
-        let args = flow_abi::json::canonical(&call.args);
+        let args = self.inner.shared.seal.seal_worker(
+            call.run.as_str(),
+            call.call.as_str(),
+            "args",
+            flow_abi::json::canonical(&call.args),
+        )?;
         let within_ms = millis(within);
         let begin = format!(
             "{BEGIN_QUICK}; SELECT pg_notify('{}', '{}')",
@@ -274,7 +278,12 @@ impl WorkerQueue for PostgresStore {
             Ok(row)
         })?;
         match row {
-            Some(r) => state_row(&r),
+            Some(r) => state_row(
+                &self.inner.shared.seal,
+                call.run.as_str(),
+                call.call.as_str(),
+                &r,
+            ),
             None => Err(crate::error::Error::Schema(
                 "worker queue: a call queued is not there".into(),
             )),
@@ -318,13 +327,18 @@ impl WorkerQueue for PostgresStore {
         })?;
         let mut out = Claimed::default();
         for r in calls {
-            let args: String = r.try_get(4)?;
+            let (run, call): (String, String) = (r.try_get(0)?, r.try_get(1)?);
+            let args = self
+                .inner
+                .shared
+                .seal
+                .open_worker(&run, &call, "args", r.try_get(4)?)?;
             out.calls.push(RemoteCall {
-                run: RunId::parse(&r.try_get::<_, String>(0)?)?,
-                call: CallId::parse(r.try_get(1)?)?,
+                run: RunId::parse(&run)?,
+                call: CallId::parse(&call)?,
                 tool: r.try_get(2)?,
                 fingerprint: r.try_get(3)?,
-                args: parse_json(&args, "call's args")?,
+                args,
             });
         }
         for r in cancels {
@@ -345,7 +359,12 @@ impl WorkerQueue for PostgresStore {
         outcome: &Value,
     ) -> Result<bool> {
         let (worker, run, call) = (worker.to_string(), run.to_string(), call.to_string());
-        let text = flow_abi::json::canonical(outcome);
+        let text = self.inner.shared.seal.seal_worker(
+            &run,
+            &call,
+            "outcome",
+            flow_abi::json::canonical(outcome),
+        )?;
         let (chan, note) = (self.queue_channel(), self.inner.queue.settled(&run, &call));
         self.on_pool(move |conn| async move {
             let rows = quick!(
@@ -373,7 +392,12 @@ impl WorkerQueue for PostgresStore {
         for ((run, call, outcome), _) in replies.iter().zip(&first).filter(|(_, f)| **f) {
             runs.push(run.to_string());
             calls.push(call.to_string());
-            outcomes.push(flow_abi::json::canonical(outcome));
+            outcomes.push(self.inner.shared.seal.seal_worker(
+                run.as_str(),
+                call.as_str(),
+                "outcome",
+                flow_abi::json::canonical(outcome),
+            )?);
             notes.push(self.inner.queue.settled(run.as_str(), call.as_str()));
         }
         let (worker, chan) = (worker.to_string(), self.queue_channel());
@@ -408,13 +432,15 @@ impl WorkerQueue for PostgresStore {
         call: &CallId,
         within: Duration,
     ) -> Result<Option<RemoteCallState>> {
-        let (run, call, within) = (run.to_string(), call.to_string(), millis(within));
+        let (run, call) = (run.to_string(), call.to_string());
+        let (r, c, within) = (run.clone(), call.clone(), millis(within));
         let row = self.on_pool(move |conn| async move {
-            Ok(conn
-                .query_opt(&state_sql(), &[&run, &call, &within])
-                .await?)
+            Ok(conn.query_opt(&state_sql(), &[&r, &c, &within]).await?)
         })?;
-        row.as_ref().map(state_row).transpose()
+        let seal = &self.inner.shared.seal;
+        row.as_ref()
+            .map(|r| state_row(seal, &run, &call, r))
+            .transpose()
     }
 
     fn settle_call(
@@ -426,7 +452,15 @@ impl WorkerQueue for PostgresStore {
     ) -> Result<bool> {
         let (run, call) = (run.to_string(), call.to_string());
         let worker = worker.map(str::to_string);
-        let outcome = outcome.map(flow_abi::json::canonical);
+        let outcome = outcome
+            .map(|o| {
+                let text = flow_abi::json::canonical(o);
+                self.inner
+                    .shared
+                    .seal
+                    .seal_worker(&run, &call, "outcome", text)
+            })
+            .transpose()?;
         let chan = self.queue_channel();
         let (settled, queued) = (
             self.inner.queue.settled(&run, &call),

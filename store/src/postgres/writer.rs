@@ -377,7 +377,10 @@ impl Writer {
                 && !self.cache.contains(&id)
             {
                 let mut s = Session::new(self.shared.clone());
-                let base = crate::read::latest_checkpoint(&mut s, run);
+                let seal = s.seal();
+                let base = crate::seal::read::opened(&mut s, &seal, |db| {
+                    crate::read::latest_checkpoint(db, run)
+                });
                 s.finish();
                 if let Ok(base) = base {
                     self.cache.set(id.clone(), Some(base));
@@ -426,7 +429,17 @@ impl Writer {
             ids: &ids,
             xmins: &xmins,
         };
-        let written = write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+        let seal = &self.shared.seal;
+        let written = write(
+            conn,
+            seal,
+            &channel,
+            &plan.rows,
+            &plan.changed,
+            &plan.notes,
+            wrap,
+        )
+        .await?;
         plan.xid = written.xid;
         Ok((outs, plan))
     }
@@ -492,8 +505,16 @@ impl Writer {
                 .map(|(cmd, start)| decide(&mut plan, &mut self.cache, cmd, start))
                 .collect();
             let wrap = Wrap::Open;
-            let written =
-                write(conn, &channel, &plan.rows, &plan.changed, &plan.notes, wrap).await?;
+            let written = write(
+                conn,
+                &self.shared.seal,
+                &channel,
+                &plan.rows,
+                &plan.changed,
+                &plan.notes,
+                wrap,
+            )
+            .await?;
             plan.xid = written.xid;
             Ok::<_, Failed>((outs, plan))
         }

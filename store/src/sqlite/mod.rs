@@ -21,7 +21,9 @@ mod leases;
 mod queue;
 mod read;
 mod recoveries;
+mod seal;
 pub use read::CHILDREN_QUERY;
+pub use seal::Rotated;
 mod waiting;
 mod workers;
 mod writer;
@@ -73,6 +75,10 @@ pub struct SqliteOptions {
     pub queue_depth: usize,
     /// Page size of a new database (ignored for an existing one).
     pub page_size: u32,
+    /// Master keys (a key file): with them the store seals what it writes
+    /// (docs/custody.md "Encryption at rest"); an encrypted store does not
+    /// open without them.
+    pub keys: Option<Arc<crate::seal::Keyring>>,
 }
 
 impl Default for SqliteOptions {
@@ -82,6 +88,7 @@ impl Default for SqliteOptions {
             read_connections: 4,
             queue_depth: 4096,
             page_size: PAGE_SIZE,
+            keys: None,
         }
     }
 }
@@ -160,10 +167,7 @@ fn open_writer(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
     let mut tries = 0;
     loop {
         let mut conn = Connection::open(path)?;
-        match configure(&conn, opts, true)
-            .and_then(|()| migrate(&mut conn))
-            .and_then(|()| waiting::backfill(&mut conn).map(drop))
-        {
+        match configure(&conn, opts, true).and_then(|()| migrate(&mut conn)) {
             Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
                 if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 50 =>
             {
@@ -186,6 +190,8 @@ pub(crate) struct Inner {
     committer: Arc<committer::Committer>,
     thread: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
+    /// Seals the rows the store writes and opens those it reads.
+    seal: crate::seal::Sealer,
     /// The worker queue's own writer (`queue`), started on first use.
     queue: queue::QueueWriter,
     pub(crate) heads: Arc<Heads>,
@@ -216,10 +222,12 @@ impl SqliteStore {
     /// starts the writer thread.
     pub fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
-        let conn = open_writer(&path, &opts)?;
+        let mut conn = open_writer(&path, &opts)?;
+        let seal = seal::load(&mut conn, opts.keys.as_deref())?;
+        waiting::backfill(&mut conn, &seal)?;
         let heads = Arc::new(Heads::default());
         let committer = Arc::new(committer::Committer::new(
-            writer::Writer::new(conn, heads.clone()),
+            writer::Writer::new(conn, heads.clone(), seal.clone()),
             opts.queue_depth,
         ));
         let c = committer.clone();
@@ -234,6 +242,7 @@ impl SqliteStore {
                 committer,
                 thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                seal,
                 queue: queue::QueueWriter::default(),
                 heads,
             }),
@@ -249,6 +258,25 @@ impl SqliteStore {
         let (reply_tx, reply_rx) = sync_channel(1);
         self.inner.committer.submit(make(reply_tx));
         reply_rx.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    /// Whether the store seals what it writes (it was opened with keys).
+    pub fn is_sealed(&self) -> bool {
+        self.inner.seal.is_on()
+    }
+
+    /// `flow keys rotate` (docs/custody.md "Rotation"): every data key
+    /// re-wrapped by `ring`'s active master key, then the rows still in
+    /// plaintext sealed, on a connection of its own. The store must have
+    /// been opened with keys that hold every data key's master key.
+    pub fn rotate_keys(&self, ring: &crate::seal::Keyring) -> Result<Rotated> {
+        let mut conn = self.side_connection()?;
+        seal::rotate(&mut conn, ring)
+    }
+
+    /// Runs `f` on one read snapshot, its rows opened by the store's sealer.
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn crate::read::ReadDb) -> Result<T>) -> Result<T> {
+        self.with_reader(|c| read::snapshot(c, &self.inner.seal, f))
     }
 
     /// Runs `f` on a pooled read connection.
@@ -376,7 +404,7 @@ impl HostRecords for SqliteStore {
     }
 
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::host_records(db, run)))
+        self.snapshot(|db| crate::read::host_records(db, run))
     }
 }
 
@@ -393,31 +421,31 @@ impl ImportRuns for SqliteStore {
 
 impl ReadHistory for SqliteStore {
     fn run_info(&self, run: &RunId) -> Result<RunInfo> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::run_info(db, run)))
+        self.snapshot(|db| crate::read::run_info(db, run))
     }
 
     fn read_history(&self, run: &RunId) -> Result<History> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::read_history(db, run)))
+        self.snapshot(|db| crate::read::read_history(db, run))
     }
 
     fn walk_logical(&self, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::walk_logical(db, run, visit)))
+        self.snapshot(|db| crate::read::walk_logical(db, run, visit))
     }
 
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::read_after(db, run, after, limit)))
+        self.snapshot(|db| crate::read::read_after(db, run, after, limit))
     }
 
     fn blob(&self, hash: &str) -> Result<Vec<u8>> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::blob(db, hash)))
+        self.snapshot(|db| crate::read::blob(db, hash))
     }
 
     fn expand(&self, stored: &Value) -> Result<Value> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::expand(db, stored)))
+        self.snapshot(|db| crate::read::expand(db, stored))
     }
 
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::checkpoint_state(db, run, n)))
+        self.snapshot(|db| crate::read::checkpoint_state(db, run, n))
     }
 
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
@@ -431,33 +459,31 @@ impl ReadHistory for SqliteStore {
 impl Discover for SqliteStore {
     fn discover(&self, query: &DiscoveryQuery) -> Result<DiscoveryPage> {
         let q = query.check()?;
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::discover(db, &q)))
+        self.snapshot(|db| crate::read::discover(db, &q))
     }
 }
 
 impl ListRuns for SqliteStore {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
         let q = query.check()?;
-        self.with_reader(|c| read::snapshot(c, |db| crate::listing::list_runs(db, &q)))
+        self.snapshot(|db| crate::listing::list_runs(db, &q))
     }
 
     fn count_runs(&self, query: &RunListQuery) -> Result<RunCounts> {
         let q = query.check()?;
-        self.with_reader(|c| read::snapshot(c, |db| crate::listing::count_runs(db, &q)))
+        self.snapshot(|db| crate::listing::count_runs(db, &q))
     }
 
     fn runs_changed_since(&self, since_ms: i64, limit: u32) -> Result<Vec<RunInfo>> {
-        self.with_reader(|c| {
-            read::snapshot(c, |db| crate::listing::changed_since(db, since_ms, limit))
-        })
+        self.snapshot(|db| crate::listing::changed_since(db, since_ms, limit))
     }
 
     fn children(&self, run: &RunId, limit: u32) -> Result<ChildPage> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::listing::children(db, run, limit)))
+        self.snapshot(|db| crate::listing::children(db, run, limit))
     }
 
     fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage> {
-        self.with_reader(|c| read::snapshot(c, |db| crate::read::waiting::page(db, query)))
+        self.snapshot(|db| crate::read::waiting::page(db, query))
     }
 }
 
@@ -486,6 +512,14 @@ impl crate::api::Memory for SqliteStore {
                     .optional()?,
             )
         })?;
+        let text = text
+            .map(|t| {
+                self.inner
+                    .seal
+                    .open_text(crate::seal::Place::Memory(store, &key), t)
+            })
+            .transpose()
+            .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
         match text {
             None => Ok(None),
             Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
@@ -509,6 +543,14 @@ impl crate::api::Memory for SqliteStore {
                 .prepare_cached("SELECT value FROM memory WHERE store = ?1 AND key = ?2")?
                 .query_row(rusqlite::params![store, key], |r| r.get(0))
                 .optional()?;
+            let old = old
+                .map(|t| {
+                    self.inner
+                        .seal
+                        .open_text(crate::seal::Place::Memory(store, &key), t)
+                })
+                .transpose()
+                .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
             if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
                 && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
             {
@@ -519,7 +561,15 @@ impl crate::api::Memory for SqliteStore {
         tx.execute(
             "INSERT INTO memory (store, key, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (store, key) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
-            rusqlite::params![store, key, flow_abi::json::canonical(&value), now_ms()],
+            rusqlite::params![
+                store,
+                key,
+                &*self.inner.seal.seal_text(
+                    crate::seal::Place::Memory(store, &key),
+                    &flow_abi::json::canonical(&value)
+                )?,
+                now_ms()
+            ],
         )?;
         tx.commit()?;
         Ok(())

@@ -9,17 +9,21 @@ use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::read::{FactRow, ReadDb};
+use crate::seal::Sealer;
+use crate::seal::read::opened;
 use flow_abi::fact::RunId;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
-/// Runs `f` on a [`ReadDb`] inside a read transaction.
+/// Runs `f` on a [`ReadDb`] inside a read transaction, its rows opened by
+/// `seal`.
 pub(super) fn snapshot<T>(
     conn: &mut Connection,
+    seal: &Sealer,
     f: impl FnOnce(&mut dyn ReadDb) -> Result<T>,
 ) -> Result<T> {
     let tx = conn.transaction()?;
-    let out = f(&mut Db(&tx));
+    let out = opened(&mut Db(&tx), seal, f);
     // Read-only: ending it cannot lose anything.
     let _ = tx.finish();
     out
@@ -27,8 +31,12 @@ pub(super) fn snapshot<T>(
 
 /// Runs `f` on a [`ReadDb`] over `conn` as it is (the writer's, inside its
 /// transaction: it sees what the batch wrote so far).
-pub(super) fn on<T>(conn: &Connection, f: impl FnOnce(&mut dyn ReadDb) -> Result<T>) -> Result<T> {
-    f(&mut Db(conn))
+pub(super) fn on<T>(
+    conn: &Connection,
+    seal: &Sealer,
+    f: impl FnOnce(&mut dyn ReadDb) -> Result<T>,
+) -> Result<T> {
+    opened(&mut Db(conn), seal, f)
 }
 
 struct Db<'a>(&'a Connection);

@@ -5,6 +5,7 @@
 
 use crate::api::HostDetails;
 use crate::error::Result;
+use crate::seal::Sealer;
 use crate::waiting::{WaitingRow, rows, rows_of_paused};
 use flow_abi::fact::RunId;
 use rusqlite::{Connection, params};
@@ -17,11 +18,12 @@ pub(super) fn on_host(
     run: &RunId,
     details: &HostDetails,
     at_ms: i64,
+    seal: &Sealer,
 ) -> Result<()> {
     match details {
         HostDetails::Pause { open } => {
             let open: Vec<String> = open.iter().map(|c| c.as_str().to_string()).collect();
-            pause(conn, key, run, &open, at_ms)
+            pause(conn, key, run, &open, at_ms, seal)
         }
         HostDetails::Halt(_) => clear(conn, key),
         _ => Ok(()),
@@ -30,8 +32,15 @@ pub(super) fn on_host(
 
 /// Replaces run `key`'s rows by those of its pause at `since_ms` with
 /// `open` calls.
-fn pause(conn: &Connection, key: i64, run: &RunId, open: &[String], since_ms: i64) -> Result<()> {
-    let rows = super::read::on(conn, |db| rows(db, key, run, open, since_ms))?;
+fn pause(
+    conn: &Connection,
+    key: i64,
+    run: &RunId,
+    open: &[String],
+    since_ms: i64,
+    seal: &Sealer,
+) -> Result<()> {
+    let rows = super::read::on(conn, seal, |db| rows(db, key, run, open, since_ms))?;
     clear(conn, key)?;
     insert(conn, key, run, &rows)
 }
@@ -69,7 +78,7 @@ fn insert(conn: &Connection, key: i64, run: &RunId, rows: &[WaitingRow]) -> Resu
 /// facts' canonical text (the store never interprets stored JSON in SQL),
 /// and a paused run without rows is found by index (`runs_by_state`), so
 /// a store already filled costs one short query.
-pub(super) fn backfill(conn: &mut Connection) -> Result<usize> {
+pub(super) fn backfill(conn: &mut Connection, seal: &Sealer) -> Result<usize> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let missing: Vec<(i64, String)> = {
         let mut st = tx.prepare(
@@ -83,7 +92,7 @@ pub(super) fn backfill(conn: &mut Connection) -> Result<usize> {
         let Ok(run) = RunId::parse(&id) else { continue };
         // A run whose facts do not read (a storage failure its own reads
         // report) is left without rows rather than failing the open.
-        let Ok(rows) = super::read::on(&tx, |db| rows_of_paused(db, &run)) else {
+        let Ok(rows) = super::read::on(&tx, seal, |db| rows_of_paused(db, &run)) else {
             continue;
         };
         insert(&tx, key, &run, &rows)?;

@@ -15,6 +15,7 @@
 
 use super::{SqliteStore, now_ms};
 use crate::error::{Error, Result};
+use crate::seal::Sealer;
 use crate::workers::*;
 use flow_abi::fact::{CallId, RunId};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -36,24 +37,20 @@ impl SqliteStore {
     }
 }
 
-fn parse_json(text: &str, what: &str) -> Result<Value> {
-    flow_abi::json::parse(text)
-        .map_err(|e| Error::Schema(format!("worker queue: a stored {what} does not parse: {e}")))
-}
-
 fn remote_call(
+    seal: &Sealer,
     run: String,
     call: String,
     tool: String,
     fp: String,
-    args: &str,
+    args: String,
 ) -> Result<RemoteCall> {
     Ok(RemoteCall {
+        args: seal.open_worker(&run, &call, "args", args)?,
         run: RunId::parse(&run)?,
         call: CallId::parse(&call)?,
         tool,
         fingerprint: fp,
-        args: parse_json(args, "call's args")?,
     })
 }
 
@@ -61,6 +58,7 @@ fn remote_call(
 /// `since` (ms).
 fn state_of(
     c: &Connection,
+    seal: &Sealer,
     run: &RunId,
     call: &CallId,
     since: i64,
@@ -89,7 +87,7 @@ fn state_of(
     };
     Ok(Some(match (outcome, worker) {
         (Some(o), worker) => RemoteCallState::Done {
-            outcome: parse_json(&o, "outcome")?,
+            outcome: seal.open_worker(run.as_str(), call.as_str(), "outcome", o)?,
             worker,
         },
         (None, Some(worker)) => RemoteCallState::Sent {
@@ -208,7 +206,13 @@ impl WorkerQueue for SqliteStore {
     }
 
     fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState> {
-        let args = flow_abi::json::canonical(&call.args);
+        let seal = self.inner.seal.clone();
+        let args = seal.seal_worker(
+            call.run.as_str(),
+            call.call.as_str(),
+            "args",
+            flow_abi::json::canonical(&call.args),
+        )?;
         let call = call.clone();
         self.queue_write(move |tx, now| {
             let n = tx.execute(
@@ -232,7 +236,7 @@ impl WorkerQueue for SqliteStore {
                     params![call.run.as_str(), call.call.as_str()],
                 )?;
             }
-            state_of(tx, &call.run, &call.call, now - millis(within))?
+            state_of(tx, &seal, &call.run, &call.call, now - millis(within))?
                 .ok_or_else(|| Error::Schema("worker queue: a call queued is not there".into()))
         })
     }
@@ -252,7 +256,7 @@ impl WorkerQueue for SqliteStore {
         if !any {
             return Ok(Claimed::default());
         }
-        let worker = worker.to_string();
+        let (worker, seal) = (worker.to_string(), self.inner.seal.clone());
         self.queue_write(move |tx, _| {
             let mut out = Claimed::default();
             {
@@ -271,7 +275,7 @@ impl WorkerQueue for SqliteStore {
                 })?;
                 for row in rows {
                     let (run, call, tool, fp, args) = row?;
-                    out.calls.push(remote_call(run, call, tool, fp, &args)?);
+                    out.calls.push(remote_call(&seal, run, call, tool, fp, args)?);
                 }
             }
             {
@@ -302,6 +306,10 @@ impl WorkerQueue for SqliteStore {
         outcome: &Value,
     ) -> Result<bool> {
         let text = flow_abi::json::canonical(outcome);
+        let text = self
+            .inner
+            .seal
+            .seal_worker(run.as_str(), call.as_str(), "outcome", text)?;
         let (worker, run, call) = (worker.to_string(), run.clone(), call.to_string());
         self.queue_write(move |tx, _| {
             let n = tx.execute(
@@ -319,7 +327,7 @@ impl WorkerQueue for SqliteStore {
         call: &CallId,
         within: Duration,
     ) -> Result<Option<RemoteCallState>> {
-        self.queue_read(|c| state_of(c, run, call, now_ms() - millis(within)))
+        self.queue_read(|c| state_of(c, &self.inner.seal, run, call, now_ms() - millis(within)))
     }
 
     fn settle_call(
@@ -330,7 +338,14 @@ impl WorkerQueue for SqliteStore {
         outcome: Option<&Value>,
     ) -> Result<bool> {
         let (run, call, worker) = (run.clone(), call.to_string(), worker.map(str::to_string));
-        let outcome = outcome.map(flow_abi::json::canonical);
+        let outcome = outcome
+            .map(|o| {
+                let text = flow_abi::json::canonical(o);
+                self.inner
+                    .seal
+                    .seal_worker(run.as_str(), &call, "outcome", text)
+            })
+            .transpose()?;
         self.queue_write(move |tx, _| {
             let key = (run.as_str(), call.as_str(), worker.as_deref());
             let n = match &outcome {

@@ -76,6 +76,8 @@ pub(crate) struct Writer {
     /// Set by an append that failed after its fact was written: the
     /// batch cannot commit (it holds part of a command), so it rolls back.
     broken: Option<String>,
+    /// Seals the value columns of every row written (docs/custody.md).
+    seal: crate::seal::Sealer,
 }
 
 /// Most run heads the writer remembers between batches.
@@ -104,13 +106,14 @@ struct Effects {
 }
 
 impl Writer {
-    pub(crate) fn new(conn: Connection, heads: Arc<Heads>) -> Writer {
+    pub(crate) fn new(conn: Connection, heads: Arc<Heads>, seal: crate::seal::Sealer) -> Writer {
         Writer {
             conn,
             heads,
             cache: CkptCaches::new(),
             run_heads: HashMap::new(),
             broken: None,
+            seal,
         }
     }
 

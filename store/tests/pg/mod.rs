@@ -95,6 +95,7 @@ impl TestDb {
         PostgresOptions {
             url: self.url.clone(),
             schema,
+            keys: None,
         }
     }
 

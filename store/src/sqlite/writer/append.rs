@@ -8,6 +8,7 @@ use crate::fact::FactKind;
 use crate::index::ending_text;
 use crate::merkle::NewBlob;
 use crate::prepare::{StartMeta, check_start, prepare_append, prepare_change};
+use crate::seal::Place;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use rusqlite::{OptionalExtension, params};
@@ -22,7 +23,8 @@ impl Writer {
             "INSERT INTO blobs (hash, body) VALUES (?1, ?2) ON CONFLICT (hash) DO NOTHING",
         )?;
         for b in blobs {
-            st.execute(params![&b.hash[..], &b.body])?;
+            let body = self.seal.seal(Place::Blob(&b.hash), &b.body)?;
+            st.execute(params![&b.hash[..], &body[..]])?;
         }
         Ok(())
     }
@@ -38,7 +40,8 @@ impl Writer {
         let mut st = self.conn.prepare_cached(
             "INSERT INTO facts (run_key, n, kind, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
-        st.execute(params![key, n as i64, kind.as_str(), &hash[..], body])?;
+        let body = self.seal.seal_text(Place::Fact(hash), body)?;
+        st.execute(params![key, n as i64, kind.as_str(), &hash[..], &*body])?;
         Ok(())
     }
 
@@ -157,7 +160,7 @@ impl Writer {
                 };
                 let base = match kept {
                     Some(b) => b,
-                    None => crate::sqlite::read::on(&self.conn, |db| {
+                    None => crate::sqlite::read::on(&self.conn, &self.seal, |db| {
                         crate::read::latest_checkpoint(db, run)
                     })?,
                 };

@@ -4,6 +4,7 @@ use super::{Batch, Effects, Writer};
 use crate::api::*;
 use crate::error::Result;
 use crate::prepare::{host_head, host_row};
+use crate::seal::Place;
 use flow_abi::fact::RunId;
 use flow_abi::json::canonical;
 use rusqlite::params;
@@ -24,10 +25,21 @@ impl Writer {
             )?
             .query_row([head.key], |r| r.get(0))?;
         let details = canonical(&record.details.to_json());
+        let kind = record.kind().as_str();
+        let details = self
+            .seal
+            .seal_text(Place::Host(&head.last_hash, seq, kind), &details)?;
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-            .execute(params![head.key, seq, record.kind().as_str(), at_ms, head.last_n as i64, &head.last_hash[..], details])?;
-        crate::sqlite::waiting::on_host(&self.conn, head.key, run, &record.details, at_ms)?;
+            .execute(params![head.key, seq, kind, at_ms, head.last_n as i64, &head.last_hash[..], &*details])?;
+        crate::sqlite::waiting::on_host(
+            &self.conn,
+            head.key,
+            run,
+            &record.details,
+            at_ms,
+            &self.seal,
+        )?;
         let fx = Effects {
             head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()

@@ -7,6 +7,7 @@ use crate::archive::VerifiedArchive;
 use crate::error::Result;
 use crate::hash::parse_hash;
 use crate::prepare::{import_over, plan_import};
+use crate::seal::Place;
 use flow_abi::json::canonical;
 use rusqlite::{OptionalExtension, params};
 
@@ -47,9 +48,14 @@ impl Writer {
         }
         for (i, r) in a.host.iter().enumerate() {
             let head = parse_hash(&r.head.hash).unwrap_or([0; 32]);
+            let (seq, kind) = ((i + 1) as i64, r.kind().as_str());
+            let details = canonical(&r.details.to_json());
+            let details = self
+                .seal
+                .seal_text(Place::Host(&head, seq, kind), &details)?;
             self.conn
                 .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-                .execute(params![key, (i + 1) as i64, r.kind().as_str(), r.at_ms, r.head.n as i64, &head[..], canonical(&r.details.to_json())])?;
+                .execute(params![key, seq, kind, r.at_ms, r.head.n as i64, &head[..], &*details])?;
         }
         Ok(ImportOutcome::Imported {
             run: a.run.clone(),
