@@ -81,9 +81,9 @@ fn scan(s: &SqliteStore) -> usize {
     }
 }
 
-/// The inbox as it is (`RunService::inbox`): the index, then each listed
-/// call's Call fact (checked against its predecessor's recorded hash) and
-/// run row, read on 4 threads at once.
+/// The inbox as it is (`RunService::inbox`): the index, then the listed
+/// calls' Call facts (each checked against its predecessor's recorded
+/// hash) and runs rows in one read.
 fn index(s: &(dyn Backend + Sync)) -> usize {
     let page = s
         .waiting_calls(&WaitingQuery {
@@ -91,18 +91,10 @@ fn index(s: &(dyn Backend + Sync)) -> usize {
             ..WaitingQuery::default()
         })
         .expect("waiting calls");
-    let chunk = page.calls.len().div_ceil(4).max(16);
-    std::thread::scope(|scope| {
-        for calls in page.calls.chunks(chunk) {
-            scope.spawn(move || {
-                for c in calls {
-                    let f = s.read_after(&c.run, c.fact - 1, 1).expect("the call");
-                    s.expand_fact(f.last().expect("the call")).expect("expand");
-                    s.run_info(&c.run).expect("run info");
-                }
-            });
-        }
-    });
+    let at: Vec<(RunId, u64)> = page.calls.iter().map(|c| (c.run.clone(), c.fact)).collect();
+    for read in s.calls_at(&at).expect("the calls") {
+        read.expect("a call");
+    }
     page.total as usize
 }
 

@@ -108,6 +108,7 @@ impl Head {
 }
 
 /// Every column of a runs row.
+#[derive(Clone)]
 pub(crate) struct RunColumns {
     pub key: i64,
     pub state: String,

@@ -12,9 +12,9 @@ use super::store::Store;
 use crate::error::{Error, Result};
 use flow_engine::machine::OpenCall;
 use flow_store::{
-    DiscoveryQuery, Fact, RunId, RunState, WaitingCall, WaitingCursor, WaitingQuery, WaitingSort,
+    DiscoveryQuery, Fact, RunId, RunInfo, RunState, WaitingCall, WaitingCursor, WaitingQuery,
+    WaitingSort,
 };
-use std::collections::BTreeMap;
 
 /// Which calls an inbox page holds.
 #[derive(Debug, Clone, Default)]
@@ -153,86 +153,49 @@ impl RunService {
                 .text(),
             );
         }
-        // Each listed call is two point reads (its Call fact, its run's
-        // row): on Postgres each is a round trip, so a page's are read on
-        // a few threads at once (a page of 200 is 400 round trips).
-        let chunk = found.calls.len().div_ceil(READERS).max(MIN_CHUNK);
-        let read: Vec<Vec<Result<InboxCall>>> = std::thread::scope(|scope| {
-            let readers: Vec<_> = found
-                .calls
-                .chunks(chunk)
-                .map(|calls| {
-                    scope.spawn(move || {
-                        let mut outer: BTreeMap<RunId, Option<RunId>> = BTreeMap::new();
-                        calls
-                            .iter()
-                            .map(|w| inbox_call(store, &mut outer, w))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            readers
-                .into_iter()
-                .map(|r| {
-                    r.join().unwrap_or_else(|_| {
-                        vec![Err(Error::Unreadable("an inbox reader panicked".into()))]
-                    })
-                })
-                .collect()
-        });
-        for (w, c) in found.calls.iter().zip(read.into_iter().flatten()) {
-            match c {
+        // The listed calls' Call facts and runs rows in one read (on
+        // Postgres one query, not two round trips a call).
+        let at: Vec<(RunId, u64)> = found
+            .calls
+            .iter()
+            .map(|w| (w.run.clone(), w.fact))
+            .collect();
+        for (w, read) in found.calls.into_iter().zip(store.calls_at(&at)?) {
+            let run = w.run.clone();
+            match read
+                .map_err(Error::from)
+                .and_then(|(fact, info)| inbox_call(w, fact, info))
+            {
                 Ok(c) => page.calls.push(c),
-                Err(e) => page.problems.push((w.run.clone(), e)),
+                Err(e) => page.problems.push((run, e)),
             }
         }
         Ok(page)
     }
 }
 
-/// Threads that read an inbox page's calls at most, and the fewest calls
-/// worth a thread of their own.
-const READERS: usize = 4;
-const MIN_CHUNK: usize = 16;
-
 /// An indexed waiting call with what the inbox shows of it: its Call's
-/// arguments (read by fact number) and its run's outer run.
-fn inbox_call(
-    store: &dyn Store,
-    outer: &mut BTreeMap<RunId, Option<RunId>>,
-    w: &WaitingCall,
-) -> Result<InboxCall> {
-    // The Call, checked against its predecessor's recorded hash (a damaged
-    // fact is a problem, not a call): one fact read, whatever the length of
-    // the run's history, so the cost follows the page, not the histories.
-    let stored = store.read_after(&w.run, w.fact.saturating_sub(1), 1)?;
-    let args = match stored.last().map(|f| store.expand_fact(f)).transpose()? {
-        Some(Fact::Call { args, .. }) => args,
-        _ => {
-            return Err(Error::from(flow_store::Error::Corrupt {
-                run: w.run.to_string(),
-                n: w.fact,
-                reason: format!("the waiting call {} is not this fact", w.call),
-            }));
-        }
+/// arguments (`fact`, read by number, checked against its predecessor's
+/// recorded hash: a damaged Call is a problem, not a call) and its run's
+/// outer run.
+fn inbox_call(w: WaitingCall, fact: Fact, info: RunInfo) -> Result<InboxCall> {
+    let Fact::Call { args, .. } = fact else {
+        return Err(Error::from(flow_store::Error::Corrupt {
+            run: w.run.to_string(),
+            n: w.fact,
+            reason: format!("the waiting call {} is not this fact", w.call),
+        }));
     };
-    let o = match outer.get(&w.run) {
-        Some(o) => o.clone(),
-        None => {
-            let o = store.run_info(&w.run)?.outer.map(|(o, _)| o);
-            outer.insert(w.run.clone(), o.clone());
-            o
-        }
-    };
+    let o = info.outer.map(|(o, _)| o);
     Ok(InboxCall {
-        run: w.run.clone(),
+        run: w.run,
         outer: o,
         fact: w.fact,
         open: OpenCall {
-            call: w.call.clone(),
-            task: w.task.clone(),
-            node: w.node.clone(),
-            tool: w.tool.clone(),
+            call: w.call,
+            task: w.task,
+            node: w.node,
+            tool: w.tool,
             args,
         },
         since_ms: w.since_ms,

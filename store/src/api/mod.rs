@@ -364,6 +364,11 @@ pub trait ListRuns {
     /// A page of the calls paused runs wait on, with their count, from
     /// the `waiting_calls` index (migration 0013).
     fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage>;
+    /// Each `(run, n)`'s fact (a waiting call's Call), checked against its
+    /// predecessor's recorded hash and expanded, with its run's row, in one
+    /// read (on Postgres one query): an inbox page's details. One that does
+    /// not read is its own error.
+    fn calls_at(&self, at: &[(RunId, u64)]) -> Result<Vec<Result<(Fact, RunInfo)>>>;
 }
 
 /// Host records beside each history.

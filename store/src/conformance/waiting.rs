@@ -77,6 +77,27 @@ pub(super) fn waiting_calls<B: Backend + Sync>(
         "oldest first"
     );
 
+    // The page's details in one read: each Call, expanded, with its run's
+    // row; a fact that is not there is that entry's error alone.
+    let at: Vec<(RunId, u64)> = page.calls.iter().map(|w| (w.run.clone(), w.fact)).collect();
+    let mut asked = at.clone();
+    asked.push((a.clone(), fa + 40));
+    let got = s.calls_at(&asked).map_err(e)?;
+    ensure!(got.len() == 4, "one answer each: {}", got.len());
+    for ((run, n), read) in at.iter().zip(&got) {
+        let (fact, info) = read.as_ref().map_err(|x| format!("{run} fact {n}: {x}"))?;
+        ensure!(
+            matches!(fact, Fact::Call { call, args, .. } if *call == root_call(7) && args["prompt"] == "ok?")
+                && info.state == RunState::Paused
+                && info.last_fact.n == *n,
+            "the Call of {run} and its row: {fact:?}"
+        );
+    }
+    ensure!(
+        got[3].is_err(),
+        "a fact past the head is an error of its own"
+    );
+
     // Filters, count and keyset paging.
     let q = WaitingQuery {
         tool: Some("demo.json#tool".into()),

@@ -534,6 +534,11 @@ impl ListRuns for PostgresStore {
         let q = query.clone();
         self.snapshot(move |s| crate::read::waiting::page(s, &q))
     }
+
+    fn calls_at(&self, at: &[(RunId, u64)]) -> Result<Vec<Result<(Fact, RunInfo)>>> {
+        let at = at.to_vec();
+        self.snapshot(move |s| crate::read::waiting::calls_at(s, &at))
+    }
 }
 
 impl Subscribe for PostgresStore {

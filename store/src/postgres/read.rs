@@ -45,6 +45,11 @@ pub(super) struct Session {
     prefetched: usize,
     window: Option<(i64, u64, u64)>,
     rows: BTreeMap<u64, Result<FactRow, String>>,
+    /// What [`ReadDb::prefetch_calls`] fetched: runs rows by id, facts and
+    /// their predecessors' hashes by `(run key, n)`.
+    run_rows: HashMap<String, RunColumns>,
+    calls: HashMap<(i64, u64), Result<FactRow, String>>,
+    hashes: HashMap<(i64, u64), Vec<u8>>,
 }
 
 impl Session {
@@ -57,6 +62,9 @@ impl Session {
             prefetched: 0,
             window: None,
             rows: BTreeMap::new(),
+            run_rows: HashMap::new(),
+            calls: HashMap::new(),
+            hashes: HashMap::new(),
         }
     }
 
@@ -161,18 +169,49 @@ impl Session {
 }
 
 fn fact_row(r: &Row) -> Result<FactRow, String> {
+    fact_row_at(r, 0)
+}
+
+/// A fact row whose `n, kind, hash, body` are columns `at..at + 4`.
+fn fact_row_at(r: &Row, at: usize) -> Result<FactRow, String> {
     let get = || -> Result<FactRow, tokio_postgres::Error> {
-        let kind: &str = r.try_get(1)?;
-        let hash: &[u8] = r.try_get(2)?;
+        let kind: &str = r.try_get(at + 1)?;
+        let hash: &[u8] = r.try_get(at + 2)?;
         Ok((
-            r.try_get(0)?,
+            r.try_get(at)?,
             FactKind::parse(kind),
             from_column(hash),
-            r.try_get(3)?,
+            r.try_get(at + 3)?,
         ))
     };
     get().map_err(|e| Error::from(e).to_string())
 }
+
+/// The runs row in columns `at..at + 16` (as [`ReadDb::run_columns`]
+/// selects them).
+fn run_columns_at(r: &Row, at: usize) -> std::result::Result<RunColumns, tokio_postgres::Error> {
+    Ok(RunColumns {
+        key: r.try_get(at)?,
+        state: r.try_get(at + 1)?,
+        entry_module: r.try_get(at + 2)?,
+        entry_function: r.try_get(at + 3)?,
+        program: r.try_get(at + 4)?,
+        parent_run: r.try_get(at + 5)?,
+        parent_checkpoint: r.try_get(at + 6)?,
+        outer_run: r.try_get(at + 7)?,
+        outer_call: r.try_get(at + 8)?,
+        ending: r.try_get(at + 9)?,
+        last_n: r.try_get(at + 10)?,
+        last_hash: r.try_get(at + 11)?,
+        created_ms: r.try_get(at + 12)?,
+        updated_ms: r.try_get(at + 13)?,
+        state_ms: r.try_get(at + 14)?,
+        imported_ms: r.try_get(at + 15)?,
+    })
+}
+
+/// The runs row's columns as `run_columns_at` reads them.
+const RUN_COLUMNS: &str = "key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms";
 
 /// Appends every `"blake3:<64 lowercase hex>"` string in `text` to `out`:
 /// a value reference's address or a source's hash, in canonical JSON.
@@ -211,32 +250,17 @@ pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, oute
 
 impl ReadDb for Session {
     fn run_columns(&mut self, run: &RunId) -> Result<Option<RunColumns>> {
+        if let Some(c) = self.run_rows.get(run.as_str()) {
+            return Ok(Some(c.clone()));
+        }
         let rows = self.query(
-            "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
-             FROM runs WHERE id = $1",
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
             &[&run.as_str()],
         )?;
         let Some(r) = rows.first() else {
             return Ok(None);
         };
-        Ok(Some(RunColumns {
-            key: r.try_get(0)?,
-            state: r.try_get(1)?,
-            entry_module: r.try_get(2)?,
-            entry_function: r.try_get(3)?,
-            program: r.try_get(4)?,
-            parent_run: r.try_get(5)?,
-            parent_checkpoint: r.try_get(6)?,
-            outer_run: r.try_get(7)?,
-            outer_call: r.try_get(8)?,
-            ending: r.try_get(9)?,
-            last_n: r.try_get(10)?,
-            last_hash: r.try_get(11)?,
-            created_ms: r.try_get(12)?,
-            updated_ms: r.try_get(13)?,
-            state_ms: r.try_get(14)?,
-            imported_ms: r.try_get(15)?,
-        }))
+        Ok(Some(run_columns_at(r, 0)?))
     }
 
     fn facts_after(
@@ -245,6 +269,11 @@ impl ReadDb for Session {
         after: u64,
         limit: u32,
     ) -> Result<Vec<Result<FactRow, String>>> {
+        if limit == 1
+            && let Some(row) = self.calls.get(&(key, after + 1))
+        {
+            return Ok(vec![row.clone()]);
+        }
         self.fact_rows(
             "SELECT n, kind, hash, body FROM facts WHERE run_key = $1 AND n > $2 ORDER BY n LIMIT $3",
             &[&key, &(after as i64), &i64::from(limit)],
@@ -272,6 +301,9 @@ impl ReadDb for Session {
     }
 
     fn fact_hash(&mut self, key: i64, n: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(h) = self.hashes.get(&(key, n)) {
+            return Ok(Some(h.clone()));
+        }
         let rows = self.query(
             "SELECT hash FROM facts WHERE run_key = $1 AND n = $2",
             &[&key, &(n as i64)],
@@ -302,6 +334,46 @@ impl ReadDb for Session {
             .map(|r| r.try_get(0))
             .transpose()
             .map_err(Error::from)
+    }
+
+    /// One query: each `(run, n)`'s runs row, fact and predecessor's hash.
+    fn prefetch_calls(&mut self, at: &[(RunId, u64)]) -> Result<()> {
+        if at.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = at.iter().map(|(r, _)| r.as_str()).collect();
+        let ns: Vec<i64> = at.iter().map(|(_, n)| *n as i64).collect();
+        let cols: Vec<String> = RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect();
+        let rows = self.query(
+            &format!(
+                "SELECT q.id, q.n, {}, f.n, f.kind, f.hash, f.body, p.hash
+                 FROM unnest($1::text[], $2::int8[]) AS q(id, n)
+                 JOIN runs r ON r.id = q.id
+                 LEFT JOIN facts f ON f.run_key = r.key AND f.n = q.n
+                 LEFT JOIN facts p ON p.run_key = r.key AND p.n = q.n - 1",
+                cols.join(", ")
+            ),
+            &[&ids, &ns],
+        )?;
+        let mut wanted = Vec::new();
+        for r in &rows {
+            let id: String = r.try_get(0)?;
+            let n = r.try_get::<_, i64>(1)? as u64;
+            let run = run_columns_at(r, 2)?;
+            let key = run.key;
+            if r.try_get::<_, Option<i64>>(18)?.is_some() {
+                let row = fact_row_at(r, 18);
+                if let Ok((_, _, _, body)) = &row {
+                    mentions(body.as_bytes(), &mut wanted);
+                }
+                self.calls.insert((key, n), row);
+            }
+            if let Some(h) = r.try_get::<_, Option<Vec<u8>>>(22)? {
+                self.hashes.insert((key, n.saturating_sub(1)), h);
+            }
+            self.run_rows.insert(id, run);
+        }
+        self.fetch_blobs(wanted)
     }
 
     fn prefetch(&mut self, values: &[&Value]) -> Result<()> {

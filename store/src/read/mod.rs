@@ -50,6 +50,12 @@ pub(crate) trait ReadDb {
     fn prefetch(&mut self, _values: &[&Value]) -> Result<()> {
         Ok(())
     }
+    /// A hint: the runs rows, the facts `(run, n)` and their predecessors'
+    /// hashes are about to be read (a backend with costly round trips
+    /// fetches them together: the inbox page's calls).
+    fn prefetch_calls(&mut self, _at: &[(RunId, u64)]) -> Result<()> {
+        Ok(())
+    }
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>>;
     /// Up to `limit + 1` runs with an id above `after` (and the state), by
     /// id; the extra row only tells that more exist, so it needs no

@@ -3,10 +3,10 @@
 //! keyset from the cursor), one count with the same filters.
 
 use super::ReadDb;
-use crate::api::{WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
+use crate::api::{RunInfo, WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
 use crate::error::{Error, Result};
 use crate::listing::{Arg, Dialect, Sql};
-use flow_abi::fact::{CallId, RunId};
+use flow_abi::fact::{CallId, Fact, RunId};
 
 /// A `waiting_calls` row as read: run, call, task, node, tool, fact,
 /// since_ms, due_ms.
@@ -142,4 +142,34 @@ pub(crate) fn page(db: &mut dyn ReadDb, q: &WaitingQuery) -> Result<WaitingPage>
         })
         .collect::<Result<_>>()?;
     Ok(WaitingPage { calls, more, total })
+}
+
+/// Each `(run, n)`'s fact — a waiting call's Call — checked against its
+/// predecessor's recorded hash and expanded, with its run's row: the inbox
+/// page's details, read in one snapshot (on Postgres the rows and facts in
+/// one query: [`ReadDb::prefetch_calls`]). One that does not read is its
+/// own error, not the page's.
+pub(crate) fn calls_at(
+    db: &mut dyn ReadDb,
+    at: &[(RunId, u64)],
+) -> Result<Vec<Result<(Fact, RunInfo)>>> {
+    db.prefetch_calls(at)?;
+    Ok(at
+        .iter()
+        .map(|(run, n)| {
+            let info = super::run_info(db, run)?;
+            let stored = super::read_after(db, run, n.saturating_sub(1), 1)?
+                .into_iter()
+                .next()
+                .filter(|f| f.n == *n)
+                .ok_or_else(|| {
+                    Error::corrupt(run.as_str(), *n, "the waiting call's fact is missing")
+                })?;
+            let mut fact = stored.fact;
+            if let Some(v) = fact.value_mut() {
+                *v = super::expand(db, v)?;
+            }
+            Ok((fact, info))
+        })
+        .collect())
 }

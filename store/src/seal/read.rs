@@ -87,6 +87,10 @@ impl ReadDb for Opened<'_> {
         self.db.prefetch(values)
     }
 
+    fn prefetch_calls(&mut self, at: &[(RunId, u64)]) -> Result<()> {
+        self.db.prefetch_calls(at)
+    }
+
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
         let mut rows = self.db.host_columns(key)?;
         for c in &mut rows {

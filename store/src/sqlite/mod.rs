@@ -485,6 +485,10 @@ impl ListRuns for SqliteStore {
     fn waiting_calls(&self, query: &WaitingQuery) -> Result<WaitingPage> {
         self.snapshot(|db| crate::read::waiting::page(db, query))
     }
+
+    fn calls_at(&self, at: &[(RunId, u64)]) -> Result<Vec<Result<(Fact, RunInfo)>>> {
+        self.snapshot(|db| crate::read::waiting::calls_at(db, at))
+    }
 }
 
 impl Subscribe for SqliteStore {
