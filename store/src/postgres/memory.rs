@@ -20,23 +20,7 @@ impl crate::api::Memory for PostgresStore {
                 Ok(rows.first().map(|r| r.try_get(0)).transpose()?)
             }
         })?;
-        let text = text
-            .map(|t| {
-                self.inner
-                    .shared
-                    .seal
-                    .open_text(crate::seal::Place::Memory(&store, &key), t)
-            })
-            .transpose()
-            .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
-        match text {
-            None => Ok(None),
-            Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
-                Error::Schema(format!(
-                    "memory {store}: a stored value does not parse: {e}"
-                ))
-            }),
-        }
+        self.inner.shared.seal.open_memory(&store, &key, text)
     }
 
     /// Memory writes are rare and small: each is its own transaction on a

@@ -369,6 +369,27 @@ impl Sealer {
         })
     }
 
+    /// A `std/memory` value as read from its row (`None`: no row), opened
+    /// and parsed; a value that does not open or parse is a named failure.
+    pub(crate) fn open_memory(
+        &self,
+        store: &str,
+        key: &str,
+        stored: Option<String>,
+    ) -> crate::error::Result<Option<serde_json::Value>> {
+        let Some(t) = stored else {
+            return Ok(None);
+        };
+        let t = self.open_text(Place::Memory(store, key), t).map_err(|e| {
+            crate::error::Error::Sealed(format!("memory {store}: a stored value: {e}"))
+        })?;
+        flow_abi::json::parse(&t).map(Some).map_err(|e| {
+            crate::error::Error::Schema(format!(
+                "memory {store}: a stored value does not parse: {e}"
+            ))
+        })
+    }
+
     /// A stored text column opened for `place` (see [`Sealer::open`]).
     pub(crate) fn open_text(&self, place: Place<'_>, stored: String) -> Result<String, String> {
         let Some(b64) = stored.strip_prefix(TEXT_MARK) else {

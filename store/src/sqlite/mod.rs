@@ -516,22 +516,7 @@ impl crate::api::Memory for SqliteStore {
                     .optional()?,
             )
         })?;
-        let text = text
-            .map(|t| {
-                self.inner
-                    .seal
-                    .open_text(crate::seal::Place::Memory(store, &key), t)
-            })
-            .transpose()
-            .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
-        match text {
-            None => Ok(None),
-            Some(t) => flow_abi::json::parse(&t).map(Some).map_err(|e| {
-                Error::Schema(format!(
-                    "memory {store}: a stored value does not parse: {e}"
-                ))
-            }),
-        }
+        self.inner.seal.open_memory(store, &key, text)
     }
 
     /// Memory writes are rare and small: they take their own connection
