@@ -366,3 +366,44 @@ fn postgres_server_encrypted_at_rest() {
         assert!(hits.contains(&col.to_string()), "{hits:?}");
     }
 }
+
+/// What `flow run` prints on an encrypted store names its key file, so the
+/// printed `flow … resume …` line runs as printed (and opens the store).
+#[test]
+fn printed_commands_name_the_key_file_and_run_as_printed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let review = flow_file(tmp.path());
+    let keys = tmp.path().join("keys");
+    new_key(&keys);
+    let data = tmp.path().join("data");
+    let out = flow()
+        .env_remove("FLOW_KEY_FILE")
+        .args(["--data", data.to_str().unwrap(), "--key-file"])
+        .arg(&keys)
+        .args(["run", review.to_str().unwrap(), "--input", &input()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 3, "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("flow ") && l.contains(" resume "))
+        .unwrap_or_else(|| panic!("no resume line: {text}"));
+    assert!(line.contains(" --key-file "), "{line}");
+    let bin = Path::new(env!("CARGO_BIN_EXE_flow")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ran = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .env("PATH", path)
+        .env_remove("FLOW_KEY_FILE")
+        .env_remove("FLOW_DATA")
+        .output()
+        .unwrap();
+    assert_eq!(code(&ran), 0, "{line}: {ran:?}");
+}

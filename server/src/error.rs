@@ -45,8 +45,19 @@ pub enum Error {
     #[error("{0}")]
     Busy(String),
     /// The store could not accept or give back a fact.
-    #[error("storage failure: {0}")]
+    #[error("{}", store_text(.0))]
     Store(std::sync::Arc<flow_store::Error>),
+}
+
+/// A store error as said: `storage failure: …`, once (the store's own
+/// corruption errors already begin so).
+fn store_text(e: &flow_store::Error) -> String {
+    let text = e.to_string();
+    if text.starts_with("storage failure") {
+        text
+    } else {
+        format!("storage failure: {text}")
+    }
 }
 
 /// The diagnostics one per line, as the engine prints one

@@ -56,10 +56,16 @@ pub(crate) fn tools_flags(tools: &[String]) -> String {
 /// `--data DIR` when it is not the default). A token is not printed: the
 /// command reads it from `FLOW_TOKEN`.
 pub(crate) fn flow_cmd(g: &Global) -> String {
-    match &g.server {
-        Some(url) => format!("flow --server {}", shell_quote(url)),
-        None if g.data == Path::new(".flow") => "flow".into(),
+    let cmd = match &g.server {
+        Some(url) => return format!("flow --server {}", shell_quote(url)),
+        None if g.data == Path::new(".flow") => "flow".to_string(),
         None => format!("flow --data {}", shell_quote(&g.data.to_string_lossy())),
+    };
+    // An encrypted store opens only with its key file: a printed command
+    // names it, so it runs as printed.
+    match &g.key_file {
+        Some(k) => format!("{cmd} --key-file {}", shell_quote(&k.to_string_lossy())),
+        None => cmd,
     }
 }
 
