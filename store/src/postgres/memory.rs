@@ -48,16 +48,7 @@ impl crate::api::Memory for PostgresStore {
                             .await?
                             .map(|r| r.try_get(0))
                             .transpose()?;
-                        let old = old
-                            .map(|t| seal.open_text(crate::seal::Place::Memory(&store, &key), t))
-                            .transpose()
-                            .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
-                        if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
-                            && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
-                        {
-                            o.extend(n);
-                            value = Value::Object(o);
-                        }
+                        value = seal.merged_memory(&store, &key, old, value)?;
                     }
                     conn.execute(
                         "INSERT INTO memory (store, key, value, updated_ms) VALUES ($1, $2, $3, $4)

@@ -369,6 +369,33 @@ impl Sealer {
         })
     }
 
+    /// A merge write's value: `value`'s fields over those of the row's
+    /// `old` value (opened; one that does not parse as an object is
+    /// replaced whole, as before encryption).
+    pub(crate) fn merged_memory(
+        &self,
+        store: &str,
+        key: &str,
+        old: Option<String>,
+        value: serde_json::Value,
+    ) -> crate::error::Result<serde_json::Value> {
+        let old = old
+            .map(|t| self.open_text(Place::Memory(store, key), t))
+            .transpose()
+            .map_err(|e| {
+                crate::error::Error::Sealed(format!("memory {store}: a stored value: {e}"))
+            })?;
+        Ok(
+            match (old.and_then(|t| flow_abi::json::parse(&t).ok()), value) {
+                (Some(serde_json::Value::Object(mut o)), serde_json::Value::Object(n)) => {
+                    o.extend(n);
+                    serde_json::Value::Object(o)
+                }
+                (_, value) => value,
+            },
+        )
+    }
+
     /// A `std/memory` value as read from its row (`None`: no row), opened
     /// and parsed; a value that does not open or parse is a named failure.
     pub(crate) fn open_memory(

@@ -532,20 +532,7 @@ impl crate::api::Memory for SqliteStore {
                 .prepare_cached("SELECT value FROM memory WHERE store = ?1 AND key = ?2")?
                 .query_row(rusqlite::params![store, key], |r| r.get(0))
                 .optional()?;
-            let old = old
-                .map(|t| {
-                    self.inner
-                        .seal
-                        .open_text(crate::seal::Place::Memory(store, &key), t)
-                })
-                .transpose()
-                .map_err(|e| Error::Sealed(format!("memory {store}: a stored value: {e}")))?;
-            if let Some(old) = old.and_then(|t| flow_abi::json::parse(&t).ok())
-                && let (Value::Object(mut o), Value::Object(n)) = (old, value.clone())
-            {
-                o.extend(n);
-                value = Value::Object(o);
-            }
+            value = self.inner.seal.merged_memory(store, &key, old, value)?;
         }
         tx.execute(
             "INSERT INTO memory (store, key, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
