@@ -425,7 +425,11 @@ impl<'h> Driving<'h> {
             }
             return Ok(Driven::Drained);
         }
-        let waiting = machine.open_calls().into_iter().map(|c| c.call).collect();
+        // The calls a pause waits on, for its segment span (only traced).
+        let waiting: Vec<_> = match &self.spans {
+            Some(_) => machine.open_calls().into_iter().map(|c| c.call).collect(),
+            None => Vec::new(),
+        };
         let paused = self
             .svc
             .paused(&self.run, self.last, self.program, machine)
