@@ -282,8 +282,9 @@ pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
 }
 
 /// Counts by state (the state filter left out) and by flow (every filter),
-/// over the runs index.
-pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
+/// over the runs index; no by-flow query when one flow is named (see
+/// [`count_runs`]).
+pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
     let mut args = Vec::new();
     let (from, w, _) = filters(q, d, None, false, &mut args);
     // One pass over the selected index range counting each state, not a
@@ -315,6 +316,9 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
         ),
         args,
     };
+    if q.flow.is_some() {
+        return (by_state, None);
+    }
     let mut args = Vec::new();
     let (from, mut w, _) = filters(q, d, None, false, &mut args);
     if !q.states.is_empty() {
@@ -333,7 +337,7 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
         ),
         args,
     };
-    (by_state, by_flow)
+    (by_state, Some(by_flow))
 }
 
 pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunListPage> {
@@ -410,12 +414,27 @@ pub(crate) fn count_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunC
         }
     }
     counts.by_state.sort_by_key(|(s, _)| s.as_str());
-    for (f, n) in db.group_counts(&by_flow)? {
-        if let Some(f) = f {
-            counts.by_flow.push((f, n as u64));
+    match (&q.flow, by_flow) {
+        // One flow named: its by-flow count is the total, the same filters
+        // with the state filter applied, which the by-state counts already
+        // hold. One pass over the selected range instead of two (the flow
+        // + started-range count at 1,000,000 runs read ~106,000 index
+        // entries twice).
+        (Some(f), _) => {
+            if counts.total > 0 {
+                counts.by_flow.push((f.clone(), counts.total));
+            }
         }
+        (None, Some(by_flow)) => {
+            for (f, n) in db.group_counts(&by_flow)? {
+                if let Some(f) = f {
+                    counts.by_flow.push((f, n as u64));
+                }
+            }
+            counts.by_flow.sort();
+        }
+        (None, None) => {}
     }
-    counts.by_flow.sort();
     Ok(counts)
 }
 

@@ -60,8 +60,9 @@ fn source(d: Dialect) -> &'static str {
 /// The same two `(group, count)` queries as `listing::count_sql` (by
 /// state with the state filter left out; by flow with every filter), over
 /// the counters. Groups whose sum is 0 are left out, as `GROUP BY` over
-/// the runs would.
-pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
+/// the runs would. No by-flow query when one flow is named (see
+/// `listing::count_runs`).
+pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
     let sum = match d {
         Dialect::Sqlite => "SUM(c.n)",
         Dialect::Postgres => "SUM(c.n)::int8",
@@ -70,15 +71,12 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
         Dialect::Sqlite => "c.has_flow = 1",
         Dialect::Postgres => "c.has_flow",
     };
-    let flow = |args: &mut Vec<Arg>, w: &mut Vec<String>| {
-        if let Some(f) = &q.flow {
-            let p = d.bind(args, Arg::Text(f.clone()));
-            w.push(format!("{named} AND c.flow = {p}"));
-        }
-    };
     let mut args = Vec::new();
     let mut w = Vec::new();
-    flow(&mut args, &mut w);
+    if let Some(f) = &q.flow {
+        let p = d.bind(&mut args, Arg::Text(f.clone()));
+        w.push(format!("{named} AND c.flow = {p}"));
+    }
     let by_state = Sql {
         text: format!(
             "SELECT c.state, {sum} FROM {}{} GROUP BY c.state HAVING {sum} <> 0",
@@ -87,9 +85,11 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
         ),
         args,
     };
+    if q.flow.is_some() {
+        return (by_state, None);
+    }
     let mut args = Vec::new();
     let mut w = vec![named.to_string()];
-    flow(&mut args, &mut w);
     if !q.states.is_empty() {
         let ps: Vec<String> = q
             .states
@@ -106,5 +106,5 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Sql) {
         ),
         args,
     };
-    (by_state, by_flow)
+    (by_state, Some(by_flow))
 }
