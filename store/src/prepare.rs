@@ -39,20 +39,54 @@ pub(crate) fn wait_for(queue: impl FnOnce(AppendDone)) -> Result<Vec<Appended>> 
     rx.recv().map_err(|_| Error::WriterGone)?
 }
 
-/// A queued append's writer commands, one per fact, made by `make` from
-/// the fact and its reply: once every reply is in, `done` gets every
-/// `Appended`, in order, or the first refusal.
-pub(crate) fn queued<C>(
+/// A run's creation that a step's commit begins with (see
+/// [`AppendFacts::create_run_then`]).
+pub(crate) struct Creation {
+    pub start: Fact,
+    pub sources: Vec<SourceText>,
+    pub records: Vec<HostRecord>,
+}
+
+/// A backend writer's commands, as a step's commit needs them.
+pub(crate) trait StepCommand {
+    fn create(creation: Creation, at_ms: i64, reply: Reply<Appended>) -> Self;
+    /// `fresh`: of a run created by a Create before it in the same batch,
+    /// and refused (changing nothing) unless that Create was accepted.
+    fn append(run: RunId, fact: Appending, at_ms: i64, reply: Reply<Appended>, fresh: bool)
+    -> Self;
+    /// A record whose own answer nobody waits for (see
+    /// [`AppendFacts::append_all_with_then`]); `fresh` as for `append`.
+    fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Self;
+}
+
+/// A step's writer commands, in commit order: the run's creation if it
+/// is new, one append per fact, then the records that ride after them.
+/// Once every reply is in, `done` gets every `Appended` (Start's first),
+/// in order, or the first refusal.
+pub(crate) fn step_commands<C: StepCommand>(
+    run: &RunId,
+    creation: Option<Creation>,
     facts: Vec<Appending>,
+    records: Vec<HostRecord>,
     done: AppendDone,
-    mut make: impl FnMut(Appending, Reply<Appended>) -> C,
 ) -> Vec<C> {
-    let replies = gathered(facts.len(), done);
-    facts
-        .into_iter()
-        .zip(replies)
-        .map(|(fact, reply)| make(fact, reply))
-        .collect()
+    let at_ms = crate::sqlite::now_ms();
+    let fresh = creation.is_some();
+    let mut replies = gathered(usize::from(creation.is_some()) + facts.len(), done).into_iter();
+    let mut cmds = Vec::with_capacity(replies.len() + records.len());
+    if let Some(c) = creation
+        && let Some(reply) = replies.next()
+    {
+        cmds.push(C::create(c, at_ms, reply));
+    }
+    for (fact, reply) in facts.into_iter().zip(replies) {
+        cmds.push(C::append(run.clone(), fact, at_ms, reply, fresh));
+    }
+    for record in records {
+        let at = record.at_ms.unwrap_or(at_ms);
+        cmds.push(C::host(run.clone(), record, at, fresh));
+    }
+    cmds
 }
 
 /// One reply per fact of a queued append (see [`queued`]).

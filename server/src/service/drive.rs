@@ -16,7 +16,9 @@ use crate::source::Sources;
 use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
-use flow_store::{Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId};
+use flow_store::{
+    Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId, SourceText,
+};
 use futures_util::future::Aborted;
 use serde_json::{Map, Value as Json};
 use std::future::Future;
@@ -124,19 +126,27 @@ pub(super) async fn start_machine(
         .map_err(engine_lost)
 }
 
-/// Records a new run's Start and source texts with the program directory
-/// it was read from (resume and fork keep the original local source base:
-/// host-boundary.txt, "Binding"), in one commit, durable on return.
-/// The `--tools` manifests that bound some of its Tools (`tools`, kept so
-/// a resume line printed for the run carries them: issue 41 §7) go in a
-/// `binding` record of their own; `records` besides them.
-pub(super) fn create(
-    store: &dyn Store,
+/// A new run's Start, its source texts and the host records made with
+/// it, to be recorded in one commit ([`create`], or with the drive's first
+/// round: [`RunService::drive`]).
+pub(super) struct Creating {
+    pub start: Fact,
+    pub sources: Vec<SourceText>,
+    pub records: Vec<HostRecord>,
+}
+
+/// What a new run's Start is recorded with: its source texts, the program
+/// directory it was read from (resume and fork keep the original local
+/// source base: host-boundary.txt, "Binding"), and the `--tools` manifests
+/// that bound some of its Tools (`tools`, kept so a resume line printed
+/// for the run carries them: issue 41 §7) in a `binding` record of their
+/// own; `records` besides them.
+pub(super) fn creating(
     start: Fact,
     sources: &Sources,
     tools: &[PathBuf],
     mut records: Vec<HostRecord>,
-) -> Result<FactRef> {
+) -> Creating {
     if let Some(dir) = &sources.dir {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
         records.push(HostRecord::now(HostDetails::ProgramDir {
@@ -151,7 +161,24 @@ pub(super) fn create(
                 .collect(),
         }));
     }
-    let a = store.create_run(start, &sources.source_texts(), records)?;
+    Creating {
+        start,
+        sources: sources.source_texts(),
+        records,
+    }
+}
+
+/// Records a new run's Start ([`creating`]) in one commit, durable on
+/// return.
+pub(super) fn create(
+    store: &dyn Store,
+    start: Fact,
+    sources: &Sources,
+    tools: &[PathBuf],
+    records: Vec<HostRecord>,
+) -> Result<FactRef> {
+    let c = creating(start, sources, tools, records);
+    let a = store.create_run(c.start, &c.sources, c.records)?;
     Ok(FactRef {
         n: a.n,
         hash: a.hash,
@@ -161,6 +188,8 @@ pub(super) fn create(
 impl RunService {
     /// Carries out effects until the run ends or pauses. `head` is the
     /// run's last durable fact; `ack` is told when the first batch is.
+    /// `creating`: the run is new and its Start is recorded with the first
+    /// round, in one commit (`head` is then 1).
     ///
     /// Each round: the effects absorbed (facts, host records, calls to
     /// send), committed, the calls sent; then a busy machine's next slice,
@@ -178,6 +207,7 @@ impl RunService {
         head: u64,
         mut ack: Option<Ack>,
         writes: &'h Writes,
+        creating: Option<Creating>,
     ) -> Result<Driven> {
         let module = machine.module().to_string();
         // Every Checkpoint from here on is recorded in order, so one of the
@@ -191,7 +221,9 @@ impl RunService {
         {
             n.ack = ack.take();
         }
-        let mut d = Driving::new(self, run, module, program, host, writes, head, ack);
+        let mut d = Driving::new(
+            self, run, module, program, host, writes, head, ack, creating,
+        );
         // Calls open at a crash whose binding says `resend = true` go out
         // again with the same (run, call) pair (DESIGN §5).
         let mut resend = Some(resend);
@@ -290,7 +322,8 @@ impl RunService {
     /// made with them (deadlines, timings: after the facts, in the same
     /// commit, so a deadline counts from its durable Call and a step's
     /// timings cost no commit of their own); returns once every one is
-    /// durable.
+    /// durable. With `creating`, the run is created in the same commit,
+    /// before them.
     ///
     /// The store's writer commits whatever is queued in one transaction, so
     /// many runs queue at once and share each commit (group commit). When
@@ -303,8 +336,9 @@ impl RunService {
         facts: &mut Vec<Appending>,
         records: &mut Vec<HostDetails>,
         writes: &Writes,
+        creating: Option<Creating>,
     ) -> Result<()> {
-        if facts.is_empty() {
+        if facts.is_empty() && creating.is_none() {
             // Records with no fact to ride with (rare: a step that only
             // dropped a reply) wait for their own commit.
             return self.record_all(run, std::mem::take(records)).await;
@@ -333,15 +367,14 @@ impl RunService {
         // The writer answers this task itself (or this worker commits it,
         // the writer being idle), so no other thread waits for the commit.
         let (tx, rx) = tokio::sync::oneshot::channel();
-        store.append_all_with_then(
-            &r,
-            batch,
-            records,
-            Box::new(move |res| {
-                let _writing = (guard, committing);
-                let _ = tx.send(res);
-            }),
-        );
+        let done: flow_store::AppendDone = Box::new(move |res| {
+            let _writing = (guard, committing);
+            let _ = tx.send(res);
+        });
+        match creating {
+            Some(c) => store.create_run_then(c.start, &c.sources, c.records, batch, records, done),
+            None => store.append_all_with_then(&r, batch, records, done),
+        }
         let appended = rx.await.map_err(|e| lost(&e))??;
         if let Some(a) = appended.last() {
             *last = FactRef {

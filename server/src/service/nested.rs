@@ -435,6 +435,7 @@ impl RunService {
                                         i.last_fact.n,
                                         ack,
                                         writes,
+                                        None,
                                     ))
                                     .await
                                 }
@@ -549,6 +550,7 @@ impl RunService {
             head.n,
             None,
             writes,
+            None,
         ))
         .await
     }

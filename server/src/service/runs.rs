@@ -13,6 +13,7 @@ use super::admit::Reply;
 use super::bind::Bound;
 use super::lease::Claim;
 use super::outcome::{Accepted, Gate, new_run_id};
+use super::spawn::Start;
 use super::store::blocking;
 use super::{ForkAt, RunService, drive, nested, prepare, whatif};
 use crate::error::{Error, Result};
@@ -93,10 +94,44 @@ impl RunService {
             .await?;
         let run = new_run_id();
         let start = prepare::start_fact(&run, &program.root, &sources, input, None, None);
-        let (claim, bound, head) = self.create(&run, start, sources, bound, Vec::new()).await?;
-        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
-        self.publish(run.as_str(), "running", json!({"started": true}));
         let first = drive::steps(effects);
+        let Some(gate) = gate else {
+            // Start and the first round in one commit (issue 42): the
+            // answer waits for it, so it still acknowledges a durable
+            // Start, and the first Calls are durable before they are sent.
+            let claim = match self.claim(&run, false).await {
+                Ok(c) => c,
+                Err(e) => {
+                    bound.release().await;
+                    return Err(e);
+                }
+            };
+            let creating = drive::creating(start, &sources, &bound.tools, Vec::new());
+            let head = FactRef {
+                n: 1,
+                hash: String::new(),
+            };
+            let start = Start {
+                creating: Some(creating),
+                gate: None,
+            };
+            return self
+                .spawn_drive(
+                    claim,
+                    bound,
+                    program,
+                    machine,
+                    first,
+                    Vec::new(),
+                    head,
+                    start,
+                )
+                .await
+                .acknowledged()
+                .await;
+        };
+        let (claim, bound, head) = self.create(&run, start, sources, bound, Vec::new()).await?;
+        self.started(&run);
         Ok(self
             .spawn_drive(
                 claim,
@@ -106,10 +141,19 @@ impl RunService {
                 first,
                 Vec::new(),
                 head,
-                gate,
+                Start {
+                    creating: None,
+                    gate: Some(gate),
+                },
             )
             .await
             .accepted)
+    }
+
+    /// A new run's Start is durable: counted, and told to `/v1/events`.
+    pub(super) fn started(&self, run: &RunId) {
+        self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
+        self.publish(run.as_str(), "running", json!({"started": true}));
     }
 
     /// Resumes a run: admits `reply` for an open call, or with none
@@ -249,7 +293,16 @@ impl RunService {
         self.inner.stats.resumed.fetch_add(1, Ordering::Relaxed);
         self.publish(run.as_str(), "running", json!({"resumed": resumed_call}));
         let accepted = self
-            .spawn_drive(claim, bound, program, machine, first, resend, head, None)
+            .spawn_drive(
+                claim,
+                bound,
+                program,
+                machine,
+                first,
+                resend,
+                head,
+                Start::default(),
+            )
             .await;
         accepted.acknowledged().await
     }
@@ -364,7 +417,7 @@ impl RunService {
                 first,
                 Vec::new(),
                 head,
-                None,
+                Start::default(),
             )
             .await
             .accepted;

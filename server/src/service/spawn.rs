@@ -16,6 +16,16 @@ use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+/// How a new run's drive begins: with its Start to record in the first
+/// round's commit, or held until `gate` opens (or is dropped) with its
+/// Start already durable; a drive of a run that exists begins as
+/// `default`.
+#[derive(Default)]
+pub(super) struct Start {
+    pub creating: Option<drive::Creating>,
+    pub gate: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
 impl RunService {
     /// Continues every run left `running` (a crash or a shutdown cut its
     /// drive short): settles its open Tool calls as `flow resume` does and
@@ -89,7 +99,8 @@ impl RunService {
         resumed
     }
 
-    /// Moves a claimed, bound, prepared run into a drive task.
+    /// Moves a claimed, bound, prepared run into a drive task (`start`:
+    /// how a new run's drive begins).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn spawn_drive(
         &self,
@@ -100,8 +111,9 @@ impl RunService {
         first: Vec<drive::Step>,
         resend: Vec<drive::ToDispatch>,
         head: FactRef,
-        gate: Option<tokio::sync::oneshot::Receiver<()>>,
+        start: Start,
     ) -> Acknowledging {
+        let Start { creating, gate } = start;
         let (tx, rx) = watch::channel(None);
         let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
         let run = claim.run.clone();
@@ -124,6 +136,7 @@ impl RunService {
                     head.n,
                     Some(ack_tx),
                     &writes,
+                    creating,
                 )
                 .await
             };
@@ -174,12 +187,14 @@ impl RunService {
                 }
                 Err(e) => {
                     tracing::warn!(run.id = %run, error = %e, "drive ended with an error");
+                    // A run whose Start was refused with its first round
+                    // does not exist: nothing to tell.
                     let r2 = run.clone();
-                    let st = blocking(&this.inner.store, move |s| Ok(s.run_info(&r2)?.state))
-                        .await
-                        .map(RunState::as_str)
-                        .unwrap_or("running");
-                    this.publish(run.as_str(), st, json!({}));
+                    if let Ok(st) =
+                        blocking(&this.inner.store, move |s| Ok(s.run_info(&r2)?.state)).await
+                    {
+                        this.publish(run.as_str(), st.as_str(), json!({}));
+                    }
                 }
             }
             let _ = tx.send(Some(r));

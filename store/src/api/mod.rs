@@ -259,6 +259,22 @@ pub trait AppendFacts {
         records: Vec<HostRecord>,
         done: AppendDone,
     );
+    /// [`AppendFacts::create_run`] and [`AppendFacts::append_all_with_then`]
+    /// in one commit: the run is created with Start and the records made
+    /// with it, then its first facts (numbered from 2) and the records that
+    /// ride after them are appended. A run whose first round is known
+    /// before its Start is recorded pays one commit for both (issue 42).
+    /// `done` gets Start's `Appended`, then one per fact, or the first
+    /// refusal (a refused Start leaves nothing behind).
+    fn create_run_then(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        created: Vec<HostRecord>,
+        facts: Vec<Appending>,
+        records: Vec<HostRecord>,
+        done: AppendDone,
+    );
 }
 
 /// What a queued append is answered with (see [`AppendFacts::append_all_then`]).

@@ -105,6 +105,95 @@ pub(super) fn round_trip<B: Backend + Sync>(
     Ok(())
 }
 
+/// Issue 42: a run created with its first facts in one commit
+/// (`create_run_then`): Start's answer first, then each fact's, the
+/// records made with Start at its head and those riding after the facts at
+/// the last; a Start refused (its run exists) leaves nothing behind, and
+/// the facts that follow it are refused with it.
+pub(super) fn create_with_first_facts<B: Backend + Sync>(
+    new: &mut dyn FnMut() -> B,
+    _: &Path,
+) -> Result<(), String> {
+    let s = new();
+    let run = new_run_id();
+    let (start, sources) = start_fact(&run, json!({"q": "x".repeat(3000)}));
+    let record = |dir: &str| HostRecord {
+        at_ms: Some(7),
+        details: HostDetails::ProgramDir {
+            program_dir: dir.into(),
+        },
+    };
+    let created = |start: Fact, facts: Vec<Appending>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.create_run_then(
+            start,
+            &sources,
+            vec![record("/at-start")],
+            facts,
+            vec![record("/after")],
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().map_err(e)
+    };
+    let got = created(
+        start.clone(),
+        vec![
+            call_fact(2, 1, json!({"k": 1})).into(),
+            reply_fact(3, 1, json!({"big": "y".repeat(3000)})).into(),
+        ],
+    )?
+    .map_err(e)?;
+    ensure!(
+        got.iter().map(|a| a.n).collect::<Vec<_>>() == [1, 2, 3],
+        "answers {got:?}"
+    );
+    let h = s.read_history(&run).map_err(e)?;
+    ensure!(
+        h.facts.len() == 3 && h.facts.iter().zip(&got).all(|(f, a)| f.hash == a.hash),
+        "history {:?}",
+        h.facts.iter().map(|f| f.n).collect::<Vec<_>>()
+    );
+    let rows = s.host_records(&run).map_err(e)?;
+    ensure!(
+        rows.iter().map(|r| r.head.n).collect::<Vec<_>>() == [1, 3],
+        "records at {:?}",
+        rows.iter().map(|r| r.head.n).collect::<Vec<_>>()
+    );
+    // The same run again: refused, and its facts with it; nothing moved.
+    let again = created(start, vec![call_fact(4, 2, json!({})).into()])?;
+    ensure!(
+        matches!(again, Err(Error::RunExists(_))),
+        "a second create: {again:?}"
+    );
+    ensure!(
+        s.run_info(&run).map_err(e)?.last_fact.n == 3
+            && s.host_records(&run).map_err(e)?.len() == 2,
+        "a refused create changed the run"
+    );
+    // With no facts it is a create alone.
+    let alone = new_run_id();
+    let (start, sources) = start_fact(&alone, json!({}));
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.create_run_then(
+        start,
+        &sources,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    let got = rx.recv().map_err(e)?.map_err(e)?;
+    ensure!(
+        got.len() == 1 && s.run_info(&alone).map_err(e)?.last_fact.n == 1,
+        "a create alone {got:?}"
+    );
+    Ok(())
+}
+
 /// Issue 3 §2: "An append after End, with a wrong n, or to an unknown run is
 /// refused with a clear error" (and DESIGN §7: "changes nothing").
 pub(super) fn refusals_change_nothing<B: Backend + Sync>(

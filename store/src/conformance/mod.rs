@@ -60,6 +60,7 @@ use workers::*;
 pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
     vec![
         ("round_trip", round_trip::<B>),
+        ("create_with_first_facts", create_with_first_facts::<B>),
         ("refusals_change_nothing", refusals_change_nothing::<B>),
         (
             "merkle_values_and_escaping",

@@ -56,7 +56,7 @@ pub use connect::schema_version;
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::queued;
+use crate::prepare::{Creation, step_commands, sync_reply};
 use crate::sqlite::now_ms;
 use crate::tail::Heads;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -352,7 +352,7 @@ impl AppendFacts for PostgresStore {
             sources,
             records,
             at_ms: now_ms(),
-            reply,
+            reply: sync_reply(reply),
         })
     }
 
@@ -362,7 +362,8 @@ impl AppendFacts for PostgresStore {
             run,
             fact: fact.into(),
             at_ms: now_ms(),
-            reply: crate::prepare::sync_reply(reply),
+            reply: sync_reply(reply),
+            fresh: false,
         })
     }
 
@@ -375,23 +376,38 @@ impl AppendFacts for PostgresStore {
         records: Vec<HostRecord>,
         done: AppendDone,
     ) {
-        let at_ms = now_ms();
-        let mut cmds = queued(facts, done, |fact, reply| writer::Command::Append {
-            run: run.clone(),
-            fact,
-            at_ms,
-            reply,
-        });
-        for record in records {
-            // Nobody waits for a record's own answer (see the trait).
-            let (reply, _) = std::sync::mpsc::sync_channel(1);
-            cmds.push(writer::Command::Host {
-                run: run.clone(),
-                at_ms: record.at_ms.unwrap_or(at_ms),
-                record,
-                reply,
-            });
-        }
+        self.submit(step_commands(run, None, facts, records, done));
+    }
+
+    /// As one command, like a step (see `append_all_with_then`).
+    fn create_run_then(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        created: Vec<HostRecord>,
+        facts: Vec<Appending>,
+        records: Vec<HostRecord>,
+        done: AppendDone,
+    ) {
+        let Fact::Start { run, .. } = &start else {
+            return done(Err(Error::InvalidFact(
+                "a run is created with a Start".into(),
+            )));
+        };
+        let run = run.clone();
+        let creation = Creation {
+            start,
+            sources: sources.to_vec(),
+            records: created,
+        };
+        self.submit(step_commands(&run, Some(creation), facts, records, done));
+    }
+}
+
+impl PostgresStore {
+    /// Hands a step's commands to the writer as one command, so it takes
+    /// them into one batch: one transaction for the lot.
+    fn submit(&self, cmds: Vec<writer::Command>) {
         let cmd = writer::Command::Many(cmds);
         match self.sender() {
             Ok(s) => match s.send(cmd) {
@@ -412,6 +428,7 @@ impl HostRecords for PostgresStore {
             record,
             at_ms,
             reply,
+            fresh: false,
         })
     }
 

@@ -63,7 +63,7 @@ use crate::index::{Head, HeadColumns};
 use crate::prepare::{CheckedStart, check_start};
 use crate::tail::Heads;
 use flow_abi::fact::RunId;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
@@ -94,6 +94,8 @@ struct Plan {
     xmin: HashMap<String, i64>,
     /// The transaction's id: the `xmin` of every row it writes.
     xid: i64,
+    /// Runs created by this batch: a `fresh` command needs its run here.
+    created: HashSet<String>,
 }
 
 impl Plan {
@@ -297,9 +299,18 @@ impl Writer {
                 for id in cmds.iter().flat_map(Command::run_ids) {
                     self.known.remove(&id);
                 }
-                // Rolled back: run each alone, so only the bad one fails.
+                // Rolled back: run each alone, so only the bad one fails —
+                // a Create with the `fresh` commands after it, which need
+                // it in their batch.
+                let mut alone: Vec<Vec<Command>> = Vec::new();
                 for cmd in cmds {
-                    self.commit(vec![cmd], false);
+                    match alone.last_mut() {
+                        Some(group) if cmd.fresh() => group.push(cmd),
+                        _ => alone.push(vec![cmd]),
+                    }
+                }
+                for group in alone {
+                    self.commit(group, false);
                 }
             }
             Err(f) => {

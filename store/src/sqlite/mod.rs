@@ -32,7 +32,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
-use crate::prepare::{queued, sync_reply};
+use crate::prepare::{Creation, step_commands, sync_reply};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -347,7 +347,7 @@ impl AppendFacts for SqliteStore {
             sources,
             records,
             at_ms: now_ms(),
-            reply,
+            reply: sync_reply(reply),
         })
     }
 
@@ -358,6 +358,7 @@ impl AppendFacts for SqliteStore {
             fact: fact.into(),
             at_ms: now_ms(),
             reply: sync_reply(reply),
+            fresh: false,
         })
     }
 
@@ -370,23 +371,32 @@ impl AppendFacts for SqliteStore {
         records: Vec<HostRecord>,
         done: AppendDone,
     ) {
-        let at_ms = now_ms();
-        let mut cmds = queued(facts, done, |fact, reply| writer::Command::Append {
-            run: run.clone(),
-            fact,
-            at_ms,
-            reply,
-        });
-        for record in records {
-            // Nobody waits for a record's own answer (see the trait).
-            let (reply, _) = std::sync::mpsc::sync_channel(1);
-            cmds.push(writer::Command::Host {
-                run: run.clone(),
-                at_ms: record.at_ms.unwrap_or(at_ms),
-                record,
-                reply,
-            });
-        }
+        let cmds = step_commands(run, None, facts, records, done);
+        self.inner.committer.submit(writer::Command::Many(cmds));
+    }
+
+    /// As one command, like a step (see `append_all_with_then`).
+    fn create_run_then(
+        &self,
+        start: Fact,
+        sources: &[SourceText],
+        created: Vec<HostRecord>,
+        facts: Vec<Appending>,
+        records: Vec<HostRecord>,
+        done: AppendDone,
+    ) {
+        let Fact::Start { run, .. } = &start else {
+            return done(Err(Error::InvalidFact(
+                "a run is created with a Start".into(),
+            )));
+        };
+        let run = run.clone();
+        let creation = Creation {
+            start,
+            sources: sources.to_vec(),
+            records: created,
+        };
+        let cmds = step_commands(&run, Some(creation), facts, records, done);
         self.inner.committer.submit(writer::Command::Many(cmds));
     }
 }
@@ -400,6 +410,7 @@ impl HostRecords for SqliteStore {
             record,
             at_ms,
             reply,
+            fresh: false,
         })
     }
 

@@ -13,12 +13,12 @@ use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::index::{Head, HeadColumns};
-use crate::prepare::Reply;
+use crate::prepare::{Creation, Reply, StepCommand};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
 use rusqlite::{Connection, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
@@ -33,13 +33,15 @@ pub(crate) enum Command {
         sources: Vec<SourceText>,
         records: Vec<HostRecord>,
         at_ms: i64,
-        reply: SyncSender<Result<Appended>>,
+        reply: Reply<Appended>,
     },
     Append {
         run: RunId,
         fact: Appending,
         at_ms: i64,
         reply: Reply<Appended>,
+        /// Of a run created in the same batch (see `StepCommand`).
+        fresh: bool,
     },
     /// Commands to take into one batch (a run's step).
     Many(Vec<Command>),
@@ -48,6 +50,8 @@ pub(crate) enum Command {
         record: HostRecord,
         at_ms: i64,
         reply: SyncSender<Result<HostRecordRow>>,
+        /// Of a run created in the same batch (see `StepCommand`).
+        fresh: bool,
     },
     /// Archives imported together: all or none (one savepoint).
     Import {
@@ -64,6 +68,45 @@ pub(crate) enum Command {
         at_ms: i64,
         reply: SyncSender<Result<Deleted>>,
     },
+}
+
+impl StepCommand for Command {
+    fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
+        Command::Create {
+            start: c.start,
+            sources: c.sources,
+            records: c.records,
+            at_ms,
+            reply,
+        }
+    }
+
+    fn append(
+        run: RunId,
+        fact: Appending,
+        at_ms: i64,
+        reply: Reply<Appended>,
+        fresh: bool,
+    ) -> Command {
+        Command::Append {
+            run,
+            fact,
+            at_ms,
+            reply,
+            fresh,
+        }
+    }
+
+    fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Command {
+        let (reply, _) = std::sync::mpsc::sync_channel(1);
+        Command::Host {
+            run,
+            record,
+            at_ms,
+            reply,
+            fresh,
+        }
+    }
 }
 
 type CacheUpdate = Option<(i64, Option<CkptCache>)>;
@@ -94,6 +137,19 @@ struct Batch {
     ckpt: HashMap<i64, Option<CkptCache>>,
     heads: HashMap<String, Head>,
     gone: Vec<String>,
+    /// Runs created by this batch: a `fresh` command needs its run here.
+    created: HashSet<String>,
+}
+
+impl Batch {
+    /// Refuses a `fresh` command whose run's Create was refused (or is
+    /// not in this batch): it would land on another run of that id.
+    fn check_fresh(&self, run: &RunId, fresh: bool) -> Result<()> {
+        if fresh && !self.created.contains(run.as_str()) {
+            return Err(Error::UnknownRun(run.to_string()));
+        }
+        Ok(())
+    }
 }
 
 /// A successful command's changes to the writer's memory.
@@ -207,9 +263,7 @@ fn fail(cmd: Command, msg: &str) {
 /// Answers every reply of `cmd` with `err()`.
 pub(crate) fn refuse(cmd: Command, err: &dyn Fn() -> Error) {
     match cmd {
-        Command::Create { reply, .. } => {
-            let _ = reply.send(Err(err()));
-        }
+        Command::Create { reply, .. } => reply(Err(err())),
         Command::Append { reply, .. } => reply(Err(err())),
         Command::Many(cmds) => cmds.into_iter().for_each(|c| refuse(c, err)),
         Command::Host { reply, .. } => {

@@ -11,7 +11,7 @@ use super::super::times::{
     Answered, Sent, TIMINGS_AGE_MS, TIMINGS_MAX, Times, sent_only, timing, timings,
 };
 use super::super::{RunService, new_run_id};
-use super::{Ack, Driven, INLINE, Step, ToDispatch, Writes, engine_lost, steps};
+use super::{Ack, Creating, Driven, INLINE, Step, ToDispatch, Writes, engine_lost, steps};
 use crate::error::{Error, Result};
 use crate::host::{HUMAN, Host, SLEEP, Served};
 use flow_abi::fact::{CallId, Ending};
@@ -48,6 +48,8 @@ pub(super) struct Driving<'h> {
     writes: &'h Writes,
     /// Told once the first round is durable.
     ack: Option<Ack>,
+    /// A new run's Start, recorded with the first round.
+    creating: Option<Creating>,
     /// The run's last durable fact.
     last: FactRef,
     inflight: Calls<'h>,
@@ -86,6 +88,7 @@ impl<'h> Driving<'h> {
         writes: &'h Writes,
         head: u64,
         ack: Option<Ack>,
+        creating: Option<Creating>,
     ) -> Driving<'h> {
         Driving {
             svc,
@@ -95,6 +98,7 @@ impl<'h> Driving<'h> {
             host,
             writes,
             ack,
+            creating,
             last: FactRef {
                 n: head,
                 hash: String::new(),
@@ -238,6 +242,7 @@ impl<'h> Driving<'h> {
             self.records
                 .push(timings(std::mem::take(&mut self.times.answered)));
         }
+        let created = self.creating.is_some();
         let appended = self
             .svc
             .append_all(
@@ -246,12 +251,17 @@ impl<'h> Driving<'h> {
                 &mut self.facts,
                 &mut self.records,
                 self.writes,
+                self.creating.take(),
             )
             .await;
         if let Some(a) = self.ack.take() {
             let _ = a.send(appended.clone().map(|()| self.last.clone()));
         }
         appended?;
+        if created {
+            // Before anything this drive publishes next.
+            self.svc.started(&self.run);
+        }
         if let (Some(s), Some(n)) = (&self.spans, noted) {
             s.durable(n);
         }

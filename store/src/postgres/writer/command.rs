@@ -5,7 +5,7 @@
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::Reply;
+use crate::prepare::{Creation, Reply, StepCommand};
 use flow_abi::fact::{Fact, RunId};
 use std::sync::mpsc::SyncSender;
 
@@ -15,13 +15,15 @@ pub(crate) enum Command {
         sources: Vec<SourceText>,
         records: Vec<HostRecord>,
         at_ms: i64,
-        reply: SyncSender<Result<Appended>>,
+        reply: Reply<Appended>,
     },
     Append {
         run: RunId,
         fact: Appending,
         at_ms: i64,
         reply: Reply<Appended>,
+        /// Of a run created in the same batch (see `StepCommand`).
+        fresh: bool,
     },
     /// Commands to take into one batch (a run's step).
     Many(Vec<Command>),
@@ -30,6 +32,8 @@ pub(crate) enum Command {
         record: HostRecord,
         at_ms: i64,
         reply: SyncSender<Result<HostRecordRow>>,
+        /// Of a run created in the same batch (see `StepCommand`).
+        fresh: bool,
     },
     /// Archives imported together: all or none.
     Import {
@@ -46,8 +50,55 @@ pub(crate) enum Out {
     Import(Vec<ImportOutcome>),
 }
 
+impl StepCommand for Command {
+    fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
+        Command::Create {
+            start: c.start,
+            sources: c.sources,
+            records: c.records,
+            at_ms,
+            reply,
+        }
+    }
+
+    fn append(
+        run: RunId,
+        fact: Appending,
+        at_ms: i64,
+        reply: Reply<Appended>,
+        fresh: bool,
+    ) -> Command {
+        Command::Append {
+            run,
+            fact,
+            at_ms,
+            reply,
+            fresh,
+        }
+    }
+
+    fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Command {
+        let (reply, _) = std::sync::mpsc::sync_channel(1);
+        Command::Host {
+            run,
+            record,
+            at_ms,
+            reply,
+            fresh,
+        }
+    }
+}
+
 impl Command {
     /// The runs this command writes (an import's several).
+    /// Whether it belongs to a Create before it (see `StepCommand`).
+    pub(super) fn fresh(&self) -> bool {
+        matches!(
+            self,
+            Command::Append { fresh: true, .. } | Command::Host { fresh: true, .. }
+        )
+    }
+
     pub(super) fn run_ids(&self) -> Vec<String> {
         match self {
             Command::Create { start, .. } => match start {
@@ -73,16 +124,12 @@ impl Command {
     pub(crate) fn answer(self, out: Result<Out>) {
         // A caller that stopped waiting is not an error of the store.
         match self {
-            Command::Create { reply, .. } => {
-                let _ = reply.send(out.and_then(|o| match o {
+            Command::Create { reply, .. } | Command::Append { reply, .. } => {
+                reply(out.and_then(|o| match o {
                     Out::Appended(a) => Ok(a),
                     _ => Err(Error::WriterGone),
-                }));
+                }))
             }
-            Command::Append { reply, .. } => reply(out.and_then(|o| match o {
-                Out::Appended(a) => Ok(a),
-                _ => Err(Error::WriterGone),
-            })),
             // Taken apart when received; never answered as one.
             Command::Many(cmds) => {
                 for c in cmds {

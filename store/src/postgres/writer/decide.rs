@@ -49,6 +49,15 @@ fn host_decision(
     Ok(host_row(seq as u64, record.clone(), at_ms, &head))
 }
 
+/// Refuses a `fresh` command whose run's Create was refused (or is not
+/// in this batch): it would land on another run of that id.
+fn check_fresh(plan: &Plan, run: &RunId, fresh: bool) -> Result<()> {
+    if fresh && !plan.created.contains(run.as_str()) {
+        return Err(Error::UnknownRun(run.to_string()));
+    }
+    Ok(())
+}
+
 /// Decides one command against the batch's heads (see [`crate::prepare`]).
 pub(super) fn decide(
     plan: &mut Plan,
@@ -100,6 +109,7 @@ pub(super) fn decide(
                 },
             );
             plan.host_seq.insert(id.clone(), 0);
+            plan.created.insert(id.clone());
             plan.notes.insert(id, 1);
             for r in records {
                 if let HostDetails::Recovered { recovery } = &r.details {
@@ -116,8 +126,13 @@ pub(super) fn decide(
             Ok(Out::Appended(appended))
         }
         Command::Append {
-            run, fact, at_ms, ..
+            run,
+            fact,
+            at_ms,
+            fresh,
+            ..
         } => {
+            check_fresh(plan, run, *fresh)?;
             let id = run.to_string();
             let head = plan
                 .heads
@@ -180,8 +195,15 @@ pub(super) fn decide(
             Ok(Out::Appended(appended))
         }
         Command::Host {
-            run, record, at_ms, ..
-        } => host_decision(plan, run, record, *at_ms).map(Out::Host),
+            run,
+            record,
+            at_ms,
+            fresh,
+            ..
+        } => {
+            check_fresh(plan, run, *fresh)?;
+            host_decision(plan, run, record, *at_ms).map(Out::Host)
+        }
         // Taken apart when received; never decided as one.
         Command::Many(_) => Err(Error::WriterGone),
         Command::Import {

@@ -174,11 +174,14 @@ impl Writer {
                 reply,
             } => {
                 let r = self.create(start, &sources, records, at_ms, batch);
+                if let Ok(a) = &r {
+                    batch.created.insert(a.run.to_string());
+                }
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.as_ref().ok().map(HeadNote::of).into_iter().collect();
                 (
                     Done {
-                        answer: answer(sync_reply(reply), r),
+                        answer: answer(reply, r),
                         notify,
                     },
                     fx,
@@ -189,7 +192,11 @@ impl Writer {
                 fact,
                 at_ms,
                 reply,
-            } => match self.append(&run, fact, at_ms, batch) {
+                fresh,
+            } => match batch
+                .check_fresh(&run, fresh)
+                .and_then(|()| self.append(&run, fact, at_ms, batch))
+            {
                 Ok((a, fx)) => {
                     let notify = vec![HeadNote::of(&a)];
                     (
@@ -213,7 +220,11 @@ impl Writer {
                 record,
                 at_ms,
                 reply,
-            } => match self.host(&run, record, at_ms, batch) {
+                fresh,
+            } => match batch
+                .check_fresh(&run, fresh)
+                .and_then(|()| self.host(&run, record, at_ms, batch))
+            {
                 Ok((row, fx)) => (
                     Done {
                         answer: answer(sync_reply(reply), Ok(row)),
