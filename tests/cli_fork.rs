@@ -483,7 +483,7 @@ fn a_fork_cut_short_after_its_start_is_continued() {
             program,
             sources,
             ..
-        } = store.expand_fact(&h.facts[0]).unwrap()
+        } = store.expand_fact(&parent, &h.facts[0]).unwrap()
         else {
             panic!("fact 1 is a Start");
         };

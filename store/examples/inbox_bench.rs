@@ -68,7 +68,7 @@ fn scan(s: &SqliteStore) -> usize {
                 if let Fact::Call { call, .. } = &f.fact
                     && !settled.contains(call)
                 {
-                    s.expand_fact(f).expect("expand");
+                    s.expand_fact(&run, f).expect("expand");
                     calls += 1;
                 }
             }

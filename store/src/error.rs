@@ -67,6 +67,17 @@ pub enum Error {
     CommitUnknown(String),
     #[error("the store's writer has stopped")]
     WriterGone,
+    /// A read that needs a value met a hole: the value was redacted
+    /// (docs/custody.md "Holes"). Not a storage failure: the chain still
+    /// verifies, the content is gone on purpose.
+    #[error(
+        "run {run} at fact {n} needs value {hash}, which was redacted (a hole): its content is gone; a replay stops there (incomplete: hole), and a resume or fork from that state needs the value supplied (`flow fork --set`)"
+    )]
+    Hole { run: String, n: u64, hash: String },
+    /// A redaction refused because the run is still driven, or asked for
+    /// nothing it can do (docs/custody.md "Holes").
+    #[error("{0}")]
+    Redaction(String),
     /// A deletion refused because the run is still driven (docs/custody.md).
     #[error(
         "run {run} is {why}: deleting it would pull its history from under its driver; halt it first (`flow halt {run}`), or delete with force"

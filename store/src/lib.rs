@@ -31,6 +31,7 @@ mod migrate;
 pub mod postgres;
 mod prepare;
 mod read;
+pub mod redact;
 mod run_counts;
 pub mod seal;
 pub mod search;

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::hash::{blob_hash, hash_text, parse_hash};
 use flow_abi::json::{canonical, write_canonical, write_str};
 use serde_json::{Map, Number, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Canonical texts longer than this many bytes become blobs.
 pub const BLOB_THRESHOLD: usize = 1024;
@@ -269,6 +269,38 @@ pub fn reference(hash: &[u8; 32], length: u64) -> Value {
     Value::Object(m)
 }
 
+/// `{"$hole":"blake3:<hex>","length":L}`: what a read shows in place of a
+/// value whose blob is a hole of the run (docs/custody.md "Holes"). It is
+/// presentation: a read that needs the value refuses with
+/// [`Error::Hole`] instead.
+pub fn hole_marker(hash: &[u8; 32], length: u64) -> Value {
+    let mut m = Map::new();
+    m.insert("$hole".to_string(), Value::String(hash_text(hash)));
+    m.insert("length".to_string(), Value::Number(Number::from(length)));
+    Value::Object(m)
+}
+
+/// `v` with every reference to one of `holes` directly in it (not inside
+/// the blobs it names) replaced by its [`hole_marker`].
+pub fn mark_holes(v: Value, holes: &HashSet<[u8; 32]>) -> Value {
+    if holes.is_empty() {
+        return v;
+    }
+    match v {
+        Value::Object(m) => match as_reference(&m) {
+            Some(Ok((h, len))) if holes.contains(&h) => hole_marker(&h, len),
+            Some(_) => Value::Object(m),
+            None => Value::Object(
+                m.into_iter()
+                    .map(|(k, c)| (k, mark_holes(c, holes)))
+                    .collect(),
+            ),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(|c| mark_holes(c, holes)).collect()),
+        other => other,
+    }
+}
+
 /// If `m` is a reference, its hash and declared logical length; an object
 /// with a `$blob` key that is not a well-formed reference is an error.
 pub fn as_reference(m: &Map<String, Value>) -> Option<Result<([u8; 32], u64), String>> {
@@ -408,12 +440,29 @@ fn expand_owned_depth(
 pub struct BlobVerifier {
     values: HashMap<[u8; 32], u64>,
     sources: HashMap<[u8; 32], u64>,
+    /// The run's holes (docs/custody.md "Holes"): a reference to one of
+    /// them verifies without its blob, since the chain covers only the
+    /// reference; a missing blob that is not a hole is still a failure.
+    holes: HashSet<[u8; 32]>,
 }
 
 /// Reads a blob's bytes by hash; `None` when absent.
 pub type BlobLoad<'a> = dyn FnMut(&[u8; 32]) -> Result<Option<Vec<u8>>> + 'a;
 
 impl BlobVerifier {
+    /// A verifier that accepts references to `holes` without their blobs.
+    pub fn with_holes(holes: HashSet<[u8; 32]>) -> BlobVerifier {
+        BlobVerifier {
+            holes,
+            ..BlobVerifier::default()
+        }
+    }
+
+    /// Adds holes to accept (a reader that learns the run's holes late).
+    pub fn add_holes(&mut self, holes: impl IntoIterator<Item = [u8; 32]>) {
+        self.holes.extend(holes);
+    }
+
     /// Verifies a value blob and everything it references. The error text
     /// names the blob; callers name the fact.
     pub fn verify_value(
@@ -456,6 +505,9 @@ impl BlobVerifier {
                 let mut refs = Vec::new();
                 collect_refs(&value, &mut refs).map_err(|e| format!("blob {name}: {e}"))?;
                 for (h, l) in refs {
+                    if self.holes.contains(&h) {
+                        continue;
+                    }
                     if !self.values.contains_key(&h) {
                         let inner = load(&h)
                             .map_err(|e| format!("blob {} unreadable: {e}", hash_text(&h)))?
@@ -486,6 +538,9 @@ impl BlobVerifier {
         let mut refs = Vec::new();
         collect_refs(v, &mut refs)?;
         for (h, l) in refs {
+            if self.holes.contains(&h) {
+                continue;
+            }
             match self.values.get(&h) {
                 Some(known) if *known == l => {}
                 Some(_) => {

@@ -96,6 +96,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "data_keys",
         include_str!("../../migrations/sqlite/0017_data_keys.sql"),
     ),
+    (
+        18,
+        "holes",
+        include_str!("../../migrations/sqlite/0018_holes.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -184,6 +189,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         17,
         "data_keys",
         include_str!("../../migrations/postgres/0017_data_keys.sql"),
+    ),
+    (
+        18,
+        "holes",
+        include_str!("../../migrations/postgres/0018_holes.sql"),
     ),
 ];
 

@@ -77,7 +77,10 @@ fn round_trip<A: Backend, B: Backend>(a: &A, b: &B, dir: &Path) {
     let hb = b.read_history(&run).unwrap().facts;
     assert_eq!(ha, hb, "stored facts and hashes");
     for (fa, fb) in ha.iter().zip(&hb) {
-        assert_eq!(a.expand_fact(fa).unwrap(), b.expand_fact(fb).unwrap());
+        assert_eq!(
+            a.expand_fact(&run, fa).unwrap(),
+            b.expand_fact(&run, fb).unwrap()
+        );
         if fa.kind() == flow_store::FactKind::Checkpoint {
             assert_eq!(
                 a.checkpoint_state(&run, fa.n).unwrap(),

@@ -86,7 +86,7 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
             .iter()
             .find(|f| f.n == n)
             .ok_or_else(|| Error::NotFound(format!("{run} has no fact {n}")))?;
-        let mut fact = store.expand_fact(f)?;
+        let mut fact = store.expand_fact(&run, f)?;
         if let flow_store::Fact::Checkpoint { state, .. } = &mut fact {
             *state = store.checkpoint_state(&run, n)?;
         }

@@ -241,7 +241,7 @@ fn recorded_ending(store: &dyn Store, run: &RunId, last: u64) -> Result<RunResul
     let end = f
         .first()
         .ok_or_else(|| Error::Unreadable(format!("{run} ended without an End fact")))?;
-    match store.expand_fact(end)? {
+    match store.expand_fact(run, end)? {
         Fact::End { ending, .. } => Ok(RunResult::ended(run, ending)),
         _ => Err(Error::Unreadable(format!("{run} fact {last}: not an End"))),
     }

@@ -48,7 +48,7 @@ pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
                     tool,
                     args,
                     ..
-                } = store.expand_fact(f)?
+                } = store.expand_fact(run, f)?
                 else {
                     continue;
                 };
@@ -65,7 +65,7 @@ pub fn waiting(store: &dyn Store, run: &RunId) -> Result<Waits> {
                 });
             }
             Fact::End { .. } => {
-                if let Fact::End { ending, .. } = store.expand_fact(f)? {
+                if let Fact::End { ending, .. } = store.expand_fact(run, f)? {
                     w.ending = Some(ending);
                 }
             }

@@ -71,7 +71,7 @@ pub(super) fn read_start(store: &dyn Store, run: &RunId) -> Result<Fact> {
         .first()
         .filter(|f| f.kind() == FactKind::Start)
         .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
-    Ok(store.expand_fact(start)?)
+    Ok(store.expand_fact(run, start)?)
 }
 
 /// The sources a run's Start records.

@@ -21,6 +21,7 @@ mod leases;
 mod live;
 mod pages;
 mod recoveries;
+mod redact;
 mod runs;
 mod waiting;
 
@@ -30,6 +31,7 @@ pub use leases::*;
 pub use live::*;
 pub use pages::*;
 pub use recoveries::*;
+pub use redact::*;
 pub use runs::*;
 pub use waiting::*;
 
@@ -318,15 +320,18 @@ pub trait ReadHistory {
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;
     /// A blob's verified bytes.
     fn blob(&self, hash: &str) -> Result<Vec<u8>>;
-    /// A stored value with every reference loaded and verified.
-    fn expand(&self, stored: &Value) -> Result<Value>;
-    /// A stored fact with its value's references loaded and verified (a
+    /// A stored value of `run` with every reference loaded and verified,
+    /// each of the run's holes shown as `{"$hole":"blake3:…","length":L}`
+    /// (docs/custody.md "Holes"): a value to show, never invented content.
+    fn expand(&self, run: &RunId, stored: &Value) -> Result<Value>;
+    /// A stored fact of `run` with its value's references loaded and
+    /// verified, holes shown as [`ReadHistory::expand`] shows them (a
     /// delta Checkpoint's state stays null: read it with
     /// [`ReadHistory::checkpoint_state`]).
-    fn expand_fact(&self, stored: &StoredFact) -> Result<Fact> {
+    fn expand_fact(&self, run: &RunId, stored: &StoredFact) -> Result<Fact> {
         let mut fact = stored.fact.clone();
         if let Some(v) = fact.value_mut() {
-            *v = self.expand(v)?;
+            *v = self.expand(run, v)?;
         }
         Ok(fact)
     }
@@ -346,7 +351,7 @@ pub trait ReadHistory {
             )));
         }
         let history = self.read_history(run)?;
-        crate::view::page(&info, &history, &q, &mut |v| self.expand(v))
+        crate::view::page(&info, &history, &q, &mut |v| self.expand(run, v))
     }
     /// Up to 4096 code points of a recorded source, from `offset` (in code
     /// points). An unknown module or an offset past the end is refused.
@@ -430,6 +435,7 @@ pub trait Backend:
     + Subscribe
     + Leases
     + DeleteRuns
+    + Redact
     + Recoveries
     + crate::workers::WorkerQueue
 {
@@ -444,6 +450,7 @@ impl<
         + Subscribe
         + Leases
         + DeleteRuns
+        + Redact
         + Recoveries
         + crate::workers::WorkerQueue,
 > Backend for T

@@ -67,7 +67,8 @@ pub(super) fn archive_round_trip<B: Backend + Sync>(
         "host records imported"
     );
     ensure!(
-        a.expand_fact(&ha[n as usize]).map_err(e)? == b.expand_fact(&hb[n as usize]).map_err(e)?,
+        a.expand_fact(&run, &ha[n as usize]).map_err(e)?
+            == b.expand_fact(&run, &hb[n as usize]).map_err(e)?,
         "blobs imported"
     );
     // The same run id with another history is refused.

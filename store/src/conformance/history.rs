@@ -36,12 +36,12 @@ pub(super) fn round_trip<B: Backend + Sync>(
     }
     // Logical facts come back exactly (checkpoint state via checkpoint_state).
     ensure!(
-        s.expand_fact(&h.facts[0]).map_err(e)?.to_json() == start.to_json(),
+        s.expand_fact(&run, &h.facts[0]).map_err(e)?.to_json() == start.to_json(),
         "Start differs"
     );
     for (i, f) in facts.iter().enumerate().filter(|(i, _)| *i != 2) {
         ensure!(
-            s.expand_fact(&h.facts[i + 1]).map_err(e)?.to_json() == f.to_json(),
+            s.expand_fact(&run, &h.facts[i + 1]).map_err(e)?.to_json() == f.to_json(),
             "fact {} differs",
             i + 2
         );
@@ -301,14 +301,17 @@ pub(super) fn merkle_values_and_escaping<B: Backend + Sync>(
             args["doc"]["length"] == json!(3002),
             "reference length is the logical length"
         );
-        ensure!(s.expand(args).map_err(e)? == big, "big value round trip");
+        ensure!(
+            s.expand(run, args).map_err(e)? == big,
+            "big value round trip"
+        );
         let stored_reply = h.facts[2].fact.value().ok_or("a Reply has a value")?;
         ensure!(
             stored_reply.get("$blob").is_none(),
             "a user $blob key is escaped"
         );
         ensure!(
-            s.expand(stored_reply).map_err(e)? == tricky,
+            s.expand(run, stored_reply).map_err(e)? == tricky,
             "escaped value round trip"
         );
     }

@@ -39,6 +39,7 @@ mod history;
 mod leases;
 mod live;
 mod recoveries;
+mod redact;
 mod waiting;
 mod workers;
 
@@ -53,6 +54,7 @@ use history::*;
 use leases::*;
 use live::*;
 use recoveries::recoveries;
+use redact::holes;
 use waiting::waiting_calls;
 use workers::*;
 
@@ -89,6 +91,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("leases", leases::<B>),
         ("workers", workers::<B>),
         ("deletion", deletion::<B>),
+        ("holes", holes::<B>),
         ("waiting_calls", waiting_calls::<B>),
         ("recoveries", recoveries::<B>),
         ("run_counts", run_counts::<B>),

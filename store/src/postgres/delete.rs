@@ -98,6 +98,8 @@ async fn delete_one(
     }
     tx.execute("DELETE FROM blob_refs WHERE run_key = $1", &[&key])
         .await?;
+    tx.execute("DELETE FROM holes WHERE run_key = $1", &[&key])
+        .await?;
     let blobs_removed = tx
         .execute(
             "DELETE FROM blobs b WHERE b.hash = ANY($1::bytea[])
@@ -239,6 +241,11 @@ async fn delete_batch(
     .await?;
     tx.execute(
         "DELETE FROM blob_refs WHERE run_key = ANY($1::int8[])",
+        &[&keys],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM holes WHERE run_key = ANY($1::int8[])",
         &[&keys],
     )
     .await?;

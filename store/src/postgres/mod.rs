@@ -44,6 +44,7 @@ mod memory;
 mod queue_notes;
 mod read;
 mod recoveries;
+mod redact;
 mod seal;
 pub use read::CHILDREN_QUERY;
 mod sql;
@@ -497,9 +498,9 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| crate::read::blob(s, &hash))
     }
 
-    fn expand(&self, stored: &Value) -> Result<Value> {
-        let stored = stored.clone();
-        self.snapshot(move |s| crate::read::expand(s, &stored))
+    fn expand(&self, run: &RunId, stored: &Value) -> Result<Value> {
+        let (run, stored) = (run.clone(), stored.clone());
+        self.snapshot(move |s| crate::read::expand(s, &run, &stored))
     }
 
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
@@ -515,7 +516,9 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| {
             let info = crate::read::run_info(s, &run)?;
             let history = crate::read::read_history(s, &run)?;
-            crate::view::page(&info, &history, &q, &mut |v| crate::read::expand(s, v))
+            crate::view::page(&info, &history, &q, &mut |v| {
+                crate::read::expand(s, &run, v)
+            })
         })
     }
 }

@@ -336,6 +336,18 @@ impl ReadDb for Session {
             .map_err(Error::from)
     }
 
+    fn holes(&mut self, key: i64) -> Result<Vec<[u8; 32]>> {
+        let rows = self.query("SELECT hash FROM holes WHERE run_key = $1", &[&key])?;
+        let mut out = Vec::new();
+        for r in rows {
+            let h: Vec<u8> = r.try_get(0)?;
+            if let Some(h) = crate::hash::from_column(&h) {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+
     /// One query: each `(run, n)`'s runs row, fact and predecessor's hash.
     fn prefetch_calls(&mut self, at: &[(RunId, u64)]) -> Result<()> {
         if at.is_empty() {

@@ -2,9 +2,11 @@
 //! states with their deltas applied, and the walk replay takes.
 
 use super::*;
+use std::cell::Cell;
+use std::collections::HashSet;
 
 /// Loads and checks one value blob's stored form.
-fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
+pub(crate) fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
     let name = hash_text(h);
     let bad = |reason: &str| Error::CorruptBlob {
         hash: name.clone(),
@@ -25,10 +27,74 @@ fn stored_value(db: &mut dyn ReadDb, h: &[u8; 32]) -> Result<Value> {
     Ok(v)
 }
 
-/// A stored value with every reference loaded and verified.
-pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
+/// A stored value of `run` with every reference loaded and verified, and
+/// each of the run's holes shown as its marker ([`merkle::hole_marker`]):
+/// the read of a page, a fact or a call to show, never of a value to
+/// continue from.
+pub(crate) fn expand(db: &mut dyn ReadDb, run: &RunId, stored: &Value) -> Result<Value> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    let holes = RunHoles::new(key).read(db)?;
     db.prefetch(&[stored])?;
-    merkle::expand(stored, &mut |h| stored_value(db, h))
+    let marked = merkle::mark_holes(stored.clone(), &holes);
+    merkle::expand_owned(marked, &mut |h| {
+        stored_value(db, h).map(|v| merkle::mark_holes(v, &holes))
+    })
+}
+
+/// A run's holes (migration 0018), read when a read first needs a blob:
+/// a fact with no reference (most facts) costs no query.
+pub(super) struct RunHoles {
+    key: i64,
+    set: Option<HashSet<[u8; 32]>>,
+}
+
+impl RunHoles {
+    pub(super) fn new(key: i64) -> RunHoles {
+        RunHoles { key, set: None }
+    }
+
+    /// The holes, read once.
+    pub(super) fn get(&mut self, db: &mut dyn ReadDb) -> Result<&HashSet<[u8; 32]>> {
+        if self.set.is_none() {
+            self.set = Some(db.holes(self.key)?.into_iter().collect());
+        }
+        Ok(self.set.get_or_insert_with(HashSet::new))
+    }
+
+    /// The holes, owned.
+    pub(super) fn read(mut self, db: &mut dyn ReadDb) -> Result<HashSet<[u8; 32]>> {
+        self.get(db)?;
+        Ok(self.set.unwrap_or_default())
+    }
+}
+
+/// Loads value blob `h` for a read that needs the value: a hole of the
+/// run is [`Error::Hole`] at fact `n`, kept in `hit` as well so that it
+/// survives the callers that turn errors into text.
+fn needed_value(
+    db: &mut dyn ReadDb,
+    holes: &mut RunHoles,
+    (run, n): (&RunId, u64),
+    h: &[u8; 32],
+    hit: &Cell<Option<Error>>,
+) -> Result<Value> {
+    if holes.get(db)?.contains(h) {
+        let hole = || Error::Hole {
+            run: run.to_string(),
+            n,
+            hash: hash_text(h),
+        };
+        hit.set(Some(hole()));
+        return Err(hole());
+    }
+    stored_value(db, h)
+}
+
+/// The error of a read at fact `n`: the hole it met, else a storage
+/// failure naming the fact.
+fn at_fact(run: &RunId, n: u64, hit: &Cell<Option<Error>>, e: impl std::fmt::Display) -> Error {
+    hit.take()
+        .unwrap_or_else(|| Error::corrupt(run.as_str(), n, e.to_string()))
 }
 
 /// The verified history as logical facts, in one walk, each handed to
@@ -38,11 +104,15 @@ pub(crate) fn expand(db: &mut dyn ReadDb, stored: &Value) -> Result<Value> {
 /// the Checkpoint before it (as writers store them) is rebuilt from that
 /// one's state, already in hand (and handed on with what its delta
 /// changed); any other base is read as [`checkpoint_state`] reads it.
+/// A fact that needs a hole's value ends the walk with [`Error::Hole`],
+/// after the facts before it.
 pub(crate) fn walk_logical(db: &mut dyn ReadDb, run: &RunId, visit: &mut Visit<'_>) -> Result<()> {
     let mut loaded: HashMap<[u8; 32], Value> = HashMap::new();
     let mut last: Option<(u64, Value)> = None;
+    let mut holes = RunHoles::new(run_row(db, run)?.key);
+    let hit = Cell::new(None);
     walk_stored(db, run, &mut |db, f, spent| {
-        let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(run.as_str(), f.n, e.to_string());
+        let n = f.n;
         let mut change = None;
         let mut fact = match f.fact {
             Checked::Logical(fact) => fact,
@@ -53,7 +123,7 @@ pub(crate) fn walk_logical(db: &mut dyn ReadDb, run: &RunId, visit: &mut Visit<'
                     if let Some(v) = loaded.get(h) {
                         return Ok(v.clone());
                     }
-                    let v = stored_value(db, h)?;
+                    let v = needed_value(db, &mut holes, (run, n), h, &hit)?;
                     loaded.insert(*h, v.clone());
                     Ok(v)
                 };
@@ -63,14 +133,14 @@ pub(crate) fn walk_logical(db: &mut dyn ReadDb, run: &RunId, visit: &mut Visit<'
                 if let Some(v) = fact.value_mut() {
                     *v = match delta {
                         None => merkle::expand_owned(std::mem::take(v), &mut |h| blob(h, db))
-                            .map_err(|e| corrupt(&e))?,
+                            .map_err(|e| at_fact(run, n, &hit, e))?,
                         Some(d) => match last.take() {
                             Some((b, mut state)) if base == Some(b) => {
                                 change = Some(
                                     apply_delta(&mut state, &d, &mut |v| {
                                         merkle::expand(v, &mut |h| blob(h, db))
                                     })
-                                    .map_err(|e| corrupt(&e))?,
+                                    .map_err(|e| at_fact(run, n, &hit, e))?,
                                 );
                                 state
                             }
@@ -144,23 +214,26 @@ pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Resu
         }
     }
     db.prefetch(&chain.iter().map(|(_, f)| f).collect::<Vec<_>>())?;
+    let (mut holes, hit) = (RunHoles::new(key), Cell::new(None));
     let (snap_n, snap) = chain
         .pop()
         .ok_or_else(|| Error::corrupt(run.as_str(), n, "no snapshot"))?;
     let stored_state = snap
         .get("state")
         .ok_or_else(|| Error::corrupt(run.as_str(), snap_n, "checkpoint has no state"))?;
-    let mut state = merkle::expand(stored_state, &mut |h| stored_value(db, h))
-        .map_err(|e| Error::corrupt(run.as_str(), snap_n, e.to_string()))?;
+    let mut state = merkle::expand(stored_state, &mut |h| {
+        needed_value(db, &mut holes, (run, n), h, &hit)
+    })
+    .map_err(|e| at_fact(run, snap_n, &hit, e))?;
     while let Some((dn, fact)) = chain.pop() {
         let d = match delta_of(&fact) {
             Some(Ok((_, d))) => d,
             _ => return Err(Error::corrupt(run.as_str(), dn, "malformed delta")),
         };
         apply_delta(&mut state, d, &mut |v| {
-            merkle::expand(v, &mut |h| stored_value(db, h))
+            merkle::expand(v, &mut |h| needed_value(db, &mut holes, (run, n), h, &hit))
         })
-        .map_err(|e| Error::corrupt(run.as_str(), dn, e))?;
+        .map_err(|e| at_fact(run, dn, &hit, e))?;
     }
     Ok(state)
 }

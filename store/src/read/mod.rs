@@ -45,6 +45,8 @@ pub(crate) trait ReadDb {
     /// The number of run `key`'s latest Checkpoint.
     fn last_checkpoint(&mut self, key: i64) -> Result<Option<u64>>;
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>>;
+    /// The holes of run `key` (migration 0018): blobs it may not read.
+    fn holes(&mut self, key: i64) -> Result<Vec<[u8; 32]>>;
     /// A hint: the blobs these stored values reference are about to be
     /// loaded (a backend with costly round trips fetches them together).
     fn prefetch(&mut self, _values: &[&Value]) -> Result<()> {
@@ -91,6 +93,11 @@ fn run_row(db: &mut dyn ReadDb, run: &RunId) -> Result<RunRow> {
         .check(run)
 }
 
+/// The run's key in its backend (the `run_key` of its rows).
+pub(crate) fn run_key(db: &mut dyn ReadDb, run: &RunId) -> Result<i64> {
+    Ok(run_row(db, run)?.key)
+}
+
 pub(crate) fn run_info(db: &mut dyn ReadDb, run: &RunId) -> Result<RunInfo> {
     Ok(run_row(db, run)?.info)
 }
@@ -130,13 +137,7 @@ pub(crate) fn read_after(
         })?
     };
     let rows = db.facts_after(key, after, limit.max(1))?;
-    let mut checker = RowChecker {
-        run,
-        prev,
-        expected: after + 1,
-        ended: false,
-        blobs: BlobVerifier::default(),
-    };
+    let mut checker = RowChecker::new(run, key, prev, after + 1);
     let mut facts = Vec::with_capacity(rows.len());
     for row in rows {
         facts.push(checker.admit(db, row, None)?.into_stored());
@@ -174,5 +175,5 @@ mod walk;
 
 pub(crate) use discovery::{discover, verify_ends};
 use logical::linked_fact_hashed;
-pub(crate) use logical::{checkpoint_state, expand, latest_checkpoint, walk_logical};
+pub(crate) use logical::{checkpoint_state, expand, latest_checkpoint, stored_value, walk_logical};
 use walk::{RowChecker, walk_stored};

@@ -167,7 +167,7 @@ pub(crate) fn calls_at(
                 })?;
             let mut fact = stored.fact;
             if let Some(v) = fact.value_mut() {
-                *v = super::expand(db, v)?;
+                *v = super::expand(db, run, v)?;
             }
             Ok((fact, info))
         })

@@ -2,6 +2,7 @@
 //! envelope, chain, blobs) as it is read, parsed ahead on a thread of its
 //! own when the history is long.
 
+use super::logical;
 use super::*;
 
 /// Verifies the rows of one run from `prev` on: numbering, canonical form,
@@ -12,6 +13,24 @@ pub(super) struct RowChecker<'a> {
     pub(super) expected: u64,
     pub(super) ended: bool,
     pub(super) blobs: BlobVerifier,
+    /// The run's holes, given to `blobs` before the first fact with a
+    /// reference is checked.
+    pub(super) holes: Option<logical::RunHoles>,
+}
+
+impl<'a> RowChecker<'a> {
+    /// A checker of run `run` (key `key`) from fact `expected`, chained
+    /// on `prev`.
+    pub(super) fn new(run: &'a RunId, key: i64, prev: [u8; 32], expected: u64) -> RowChecker<'a> {
+        RowChecker {
+            run,
+            prev,
+            expected,
+            ended: false,
+            blobs: BlobVerifier::default(),
+            holes: Some(logical::RunHoles::new(key)),
+        }
+    }
 }
 
 /// A row that checked out, its hash not yet written as text.
@@ -143,9 +162,12 @@ impl RowChecker<'_> {
         if hash_col != Some(h) {
             return Err(Error::corrupt(run, n, "the chain hash does not match"));
         }
-        let mut load = |hash: &[u8; 32]| db.load_blob(hash);
         // A fact read as logical has no reference (verify.rs).
         if let Checked::Stored(r) = &mut fact {
+            if let Some(holes) = self.holes.take() {
+                self.blobs.add_holes(holes.read(db)?);
+            }
+            let mut load = |hash: &[u8; 32]| db.load_blob(hash);
             let value = r.fact.value_mut().map(|v| &*v);
             for v in value
                 .into_iter()
@@ -157,6 +179,7 @@ impl RowChecker<'_> {
             }
         }
         if let Fact::Start { sources, .. } = fact.fact() {
+            let mut load = |hash: &[u8; 32]| db.load_blob(hash);
             for s in sources {
                 let hash = parse_hash(&s.hash)
                     .ok_or_else(|| Error::corrupt(run, n, "a source entry is malformed"))?;
@@ -198,13 +221,7 @@ pub(super) fn walk_stored(
 ) -> Result<()> {
     let RunRow { key, info } = run_row(db, run)?;
     let first = db.facts_after(key, 0, READ_WINDOW)?;
-    let mut checker = RowChecker {
-        run,
-        prev: chain_start(run.as_str()),
-        expected: 1,
-        ended: false,
-        blobs: BlobVerifier::default(),
-    };
+    let mut checker = RowChecker::new(run, key, chain_start(run.as_str()), 1);
     let mut count = 0u64;
     let mut spent = Vec::new();
     let mut take = |db: &mut dyn ReadDb, row, ahead, spent: &mut Vec<Fact>| -> Result<bool> {

@@ -70,6 +70,10 @@ impl ReadDb for Opened<'_> {
         self.db.last_checkpoint(key)
     }
 
+    fn holes(&mut self, key: i64) -> Result<Vec<[u8; 32]>> {
+        self.db.holes(key)
+    }
+
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>> {
         let Some(stored) = self.db.load_blob(hash)? else {
             return Ok(None);

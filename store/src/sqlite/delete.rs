@@ -63,6 +63,8 @@ pub(super) fn delete(
         .collect::<rusqlite::Result<_>>()?;
     conn.prepare_cached("DELETE FROM blob_refs WHERE run_key = ?1")?
         .execute([key])?;
+    conn.prepare_cached("DELETE FROM holes WHERE run_key = ?1")?
+        .execute([key])?;
     let mut blobs_removed = 0u64;
     {
         let mut gc = conn.prepare_cached(

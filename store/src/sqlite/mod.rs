@@ -21,6 +21,7 @@ mod leases;
 mod queue;
 mod read;
 mod recoveries;
+mod redact;
 mod seal;
 pub use read::CHILDREN_QUERY;
 pub use seal::Rotated;
@@ -451,8 +452,8 @@ impl ReadHistory for SqliteStore {
         self.snapshot(|db| crate::read::blob(db, hash))
     }
 
-    fn expand(&self, stored: &Value) -> Result<Value> {
-        self.snapshot(|db| crate::read::expand(db, stored))
+    fn expand(&self, run: &RunId, stored: &Value) -> Result<Value> {
+        self.snapshot(|db| crate::read::expand(db, run, stored))
     }
 
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value> {
@@ -463,7 +464,7 @@ impl ReadHistory for SqliteStore {
         let q = crate::view::check_query(query)?;
         let info = self.run_info(run)?;
         let history = self.read_history(run)?;
-        crate::view::page(&info, &history, &q, &mut |v| self.expand(v))
+        crate::view::page(&info, &history, &q, &mut |v| self.expand(run, v))
     }
 }
 

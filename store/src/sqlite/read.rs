@@ -147,6 +147,20 @@ impl ReadDb for Db<'_> {
             .optional()?)
     }
 
+    fn holes(&mut self, key: i64) -> Result<Vec<[u8; 32]>> {
+        let mut st = self
+            .0
+            .prepare_cached("SELECT hash FROM holes WHERE run_key = ?1")?;
+        let rows = st.query_map([key], |r| r.get::<_, Vec<u8>>(0))?;
+        let mut out = Vec::new();
+        for h in rows {
+            if let Some(h) = from_column(&h?) {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
         let mut st = self.0.prepare_cached("SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = ?1 ORDER BY seq")?;
         let rows = st.query_map([key], |r| {

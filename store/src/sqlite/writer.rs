@@ -68,6 +68,13 @@ pub(crate) enum Command {
         at_ms: i64,
         reply: SyncSender<Result<Deleted>>,
     },
+    /// Makes blobs holes of a run (`redact`).
+    Redact {
+        run: RunId,
+        holes: crate::sqlite::redact::Holes,
+        at_ms: i64,
+        reply: SyncSender<Result<Redacted>>,
+    },
 }
 
 impl StepCommand for Command {
@@ -276,6 +283,9 @@ pub(crate) fn refuse(cmd: Command, err: &dyn Fn() -> Error) {
             let _ = reply.send(Err(err()));
         }
         Command::Delete { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+        Command::Redact { reply, .. } => {
             let _ = reply.send(Err(err()));
         }
     }

@@ -296,6 +296,30 @@ impl Writer {
                     fx,
                 )
             }
+            Command::Redact {
+                run,
+                holes,
+                at_ms,
+                reply,
+            } => {
+                let r = self.head(&run, batch).and_then(|head| {
+                    crate::sqlite::redact::redact(&self.conn, &run, &head, &holes, at_ms)
+                        .map(|d| (d, head.key))
+                });
+                // The writer's memory of the run's latest state may hold a
+                // value that is a hole now: it goes.
+                let fx = r.as_ref().ok().map(|(_, key)| Effects {
+                    ckpt: Some((*key, None)),
+                    ..Effects::default()
+                });
+                (
+                    Done {
+                        answer: answer(sync_reply(reply), r.map(|(d, _)| d)),
+                        notify: Vec::new(),
+                    },
+                    fx,
+                )
+            }
             Command::Checkpoint(reply) => {
                 let r: Result<()> = Ok(());
                 (
