@@ -32,7 +32,31 @@ use std::sync::Arc;
 pub enum Verdict {
     Matched,
     Incomplete,
-    Diverged { fact: u64, reason: String },
+    /// Incomplete with reason `hole` (GAP-RPL-1): every fact before `fact`
+    /// matched, and fact `fact` holds a value that was redacted, so the
+    /// replay cannot go on. The engine never meets a hole itself: the
+    /// host's read of the history does, and says so.
+    Hole {
+        fact: u64,
+    },
+    Diverged {
+        fact: u64,
+        reason: String,
+    },
+}
+
+impl Verdict {
+    /// The verdict as every surface spells it: its name (`matched`,
+    /// `incomplete`, `diverged`), the fact and the reason where there are
+    /// some (a hole is `incomplete` at its fact with reason `hole`).
+    pub fn parts(&self) -> (&'static str, Option<u64>, Option<&str>) {
+        match self {
+            Verdict::Matched => ("matched", None, None),
+            Verdict::Incomplete => ("incomplete", None, None),
+            Verdict::Hole { fact } => ("incomplete", Some(*fact), Some("hole")),
+            Verdict::Diverged { fact, reason } => ("diverged", Some(*fact), Some(reason)),
+        }
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -40,6 +64,7 @@ impl fmt::Display for Verdict {
         match self {
             Verdict::Matched => f.write_str("matched"),
             Verdict::Incomplete => f.write_str("incomplete"),
+            Verdict::Hole { fact } => write!(f, "incomplete: hole at fact {fact}"),
             Verdict::Diverged { fact, reason } => write!(f, "diverged at fact {fact}: {reason}"),
         }
     }

@@ -46,6 +46,7 @@ mod program;
 mod query;
 mod recover;
 mod recoveries;
+mod redact;
 mod remote;
 mod store;
 mod watch;
@@ -189,6 +190,9 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Delete { runs, yes, force } => {
             delete::local(&g, delete::Ask { runs, yes, force }).await
         }
+        Command::Redact { run, paths, yes } => {
+            redact::local(&g, redact::Ask { run, paths, yes }).await
+        }
         Command::Halt { .. } => Err(Error::Refused(
             "flow halt stops a run a server drives: pass --server URL; a run `flow run` drives here is halted by interrupting it (Ctrl-C)".into(),
         )),
@@ -227,12 +231,12 @@ async fn dispatch(cli: Cli) -> Result<u8> {
                 Err(e) => return Err(e),
             };
             if g.json {
-                let v = match &verdict {
-                    Verdict::Diverged { fact, reason } => {
-                        json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
-                    }
-                    v => json!({"run": run.as_str(), "verdict": v.to_string()}),
-                };
+                let (name, fact, reason) = verdict.parts();
+                let mut v = json!({"run": run.as_str(), "verdict": name});
+                if let (Some(fact), Some(reason)) = (fact, reason) {
+                    v["fact"] = json!(fact);
+                    v["reason"] = json!(reason);
+                }
                 out!("{v}");
             } else {
                 out!("{verdict}");

@@ -135,7 +135,9 @@ impl From<flow_store::Error> for Error {
         match e {
             S::UnknownRun(r) => Error::NotFound(format!("no run {r}")),
             S::UnknownBlob(b) => Error::NotFound(format!("no blob {b}")),
-            e @ S::Active { .. } => Error::Conflict(e.to_string()),
+            e @ (S::Active { .. } | S::Redaction(_) | S::Hole { .. }) => {
+                Error::Conflict(e.to_string())
+            }
             e @ (S::InvalidArgument(_)
             | S::ArchiveRefused { .. }
             | S::RunExists(_)

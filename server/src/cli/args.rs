@@ -143,6 +143,25 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Redact values of a stored run: the blobs the paths reach become
+    /// holes (their content is deleted unless another run still uses it);
+    /// the chain still verifies, and the audit log records the redaction
+    /// (docs/custody.md "Holes").
+    #[command(after_help = concat!(
+        "Examples:\n  flow redact run-01m8… --path /input/document --yes\n  flow redact run-01m8… --path '/calls/c1:root#2/reply/text' --path /state/notes/3 --yes\n  flow --server http://127.0.0.1:8080 --token $ADMIN redact run-01m8… --path /input/ssn --yes\n\n",
+        "Paths: /input/…, /state/FIELD/…, /output/…, /calls/CALL/args/…, /calls/CALL/reply/…, /facts/N/… (JSON pointers; ~1 for /) or a blob hash blake3:<hex>. Each must reach a value stored as a blob: over 1 KiB, or declared in the flow's runtime_hints.sensitive.\n\n",
+        "Permanent: without --yes it asks on a terminal and refuses otherwise. A running run is refused (halt it first).\n\n",
+        "Exit codes: 0 redacted; 2 refused (no such run, a path that reaches no blob, a running run, no --yes), nothing changed."))]
+    Redact {
+        /// The run id.
+        run: String,
+        /// A value to make a hole (repeatable).
+        #[arg(long = "path", required = true)]
+        paths: Vec<String>,
+        /// Redact without asking.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Replay a run against its recorded program: matched, incomplete or
     /// diverged.
     #[command(

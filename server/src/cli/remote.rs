@@ -96,6 +96,9 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         Command::Delete { runs, yes, force } => {
             super::delete::remote(g, &c, super::delete::Ask { runs, yes, force }).await
         }
+        Command::Redact { run, paths, yes } => {
+            super::redact::remote(g, &c, super::redact::Ask { run, paths, yes }).await
+        }
         Command::Halt { run, force } => {
             let a = c.halt_run(&run, &HaltRequest { force }).await?;
             if g.json {

@@ -12,6 +12,7 @@ use crate::http::fork::ForkRequest;
 use crate::http::halt::HaltRequest;
 use crate::http::inspect::InspectQuery;
 use crate::http::listing::{CheckpointView, RunList, RunsQuery, StateName};
+use crate::http::redact::{RedactAnswer, RedactRequest};
 use crate::http::resume::ResumeRequest;
 use crate::http::sse::EventsQuery;
 use crate::http::start::StartRequest;
@@ -62,6 +63,12 @@ impl Client {
         let path = format!("/v1/runs/{}", segment(run));
         self.read(self.request(Method::DELETE, &path).query(params))
             .await
+    }
+
+    /// `POST /v1/runs/{run}/redact`.
+    pub async fn redact_run(&self, run: &str, req: &RedactRequest) -> Result<RedactAnswer> {
+        let path = format!("/v1/runs/{}/redact", segment(run));
+        self.call(Method::POST, &path, req).await
     }
 
     /// `POST /v1/check`.

@@ -297,8 +297,12 @@ pub fn needed(method: &Method, path: &str) -> Option<Scope> {
     {
         return None;
     }
-    // Imports, and deleting a run (issue 40: `DELETE /v1/runs/{run}`).
-    if path == "/v1/archives" || method == Method::DELETE && path.starts_with("/v1/runs/") {
+    // Imports, deleting a run (issue 40: `DELETE /v1/runs/{run}`) and
+    // redacting one (`POST /v1/runs/{run}/redact`).
+    if path == "/v1/archives"
+        || method == Method::DELETE && path.starts_with("/v1/runs/")
+        || method == Method::POST && path.starts_with("/v1/runs/") && path.ends_with("/redact")
+    {
         return Some(Scope::Admin);
     }
     if (path == "/v1/workers" || path.starts_with("/v1/workers/"))

@@ -40,6 +40,7 @@ pub mod params;
 pub mod program;
 pub mod recover;
 pub mod recoveries;
+pub mod redact;
 pub mod replay;
 pub mod respond;
 pub mod resume;
@@ -253,6 +254,7 @@ fn table() -> Table {
         .routes(routes!(replay::replay_run).map(typed))
         .routes(routes!(fork::fork_run).map(typed))
         .routes(routes!(halt::halt_run).map(typed))
+        .routes(routes!(redact::redact_run).map(typed))
         .routes(routes!(blobs::get_source))
         .routes(routes!(archive::export_archive))
         .routes(routes!(blobs::get_blob))

@@ -24,6 +24,7 @@ pub async fn replay_run(
     let (verdict, fact, reason) = match verdict {
         Verdict::Matched => (VerdictName::Matched, None, None),
         Verdict::Incomplete => (VerdictName::Incomplete, None, None),
+        Verdict::Hole { fact } => (VerdictName::Incomplete, Some(fact), Some("hole".into())),
         Verdict::Diverged { fact, reason } => (VerdictName::Diverged, Some(fact), Some(reason)),
     };
     typed_response(

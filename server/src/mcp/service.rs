@@ -26,7 +26,6 @@ use crate::service::bind::Bindings;
 use crate::service::store::{StoreRef, blocking};
 use crate::service::{Accepted, RunService, ServiceOptions};
 use crate::source::Sources;
-use flow_engine::replay::Verdict;
 use flow_store::{DiscoveryQuery, FactRef, HistoryQuery, RunId, RunListQuery, TimeRange};
 use flow_tools::manifest::Manifest;
 use serde_json::{Value as Json, json};
@@ -226,12 +225,13 @@ impl Service {
             }
             Err(e) => return Err(self.refusal(e)),
         };
-        Ok(match verdict {
-            Verdict::Diverged { fact, reason } => {
-                json!({"run": run.as_str(), "verdict": "diverged", "fact": fact, "reason": reason})
-            }
-            v => json!({"run": run.as_str(), "verdict": v.to_string()}),
-        })
+        let (name, fact, reason) = verdict.parts();
+        let mut v = json!({"run": run.as_str(), "verdict": name});
+        if let (Some(fact), Some(reason)) = (fact, reason) {
+            v["fact"] = json!(fact);
+            v["reason"] = json!(reason);
+        }
+        Ok(v)
     }
 
     /// `history`: the store's bounded page (kind filter, then offset and

@@ -318,7 +318,7 @@ impl RunService {
         let mut replaying: Option<Replayer> = None;
         let mut refused = None;
         let mut facts = 0u64;
-        store.walk_logical(run, &mut |f, change| {
+        let walked = store.walk_logical(run, &mut |f, change| {
             facts += 1;
             see(f);
             if replaying.is_none() {
@@ -335,17 +335,25 @@ impl RunService {
                 }
             }
             replaying.as_mut().is_some_and(|r| r.push(f, change))
-        })?;
+        });
         if let Some(e) = refused {
             return Err(e);
         }
-        let verdict = replaying
-            .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?
-            .finish()
-            .verdict;
+        // A fact that holds a hole ends the replay there: incomplete, hole.
+        let verdict = match walked {
+            Err(flow_store::Error::Hole { n, .. }) => Verdict::Hole { fact: n },
+            walked => {
+                walked?;
+                replaying
+                    .ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?
+                    .finish()
+                    .verdict
+            }
+        };
         let (verdict, fact, reason) = match verdict {
             Verdict::Matched => (GateVerdict::Matched, None, None),
             Verdict::Incomplete => (GateVerdict::Incomplete, None, None),
+            Verdict::Hole { fact } => (GateVerdict::Incomplete, Some(fact), Some("hole".into())),
             Verdict::Diverged { fact, reason } => (GateVerdict::Diverged, Some(fact), Some(reason)),
         };
         Ok(GateRun {

@@ -19,7 +19,6 @@
 use super::RunService;
 use crate::error::Result;
 use flow_abi::fact::Fact;
-use flow_engine::replay::Verdict;
 use flow_store::{HistoryQuery, RunId};
 use serde_json::{Value as Json, json};
 
@@ -50,12 +49,12 @@ impl RunService {
                 rounds.push(json!({"fact": n, "task": task, "node": node, "state": state}));
             }
         })?;
-        v["verdict"] = match &replayed.verdict {
-            Verdict::Diverged { fact, reason } => {
-                json!({"verdict": "diverged", "fact": fact, "reason": reason})
-            }
-            other => json!({"verdict": other.to_string()}),
-        };
+        let (name, fact, reason) = replayed.verdict.parts();
+        v["verdict"] = json!({"verdict": name});
+        if let (Some(fact), Some(reason)) = (fact, reason) {
+            v["verdict"]["fact"] = json!(fact);
+            v["verdict"]["reason"] = json!(reason);
+        }
         v["pending"] = match (&replayed.machine, info.ending.is_some()) {
             (_, true) => json!([]),
             // A call that drives a nested run stands for that run's calls.

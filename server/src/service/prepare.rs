@@ -191,6 +191,21 @@ impl RunService {
         if let Some(e) = refused {
             return Err(e);
         }
+        // A fact that holds a hole (a redacted value) ends the replay
+        // there: incomplete with reason hole (GAP-RPL-1), and no machine
+        // to continue from.
+        if let Err(flow_store::Error::Hole { n, .. }) = walked {
+            let program = match replaying {
+                Some((p, _)) => p,
+                None => self.program(&start_sources(store, run)?)?,
+            };
+            let hole = Replayed {
+                verdict: Verdict::Hole { fact: n },
+                machine: None,
+                unrecorded: Vec::new(),
+            };
+            return Ok((program, hole));
+        }
         walked?;
         let (program, r) =
             replaying.ok_or_else(|| Error::Unreadable(format!("{run} has no Start")))?;
@@ -223,6 +238,11 @@ impl RunService {
                 }
             })?;
             let machine = match (replayed.verdict, replayed.machine) {
+                (Verdict::Hole { fact }, _) => {
+                    return Err(Error::Conflict(format!(
+                        "{r} holds a redacted value (a hole) at fact {fact} that continuing it needs: it cannot be resumed; fork it from a checkpoint before that fact"
+                    )));
+                }
                 (Verdict::Diverged { fact, reason }, _) => {
                     return Err(Error::Unreadable(format!(
                         "{r} does not replay against its program: diverged at fact {fact}: {reason}"
