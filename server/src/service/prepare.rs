@@ -222,7 +222,12 @@ impl RunService {
         run: &RunId,
         head: &FactRef,
     ) -> Result<(Arc<Program>, Machine, Vec<Step>, Option<BTreeSet<CallId>>)> {
-        if let Some((program, machine)) = self.inner.paused.at(run, head) {
+        // A machine kept since the pause holds the run's values in memory:
+        // once any is redacted (a hole, perhaps by another server), it is
+        // not used, and the replay below refuses to continue.
+        if let Some((program, machine)) = self.inner.paused.at(run, head)
+            && self.inner.store.holes(run)?.is_empty()
+        {
             return Ok((program, machine, Vec::new(), None));
         }
         let this = self.clone();
