@@ -229,6 +229,91 @@ async fn redaction_on(base: &str, db: Db<'_>) {
     // C goes on to its end and replays matched.
     approve(&runner, base, &c).await;
     assert_eq!(common::verdict(&runner, base, &c).await, "matched");
+
+    // An export of A keeps its holes; imported again, they are holes.
+    let tar = archive(&runner, base, &a, "").await;
+    assert!(!contains(&tar, &mark_a), "the archive has no redacted byte");
+    assert!(contains(&tar, "holes.json"), "it lists the holes");
+    let (s, v) = delete_run(&admin, base, &a).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = import(&admin, base, tar).await;
+    assert_eq!(s, 201, "{v}");
+    let (_, ver) = get(&runner, format!("{base}/v1/runs/{a}/verify")).await;
+    assert_eq!(ver["verified"], true, "{ver}");
+    assert!(facts(&runner, base, &a).await.contains("$hole"));
+    let (_, r) = post(&runner, format!("{base}/v1/runs/{a}/replay"), json!({})).await;
+    assert_eq!(r["reason"], "hole", "{r}");
+    assert!(!db.holds(&mark_a));
+
+    // `?redact=`: C's archive leaves its text out and still imports.
+    let (s, v) = get(
+        &runner,
+        format!("{base}/v1/runs/{c}/archive?redact=/input/nope"),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    let tar = archive(
+        &runner,
+        base,
+        &c,
+        "?redact=/input/text,/calls/c1:root%231/args/prompt",
+    )
+    .await;
+    assert!(
+        !contains(&tar, &mark_b),
+        "the redacted archive has no marker"
+    );
+    assert!(
+        facts(&runner, base, &c).await.contains(&mark_b),
+        "the store keeps it"
+    );
+    let (s, v) = delete_run(&admin, base, &c).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = import(&admin, base, tar).await;
+    assert_eq!(s, 201, "{v}");
+    let (_, ver) = get(&runner, format!("{base}/v1/runs/{c}/verify")).await;
+    assert_eq!(ver["verified"], true, "{ver}");
+    let shown = facts(&runner, base, &c).await;
+    assert!(
+        shown.contains("$hole") && !shown.contains(&mark_b),
+        "{shown}"
+    );
+}
+
+fn contains(bytes: &[u8], needle: &str) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+async fn archive(c: &reqwest::Client, base: &str, run: &str, q: &str) -> Vec<u8> {
+    let r = c
+        .get(format!("{base}/v1/runs/{run}/archive{q}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    r.bytes().await.unwrap().to_vec()
+}
+
+async fn import(c: &reqwest::Client, base: &str, tar: Vec<u8>) -> (u16, Value) {
+    let r = c
+        .post(format!("{base}/v1/archives"))
+        .header("content-type", "application/x-tar")
+        .body(tar)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn delete_run(c: &reqwest::Client, base: &str, run: &str) -> (u16, Value) {
+    let r = c
+        .delete(format!("{base}/v1/runs/{run}"))
+        .send()
+        .await
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -294,4 +379,147 @@ fn cli_redact_locally() {
     );
     let (code, v) = app.json(&["redact", &run, "--path", "/input/nope", "--yes"]);
     assert_eq!(code, 2, "{v}");
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to.join("blobs")).unwrap();
+    for f in files_under(from) {
+        let rel = f.strip_prefix(from).unwrap();
+        std::fs::copy(&f, to.join(rel)).unwrap();
+    }
+}
+
+/// Archives on local stores: `flow export --redact` writes an archive
+/// with holes (holes.json, no redacted byte in any file) that imports and
+/// verifies; a hole refilled with other bytes is refused with nothing
+/// written; refilled with the original bytes (they hash to the reference)
+/// it imports with the value back; a store's own holes stay holes through
+/// export and import.
+#[test]
+fn cli_archives_with_holes() {
+    let app = TestApp::new();
+    let flow = app.data.path().join("review.json");
+    std::fs::write(&flow, review_flow().to_string()).unwrap();
+    let mark = marker("arch");
+    let input = json!({"text": secret(&mark)}).to_string();
+    let (code, v) = app.json(&["run", flow.to_str().unwrap(), "--input", &input]);
+    assert_eq!(code, 3, "paused: {v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let work = tempfile::tempdir().unwrap();
+    let (full, red) = (work.path().join("full"), work.path().join("red"));
+    let (code, v) = app.json(&["export", &run, "--out", full.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert!(!full.join("holes.json").exists(), "no holes, no holes.json");
+    let (code, v) = app.json(&[
+        "export",
+        &run,
+        "--out",
+        red.to_str().unwrap(),
+        "--redact",
+        "/input/text",
+        "--redact",
+        "/calls/c1:root#1/args/prompt",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert!(red.join("holes.json").exists());
+    assert!(
+        !in_files(&files_under(&red), &mark),
+        "no redacted byte is in the archive"
+    );
+    let holes: Value =
+        serde_json::from_str(&std::fs::read_to_string(red.join("holes.json")).unwrap()).unwrap();
+    let holes: Vec<String> = holes["holes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            h.as_str()
+                .unwrap()
+                .trim_start_matches("blake3:")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(holes.len(), 2, "{holes:?}");
+    let (code, v) = app.json(&[
+        "export",
+        &run,
+        "--out",
+        work.path().join("x").to_str().unwrap(),
+        "--redact",
+        "/input/nope",
+    ]);
+    assert_eq!(code, 2, "a path that reaches no blob: {v}");
+
+    // Imported: it verifies (TestApp checks on drop), shows the holes,
+    // replays incomplete: hole.
+    let other = TestApp::new();
+    let (code, v) = other.json(&["import", red.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    let (_, h) = other.json(&["history", &run]);
+    assert!(
+        h["facts"][0]["fact"]["input"]["text"]["$hole"].is_string(),
+        "{h}"
+    );
+    let (code, v) = other.json(&["replay", &run]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("hole")), "{v}");
+    assert!(!in_files(&files_under(other.data.path()), &mark));
+
+    // Refilled with other bytes: refused, nothing written.
+    let bad = work.path().join("bad");
+    copy_dir(&red, &bad);
+    std::fs::write(
+        bad.join("blobs").join(&holes[0]),
+        format!("\"{}\"", "forged ".repeat(200)),
+    )
+    .unwrap();
+    let third = TestApp::new();
+    let (code, v) = third.json(&["import", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "a refilled hole is refused: {v}");
+    assert!(v.to_string().contains(&holes[0]), "names the blob: {v}");
+    assert_eq!(third.runs(), 0, "nothing written");
+
+    // Refilled with the original bytes: they hash to the reference.
+    let good = work.path().join("good");
+    copy_dir(&red, &good);
+    for h in &holes {
+        std::fs::copy(full.join("blobs").join(h), good.join("blobs").join(h)).unwrap();
+    }
+    let fourth = TestApp::new();
+    let (code, v) = fourth.json(&["import", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    let (_, h) = fourth.json(&["history", &run]);
+    assert!(h.to_string().contains(&mark), "the value is back");
+
+    // The store's own holes stay holes through export and import.
+    let (code, v) = app.json(&["redact", &run, "--path", "/input/text", "--yes"]);
+    assert_eq!(code, 0, "{v}");
+    let again = work.path().join("again");
+    let (code, v) = app.json(&["export", &run, "--out", again.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        again.join("holes.json").exists(),
+        "the store's hole is listed"
+    );
+    let fifth = TestApp::new();
+    let (code, v) = fifth.json(&["import", again.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    let (_, h) = fifth.json(&["history", &run]);
+    assert!(
+        h["facts"][0]["fact"]["input"]["text"]["$hole"].is_string(),
+        "{h}"
+    );
 }

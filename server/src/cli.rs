@@ -264,7 +264,8 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             out,
             lineage,
             sign,
-        } => archive::export(&g, &run, &out, lineage, sign.as_deref()),
+            redact,
+        } => archive::export(&g, &run, &out, lineage, sign.as_deref(), &redact),
         Command::Serve(args) => {
             let store = match &args.postgres {
                 Some(url) => open_postgres(&g, url, &args.postgres_schema)?,

@@ -240,7 +240,11 @@ fn classify(name: &str, dir: bool) -> Option<Name<'_>> {
     }
     let ok = match rest.strip_prefix("blobs/") {
         Some(h) => h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
-        None => rest == "history.jsonl" || rest == "host.jsonl",
+        None => {
+            rest == "history.jsonl"
+                || rest == "host.jsonl"
+                || rest == flow_store::archive::holes::HOLES_FILE
+        }
     };
     ok.then_some(Name::File { run })
 }
@@ -315,7 +319,7 @@ pub fn unpack(reader: impl Read, dir: &Path) -> Result<(), UnpackError> {
         };
         let Some(what) = what else {
             return Err(bad(format!(
-                "entry {name:?} is not one of history.jsonl, host.jsonl, blobs/<hex>, signature.json (or those under <run id>/)"
+                "entry {name:?} is not one of history.jsonl, host.jsonl, holes.json, blobs/<hex>, signature.json (or those under <run id>/)"
             )));
         };
         let run = match what {

@@ -44,9 +44,9 @@ pub mod workers;
 
 pub use api::*;
 pub use archive::{
-    ExportSummary, Layout, TornTail, VerifiedArchive, archive_layout, export_run, export_runs,
-    host_jsonl, import_run, import_runs, inspect_archives, lineage_runs, read_archive,
-    read_archives,
+    ExportSummary, Layout, TornTail, VerifiedArchive, archive_layout, export_run,
+    export_run_redacted, export_runs, host_jsonl, import_run, import_runs, inspect_archives,
+    lineage_runs, read_archive, read_archives,
 };
 pub use error::{Error, Result};
 pub use fact::FactKind;

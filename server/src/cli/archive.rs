@@ -154,6 +154,28 @@ fn print_export(
     );
 }
 
+/// `--redact` paths, parsed (refused with `--lineage`: a path names the
+/// values of one run).
+fn redactions(paths: &[String], lineage: bool) -> Result<Vec<flow_store::redact::ValuePath>> {
+    if lineage && !paths.is_empty() {
+        return Err(Error::Refused(
+            "--redact names values of one run: export the run without --lineage (or redact the other runs one by one)".into(),
+        ));
+    }
+    paths
+        .iter()
+        .map(|p| flow_store::redact::ValuePath::parse(p).map_err(Error::Refused))
+        .collect()
+}
+
+/// A path the run does not hold as a blob is the caller's mistake.
+fn refused(e: flow_store::Error) -> Error {
+    match e {
+        flow_store::Error::InvalidArgument(m) => Error::Refused(m),
+        e => e.into(),
+    }
+}
+
 /// `flow export RUN DIR` from the store under `--data`; with `--lineage`
 /// the run's forks and nested runs too, with `--sign` signed.
 pub(super) fn export(
@@ -162,16 +184,23 @@ pub(super) fn export(
     out: &Path,
     lineage: bool,
     key: Option<&Path>,
+    redact: &[String],
 ) -> Result<u8> {
     let run = run_id(run)?;
+    let redact = redactions(redact, lineage)?;
     let key = read_key(key)?;
     let store = open_existing(g, &run)?;
+    if !redact.is_empty() {
+        // Refused before anything is written: a path that reaches no blob.
+        store.reached(&run, &redact).map_err(refused)?;
+    }
     prepare_out(out, lineage)?;
     let (runs, s) = if lineage {
         let runs = flow_store::lineage_runs(&*store, &run)?;
         (runs.len(), flow_store::export_runs(&*store, &runs, out)?)
     } else {
-        (1, flow_store::export_run(&*store, &run, out)?)
+        let s = flow_store::export_run_redacted(&*store, &run, out, &redact).map_err(refused)?;
+        (1, s)
     };
     let signed = sign(out, key.as_ref())?;
     print_export(
@@ -195,9 +224,11 @@ pub(super) async fn export_remote(
     out: &Path,
     lineage: bool,
     key: Option<&Path>,
+    redact: &[String],
 ) -> Result<u8> {
+    redactions(redact, lineage)?;
     let key = read_key(key)?;
-    let tar = c.export_archive(run, lineage).await?;
+    let tar = c.export_archive(run, lineage, redact).await?;
     prepare_out(out, lineage)?;
     std::fs::create_dir_all(out).map_err(|e| Error::Refused(format!("{}: {e}", out.display())))?;
     crate::tarball::unpack(&tar[..], out)

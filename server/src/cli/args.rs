@@ -322,6 +322,12 @@ pub enum Command {
         /// key's signer name. Signed here, even with --server.
         #[arg(long, value_name = "KEYFILE")]
         sign: Option<PathBuf>,
+        /// Leave this value out of the archive as a hole (repeatable; the
+        /// paths of `flow redact`): its blob is not written and
+        /// holes.json lists it, so the archive still verifies on import.
+        /// The store keeps the value. Not with --lineage.
+        #[arg(long = "redact", value_name = "PATH")]
+        redact: Vec<String>,
     },
     /// Import a run archive: a directory (as `flow export` writes) or a
     /// tar file (as `GET /v1/runs/{run}/archive` sends); verified first,

@@ -146,7 +146,11 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
             out,
             lineage,
             sign,
-        } => super::archive::export_remote(g, &c, &run, &out, lineage, sign.as_deref()).await,
+            redact,
+        } => {
+            super::archive::export_remote(g, &c, &run, &out, lineage, sign.as_deref(), &redact)
+                .await
+        }
         Command::Import { trust: Some(_), .. } => Err(Error::Refused(
             "--trust is for a local import: with --server the server's --trusted-keys decides which signatures it accepts".into(),
         )),

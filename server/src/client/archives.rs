@@ -7,13 +7,23 @@ use reqwest::Method;
 
 impl Client {
     /// `GET /v1/runs/{run}/archive`: the tar's bytes.
-    pub async fn export_archive(&self, run: &str, lineage: bool) -> Result<Vec<u8>> {
-        let path = format!(
-            "/v1/runs/{}/archive{}",
-            segment(run),
-            if lineage { "?lineage=true" } else { "" }
-        );
-        let r = self.send(self.request(Method::GET, &path)).await?;
+    pub async fn export_archive(
+        &self,
+        run: &str,
+        lineage: bool,
+        redact: &[String],
+    ) -> Result<Vec<u8>> {
+        let path = format!("/v1/runs/{}/archive", segment(run));
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if lineage {
+            query.push(("lineage", "true".into()));
+        }
+        if !redact.is_empty() {
+            query.push(("redact", redact.join(",")));
+        }
+        let r = self
+            .send(self.request(Method::GET, &path).query(&query))
+            .await?;
         let tar = r.bytes().await.map_err(|e| self.broken(&e))?;
         Ok(tar.to_vec())
     }

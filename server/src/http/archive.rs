@@ -35,13 +35,19 @@ pub struct ExportParams {
     /// at the top.
     #[serde(default)]
     pub lineage: Option<bool>,
+    /// Values to leave out as holes, comma-separated (the paths of `POST
+    /// …/redact`): their blobs are not in the tar and `holes.json` lists
+    /// them, so it still verifies on import; the store keeps them. Not
+    /// with `lineage`.
+    #[serde(default)]
+    pub redact: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/runs/{run}/archive", operation_id = "export_archive", tag = "archives",
     params(("run" = String, Path, description = "A run id"), ExportParams),
     responses(
         (status = 200, description = "The run archive as a tar stream (history.jsonl, host.jsonl, blobs/<hex>); with `lineage=true` one such directory per run, named by its id", body = Vec<u8>, content_type = "application/x-tar"),
-        (status = 400, description = "A malformed run id or `lineage` (true or false)", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A malformed run id, `lineage` (true or false) or `redact` path, a `redact` path that reaches no blob of the run, or `redact` with `lineage`", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "The lineage has more runs than one archive carries (1,000)", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn export_archive(
@@ -52,6 +58,22 @@ pub async fn export_archive(
     let run = run_id(&run)?;
     let name = run.to_string();
     let lineage = params.lineage.unwrap_or(false);
+    let redact = params
+        .redact
+        .as_deref()
+        .map(|r| {
+            r.split(',')
+                .map(flow_store::redact::ValuePath::parse)
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()
+        .map_err(ApiError::bad_request)?
+        .unwrap_or_default();
+    if lineage && !redact.is_empty() {
+        return Err(ApiError::bad_request(
+            "redact names values of one run: export the run without lineage",
+        ));
+    }
     let bytes = tokio::task::spawn_blocking(move || -> ApiResult<Vec<u8>> {
         state.store().run_info(&run)?;
         let tmp = TempDir::new().map_err(ApiError::internal)?;
@@ -63,7 +85,12 @@ pub async fn export_archive(
             })?;
             flow_store::export_runs(&**state.store(), &runs, &out)?;
         } else {
-            flow_store::export_run(&**state.store(), &run, &out)?;
+            flow_store::export_run_redacted(&**state.store(), &run, &out, &redact).map_err(
+                |e| match e {
+                    flow_store::Error::InvalidArgument(m) => ApiError::bad_request(m),
+                    e => ApiError::from(e),
+                },
+            )?;
         }
         pack(&out).map_err(ApiError::internal)
     })

@@ -52,4 +52,8 @@ pub trait Redact {
     fn redactions(&self, after: u64, limit: u32) -> Result<Vec<Redacted>>;
     /// The run's holes (`blake3:<hex>`), in hash order.
     fn holes(&self, run: &RunId) -> Result<Vec<String>>;
+    /// The blobs a redaction of `targets` would make holes, changing
+    /// nothing (`flow export --redact`); refused as [`Redact::redact`]
+    /// refuses them.
+    fn reached(&self, run: &RunId, targets: &[ValuePath]) -> Result<Vec<[u8; 32]>>;
 }

@@ -20,14 +20,35 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Exports a run to `dir` (created if needed). The history and every blob
 /// are read verified before anything is written; exporting again writes
-/// the same bytes.
-pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
+/// the same bytes. The run's holes stay holes (`holes.json`).
+pub fn export_run<S: ReadHistory + HostRecords + Redact + ?Sized>(
     store: &S,
     run: &RunId,
     dir: &Path,
 ) -> Result<ExportSummary> {
+    export_run_redacted(store, run, dir, &[])
+}
+
+/// [`export_run`] with the values `redact` reaches made holes of the
+/// archive (`flow export --redact`): their blobs are left out and listed
+/// in `holes.json`, so the archive still verifies on import; the store
+/// keeps them.
+pub fn export_run_redacted<S: ReadHistory + HostRecords + Redact + ?Sized>(
+    store: &S,
+    run: &RunId,
+    dir: &Path,
+    redact: &[crate::redact::ValuePath],
+) -> Result<ExportSummary> {
     let history = store.read_history(run)?;
     let host = store.host_records(run)?;
+    let mut holes: BTreeSet<[u8; 32]> = store
+        .holes(run)?
+        .iter()
+        .filter_map(|h| parse_hash(h))
+        .collect();
+    if !redact.is_empty() {
+        holes.extend(store.reached(run, redact)?);
+    }
     // Gather every blob, innermost ones included.
     let mut blobs: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
     let mut todo: Vec<[u8; 32]> = Vec::new();
@@ -53,7 +74,7 @@ pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
     }
     let mut seen_values: BTreeSet<[u8; 32]> = BTreeSet::new();
     while let Some(h) = todo.pop() {
-        if !seen_values.insert(h) {
+        if holes.contains(&h) || !seen_values.insert(h) {
             continue;
         }
         let bytes = store.blob(&hash_text(&h))?;
@@ -91,12 +112,32 @@ pub fn export_run<S: ReadHistory + HostRecords + ?Sized>(
             write_atomic(&p, bytes)?;
         }
     }
+    // A hole's blob left by an earlier export to this directory would
+    // fill the hole again on import: it goes, and so does a `holes.json`
+    // an export with holes left.
+    let holes_path = dir.join(super::holes::HOLES_FILE);
+    for h in &holes {
+        remove_if_there(&blob_dir.join(hex::encode(h)))?;
+    }
+    if holes.is_empty() {
+        remove_if_there(&holes_path)?;
+    } else {
+        let list: Vec<[u8; 32]> = holes.iter().copied().collect();
+        write_atomic(&holes_path, super::holes::holes_json(&list).as_bytes())?;
+    }
     write_atomic(&dir.join("host.jsonl"), host_lines.as_bytes())?;
     write_atomic(&dir.join("history.jsonl"), lines.as_bytes())?;
     Ok(ExportSummary {
         facts: history.facts.len() as u64,
         blobs: blobs.len() as u64,
     })
+}
+
+fn remove_if_there(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn host_line(r: &HostRecordRow) -> Value {

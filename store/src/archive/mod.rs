@@ -74,6 +74,9 @@ pub struct VerifiedArchive {
     pub(crate) last: Value,
     pub(crate) blobs: Vec<NewBlob>,
     pub(crate) host: Vec<HostRecordRow>,
+    /// The blobs that are holes of the run (`holes.json`, docs/custody.md
+    /// "Holes"): referenced by its facts, their content not in the archive.
+    pub(crate) holes: Vec<[u8; 32]>,
     /// The torn last fact left out (CRASH-7), when there was one.
     pub(crate) torn: Option<TornTail>,
 }
@@ -102,6 +105,11 @@ impl VerifiedArchive {
     }
     pub fn host_records(&self) -> &[HostRecordRow] {
         &self.host
+    }
+    /// The run's holes: blobs its facts reference whose content the
+    /// archive does not carry.
+    pub fn holes(&self) -> &[[u8; 32]] {
+        &self.holes
     }
     /// The torn last fact the archive's history ended in, left out.
     pub fn torn(&self) -> Option<&TornTail> {
@@ -340,7 +348,7 @@ pub(crate) fn scan_lines(
 /// device such as `/dev/zero` never ends, so both are refused before any
 /// byte is read, as is a file larger than [`IMPORT_FILE_LIMIT`] (by its
 /// size). The opened file is checked again (it may have been swapped).
-fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_import_file(path: &Path, component: &str) -> Result<Option<Vec<u8>>> {
     let Some((f, len)) = open_import_file(path, component)? else {
         return Ok(None);
     };
@@ -425,7 +433,14 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
     // while the fact's value is at hand; only its text is kept.
     let blob_dir = dir.join("blobs");
     let mut loaded: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
-    let mut verifier = BlobVerifier::default();
+    // A hole whose blob the archive carries after all is no hole: the
+    // blob is verified as any other (content that does not hash to the
+    // reference refuses the archive; the original content restores it).
+    let holes: Vec<[u8; 32]> = holes::read_holes(dir)?
+        .into_iter()
+        .filter(|h| fs::symlink_metadata(blob_dir.join(hex::encode(h))).is_err())
+        .collect();
+    let mut verifier = BlobVerifier::with_holes(holes.iter().copied().collect());
     // Which file a refusal of `see` is about.
     let mut refused_in = "blobs";
     let scan = {
@@ -518,6 +533,7 @@ pub fn read_archive(dir: &Path) -> Result<VerifiedArchive> {
         last,
         blobs,
         host,
+        holes,
         torn,
     })
 }
@@ -531,7 +547,8 @@ pub fn import_run<S: ImportRuns + ?Sized>(store: &S, dir: &Path) -> Result<Impor
 }
 
 mod export;
-pub use export::export_run;
+pub use export::{export_run, export_run_redacted};
+pub mod holes;
 mod several;
 pub(crate) use several::check_distinct;
 pub use several::{

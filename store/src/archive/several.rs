@@ -163,7 +163,7 @@ pub fn lineage_runs<S: ListRuns + ReadHistory + ?Sized>(
 }
 
 /// Exports several runs into `root`, each as `root/<run>` ([`export_run`]).
-pub fn export_runs<S: ReadHistory + HostRecords + ?Sized>(
+pub fn export_runs<S: ReadHistory + HostRecords + Redact + ?Sized>(
     store: &S,
     runs: &[RunId],
     root: &Path,

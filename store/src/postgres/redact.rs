@@ -17,6 +17,7 @@ use super::PostgresStore;
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::hash_text;
+use crate::redact::ValuePath;
 use flow_abi::fact::RunId;
 
 /// The database's clock in unix ms.
@@ -118,8 +119,7 @@ async fn redact_one(
 
 impl Redact for PostgresStore {
     fn redact(&self, run: &RunId, how: &Redaction) -> Result<Redacted> {
-        let (r, targets) = (run.clone(), how.targets.clone());
-        let hashes = self.snapshot(move |s| crate::redact::reached(s, &r, &targets))?;
+        let hashes = self.reached(run, &how.targets)?;
         let paths = how.targets.iter().map(|t| t.to_string()).collect();
         let (id, who) = (run.to_string(), how.who.clone());
         self.on_pool(move |conn| redact_one(conn, id, hashes, paths, who))
@@ -138,6 +138,11 @@ impl Redact for PostgresStore {
             .map(redacted_row)
             .collect()
         })
+    }
+
+    fn reached(&self, run: &RunId, targets: &[ValuePath]) -> Result<Vec<[u8; 32]>> {
+        let (r, targets) = (run.clone(), targets.to_vec());
+        self.snapshot(move |s| crate::redact::reached(s, &r, &targets))
     }
 
     fn holes(&self, run: &RunId) -> Result<Vec<String>> {

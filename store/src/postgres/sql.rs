@@ -31,6 +31,7 @@ pub(super) struct Statements {
     unattr: Statement,
     blob_locks: Statement,
     refs: Statement,
+    holes: Statement,
     unwait: Statement,
     wait: Statement,
     recovery_forks: Statement,
@@ -56,6 +57,8 @@ pub(super) struct Rows {
     /// `(run, blob hash)`: the blob references of the batch's facts, Starts
     /// and imports (migration 0012), written with them.
     pub(super) refs: BTreeSet<(String, [u8; 32])>,
+    /// `(run, blob hash)`: the holes of imported runs (migration 0018).
+    pub(super) holes: BTreeSet<(String, [u8; 32])>,
     /// Runs whose waiting calls (migration 0013) go: they left paused or
     /// paused again.
     pub(super) unwait: BTreeSet<String>,
@@ -222,6 +225,14 @@ impl Conn {
                      ON CONFLICT DO NOTHING",
                 )
                 .await?,
+            holes: client
+                .prepare(
+                    "INSERT INTO holes (run_key, hash)
+                     SELECT r.key, u.h FROM unnest($1::text[], $2::bytea[]) AS u(id, h)
+                     JOIN runs r ON r.id = u.id
+                     ON CONFLICT DO NOTHING",
+                )
+                .await?,
             unwait: client
                 .prepare(
                     "DELETE FROM waiting_calls w USING runs r WHERE w.run_key = r.key AND r.id = ANY($1::text[])",
@@ -303,6 +314,8 @@ pub(super) async fn write(
     let lock_keys: Vec<i64> = r.refs.iter().map(|(_, h)| blob_lock_key(h)).collect();
     let ref_run: Vec<&str> = r.refs.iter().map(|(id, _)| id.as_str()).collect();
     let ref_hash: Vec<&[u8]> = r.refs.iter().map(|(_, h)| &h[..]).collect();
+    let hole_run: Vec<&str> = r.holes.iter().map(|(id, _)| id.as_str()).collect();
+    let hole_hash: Vec<&[u8]> = r.holes.iter().map(|(_, h)| &h[..]).collect();
     let run_id: Vec<&str> = r.runs.iter().map(|x| x.meta.run.as_str()).collect();
     let run_state: Vec<&str> = r.runs.iter().map(|x| x.state.as_str()).collect();
     let run_em: Vec<&str> = r
@@ -425,6 +438,7 @@ pub(super) async fn write(
     let p_blobs: [P<'_>; 2] = [&blob_hash, &blob_body];
     let p_locks: [P<'_>; 1] = [&lock_keys];
     let p_refs: [P<'_>; 2] = [&ref_run, &ref_hash];
+    let p_holes: [P<'_>; 2] = [&hole_run, &hole_hash];
     let p_runs: [P<'_>; 17] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
         &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa,
@@ -484,6 +498,9 @@ pub(super) async fn write(
     }
     if !ref_run.is_empty() {
         steps.push((Box::pin(c.execute(&st.refs, &p_refs)), R(None)));
+    }
+    if !hole_run.is_empty() {
+        steps.push((Box::pin(c.execute(&st.holes, &p_holes)), R(None)));
     }
     if !rf_fork.is_empty() {
         steps.push((Box::pin(c.execute(&st.recovery_forks, &p_rf)), R(None)));

@@ -17,6 +17,7 @@ use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::hash_text;
 use crate::index::Head;
+use crate::redact::ValuePath;
 use flow_abi::fact::RunId;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -108,7 +109,7 @@ fn redacted_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Redacted> {
 
 impl Redact for SqliteStore {
     fn redact(&self, run: &RunId, how: &Redaction) -> Result<Redacted> {
-        let hashes = self.snapshot(|db| crate::redact::reached(db, run, &how.targets))?;
+        let hashes = self.reached(run, &how.targets)?;
         let holes = Holes {
             hashes,
             paths: how.targets.iter().map(|t| t.to_string()).collect(),
@@ -138,6 +139,10 @@ impl Redact for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
+    }
+
+    fn reached(&self, run: &RunId, targets: &[ValuePath]) -> Result<Vec<[u8; 32]>> {
+        self.snapshot(|db| crate::redact::reached(db, run, targets))
     }
 
     fn holes(&self, run: &RunId) -> Result<Vec<String>> {

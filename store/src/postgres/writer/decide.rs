@@ -242,6 +242,9 @@ fn import_rows(
     // process remembers of the deleted run may serve it.
     plan.ckpt.insert(id.clone(), None);
     add_blobs(&mut plan.rows, &id, a.blobs.clone());
+    for h in &a.holes {
+        plan.rows.holes.insert((id.clone(), *h));
+    }
     for f in &a.facts {
         plan.rows.facts.push((
             id.clone(),

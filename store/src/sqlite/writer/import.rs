@@ -43,6 +43,11 @@ impl Writer {
             .prepare_cached("UPDATE runs SET imported_ms = ?1, fault = ?2 WHERE key = ?3")?
             .execute(params![at_ms, plan.fault, key])?;
         crate::sqlite::delete::insert_refs(&self.conn, key, &a.blobs)?;
+        for h in &a.holes {
+            self.conn
+                .prepare_cached("INSERT OR IGNORE INTO holes (run_key, hash) VALUES (?1, ?2)")?
+                .execute(params![key, &h[..]])?;
+        }
         for f in &a.facts {
             self.insert_fact(key, f.n, f.kind, &f.hash, &f.body)?;
         }
