@@ -11,6 +11,7 @@ use crate::fact::{FactKind, summary};
 use crate::merkle::logical_len;
 use flow_abi::fact::Fact;
 use serde_json::Value;
+use std::collections::HashSet;
 
 /// Fact text bound, in code points.
 pub const TEXT_BOUND: usize = 1024;
@@ -57,6 +58,7 @@ pub(crate) fn page(
     info: &RunInfo,
     history: &History,
     q: &CheckedHistoryQuery,
+    holes: &HashSet<[u8; 32]>,
     expand: &mut dyn FnMut(&Value) -> Result<Value>,
 ) -> Result<HistoryPage> {
     let selected: Vec<(&StoredFact, String)> = history
@@ -80,7 +82,7 @@ pub(crate) fn page(
         .skip(q.offset as usize)
         .take(q.limit as usize)
     {
-        facts.push(view_fact(info.run.as_str(), f, text, expand)?);
+        facts.push(view_fact(info.run.as_str(), f, text, holes, expand)?);
     }
     let end = q.offset + facts.len() as u64;
     // read_history verified every source blob, so each listed one is available.
@@ -114,6 +116,7 @@ fn view_fact(
     run: &str,
     f: &StoredFact,
     text: &str,
+    holes: &HashSet<[u8; 32]>,
     expand: &mut dyn FnMut(&Value) -> Result<Value>,
 ) -> Result<FactView> {
     let says_truncated = text.chars().count() > TEXT_BOUND;
@@ -130,8 +133,11 @@ fn view_fact(
         };
         let len = logical_len(slot).map_err(|e| Error::corrupt(run, f.n, e))?;
         if len > VALUE_BOUND {
-            // Left in stored form: references keep hash and length visible.
+            // Left in stored form: references keep hash and length
+            // visible, and a hole shows as one (its blob, perhaps still
+            // stored for another run, is not this run's to load).
             values_omitted = true;
+            *slot = crate::merkle::mark_holes(std::mem::take(slot), holes);
         } else {
             *slot = expand(slot)?;
         }
@@ -146,6 +152,14 @@ fn view_fact(
         fact,
         values_omitted,
     })
+}
+
+/// The hashes of a run's holes, as [`page`] takes them.
+pub(crate) fn hole_set(holes: &[String]) -> HashSet<[u8; 32]> {
+    holes
+        .iter()
+        .filter_map(|h| crate::hash::parse_hash(h))
+        .collect()
 }
 
 /// The sources a Start lists (none for any other fact).

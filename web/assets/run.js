@@ -446,11 +446,13 @@ export function mount(root, runId) {
   };
 }
 
-/** A stored fact or value as text, with each large value (`$blob`) a button that loads it. */
+/** A stored fact or value as text, with each large value (`$blob`) a button that loads it, and each redacted one (`$hole`, docs/custody.md "Holes") said so. */
 function jsonView(v, indent = '') {
   const out = [];
   const walk = (x, ind) => {
-    if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$blob === 'string') {
+    if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$hole === 'string' && Object.keys(x).length === 2) {
+      out.push(h('span', {class: 'hole', title: `a hole: the value (${x.length} bytes, ${x.$hole}) was redacted; the chain still verifies`}, `redacted (${x.length} bytes)`));
+    } else if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$blob === 'string') {
       const btn = h('button', {type: 'button', class: 'blob-btn'}, `large value, ${x.length} bytes — load ${shortHash(x.$blob)}`);
       const slot = h('span', {}, btn);
       btn.addEventListener('click', async () => {

@@ -337,6 +337,10 @@ pub trait ReadHistory {
     }
     /// The logical state of Checkpoint `n` (deltas applied).
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
+    /// The run's holes (`blake3:<hex>`), in hash order: the blobs its
+    /// facts reference that it may no longer read (docs/custody.md
+    /// "Holes").
+    fn holes(&self, run: &RunId) -> Result<Vec<String>>;
     /// A filtered page of the verified history.
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage>;
     /// `flow history --fact N`: a page holding only fact `n`, with its
@@ -351,7 +355,8 @@ pub trait ReadHistory {
             )));
         }
         let history = self.read_history(run)?;
-        crate::view::page(&info, &history, &q, &mut |v| self.expand(run, v))
+        let holes = crate::view::hole_set(&self.holes(run)?);
+        crate::view::page(&info, &history, &q, &holes, &mut |v| self.expand(run, v))
     }
     /// Up to 4096 code points of a recorded source, from `offset` (in code
     /// points). An unknown module or an offset past the end is refused.

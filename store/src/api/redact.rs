@@ -50,8 +50,6 @@ pub trait Redact {
     /// The audit log after `after` (a sequence number), oldest first, at
     /// most `limit`.
     fn redactions(&self, after: u64, limit: u32) -> Result<Vec<Redacted>>;
-    /// The run's holes (`blake3:<hex>`), in hash order.
-    fn holes(&self, run: &RunId) -> Result<Vec<String>>;
     /// The blobs a redaction of `targets` would make holes, changing
     /// nothing (`flow export --redact`); refused as [`Redact::redact`]
     /// refuses them.

@@ -508,6 +508,11 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| crate::read::checkpoint_state(s, &run, n))
     }
 
+    fn holes(&self, run: &RunId) -> Result<Vec<String>> {
+        let run = run.clone();
+        self.snapshot(move |s| crate::read::holes(s, &run))
+    }
+
     /// One session for the page: the history's blobs, fetched to verify
     /// it, also serve the values the page shows.
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
@@ -516,7 +521,8 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| {
             let info = crate::read::run_info(s, &run)?;
             let history = crate::read::read_history(s, &run)?;
-            crate::view::page(&info, &history, &q, &mut |v| {
+            let holes = crate::view::hole_set(&crate::read::holes(s, &run)?);
+            crate::view::page(&info, &history, &q, &holes, &mut |v| {
                 crate::read::expand(s, &run, v)
             })
         })

@@ -144,14 +144,4 @@ impl Redact for PostgresStore {
         let (r, targets) = (run.clone(), targets.to_vec());
         self.snapshot(move |s| crate::redact::reached(s, &r, &targets))
     }
-
-    fn holes(&self, run: &RunId) -> Result<Vec<String>> {
-        let run = run.clone();
-        self.snapshot(move |s| {
-            let key = crate::read::run_key(s, &run)?;
-            let mut holes = crate::read::ReadDb::holes(s, key)?;
-            holes.sort_unstable();
-            Ok(holes.iter().map(hash_text).collect())
-        })
-    }
 }

@@ -93,6 +93,14 @@ fn run_row(db: &mut dyn ReadDb, run: &RunId) -> Result<RunRow> {
         .check(run)
 }
 
+/// The run's holes (`blake3:<hex>`), in hash order.
+pub(crate) fn holes(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<String>> {
+    let key = run_key(db, run)?;
+    let mut holes = db.holes(key)?;
+    holes.sort_unstable();
+    Ok(holes.iter().map(hash_text).collect())
+}
+
 /// The run's key in its backend (the `run_key` of its rows).
 pub(crate) fn run_key(db: &mut dyn ReadDb, run: &RunId) -> Result<i64> {
     Ok(run_row(db, run)?.key)

@@ -460,11 +460,16 @@ impl ReadHistory for SqliteStore {
         self.snapshot(|db| crate::read::checkpoint_state(db, run, n))
     }
 
+    fn holes(&self, run: &RunId) -> Result<Vec<String>> {
+        self.snapshot(|db| crate::read::holes(db, run))
+    }
+
     fn history_page(&self, run: &RunId, query: &HistoryQuery) -> Result<HistoryPage> {
         let q = crate::view::check_query(query)?;
         let info = self.run_info(run)?;
         let history = self.read_history(run)?;
-        crate::view::page(&info, &history, &q, &mut |v| self.expand(run, v))
+        let holes = crate::view::hole_set(&self.holes(run)?);
+        crate::view::page(&info, &history, &q, &holes, &mut |v| self.expand(run, v))
     }
 }
 

@@ -144,13 +144,4 @@ impl Redact for SqliteStore {
     fn reached(&self, run: &RunId, targets: &[ValuePath]) -> Result<Vec<[u8; 32]>> {
         self.snapshot(|db| crate::redact::reached(db, run, targets))
     }
-
-    fn holes(&self, run: &RunId) -> Result<Vec<String>> {
-        self.snapshot(|db| {
-            let key = crate::read::run_key(db, run)?;
-            let mut holes = db.holes(key)?;
-            holes.sort_unstable();
-            Ok(holes.iter().map(hash_text).collect())
-        })
-    }
 }
