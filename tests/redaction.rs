@@ -523,3 +523,52 @@ fn cli_archives_with_holes() {
         "{h}"
     );
 }
+
+/// Issue 40 item 2: a flow that declares fields in
+/// `runtime_hints.sensitive` has them stored as blobs whatever their size
+/// (the checker accepts the hint), in the input and in the state
+/// (snapshots and deltas, a list's items too), so a small value can be
+/// redacted and every stored copy of it in those places becomes the hole.
+/// The same value in a flow without the hint is inline: refused, saying
+/// what to do.
+#[test]
+fn cli_sensitive_small_values() {
+    let app = TestApp::new();
+    let mut flow = review_flow();
+    flow["runtime_hints"] =
+        json!({"sensitive": ["/input/text", "/state/text", "/state/draft", "/state/log"]});
+    let file = app.data.path().join("sensitive.json");
+    std::fs::write(&file, flow.to_string()).unwrap();
+    let (code, v) = app.json(&["check", file.to_str().unwrap()]);
+    assert_eq!((code, v["diagnostics"].clone()), (0, json!([])), "{v}");
+    let mark = marker("ssn");
+    let input = json!({"text": mark}).to_string();
+    let (code, v) = app.json(&["run", file.to_str().unwrap(), "--input", &input]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_string();
+    let (code, v) = app.json(&["redact", &run, "--path", "/input/text", "--yes"]);
+    assert_eq!(code, 0, "{v}");
+    let (_, h) = app.json(&["history", &run]);
+    for f in h["facts"].as_array().unwrap() {
+        // The hitl prompt quotes the text in a Tool's args: not a state
+        // or input position (docs/custody.md "Sensitive values").
+        if f["kind"] != "Call" {
+            assert!(!f["fact"].to_string().contains(&mark), "{}", f["fact"]);
+        }
+    }
+    assert!(
+        h["facts"][0]["fact"]["input"]["text"]["$hole"].is_string(),
+        "{h}"
+    );
+    let (code, v) = app.json(&["replay", &run]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("hole")), "{v}");
+
+    // Without the hint the same small value is inline.
+    let plain = app.data.path().join("plain.json");
+    std::fs::write(&plain, review_flow().to_string()).unwrap();
+    let (_, v) = app.json(&["run", plain.to_str().unwrap(), "--input", &input]);
+    let run = v["run"].as_str().unwrap().to_string();
+    let (code, v) = app.json(&["redact", &run, "--path", "/input/text", "--yes"]);
+    assert_eq!(code, 2, "{v}");
+    assert!(v.to_string().contains("runtime_hints.sensitive"), "{v}");
+}

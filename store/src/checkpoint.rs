@@ -21,7 +21,9 @@
 
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, store_fact};
-use crate::merkle::{NewBlob, escape_key, externalize, logical_len, unescape_key};
+use crate::merkle::{
+    NewBlob, Pins, escape_key, externalize, externalize_pinned, logical_len, unescape_key,
+};
 use flow_abi::fact::{Fact, FieldChange, RecordedChange, StateChange, Touched};
 use flow_abi::json::{canonical, write_canonical, write_canonical_object, write_str};
 use serde_json::{Map, Value};
@@ -133,22 +135,25 @@ struct Delta {
 impl Delta {
     /// Field `k` goes from `old` to `new`: unchanged, appended to (a list
     /// that starts with its previous items, checked in one pass), or set.
+    /// A field with sensitive pins is set whole, never appended to (its
+    /// pinned parts are blobs: docs/custody.md "Sensitive values").
     fn field(
         &mut self,
         k: &str,
         old: Option<&Value>,
         new: &Value,
+        pins: &Pins,
         blobs: &mut Vec<NewBlob>,
     ) -> Result<()> {
         match (old, new) {
             (Some(Value::Array(oa)), Value::Array(na))
-                if na.len() >= oa.len() && na[..oa.len()] == oa[..] =>
+                if pins.is_empty() && na.len() >= oa.len() && na[..oa.len()] == oa[..] =>
             {
                 return self.appended(k, &na[oa.len()..], blobs);
             }
             (Some(o), _) if o == new => {}
             _ => {
-                let s = externalize(new, blobs)?;
+                let s = externalize_pinned(new, pins, blobs)?;
                 self.bytes += s.stored_len as u64;
                 self.set.insert(escape_key(k), s.value);
             }
@@ -210,6 +215,9 @@ pub(crate) struct CkptHead<'a> {
     pub n: u64,
     pub task: &'a str,
     pub node: &'a str,
+    /// The run's sensitive state fields (docs/custody.md "Sensitive
+    /// values"): stored as blobs whatever their size.
+    pub pins: &'a Pins,
 }
 
 /// Whether a delta of `bytes` after `p` is stored rather than a snapshot.
@@ -234,7 +242,7 @@ pub(crate) fn store_checkpoint(
         let mark = blobs.len();
         let mut d = Delta::default();
         for (k, v) in new_obj {
-            d.field(k, old_obj.get(k), v, blobs)?;
+            d.field(k, old_obj.get(k), v, &head.pins.under(k), blobs)?;
         }
         for k in old_obj.keys() {
             if !new_obj.contains_key(k) {
@@ -278,8 +286,20 @@ pub(crate) fn store_change(
                 d.bytes -= k.len() as u64;
             }
             match c {
-                FieldChange::Set(v) => d.field(k, old, v, blobs)?,
-                FieldChange::Append { items, .. } => d.appended(k, items, blobs)?,
+                FieldChange::Set(v) => d.field(k, old, v, &head.pins.under(k), blobs)?,
+                FieldChange::Append { items, .. } => {
+                    let pins = head.pins.under(k);
+                    if pins.is_empty() {
+                        d.appended(k, items, blobs)?;
+                    } else {
+                        let mut whole = match old {
+                            Some(Value::Array(a)) => a.clone(),
+                            _ => Vec::new(),
+                        };
+                        whole.extend(items.iter().cloned());
+                        d.field(k, old, &Value::Array(whole), &pins, blobs)?;
+                    }
+                }
             }
         }
         d.bytes += new_blob_bytes(&blobs[mark..]);
@@ -334,7 +354,17 @@ fn snapshot(
     }
     .into_json();
     let mark = blobs.len();
-    let stored = store_fact(&fact, FactKind::Checkpoint, blobs)?;
+    let stored = if head.pins.is_empty() {
+        store_fact(&fact, FactKind::Checkpoint, blobs)?
+    } else {
+        // The state stored once, its sensitive fields as blobs.
+        let state = fact.get_mut("state").map(std::mem::take);
+        let mut stored = store_fact(&fact, FactKind::Checkpoint, blobs)?;
+        let state = state.unwrap_or(Value::Null);
+        stored["state"] = externalize_pinned(&state, head.pins, blobs)?.value;
+        fact["state"] = state;
+        stored
+    };
     let stored_state = stored.get("state").cloned().unwrap_or(Value::Null);
     let bytes = canonical(&stored_state).len() as u64 + new_blob_bytes(&blobs[mark..]);
     let logical = logical_len(&stored_state).unwrap_or(bytes);
@@ -425,10 +455,12 @@ mod tests {
     use flow_abi::json::parse;
     use serde_json::json;
 
-    const HEAD: CkptHead<'static> = CkptHead {
+    static NO_PINS: Pins = Pins::NONE;
+    static HEAD: CkptHead<'static> = CkptHead {
         n: 0,
         task: "root",
         node: "a",
+        pins: &NO_PINS,
     };
 
     #[test]

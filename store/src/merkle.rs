@@ -164,6 +164,109 @@ fn ext(v: &Value, blobs: &mut Vec<NewBlob>, scratch: &mut String, depth: usize) 
     })
 }
 
+/// Positions inside a value that must be stored as blobs whatever their
+/// size: a flow's `runtime_hints.sensitive` fields (docs/custody.md
+/// "Sensitive values"), so that they can become holes later. Each is the
+/// path of object keys (or list indexes) from the value's root. Inside a
+/// pinned value every member and element is a blob too: a copy of a
+/// sensitive value anywhere in a pinned field (an item appended to a
+/// list) is the same blob, and one redaction makes a hole of it
+/// everywhere.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pins {
+    paths: Vec<Vec<String>>,
+    /// Inside a pinned value: everything is pinned.
+    all: bool,
+}
+
+impl Pins {
+    /// No pins.
+    #[cfg(test)]
+    pub(crate) const NONE: Pins = Pins {
+        paths: Vec::new(),
+        all: false,
+    };
+
+    pub(crate) fn new(paths: Vec<Vec<String>>) -> Pins {
+        Pins { paths, all: false }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.all && self.paths.is_empty()
+    }
+
+    /// Whether the value itself is pinned.
+    fn here(&self) -> bool {
+        self.all || self.paths.iter().any(Vec::is_empty)
+    }
+
+    /// The pins inside member or element `key`.
+    pub(crate) fn under(&self, key: &str) -> Pins {
+        Pins {
+            all: self.here(),
+            paths: self
+                .paths
+                .iter()
+                .filter(|p| p.first().map(String::as_str) == Some(key))
+                .map(|p| p[1..].to_vec())
+                .collect(),
+        }
+    }
+}
+
+/// [`externalize`], with every value at one of `pins` stored as a blob
+/// whatever its size (innermost first still: a pinned value's own large
+/// parts are blobs inside it). Without pins it is [`externalize`].
+pub(crate) fn externalize_pinned(
+    v: &Value,
+    pins: &Pins,
+    blobs: &mut Vec<NewBlob>,
+) -> Result<Stored> {
+    if pins.is_empty() {
+        return externalize(v, blobs);
+    }
+    let mut scratch = String::new();
+    let s = match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, c) in m {
+                out.insert(
+                    escape_key(k),
+                    externalize_pinned(c, &pins.under(k), blobs)?.value,
+                );
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, c)| Ok(externalize_pinned(c, &pins.under(&i.to_string()), blobs)?.value))
+                .collect::<Result<_>>()?,
+        ),
+        scalar => scalar.clone(),
+    };
+    let logical_len = logical_len(&s).map_err(Error::InvalidFact)? as usize;
+    scratch.clear();
+    write_canonical(&s, &mut scratch);
+    if scratch.len() <= BLOB_THRESHOLD && !pins.here() {
+        return Ok(Stored {
+            value: s,
+            stored_len: scratch.len(),
+            logical_len,
+        });
+    }
+    let body = scratch.into_bytes();
+    let hash = blob_hash(&body);
+    blobs.push(NewBlob { hash, body });
+    let r = reference(&hash, logical_len as u64);
+    let rlen = canonical(&r).len();
+    Ok(Stored {
+        value: r,
+        stored_len: rlen,
+        logical_len,
+    })
+}
+
 /// Appends the stored canonical text of logical value `v` to `out` and
 /// returns the length of its logical canonical text: the text
 /// `canonical(&externalize(v)?.value)` is, with the same blobs pushed in the

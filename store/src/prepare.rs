@@ -138,8 +138,12 @@ pub(crate) struct StartMeta {
     /// The run's search attributes `(name, value text)` (crate::search).
     pub attrs: Vec<(String, String)>,
     /// The declarations read from each Checkpoint's state `(name,
-    /// pointer)`, kept in the runs row (`state_attrs`).
+    /// pointer)`, kept in the runs row (`state_attrs`), and the state
+    /// pointers declared sensitive, with an empty name.
     pub state_decls: Vec<(String, String)>,
+    /// The input pointers the root document declares sensitive
+    /// (`runtime_hints.sensitive`): stored as blobs whatever their size.
+    pub sensitive_input: Vec<String>,
 }
 
 impl StartMeta {
@@ -175,6 +179,7 @@ pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
         flow_id: None,
         attrs: Vec::new(),
         state_decls: Vec::new(),
+        sensitive_input: Vec::new(),
     })
 }
 
@@ -192,6 +197,20 @@ fn searchable(
             meta.attrs = crate::search::attrs_of(&decls, input);
         }
         meta.state_decls = crate::search::decls_in(&decls, "state");
+        // A sensitive state pointer rides in the same column, with no
+        // name (no attribute has an empty one): the writer reads it back
+        // with the run's head at each Checkpoint.
+        let sensitive = crate::search::sensitive_of(text);
+        meta.state_decls.extend(
+            sensitive
+                .iter()
+                .filter(|p| p.starts_with("/state/"))
+                .map(|p| (String::new(), p.clone())),
+        );
+        meta.sensitive_input = sensitive
+            .into_iter()
+            .filter(|p| p.starts_with("/input/"))
+            .collect();
     }
     meta
 }
@@ -314,7 +333,26 @@ impl NewFact {
 impl CheckedStart {
     /// The stored Start (adding its value blobs) once the run is known new.
     pub(crate) fn store(&mut self) -> Result<NewFact> {
-        let stored = store_fact(&self.start, FactKind::Start, &mut self.blobs)?;
+        let pins = crate::search::pins_in(
+            self.meta.sensitive_input.iter().map(String::as_str),
+            "input",
+        );
+        let stored = if pins.is_empty() {
+            store_fact(&self.start, FactKind::Start, &mut self.blobs)?
+        } else {
+            // The input stored once, with its sensitive fields as blobs
+            // (stored whole first, a field under 1 KiB would be inline in
+            // an input blob).
+            let mut start = self.start.clone();
+            let input = start
+                .get_mut("input")
+                .map(std::mem::take)
+                .unwrap_or(serde_json::Value::Null);
+            let mut stored = store_fact(&start, FactKind::Start, &mut self.blobs)?;
+            stored["input"] =
+                crate::merkle::externalize_pinned(&input, &pins, &mut self.blobs)?.value;
+            stored
+        };
         let body: Arc<str> = canonical(&stored).into();
         let hash = chain_next(&chain_start(self.run.as_str()), &body);
         Ok(NewFact {
@@ -346,10 +384,36 @@ pub(crate) type StateAttrs = (Vec<String>, Vec<(String, String)>);
 
 /// What a Checkpoint's whole state gives a run's state declarations.
 fn state_attrs(head: &Head, ckpt: &Option<Option<CkptCache>>) -> Option<StateAttrs> {
-    let decls = head.state_attrs.as_ref()?;
+    let decls: Vec<(String, String)> = head
+        .state_attrs
+        .as_ref()?
+        .iter()
+        .filter(|(n, _)| !n.is_empty())
+        .cloned()
+        .collect();
     let Some(Some(c)) = ckpt else { return None };
+    if decls.is_empty() {
+        return None;
+    }
     let names = decls.iter().map(|(n, _)| n.clone()).collect();
-    Some((names, crate::search::attrs_at(decls, "state", &c.state)))
+    Some((names, crate::search::attrs_at(&decls, "state", &c.state)))
+}
+
+/// The run's sensitive state fields as pins into its state (the unnamed
+/// entries of its `state_attrs` column).
+fn state_pins(head: &Head) -> crate::merkle::Pins {
+    let decls = head
+        .state_attrs
+        .as_deref()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    crate::search::pins_in(
+        decls
+            .iter()
+            .filter(|(n, _)| n.is_empty())
+            .map(|(_, p)| p.as_str()),
+        "state",
+    )
 }
 
 /// Checks fact `fact` against the run's head and stores it: refused after
@@ -382,10 +446,12 @@ pub(crate) fn prepare_append(
                     kind.as_str()
                 )));
             };
+            let pins = state_pins(head);
             let head = CkptHead {
                 n,
                 task: &task,
                 node: &node,
+                pins: &pins,
             };
             let (text, c) = store_checkpoint(head, state, prev_ckpt, &mut blobs)?;
             (text, Some(Some(c)))
@@ -414,10 +480,12 @@ pub(crate) fn prepare_change(
 ) -> Result<PreparedAppend> {
     admit(run, head, n)?;
     let mut blobs = Vec::new();
+    let pins = state_pins(head);
     let ckpt = CkptHead {
         n,
         task: &task,
         node: &node,
+        pins: &pins,
     };
     let (text, c) = store_change(ckpt, change, base, &mut blobs)?;
     let mut p = prepared(

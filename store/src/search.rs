@@ -75,6 +75,53 @@ pub(crate) fn root_doc(text: &str) -> (Option<String>, Vec<(String, String)>) {
     (id, decls)
 }
 
+/// Most sensitive pointers a flow declares that the store keeps.
+pub const MAX_SENSITIVE: usize = 64;
+
+/// The pointers the root document declares in `runtime_hints.sensitive`
+/// (docs/custody.md "Sensitive values"): JSON pointers into `{"input": …}`
+/// or `{"state": …}` whose values are always stored as blobs, so that they
+/// can become holes. A pointer outside `/input/…` and `/state/FIELD…` is
+/// skipped (the checker does not read this hint; the store does, as it
+/// reads `search_attributes`).
+pub(crate) fn sensitive_of(text: &str) -> Vec<String> {
+    let Ok(Value::Object(doc)) = serde_json::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    doc.get("runtime_hints")
+        .and_then(|h| h.get("sensitive"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .filter(|p| p.starts_with("/input/") || p.starts_with("/state/"))
+                .take(MAX_SENSITIVE)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pins of the sensitive pointers under `root` (`input` or `state`):
+/// each pointer's segments after the root, unescaped (`~1` `/`, `~0` `~`).
+pub(crate) fn pins_in<'a>(
+    pointers: impl IntoIterator<Item = &'a str>,
+    root: &str,
+) -> crate::merkle::Pins {
+    let top = format!("/{root}/");
+    crate::merkle::Pins::new(
+        pointers
+            .into_iter()
+            .filter_map(|p| p.strip_prefix(&top))
+            .map(|rest| {
+                rest.split('/')
+                    .map(|s| s.replace("~1", "/").replace("~0", "~"))
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
 /// The declarations that point into `root` (`input` or `state`).
 pub(crate) fn decls_in(decls: &[(String, String)], root: &str) -> Vec<(String, String)> {
     let top = format!("/{root}");

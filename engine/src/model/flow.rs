@@ -62,6 +62,11 @@ pub struct RuntimeHints {
     pub crewai_version: Option<String>,
     pub mastra_version: Option<String>,
     pub ms_agent_framework_version: Option<String>,
+    /// flowd's: JSON pointers into the run's input (`/input/…`) or state
+    /// (`/state/FIELD…`) whose values the store keeps as blobs whatever
+    /// their size, so that they can be redacted later (docs/custody.md
+    /// "Sensitive values"). The store reads them from the recorded source.
+    pub sensitive: Vec<String>,
 }
 
 /// How writes to a state field combine (reference, "Reducer strategies").

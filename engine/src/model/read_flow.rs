@@ -170,6 +170,16 @@ fn read_runtime_hints(cx: &mut Cx, v: &Value, ptr: &str) -> Option<RuntimeHints>
     h.crewai_version = o.str(cx, "crewai_version");
     h.mastra_version = o.str(cx, "mastra_version");
     h.ms_agent_framework_version = o.str(cx, "ms_agent_framework_version");
+    h.sensitive = o.str_list(cx, "sensitive").unwrap_or_default();
+    for (i, p) in h.sensitive.iter().enumerate() {
+        if !(p.starts_with("/input/") || p.starts_with("/state/")) {
+            cx.push(
+                Code::IgnoredValue,
+                push_token(&o.at("sensitive"), &i.to_string()),
+                format!("`{p}` is not a pointer into /input/… or /state/…; it is ignored"),
+            );
+        }
+    }
     o.finish(cx);
     Some(h)
 }

@@ -142,5 +142,54 @@ pub(super) fn holes<B: Backend + Sync>(new: &mut dyn FnMut() -> B, _: &Path) -> 
     s.delete_run(&a, &Deletion::by("tester")).map_err(e)?;
     s.read_history(&b).map_err(e)?;
     ensure!(s.blob(&d2.hashes[0]).is_ok(), "b's blob stays");
+    sensitive(&s)
+}
+
+/// Issue 40 item 2: fields a flow declares in `runtime_hints.sensitive`
+/// are blobs whatever their size, in the input and in every Checkpoint
+/// (snapshot and delta), so that they can become holes.
+fn sensitive<B: Backend + Sync>(s: &B) -> Result<(), String> {
+    let run = new_run_id();
+    let doc = json!({"id": "s", "runtime_hints": {"sensitive": ["/input/ssn", "/state/ssn", "/state/log"]}});
+    let ssn = "123-45-6789";
+    let (start, sources) = start_with_source(
+        &run,
+        "s.json",
+        "main",
+        doc.to_string(),
+        json!({"ssn": ssn, "q": 1}),
+    );
+    s.create_run(start, &sources, Vec::new()).map_err(e)?;
+    s.append(
+        &run,
+        checkpoint_fact(2, json!({"ssn": ssn, "k": 1, "log": []})),
+    )
+    .map_err(e)?;
+    s.append(
+        &run,
+        checkpoint_fact(3, json!({"ssn": "other", "k": 2, "log": [ssn]})),
+    )
+    .map_err(e)?;
+    s.append(&run, end_fact(4, json!("done"))).map_err(e)?;
+    let h = s.read_history(&run).map_err(e)?;
+    for (i, f) in h.facts.iter().enumerate().take(3) {
+        ensure!(
+            !f.body.contains(ssn) && f.body.contains("$blob"),
+            "fact {}: the sensitive value is a blob: {}",
+            i + 1,
+            f.body
+        );
+    }
+    ensure!(
+        s.checkpoint_state(&run, 3).map_err(e)? == json!({"ssn": "other", "k": 2, "log": [ssn]}),
+        "the state reads back"
+    );
+    let d = s.redact(&run, &redaction(&["/input/ssn"])?).map_err(e)?;
+    ensure!(d.hashes.len() == 1, "one blob: {d:?}");
+    s.read_history(&run).map_err(e)?;
+    ensure!(
+        matches!(s.checkpoint_state(&run, 2), Err(Error::Hole { .. })),
+        "the state's copy is the same blob: a hole too"
+    );
     Ok(())
 }
