@@ -572,3 +572,49 @@ fn cli_sensitive_small_values() {
     assert_eq!(code, 2, "{v}");
     assert!(v.to_string().contains("runtime_hints.sensitive"), "{v}");
 }
+
+/// A hole is not a licence to lose blobs: in a run with a hole, a blob
+/// that is missing and is not a recorded hole is still a storage failure
+/// (exit 5) naming the run and the fact.
+#[test]
+fn a_missing_blob_that_is_no_hole_is_a_storage_failure() {
+    let data = tempfile::tempdir().unwrap();
+    let run_flow = |args: &[&str]| {
+        let out = common::flow()
+            .arg("--json")
+            .arg("--data")
+            .arg(data.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let file = data.path().join("review.json");
+    std::fs::write(&file, review_flow().to_string()).unwrap();
+    let input = json!({"text": secret(&marker("lost"))}).to_string();
+    let (code, text) = run_flow(&["run", file.to_str().unwrap(), "--input", &input]);
+    assert_eq!(code, 3, "{text}");
+    let run = serde_json::from_str::<Value>(&text).unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, text) = run_flow(&["redact", &run, "--path", "/input/text", "--yes"]);
+    assert_eq!(code, 0, "{text}");
+    // The prompt's blob (not a hole) goes behind the store's back.
+    let db = rusqlite::Connection::open(data.path().join("flow.db")).unwrap();
+    let gone = db
+        .execute(
+            "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM holes) AND length(body) > 1024 AND CAST(body AS TEXT) LIKE '\"Approve%'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(gone, 1);
+    drop(db);
+    let (code, text) = run_flow(&["history", &run]);
+    assert_eq!(code, 5, "{text}");
+    assert!(
+        text.contains("storage failure") && text.contains(&run),
+        "{text}"
+    );
+}
