@@ -379,6 +379,51 @@ fn cli_redact_locally() {
     );
     let (code, v) = app.json(&["redact", &run, "--path", "/input/nope", "--yes"]);
     assert_eq!(code, 2, "{v}");
+
+    // A fork from state that holds the hole is refused, naming where,
+    // until every hole is supplied with --set.
+    let cp = v_checkpoint(&app, &run, "review");
+    let (code, v) = app.json(&["fork", &run, "--checkpoint", &cp]);
+    assert_eq!(code, 2, "{v}");
+    assert!(v.to_string().contains("/state/"), "names the hole: {v}");
+    let (code, v) = app.json(&["fork", &run, "--checkpoint", &cp, "--set", "text=\"again\""]);
+    assert_eq!(code, 2, "draft and log still hold it: {v}");
+    let (code, v) = app.json(&[
+        "fork",
+        &run,
+        "--checkpoint",
+        &cp,
+        "--set",
+        "text=\"again\"",
+        "--set",
+        "draft=\"again\"",
+        "--set",
+        "log=[\"again\"]",
+    ]);
+    assert_eq!(
+        code, 3,
+        "every hole supplied: the fork runs and pauses: {v}"
+    );
+    let fork = v["run"].as_str().unwrap().to_string();
+    let (code, v) = app.json(&["replay", &fork]);
+    assert_eq!(
+        (code, v["verdict"].as_str()),
+        (1, Some("incomplete")),
+        "{v}"
+    );
+    assert!(v.get("reason").is_none(), "the fork has no hole: {v}");
+}
+
+/// The fact number of `run`'s Checkpoint at `node`.
+fn v_checkpoint(app: &TestApp, run: &str, node: &str) -> String {
+    let (_, h) = app.json(&["history", run]);
+    h["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "Checkpoint" && f["fact"]["node"] == node)
+        .unwrap_or_else(|| panic!("no {node} checkpoint: {h}"))["n"]
+        .to_string()
 }
 
 /// Every file under `dir`, recursively.

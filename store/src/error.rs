@@ -71,7 +71,7 @@ pub enum Error {
     /// (docs/custody.md "Holes"). Not a storage failure: the chain still
     /// verifies, the content is gone on purpose.
     #[error(
-        "run {run} at fact {n} needs value {hash}, which was redacted (a hole): its content is gone; a replay stops there (incomplete: hole), and no resume or fork can continue from state that holds it: fork from an earlier checkpoint"
+        "run {run} at fact {n} needs value {hash}, which was redacted (a hole): its content is gone; a replay stops there (incomplete: hole), and no resume or fork can continue from state that holds it: fork from an earlier checkpoint, or supply the field with `flow fork --set`"
     )]
     Hole { run: String, n: u64, hash: String },
     /// A redaction refused because the run is still driven, or asked for

@@ -65,7 +65,15 @@ impl RunService {
                 "fact {checkpoint} is a checkpoint of parallel branch {task}; fork from a root checkpoint"
             )));
         }
-        let mut state = store.checkpoint_state(parent, checkpoint)?;
+        // A state that holds a hole (a redacted value) is forked only once
+        // every hole is supplied (`--set` of its field).
+        let (mut state, holed) = match store.checkpoint_state(parent, checkpoint) {
+            Ok(s) => (s, false),
+            Err(flow_store::Error::Hole { .. }) => {
+                (store.checkpoint_state_shown(parent, checkpoint)?, true)
+            }
+            Err(e) => return Err(e.into()),
+        };
         let (sources, program, module) = match onto {
             None => {
                 let module = match &start {
@@ -88,6 +96,11 @@ impl RunService {
                 m.insert(field.clone(), v);
             }
         }
+        if holed && let Some(at) = hole_at(&state, &store.holes(parent)?) {
+            return Err(Error::Conflict(format!(
+                "the state of {parent} at checkpoint {checkpoint} holds a redacted value (a hole) at /state{at}: supply the field with --set (its whole value), or fork from a checkpoint before the value"
+            )));
+        }
         let (machine, effects) = Machine::resume_at(program.clone(), &module, &node, state.clone())
             .map_err(|e| Error::Refused(e.to_string()))?;
         let run = new_run_id();
@@ -108,6 +121,31 @@ impl RunService {
             machine,
             effects,
         })
+    }
+}
+
+/// The JSON pointer (from the state's root) of the first hole marker in
+/// `v` that names one of `holes`, if any.
+fn hole_at(v: &Json, holes: &[String]) -> Option<String> {
+    match v {
+        Json::Object(m) => {
+            if m.len() == 2
+                && m.contains_key("length")
+                && let Some(Json::String(h)) = m.get("$hole")
+                && holes.contains(h)
+            {
+                return Some(String::new());
+            }
+            m.iter().find_map(|(k, c)| {
+                hole_at(c, holes)
+                    .map(|at| format!("/{}{at}", k.replace('~', "~0").replace('/', "~1")))
+            })
+        }
+        Json::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| hole_at(c, holes).map(|at| format!("/{i}{at}"))),
+        _ => None,
     }
 }
 

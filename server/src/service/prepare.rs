@@ -245,7 +245,7 @@ impl RunService {
             let machine = match (replayed.verdict, replayed.machine) {
                 (Verdict::Hole { fact }, _) => {
                     return Err(Error::Conflict(format!(
-                        "{r} holds a redacted value (a hole) at fact {fact} that continuing it needs: it cannot be resumed; fork it from a checkpoint before that fact"
+                        "{r} holds a redacted value (a hole) at fact {fact} that continuing it needs: it cannot be resumed; fork it from a checkpoint before that fact, or from a later one supplying the redacted fields with --set"
                     )));
                 }
                 (Verdict::Diverged { fact, reason }, _) => {

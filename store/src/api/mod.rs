@@ -337,6 +337,10 @@ pub trait ReadHistory {
     }
     /// The logical state of Checkpoint `n` (deltas applied).
     fn checkpoint_state(&self, run: &RunId, n: u64) -> Result<Value>;
+    /// [`ReadHistory::checkpoint_state`] with each of the run's holes as
+    /// its marker `{"$hole":…,"length":L}` instead of refused: a state to
+    /// show, or whose holes a caller supplies (`flow fork --set`).
+    fn checkpoint_state_shown(&self, run: &RunId, n: u64) -> Result<Value>;
     /// The run's holes (`blake3:<hex>`), in hash order: the blobs its
     /// facts reference that it may no longer read (docs/custody.md
     /// "Holes").

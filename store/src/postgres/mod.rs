@@ -508,6 +508,13 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| crate::read::checkpoint_state(s, &run, n))
     }
 
+    fn checkpoint_state_shown(&self, run: &RunId, n: u64) -> Result<Value> {
+        let run = run.clone();
+        self.snapshot(move |s| {
+            crate::read::checkpoint_state_with(s, &run, n, crate::read::OnHole::Show)
+        })
+    }
+
     fn holes(&self, run: &RunId) -> Result<Vec<String>> {
         let run = run.clone();
         self.snapshot(move |s| crate::read::holes(s, &run))

@@ -171,7 +171,27 @@ pub(crate) fn latest_checkpoint(db: &mut dyn ReadDb, run: &RunId) -> Result<Ckpt
     Ok(CkptCache::reread(n, checkpoint_state(db, run, n)?))
 }
 
+/// What a read of a value does at one of the run's holes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnHole {
+    /// Fails with [`Error::Hole`]: the value is needed.
+    Refuse,
+    /// Shows the hole's marker: the value is shown, or is to be supplied.
+    Show,
+}
+
+/// The logical state of Checkpoint `n`; a hole in it is refused.
 pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Result<Value> {
+    checkpoint_state_with(db, run, n, OnHole::Refuse)
+}
+
+/// The logical state of Checkpoint `n`, each hole as `on_hole` says.
+pub(crate) fn checkpoint_state_with(
+    db: &mut dyn ReadDb,
+    run: &RunId,
+    n: u64,
+    on_hole: OnHole,
+) -> Result<Value> {
     let RunRow { key, .. } = run_row(db, run)?;
     // Walk back from n to its snapshot, checking each fact's link to its
     // predecessor, then apply the deltas forward.
@@ -215,25 +235,31 @@ pub(crate) fn checkpoint_state(db: &mut dyn ReadDb, run: &RunId, n: u64) -> Resu
     }
     db.prefetch(&chain.iter().map(|(_, f)| f).collect::<Vec<_>>())?;
     let (mut holes, hit) = (RunHoles::new(key), Cell::new(None));
+    let shown = match on_hole {
+        OnHole::Show => Some(RunHoles::new(key).read(db)?),
+        OnHole::Refuse => None,
+    };
+    let mut value = |v: &Value| -> Result<Value> {
+        match &shown {
+            Some(set) => merkle::expand_owned(merkle::mark_holes(v.clone(), set), &mut |h| {
+                stored_value(db, h).map(|x| merkle::mark_holes(x, set))
+            }),
+            None => merkle::expand(v, &mut |h| needed_value(db, &mut holes, (run, n), h, &hit)),
+        }
+    };
     let (snap_n, snap) = chain
         .pop()
         .ok_or_else(|| Error::corrupt(run.as_str(), n, "no snapshot"))?;
     let stored_state = snap
         .get("state")
         .ok_or_else(|| Error::corrupt(run.as_str(), snap_n, "checkpoint has no state"))?;
-    let mut state = merkle::expand(stored_state, &mut |h| {
-        needed_value(db, &mut holes, (run, n), h, &hit)
-    })
-    .map_err(|e| at_fact(run, snap_n, &hit, e))?;
+    let mut state = value(stored_state).map_err(|e| at_fact(run, snap_n, &hit, e))?;
     while let Some((dn, fact)) = chain.pop() {
         let d = match delta_of(&fact) {
             Some(Ok((_, d))) => d,
             _ => return Err(Error::corrupt(run.as_str(), dn, "malformed delta")),
         };
-        apply_delta(&mut state, d, &mut |v| {
-            merkle::expand(v, &mut |h| needed_value(db, &mut holes, (run, n), h, &hit))
-        })
-        .map_err(|e| at_fact(run, dn, &hit, e))?;
+        apply_delta(&mut state, d, &mut |v| value(v)).map_err(|e| at_fact(run, dn, &hit, e))?;
     }
     Ok(state)
 }

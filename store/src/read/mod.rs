@@ -183,5 +183,8 @@ mod walk;
 
 pub(crate) use discovery::{discover, verify_ends};
 use logical::linked_fact_hashed;
-pub(crate) use logical::{checkpoint_state, expand, latest_checkpoint, stored_value, walk_logical};
+pub(crate) use logical::{
+    OnHole, checkpoint_state, checkpoint_state_with, expand, latest_checkpoint, stored_value,
+    walk_logical,
+};
 use walk::{RowChecker, walk_stored};

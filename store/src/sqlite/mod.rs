@@ -460,6 +460,12 @@ impl ReadHistory for SqliteStore {
         self.snapshot(|db| crate::read::checkpoint_state(db, run, n))
     }
 
+    fn checkpoint_state_shown(&self, run: &RunId, n: u64) -> Result<Value> {
+        self.snapshot(|db| {
+            crate::read::checkpoint_state_with(db, run, n, crate::read::OnHole::Show)
+        })
+    }
+
     fn holes(&self, run: &RunId) -> Result<Vec<String>> {
         self.snapshot(|db| crate::read::holes(db, run))
     }
