@@ -371,6 +371,11 @@ fn cli_redact_locally() {
     assert!(start["input"]["text"]["$hole"].is_string(), "{start}");
     assert!(!start.to_string().contains(&mark), "{start}");
     assert_eq!(v["verdict"]["reason"], "hole", "{v}");
+    let human = String::from_utf8_lossy(&app.cmd(&["history", &run]).stdout).to_string();
+    assert!(
+        human.contains("fact 1 holds a redacted value") && human.contains("Start  [redacted]"),
+        "flow history says redacted, not an error: {human}"
+    );
     let (code, v) = app.json(&["replay", &run]);
     assert_eq!(code, 1, "{v}");
     assert_eq!(

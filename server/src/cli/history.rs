@@ -111,11 +111,30 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
 
 /// The human rendering of the view (the same locally and with
 /// `--server`). `tools`: the manifests a printed resume or fork carries
+/// Whether a shown fact holds a hole's marker (docs/custody.md "Holes").
+fn has_hole(v: &Json) -> bool {
+    match v {
+        Json::Object(m) => {
+            (m.len() == 2
+                && m.get("$hole").is_some_and(Json::is_string)
+                && m.contains_key("length"))
+                || m.values().any(has_hole)
+        }
+        Json::Array(a) => a.iter().any(has_hole),
+        _ => false,
+    }
+}
+
 /// ([`super::print::tools_flags`]; none with `--server`).
 pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String]) {
     let state = v["state"].as_str().unwrap_or("");
     let total = v["page"]["factsTotal"].as_u64().unwrap_or(0);
-    let verdict = v["verdict"]["verdict"].as_str().unwrap_or("");
+    let verdict = match (&v["verdict"]["reason"], &v["verdict"]["fact"]) {
+        (Json::String(r), Json::Number(n)) if r == "hole" => {
+            format!("incomplete (fact {n} holds a redacted value)")
+        }
+        _ => v["verdict"]["verdict"].as_str().unwrap_or("").to_string(),
+    };
     out!(
         "{run}  {state}  ({})  {total} facts  entry {}  replay {verdict}",
         v["record"].as_str().unwrap_or(""),
@@ -216,10 +235,15 @@ pub(super) fn render(g: &Global, run: &str, v: &Json, ask: &Ask, tools: &[String
     let facts = v["facts"].as_array().cloned().unwrap_or_default();
     for f in &facts {
         out!(
-            "{:>5}  {:<10}  {}",
+            "{:>5}  {:<10}  {}{}",
             f["n"].as_u64().unwrap_or(0),
             f["kind"].as_str().unwrap_or(""),
-            f["text"].as_str().unwrap_or("")
+            f["text"].as_str().unwrap_or(""),
+            if has_hole(&f["fact"]) {
+                "  [redacted]"
+            } else {
+                ""
+            }
         );
     }
     let shown = facts.len() as u64;
