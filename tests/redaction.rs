@@ -197,6 +197,12 @@ async fn redaction_on(base: &str, db: Db<'_>) {
     );
     let (s, _) = get(&runner, format!("{base}/v1/blobs/{hole}")).await;
     assert_eq!(s, 404, "the blob is gone");
+    let (_, view) = get(&runner, format!("{base}/v1/runs/{a}")).await;
+    assert_eq!(view["holes"].as_array().map(Vec::len), Some(2), "{view}");
+    // A checkpoint's state is shown with its hole, not refused.
+    let (s, cp) = get(&runner, format!("{base}/v1/runs/{a}/checkpoints/2")).await;
+    assert_eq!(s, 200, "{cp}");
+    assert!(cp["state"]["text"]["$hole"].is_string(), "{cp}");
     assert!(
         !db.holds(&mark_a),
         "the redacted content is gone from the database"

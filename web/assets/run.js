@@ -407,7 +407,7 @@ export function mount(root, runId) {
         h('button', {type: 'button', class: 'btn-quiet', title: 'Fork from the checkpoint before this call, with another reply', onclick: () => openWhatIf(runId, f, whatIfBox)}, 'What if…')));
     }
     parts.push(whatIfBox);
-    parts.push(h('pre', {class: 'json', tabindex: 0, 'aria-label': `Fact ${f.n} as recorded`}, jsonView(f.fact)));
+    parts.push(h('pre', {class: 'json', tabindex: 0, 'aria-label': `Fact ${f.n} as recorded`}, jsonView(f.fact, '', new Set((view && view.holes) || []))));
     fill(detail, parts);
   }
 
@@ -447,11 +447,13 @@ export function mount(root, runId) {
 }
 
 /** A stored fact or value as text, with each large value (`$blob`) a button that loads it, and each redacted one (`$hole`, docs/custody.md "Holes") said so. */
-function jsonView(v, indent = '') {
+function jsonView(v, indent = '', holes = new Set()) {
   const out = [];
   const walk = (x, ind) => {
-    if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$hole === 'string' && Object.keys(x).length === 2) {
-      out.push(h('span', {class: 'hole', title: `a hole: the value (${x.length} bytes, ${x.$hole}) was redacted; the chain still verifies`}, `redacted (${x.length} bytes)`));
+    const hole = x && typeof x === 'object' && !Array.isArray(x) && Object.keys(x).length === 2
+      && ((typeof x.$hole === 'string' && x.$hole) || (typeof x.$blob === 'string' && holes.has(x.$blob) && x.$blob));
+    if (hole) {
+      out.push(h('span', {class: 'hole', title: `a hole: the value (${x.length} bytes, ${hole}) was redacted; the chain still verifies`}, `redacted (${x.length} bytes)`));
     } else if (x && typeof x === 'object' && !Array.isArray(x) && typeof x.$blob === 'string') {
       const btn = h('button', {type: 'button', class: 'blob-btn'}, `large value, ${x.length} bytes — load ${shortHash(x.$blob)}`);
       const slot = h('span', {}, btn);
@@ -460,7 +462,7 @@ function jsonView(v, indent = '') {
         btn.textContent = 'Loading…';
         try {
           const text = await (await apiBlob(`/v1/blobs/${x.$blob}`)).text();
-          fill(slot, jsonView(JSON.parse(text), ind));
+          fill(slot, jsonView(JSON.parse(text), ind, holes));
         } catch (e) {
           btn.disabled = false;
           btn.textContent = `Could not load: ${problemText(e)}`;

@@ -204,8 +204,8 @@ fn fork_request(
 /// answer to start, resume or fork when the run ended or paused within
 /// the `wait`, else its view once it has.
 enum Settled {
-    Answer(RunAnswer),
-    View(RunView),
+    Answer(Box<RunAnswer>),
+    View(Box<RunView>),
 }
 
 impl Settled {
@@ -243,8 +243,8 @@ impl Settled {
 /// Follows the run `a` answers for until it is no longer running.
 async fn settle(c: &Client, a: RunAnswer) -> Result<Settled> {
     Ok(match a.state {
-        StateName::Running => Settled::View(c.follow_run(&a.run).await?),
-        _ => Settled::Answer(a),
+        StateName::Running => Settled::View(Box::new(c.follow_run(&a.run).await?)),
+        _ => Settled::Answer(Box::new(a)),
     })
 }
 

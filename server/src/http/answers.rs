@@ -239,6 +239,10 @@ pub struct RunView {
     pub children_truncated: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// The run's holes (`blake3:<hex>`): blobs its facts reference whose
+    /// values were redacted (docs/custody.md "Holes"); left out when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holes: Vec<String>,
 }
 
 /// What start, resume and fork answer: the run and where it is. With

@@ -520,7 +520,8 @@ pub async fn get_checkpoint(
         let flow_store::Fact::Checkpoint { task, node, .. } = f.fact else {
             return Err(none());
         };
-        let st = s.store().checkpoint_state(&run, fact)?;
+        // A state to show: its holes as markers, not refused.
+        let st = s.store().checkpoint_state_shown(&run, fact)?;
         Ok(CheckpointView {
             run: run.to_string(),
             fact,

@@ -99,6 +99,7 @@ fn run_view(state: &AppState, run: &RunId) -> ApiResult<RunView> {
         children_truncated,
         created_ms: info.created_ms,
         updated_ms: info.updated_ms,
+        holes: state.store().holes(run)?,
     })
 }
 
