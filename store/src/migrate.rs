@@ -96,6 +96,13 @@ pub(crate) const SQLITE: &[Migration] = &[
         "data_keys",
         include_str!("../../migrations/sqlite/0017_data_keys.sql"),
     ),
+    // 18 is the holes migration (issue 40 item 2), merged from its own
+    // branch.
+    (
+        19,
+        "namespaces",
+        include_str!("../../migrations/sqlite/0019_namespaces.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -184,6 +191,13 @@ pub(crate) const POSTGRES: &[Migration] = &[
         17,
         "data_keys",
         include_str!("../../migrations/postgres/0017_data_keys.sql"),
+    ),
+    // 18 is the holes migration (issue 40 item 2), merged from its own
+    // branch.
+    (
+        19,
+        "namespaces",
+        include_str!("../../migrations/postgres/0019_namespaces.sql"),
     ),
 ];
 

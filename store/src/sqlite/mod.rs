@@ -335,14 +335,16 @@ impl SqliteStore {
 }
 
 impl AppendFacts for SqliteStore {
-    fn create_run(
+    fn create_run_in(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         records: Vec<HostRecord>,
     ) -> Result<Appended> {
         let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
+            namespace: namespace.clone(),
             start,
             sources,
             records,
@@ -378,6 +380,7 @@ impl AppendFacts for SqliteStore {
     /// As one command, like a step (see `append_all_with_then`).
     fn create_run_then(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         created: Vec<HostRecord>,
@@ -392,6 +395,7 @@ impl AppendFacts for SqliteStore {
         };
         let run = run.clone();
         let creation = Creation {
+            namespace: namespace.clone(),
             start,
             sources: sources.to_vec(),
             records: created,
@@ -420,9 +424,14 @@ impl HostRecords for SqliteStore {
 }
 
 impl ImportRuns for SqliteStore {
-    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+    fn import_verified_all_in(
+        &self,
+        namespace: &Namespace,
+        archives: Vec<VerifiedArchive>,
+    ) -> Result<Vec<ImportOutcome>> {
         crate::archive::check_distinct(&archives)?;
         self.send(|reply| writer::Command::Import {
+            namespace: namespace.clone(),
             archives,
             at_ms: now_ms(),
             reply,

@@ -73,7 +73,7 @@ impl ReadDb for Db<'_> {
         Ok(self
             .0
             .prepare_cached(
-                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
+                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, namespace
                  FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
@@ -94,6 +94,7 @@ impl ReadDb for Db<'_> {
                     updated_ms: r.get(13)?,
                     state_ms: r.get(14)?,
                     imported_ms: r.get(15)?,
+                    namespace: r.get(16)?,
                 })
             })
             .optional()?)
@@ -258,7 +259,7 @@ impl ReadDb for Db<'_> {
 
     fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
         let mut st = self.0.prepare_cached(
-            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id
+            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, namespace
              FROM runs WHERE id = ?1",
         )?;
         let mut hd = self.0.prepare_cached(
@@ -286,6 +287,7 @@ impl ReadDb for Db<'_> {
                             updated_ms: r.get(14)?,
                             state_ms: r.get(15)?,
                             imported_ms: r.get(16)?,
+                            namespace: r.get(18)?,
                         },
                         r.get::<_, Option<String>>(17)?,
                     ))
