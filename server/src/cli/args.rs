@@ -79,6 +79,11 @@ pub enum Command {
         /// Start the Tool commands flow.toml names without asking.
         #[arg(long)]
         allow: bool,
+        /// The namespace the run belongs to (default `default`): 1 to 64
+        /// of a-z, 0-9, '-', '_' and '.'. With `--server`, the token must
+        /// hold it.
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Admit a reply for an open call and continue; with no reply, continue
     /// a crashed or halted run, settling its open calls.

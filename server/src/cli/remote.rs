@@ -40,7 +40,12 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
     };
     let c = Client::new(base, g.token.clone(), options)?;
     match command {
-        Command::Run { flow, input, .. } => {
+        Command::Run {
+            flow,
+            input,
+            namespace,
+            ..
+        } => {
             let sources = Sources::read(&flow)?;
             let (flow, modules) = documents(&sources);
             let request = StartRequest {
@@ -49,6 +54,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 name: Some(sources.root.clone()),
                 input: parse(&read_arg(&input)?, "--input")?,
                 wait: Some(WAIT),
+                namespace,
             };
             let a = c.start_run(&request).await?;
             show(g, &c, settle(&c, a).await?).await
