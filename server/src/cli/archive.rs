@@ -265,7 +265,7 @@ pub(super) fn import(g: &Global, dir: &Path, trust: Option<&Path>) -> Result<u8>
     // refused archive does not even create one.
     let checked = check(&unpacked, trust.as_ref()).map_err(refused)?;
     let store = open_store(g)?;
-    let imported = write(&*store, checked).map_err(refused)?;
+    let imported = write(&*store, checked, &flow_store::Namespace::default()).map_err(refused)?;
     print_imported(g, &ImportAnswer::from(&imported));
     Ok(0)
 }

@@ -1,0 +1,350 @@
+//! Namespaces (issue 40 item 4; REQUIREMENTS HOST-2: who can read a
+//! history belongs to the host), on the real `flow serve` with a SQLite
+//! file and on the real Postgres: "A token of namespace A gets 404 for
+//! every route on a run of namespace B, and sees none of B's runs in any
+//! listing or feed." Every route is taken from the server's own API
+//! document, so a route added later is covered without touching this
+//! file; a hidden run's answer must equal a missing run's.
+
+mod common;
+
+use common::{Schema, review_flow, serve};
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const A: &str = "team-a-token-0123456789";
+const B: &str = "team-b-token-0123456789";
+const ROOT: &str = "root-token-0123456789ab";
+/// A run id no store holds.
+const MISSING: &str = "run-01hf7yat040005yy8000000107";
+
+fn tokens(dir: &std::path::Path) -> String {
+    let p = dir.join("tokens");
+    std::fs::write(
+        &p,
+        format!("{A} admin ns=team-a\n{B} admin ns=team-b\n{ROOT} admin ns=*\n"),
+    )
+    .unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn client() -> Client {
+    Client::builder().no_proxy().build().unwrap()
+}
+
+async fn call(
+    c: &Client,
+    token: &str,
+    m: Method,
+    url: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut r = c.request(m, url).bearer_auth(token);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// A review run (it pauses at its person's call) started by `token` in
+/// `namespace`.
+async fn paused(c: &Client, base: &str, token: &str, namespace: &str) -> String {
+    let (s, v) = call(
+        c,
+        token,
+        Method::POST,
+        &format!("{base}/v1/runs"),
+        Some(json!({"flow": review_flow(), "input": {"text": "hi"}, "wait": 10, "namespace": namespace})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["state"], "paused", "{v}");
+    v["run"].as_str().unwrap().to_string()
+}
+
+/// Every operation on a run the API document lists: (method, path).
+async fn run_routes(c: &Client, base: &str) -> Vec<(Method, String)> {
+    let doc: Value = c
+        .get(format!("{base}/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        if !path.contains("{run}") {
+            continue;
+        }
+        for m in ops.as_object().unwrap().keys() {
+            out.push((m.to_uppercase().parse().unwrap(), path.clone()));
+        }
+    }
+    assert!(
+        out.len() >= 15,
+        "the document lists the run routes: {out:?}"
+    );
+    out
+}
+
+fn fill(path: &str, run: &str, other: &str) -> String {
+    path.replace("{run}", run)
+        .replace("{other}", other)
+        .replace("{fact}", "2")
+        .replace("{module}", "review.json")
+}
+
+async fn scenario(base: &str) {
+    let c = client();
+    let b1 = paused(&c, base, B, "team-b").await;
+    let a1 = paused(&c, base, A, "team-a").await;
+
+    // Every route on B's run, as A: 404, the same answer as for a run
+    // that does not exist (the id aside), whatever the body.
+    for (m, path) in run_routes(&c, base).await {
+        for (run, other) in [(b1.as_str(), a1.as_str()), (a1.as_str(), b1.as_str())] {
+            if run == a1 && !path.contains("{other}") {
+                continue;
+            }
+            for body in [None, Some(json!({})), Some(json!({"bad": true}))] {
+                let url = format!("{base}{}", fill(&path, run, other));
+                let (s, v) = call(&c, A, m.clone(), &url, body.clone()).await;
+                assert_eq!(s, StatusCode::NOT_FOUND, "{m} {path} on B's run: {v}");
+                let hidden = if run == b1 { run } else { other };
+                let url = format!("{base}{}", fill(&path, run, other).replace(hidden, MISSING));
+                let (s2, v2) = call(&c, A, m.clone(), &url, body).await;
+                assert_eq!(s2, s, "{m} {path}: a missing run");
+                assert_eq!(
+                    v.to_string().replace(hidden, MISSING),
+                    v2.to_string(),
+                    "{m} {path}: indistinguishable from a missing run"
+                );
+            }
+        }
+    }
+    // Not a blanket refusal: A reads its own run, B its own.
+    let (s, _) = call(&c, A, Method::GET, &format!("{base}/v1/runs/{a1}"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = call(
+        &c,
+        B,
+        Method::GET,
+        &format!("{base}/v1/runs/{b1}/facts"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Listings and counts.
+    let (_, v) = call(
+        &c,
+        A,
+        Method::GET,
+        &format!("{base}/v1/runs?counts=true"),
+        None,
+    )
+    .await;
+    let listed: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [a1.as_str()], "{v}");
+    assert_eq!(v["runs"][0]["namespace"], "team-a");
+    assert_eq!(v["counts"]["total"], 1, "{v}");
+    assert_eq!(v["counts"]["byState"]["paused"], 1, "{v}");
+    let (_, v) = call(
+        &c,
+        A,
+        Method::GET,
+        &format!("{base}/v1/runs?namespace=team-b"),
+        None,
+    )
+    .await;
+    assert!(v["runs"].as_array().unwrap().is_empty(), "{v}");
+    let (_, v) = call(
+        &c,
+        ROOT,
+        Method::GET,
+        &format!("{base}/v1/runs?counts=true"),
+        None,
+    )
+    .await;
+    assert_eq!(v["counts"]["total"], 2, "an ns=* admin sees both: {v}");
+
+    // The inbox.
+    let (_, v) = call(&c, A, Method::GET, &format!("{base}/v1/calls"), None).await;
+    let runs: Vec<&str> = v["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, [a1.as_str()], "{v}");
+    assert_eq!(v["total"], 1, "{v}");
+    let (_, v) = call(
+        &c,
+        A,
+        Method::GET,
+        &format!("{base}/v1/calls?run={b1}"),
+        None,
+    )
+    .await;
+    assert!(v["calls"].as_array().unwrap().is_empty(), "{v}");
+
+    // Starting and importing elsewhere is refused, and a bad name says
+    // the form.
+    let (s, v) = call(
+        &c,
+        A,
+        Method::POST,
+        &format!("{base}/v1/runs"),
+        Some(json!({"flow": review_flow(), "input": {"text": "x"}, "namespace": "team-b"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    let (s, v) = call(
+        &c,
+        A,
+        Method::POST,
+        &format!("{base}/v1/runs"),
+        Some(json!({"flow": review_flow(), "input": {"text": "x"}, "namespace": "Team"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("a-z, 0-9"), "{v}");
+
+    // A fork lives beside its parent.
+    let (_, facts) = call(&c, A, Method::GET, &format!("{base}/v1/runs/{a1}/facts"), None).await;
+    let checkpoint = facts["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "Checkpoint")
+        .map(|f| f["n"].clone())
+        .unwrap_or_else(|| panic!("a checkpoint: {facts}"));
+    let (s, v) = call(
+        &c,
+        A,
+        Method::POST,
+        &format!("{base}/v1/runs/{a1}/fork"),
+        Some(json!({"checkpoint": checkpoint})),
+    )
+    .await;
+    assert!(s.is_success(), "{v}");
+    let (_, v) = call(
+        &c,
+        A,
+        Method::GET,
+        &format!("{base}/v1/runs?fork_of={a1}"),
+        None,
+    )
+    .await;
+    assert_eq!(v["runs"][0]["namespace"], "team-a", "{v}");
+
+    // An import into a namespace: B's archive, exported by B, imported by
+    // the root token into `archive`, is no run of A's or B's.
+    let tar = c
+        .get(format!("{base}/v1/runs/{b1}/archive"))
+        .bearer_auth(B)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let fresh = serve(
+        tempfile::tempdir().unwrap().keep().as_path(),
+        &["--tokens", &tokens(&tempfile::tempdir().unwrap().keep())],
+    );
+    let r = c
+        .post(format!("{}/v1/archives?namespace=team-a", fresh.base))
+        .bearer_auth(A)
+        .header("content-type", "application/x-tar")
+        .body(tar.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::CREATED,
+        "{}",
+        r.text().await.unwrap()
+    );
+    let (_, v) = call(&c, B, Method::GET, &format!("{}/v1/runs", fresh.base), None).await;
+    assert!(
+        v["runs"].as_array().unwrap().is_empty(),
+        "imported into team-a: {v}"
+    );
+    let (_, v) = call(&c, A, Method::GET, &format!("{}/v1/runs", fresh.base), None).await;
+    assert_eq!(v["runs"][0]["run"], b1.as_str(), "{v}");
+    let r = c
+        .post(format!("{}/v1/archives?namespace=team-b", fresh.base))
+        .bearer_auth(A)
+        .header("content-type", "application/x-tar")
+        .body(tar)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // The feed: A is told of its own runs' changes, never of B's.
+    let mut feed = c
+        .get(format!("{base}/v1/events"))
+        .bearer_auth(A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    let b2 = paused(&c, base, B, "team-b").await;
+    let a2 = paused(&c, base, A, "team-a").await;
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !text.contains(&a2) {
+            let chunk = feed.chunk().await.unwrap().expect("the feed goes on");
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .expect("A's run reported");
+    assert!(
+        !text.contains(&b2) && !text.contains(&b1),
+        "B's runs in A's feed: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_a_token_sees_only_its_namespaces() {
+    let data = tempfile::tempdir().unwrap();
+    let t = tokens(data.path());
+    let s = serve(data.path(), &["--tokens", &t]);
+    scenario(&s.base).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_a_token_sees_only_its_namespaces() {
+    let Some(schema) = Schema::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let t = tokens(data.path());
+    let s = serve(
+        data.path(),
+        &[
+            "--tokens",
+            &t,
+            "--postgres",
+            &schema.url,
+            "--postgres-schema",
+            &schema.name,
+        ],
+    );
+    scenario(&s.base).await;
+}
