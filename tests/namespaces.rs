@@ -224,7 +224,14 @@ async fn scenario(base: &str) {
     assert!(v["detail"].as_str().unwrap().contains("a-z, 0-9"), "{v}");
 
     // A fork lives beside its parent.
-    let (_, facts) = call(&c, A, Method::GET, &format!("{base}/v1/runs/{a1}/facts"), None).await;
+    let (_, facts) = call(
+        &c,
+        A,
+        Method::GET,
+        &format!("{base}/v1/runs/{a1}/facts"),
+        None,
+    )
+    .await;
     let checkpoint = facts["facts"]
         .as_array()
         .unwrap()
