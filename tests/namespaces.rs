@@ -56,12 +56,18 @@ async fn call(
 /// A review run (it pauses at its person's call) started by `token` in
 /// `namespace`.
 async fn paused(c: &Client, base: &str, token: &str, namespace: &str) -> String {
+    paused_with(c, base, token, namespace, review_flow()).await
+}
+
+/// [`paused`] with a flow of its own (a review flow, its text changed so
+/// its source is a blob of its own).
+async fn paused_with(c: &Client, base: &str, token: &str, namespace: &str, flow: Value) -> String {
     let (s, v) = call(
         c,
         token,
         Method::POST,
         &format!("{base}/v1/runs"),
-        Some(json!({"flow": review_flow(), "input": {"text": "hi"}, "wait": 10, "namespace": namespace})),
+        Some(json!({"flow": flow, "input": {"text": "hi"}, "wait": 10, "namespace": namespace})),
     )
     .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
@@ -143,6 +149,58 @@ async fn scenario(base: &str) {
     .await;
     assert_eq!(s, StatusCode::OK);
 
+    // Blobs by hash: a blob only B's runs reference is the missing
+    // blob's 404 to A; one A's runs reference too (the same source) is
+    // A's to read.
+    let mut own = review_flow();
+    own["description"] = json!("team-b's own review");
+    let b_own = paused_with(&c, base, B, "team-b", own).await;
+    let source = |token: &'static str, run: String| {
+        let c = c.clone();
+        async move {
+            let (_, v) = call(
+                &c,
+                token,
+                Method::GET,
+                &format!("{base}/v1/runs/{run}/facts?kind=Start"),
+                None,
+            )
+            .await;
+            v["facts"][0]["fact"]["sources"][0]["hash"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a source hash: {v}"))
+                .to_string()
+        }
+    };
+    let (hidden, shared) = (source(B, b_own.clone()).await, source(A, a1.clone()).await);
+    assert_ne!(hidden, shared);
+    let blob = |token: &'static str, hash: String| {
+        let c = c.clone();
+        async move {
+            call(
+                &c,
+                token,
+                Method::GET,
+                &format!("{base}/v1/blobs/{hash}"),
+                None,
+            )
+            .await
+        }
+    };
+    let (s, v) = blob(A, hidden.clone()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "B's blob to A: {v}");
+    let missing = format!("blake3:{}", "0".repeat(64));
+    let (s2, v2) = blob(A, missing.clone()).await;
+    assert_eq!(
+        (s2, v.to_string().replace(&hidden, &missing)),
+        (s, v2.to_string()),
+        "indistinguishable from a missing blob"
+    );
+    for (token, hash) in [(B, &hidden), (ROOT, &hidden), (A, &shared), (B, &shared)] {
+        let (s, v) = blob(token, hash.clone()).await;
+        assert_eq!(s, StatusCode::OK, "{hash}: {v}");
+    }
+
     // Listings and counts.
     let (_, v) = call(
         &c,
@@ -179,7 +237,7 @@ async fn scenario(base: &str) {
         None,
     )
     .await;
-    assert_eq!(v["counts"]["total"], 2, "an ns=* admin sees both: {v}");
+    assert_eq!(v["counts"]["total"], 3, "an ns=* admin sees every one: {v}");
 
     // The inbox.
     let (_, v) = call(&c, A, Method::GET, &format!("{base}/v1/calls"), None).await;

@@ -337,6 +337,23 @@ impl ReadDb for Session {
             .map_err(Error::from)
     }
 
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        let names: Vec<&str> = namespaces.iter().map(|n| n.as_str()).collect();
+        let rows = self.query(
+            "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                WHERE b.hash = $1 AND r.namespace = ANY($2::text[]))",
+            &[&&hash[..], &names],
+        )?;
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .ok_or(Error::WriterGone)
+    }
+
     /// One query: each `(run, n)`'s runs row, fact and predecessor's hash.
     fn prefetch_calls(&mut self, at: &[(RunId, u64)]) -> Result<()> {
         if at.is_empty() {

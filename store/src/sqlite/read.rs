@@ -148,6 +148,25 @@ impl ReadDb for Db<'_> {
             .optional()?)
     }
 
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        // The names as a JSON array, for json_each: one statement whatever
+        // their number.
+        let names =
+            serde_json::Value::from(namespaces.iter().map(|n| n.as_str()).collect::<Vec<_>>())
+                .to_string();
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                    WHERE b.hash = ?1 AND r.namespace IN (SELECT value FROM json_each(?2)))",
+            )?
+            .query_row(rusqlite::params![&hash[..], names], |r| r.get(0))?)
+    }
+
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
         let mut st = self.0.prepare_cached("SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = ?1 ORDER BY seq")?;
         let rows = st.query_map([key], |r| {
