@@ -201,6 +201,13 @@ async fn scenario(base: &str) {
         assert_eq!(s, StatusCode::OK, "{hash}: {v}");
     }
 
+    // The metrics are every namespace's: for an `ns=*` token only.
+    let (s, v) = call(&c, A, Method::GET, &format!("{base}/metrics"), None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("ns=*"), "{v}");
+    let (s, _) = call(&c, ROOT, Method::GET, &format!("{base}/metrics"), None).await;
+    assert_eq!(s, StatusCode::OK);
+
     // Listings and counts.
     let (_, v) = call(
         &c,
@@ -306,6 +313,7 @@ async fn scenario(base: &str) {
     )
     .await;
     assert!(s.is_success(), "{v}");
+    let fork = v["run"].as_str().unwrap().to_string();
     let (_, v) = call(
         &c,
         A,
@@ -361,6 +369,62 @@ async fn scenario(base: &str) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // A fork imported into another namespace than its parent's: each
+    // side's tokens see no trace of the other's run — not among the
+    // parent's children, and the fork's parent reads as a deleted one.
+    for (run, ns) in [(&a1, "team-a"), (&fork, "team-b")] {
+        let tar = c
+            .get(format!("{base}/v1/runs/{run}/archive"))
+            .bearer_auth(A)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let r = c
+            .post(format!("{}/v1/archives?namespace={ns}", fresh.base))
+            .bearer_auth(ROOT)
+            .header("content-type", "application/x-tar")
+            .body(tar)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::CREATED,
+            "{}",
+            r.text().await.unwrap()
+        );
+    }
+    let view = |token: &'static str, path: String| {
+        let (c, url) = (c.clone(), format!("{}{path}", fresh.base));
+        async move {
+            let (s, v) = call(&c, token, Method::GET, &url, None).await;
+            assert_eq!(s, StatusCode::OK, "{url}: {v}");
+            v
+        }
+    };
+    let children = |v: &Value| -> Vec<String> {
+        v["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["run"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(children(&view(A, format!("/v1/runs/{a1}")).await).is_empty());
+    assert_eq!(
+        children(&view(ROOT, format!("/v1/runs/{a1}")).await),
+        [fork.as_str()]
+    );
+    let v = view(B, format!("/v1/runs/{fork}")).await;
+    assert_eq!(v["parent"]["deleted"], true, "{v}");
+    let v = view(B, format!("/v1/runs/{fork}/lineage")).await;
+    assert_eq!(v["ancestors"][0]["deleted"], true, "{v}");
+    let v = view(ROOT, format!("/v1/runs/{fork}")).await;
+    assert!(v["parent"]["deleted"].is_null(), "{v}");
 
     // The feed: A is told of its own runs' changes, never of B's.
     let mut feed = c
