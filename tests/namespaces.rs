@@ -477,3 +477,136 @@ async fn postgres_a_token_sees_only_its_namespaces() {
     );
     scenario(&s.base).await;
 }
+
+/// `flow` with `args`: (exit code, stdout, stderr).
+fn flow(args: &[&str]) -> (i32, String, String) {
+    let out = common::flow().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The run ids `flow … runs --json` lists, with their namespaces.
+fn listed(prefix: &[&str], more: &[&str]) -> Vec<(String, String)> {
+    let args: Vec<&str> = prefix
+        .iter()
+        .chain(&["--json", "runs"])
+        .chain(more)
+        .copied()
+        .collect();
+    let (code, out, err) = flow(&args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["run"].as_str().unwrap().to_string(),
+                r["namespace"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The CLI: `flow runs --namespace` narrows the listing, locally and over
+/// `--server`; the human rows show the namespace once one is not
+/// `default`; `flow import --namespace` places the runs, locally and over
+/// `--server`; a bad name is refused with the form, changing nothing.
+#[test]
+fn the_cli_lists_and_imports_by_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let local = ["--data", data.to_str().unwrap()];
+    let review = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/flows/review/review.json");
+    let review = review.to_str().unwrap();
+    let start = |more: &[&str]| {
+        let args: Vec<&str> = local
+            .iter()
+            .chain(&["--json", "run", review, "--input", r#"{"text": "hi"}"#])
+            .chain(more)
+            .copied()
+            .collect();
+        let (_, out, err) = flow(&args);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out} {err}"));
+        v["run"].as_str().unwrap().to_string()
+    };
+    let plain = start(&[]);
+    let (code, out, _) = flow(&[&local[..], &["runs"]].concat());
+    assert_eq!(code, 0);
+    assert!(!out.contains("NAMESPACE"), "default's alone: {out}");
+    let team = start(&["--namespace", "team-a"]);
+
+    assert_eq!(
+        listed(&local, &["--namespace", "team-a"]),
+        [(team.clone(), "team-a".to_string())]
+    );
+    assert_eq!(
+        listed(&local, &["--namespace", "default"]),
+        [(plain.clone(), "default".to_string())]
+    );
+    let (code, out, _) = flow(&[&local[..], &["runs"]].concat());
+    assert_eq!(code, 0);
+    let header = out.lines().next().unwrap();
+    assert!(header.contains("NAMESPACE"), "{out}");
+    for (run, ns) in [(&team, "team-a"), (&plain, "default")] {
+        let row = out.lines().find(|l| l.starts_with(run.as_str())).unwrap();
+        assert_eq!(row.split_whitespace().nth(1), Some(ns), "{out}");
+    }
+    let (code, _, err) = flow(&[&local[..], &["runs", "--namespace", "Team"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a-z, 0-9"), "{err}");
+
+    // Import into a namespace, locally.
+    let archive = dir.path().join("archive");
+    let (code, _, err) = flow(
+        &[
+            &local[..],
+            &["export", &team, "--out", archive.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let other = dir.path().join("other");
+    let there = ["--data", other.to_str().unwrap()];
+    let (code, _, err) = flow(
+        &[
+            &there[..],
+            &["import", archive.to_str().unwrap(), "--namespace", "Bad"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(!other.join("flow.db").exists(), "nothing written");
+    let (code, _, err) = flow(
+        &[
+            &there[..],
+            &["import", archive.to_str().unwrap(), "--namespace", "team-b"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listed(&there, &[]), [(team.clone(), "team-b".to_string())]);
+
+    // Over --server: the same flags.
+    let served = dir.path().join("served");
+    let s = serve(&served, &[]);
+    let remote = ["--server", s.base.as_str()];
+    let (code, _, err) = flow(
+        &[
+            &remote[..],
+            &["import", archive.to_str().unwrap(), "--namespace", "team-c"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        listed(&remote, &["--namespace", "team-c"]),
+        [(team.clone(), "team-c".to_string())]
+    );
+    assert!(listed(&remote, &["--namespace", "default"]).is_empty());
+}
