@@ -610,3 +610,162 @@ fn the_cli_lists_and_imports_by_namespace() {
     );
     assert!(listed(&remote, &["--namespace", "default"]).is_empty());
 }
+
+/// An MCP session over `/mcp` with `token` (streamable HTTP, driven by
+/// hand: each request's answer is the `data:` line with its id).
+struct Mcp {
+    c: Client,
+    url: String,
+    token: &'static str,
+    session: String,
+}
+
+impl Mcp {
+    async fn post(
+        c: &Client,
+        url: &str,
+        token: &str,
+        session: Option<&str>,
+        msg: Value,
+    ) -> reqwest::Response {
+        let mut r = c
+            .post(url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&msg);
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send().await.unwrap()
+    }
+
+    /// The JSON-RPC answer with `id` in a response's text.
+    async fn answer(r: reqwest::Response, id: u64) -> Value {
+        let text = tokio::time::timeout(Duration::from_secs(30), r.text())
+            .await
+            .expect("answered in time")
+            .unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .chain(std::iter::once(text.as_str()))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id} in {text}"))
+    }
+
+    async fn open(base: &str, token: &'static str) -> Mcp {
+        let (c, url) = (client(), format!("{base}/mcp"));
+        let r = Mcp::post(
+            &c,
+            &url,
+            token,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "namespaces", "version": "1"}}}),
+        )
+        .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+        let init = Mcp::answer(r, 1).await;
+        assert!(init.get("result").is_some(), "{init}");
+        let r = Mcp::post(
+            &c,
+            &url,
+            token,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        Mcp {
+            c,
+            url,
+            token,
+            session,
+        }
+    }
+
+    /// A tool's answer (the JSON-RPC message, error or result).
+    async fn tool(&self, name: &str, args: Value) -> Value {
+        let r = Mcp::post(
+            &self.c,
+            &self.url,
+            self.token,
+            Some(&self.session),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": name, "arguments": args}}),
+        )
+        .await;
+        Mcp::answer(r, 7).await
+    }
+}
+
+/// MCP with a namespace-A token: `runs` lists none of B's runs, and
+/// `history`, `replay` and `resume` answer for B's run exactly as for a
+/// run that does not exist.
+async fn mcp_scenario(base: &str) {
+    let c = client();
+    let b1 = paused(&c, base, B, "team-b").await;
+    let a1 = paused(&c, base, A, "team-a").await;
+    let mcp = Mcp::open(base, A).await;
+    let v = mcp.tool("runs", json!({})).await;
+    let text = v.to_string();
+    assert!(text.contains(&a1), "A's run listed: {text}");
+    assert!(!text.contains(&b1), "B's run listed to A: {text}");
+    for (tool, args) in [
+        ("history", json!({"run": "RUN"})),
+        ("replay", json!({"run": "RUN"})),
+        (
+            "resume",
+            json!({"run": "RUN", "call": "c1:root#1", "reply": {"Ok": {}}}),
+        ),
+    ] {
+        let ask = |run: &str| serde_json::from_str(&args.to_string().replace("RUN", run)).unwrap();
+        let hidden = mcp.tool(tool, ask(&b1)).await;
+        let missing = mcp.tool(tool, ask(MISSING)).await;
+        assert_eq!(
+            hidden.to_string().replace(&b1, MISSING),
+            missing.to_string(),
+            "{tool}: B's run to A is a run that does not exist"
+        );
+        assert_eq!(
+            hidden["result"]["structuredContent"]["error"], "not-found",
+            "{tool}: {hidden}"
+        );
+    }
+    // Not a blanket refusal: A's own run reads.
+    let v = mcp.tool("history", json!({"run": a1})).await;
+    assert!(
+        v["result"]["isError"] != true && v.get("error").is_none(),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_mcp_sees_only_its_namespaces() {
+    let data = tempfile::tempdir().unwrap();
+    let t = tokens(data.path());
+    let s = serve(data.path(), &["--tokens", &t]);
+    mcp_scenario(&s.base).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_mcp_sees_only_its_namespaces() {
+    let Some(schema) = Schema::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let t = tokens(data.path());
+    let s = serve(
+        data.path(),
+        &[
+            "--tokens",
+            &t,
+            "--postgres",
+            &schema.url,
+            "--postgres-schema",
+            &schema.name,
+        ],
+    );
+    mcp_scenario(&s.base).await;
+}
