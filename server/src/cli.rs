@@ -281,7 +281,11 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => program::test(&g, &dir),
-        Command::Import { dir, trust } => archive::import(&g, &dir, trust.as_deref()),
+        Command::Import {
+            dir,
+            trust,
+            namespace,
+        } => archive::import(&g, &dir, trust.as_deref(), &namespace.unwrap_or_default()),
         Command::Keys(k) => keys::run(&g, k),
     }
 }

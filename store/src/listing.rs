@@ -25,6 +25,7 @@ pub(crate) struct ChildColumns {
     pub id: String,
     pub parent: Option<(String, i64)>,
     pub outer: Option<(String, String)>,
+    pub namespace: String,
 }
 
 /// A run's children (one row may be both a fork and a nested run of it:
@@ -34,6 +35,8 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
     let truncated = rows.len() > limit as usize;
     let mut children = Vec::new();
     for r in rows.into_iter().take(limit as usize) {
+        let namespace = Namespace::parse(&r.namespace)
+            .map_err(|_| Error::corrupt(&r.id, 0, "the runs index holds a malformed namespace"))?;
         if let Some((p, cp)) = &r.parent
             && p == run.as_str()
         {
@@ -42,6 +45,7 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
                 link: ChildLink::Fork {
                     checkpoint: u64::try_from(*cp).unwrap_or(0),
                 },
+                namespace: namespace.clone(),
             });
         }
         if let Some((o, call)) = r.outer
@@ -50,6 +54,7 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
             children.push(ChildRun {
                 run: r.id,
                 link: ChildLink::Nested { call },
+                namespace,
             });
         }
     }

@@ -103,6 +103,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "namespaces",
         include_str!("../../migrations/sqlite/0019_namespaces.sql"),
     ),
+    (
+        20,
+        "worker_namespaces",
+        include_str!("../../migrations/sqlite/0020_worker_namespaces.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -198,6 +203,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         19,
         "namespaces",
         include_str!("../../migrations/postgres/0019_namespaces.sql"),
+    ),
+    (
+        20,
+        "worker_namespaces",
+        include_str!("../../migrations/postgres/0020_worker_namespaces.sql"),
     ),
 ];
 

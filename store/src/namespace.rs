@@ -95,6 +95,19 @@ impl Namespaces {
         }
     }
 
+    /// Whether the two sets share a namespace (every one shares all but
+    /// the empty set's): a worker serving `other` serves some run this
+    /// caller sees.
+    pub fn meets(&self, other: &Namespaces) -> bool {
+        match (self, other) {
+            (Namespaces::All, Namespaces::All) => true,
+            (Namespaces::All, Namespaces::Only(v)) | (Namespaces::Only(v), Namespaces::All) => {
+                !v.is_empty()
+            }
+            (Namespaces::Only(v), Namespaces::Only(w)) => v.iter().any(|n| w.contains(n)),
+        }
+    }
+
     /// The namespaces a query's SQL names: `None` for every one.
     pub(crate) fn listed(&self) -> Option<&[Namespace]> {
         match self {
@@ -127,7 +140,15 @@ mod tests {
         assert_eq!(only_a, Namespaces::Only(vec![a.clone()]));
         assert!(only_a.contains(&a) && !only_a.contains(&b));
         assert_eq!(only_a.narrowed(Some(&b)), Namespaces::Only(Vec::new()));
-        assert_eq!(Namespaces::All.narrowed(Some(&b)), Namespaces::only([b]));
+        assert_eq!(
+            Namespaces::All.narrowed(Some(&b)),
+            Namespaces::only([b.clone()])
+        );
         assert!(Namespaces::All.contains(&a));
+        let none = Namespaces::only([]);
+        assert!(only_a.meets(&Namespaces::only([b.clone(), a.clone()])));
+        assert!(!only_a.meets(&Namespaces::only([b.clone()])));
+        assert!(only_a.meets(&Namespaces::All) && Namespaces::All.meets(&only_a));
+        assert!(!none.meets(&Namespaces::All) && !Namespaces::All.meets(&none));
     }
 }

@@ -365,6 +365,7 @@ fn queue_notes_reach_another_store() {
             "w1",
             "one",
             "",
+            &flow_store::Namespaces::All,
             &[ServedTool {
                 tool: "t.json#a".into(),
                 fingerprint: fp.into(),

@@ -325,6 +325,11 @@ pub enum Command {
         /// Not with --server (the server's --trusted-keys decides there).
         #[arg(long, value_name = "FILE")]
         trust: Option<PathBuf>,
+        /// The namespace the runs go into (default `default`; a run already
+        /// stored stays where it is). With `--server`, the token must hold
+        /// it.
+        #[arg(long, value_name = "NS", value_parser = super::query::namespace_arg)]
+        namespace: Option<flow_store::Namespace>,
     },
     /// Run every `*.test.json` fixture under DIR against its fakes and
     /// replay every saved archive against the current program.

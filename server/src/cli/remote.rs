@@ -153,7 +153,11 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         Command::Import { trust: Some(_), .. } => Err(Error::Refused(
             "--trust is for a local import: with --server the server's --trusted-keys decides which signatures it accepts".into(),
         )),
-        Command::Import { dir, trust: None } => super::archive::import_remote(g, &c, &dir).await,
+        Command::Import {
+            dir,
+            trust: None,
+            namespace,
+        } => super::archive::import_remote(g, &c, &dir, namespace.as_ref()).await,
         other => Err(Error::Refused(format!(
             "{} has no HTTP equivalent here; run it without --server",
             name(&other)

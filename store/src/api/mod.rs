@@ -336,6 +336,10 @@ pub trait ReadHistory {
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;
     /// A blob's verified bytes.
     fn blob(&self, hash: &str) -> Result<Vec<u8>>;
+    /// [`ReadHistory::blob`] for a caller that sees only `namespaces`:
+    /// [`Error::UnknownBlob`] unless a run of one of them references it
+    /// (equal content in two namespaces is one blob; each sees it).
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>>;
     /// A stored value with every reference loaded and verified.
     fn expand(&self, stored: &Value) -> Result<Value>;
     /// A stored fact with its value's references loaded and verified (a

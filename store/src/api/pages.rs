@@ -373,6 +373,8 @@ pub struct ListedRun {
 pub struct ChildRun {
     pub run: String,
     pub link: ChildLink,
+    /// The child's namespace: its parent's, unless an import placed it.
+    pub namespace: Namespace,
 }
 
 /// How a [`ChildRun`] names its run.

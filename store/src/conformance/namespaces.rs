@@ -35,6 +35,100 @@ fn paged<B: Backend + ?Sized>(s: &B, q: &RunListQuery) -> Result<Vec<String>, St
     }
 }
 
+/// The worker queue by namespace: `create` makes a run in a namespace.
+fn workers<B: Backend + Sync>(
+    s: &B,
+    a: &Namespace,
+    b: &Namespace,
+    create: &dyn Fn(&Namespace) -> Result<RunId, String>,
+) -> Result<(), String> {
+    use crate::workers::{RemoteCall, RemoteCallState, ServedTool};
+    let live = Duration::from_secs(60);
+    let (tool, fp) = ("ns.json#t", "sha256:ns");
+    let call = |run: &RunId| RemoteCall {
+        run: run.clone(),
+        call: root_call(1),
+        tool: tool.into(),
+        fingerprint: fp.into(),
+        args: json!({}),
+    };
+    let serves = [ServedTool {
+        tool: tool.into(),
+        fingerprint: fp.into(),
+        resend: false,
+    }];
+    let (of_a, of_b) = (create(a)?, create(b)?);
+    s.register_worker("w-a", "a", "", &Namespaces::only([a.clone()]), &serves)
+        .map_err(e)?;
+    let queued = |served| RemoteCallState::Queued {
+        served,
+        cancelled: false,
+    };
+    ensure!(
+        s.queue_call(&call(&of_b), live).map_err(e)? == queued(false),
+        "team-a's worker does not serve team-b's call"
+    );
+    ensure!(
+        s.queue_call(&call(&of_a), live).map_err(e)? == queued(true),
+        "team-a's worker serves team-a's call"
+    );
+    let got = s.claim_calls("w-a", 10).map_err(e)?.calls;
+    ensure!(
+        got.len() == 1 && got[0].run == of_a,
+        "team-a's worker is handed team-a's call only: {got:?}"
+    );
+    ensure!(
+        s.claim_calls("w-a", 10).map_err(e)?.calls.is_empty(),
+        "never team-b's"
+    );
+    // Team-b's call parks (its run pauses) until a worker of team-b comes.
+    s.park_calls(&of_b, None).map_err(e)?;
+    s.record_host(
+        &of_b,
+        HostRecord::now(HostDetails::Pause {
+            open: vec![root_call(1)],
+        }),
+    )
+    .map_err(e)?;
+    ensure!(
+        s.parked_runs(live, 10).map_err(e)?.is_empty(),
+        "no worker of team-b: nothing to resume"
+    );
+    s.register_worker("w-b", "b", "", &Namespaces::only([b.clone()]), &serves)
+        .map_err(e)?;
+    ensure!(
+        s.parked_runs(live, 10).map_err(e)? == vec![of_b.clone()],
+        "a worker of team-b came: its run is found"
+    );
+    ensure!(
+        s.queue_call(&call(&of_b), live).map_err(e)? == queued(true),
+        "queued again, served"
+    );
+    let got = s.claim_calls("w-b", 10).map_err(e)?.calls;
+    ensure!(
+        got.len() == 1 && got[0].run == of_b,
+        "team-b's worker is handed team-b's call: {got:?}"
+    );
+    s.register_worker("w-all", "all", "", &Namespaces::All, &serves)
+        .map_err(e)?;
+    let listed: Vec<(String, Namespaces)> = s
+        .live_workers(live)
+        .map_err(e)?
+        .into_iter()
+        .map(|w| (w.id, w.namespaces))
+        .collect();
+    ensure!(
+        listed
+            == vec![
+                ("w-a".to_string(), Namespaces::only([a.clone()])),
+                ("w-all".to_string(), Namespaces::All),
+                ("w-b".to_string(), Namespaces::only([b.clone()])),
+            ],
+        "each worker lists its namespaces: {listed:?}"
+    );
+    Ok(())
+}
+
 /// REQ issue 40 §4 (HOST-2: who can read a history belongs to the host).
 pub(super) fn namespaces<B: Backend + Sync>(
     new: &mut dyn FnMut() -> B,
@@ -202,6 +296,10 @@ pub(super) fn namespaces<B: Backend + Sync>(
         s.count_runs(&paused).map_err(e)?.total == 0,
         "team-a has no paused run"
     );
+
+    // Workers: a call is handed to, and counted as served by, only a
+    // worker of its run's namespace (or of every one).
+    workers(&s, &a, &b, &create)?;
 
     // An import goes where it is told; matching a stored run moves
     // nothing.

@@ -506,6 +506,11 @@ impl ReadHistory for PostgresStore {
         self.snapshot(move |s| crate::read::blob(s, &hash))
     }
 
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>> {
+        let (hash, namespaces) = (hash.to_string(), namespaces.clone());
+        self.snapshot(move |s| crate::read::blob_in(s, &hash, &namespaces))
+    }
+
     fn expand(&self, stored: &Value) -> Result<Value> {
         let stored = stored.clone();
         self.snapshot(move |s| crate::read::expand(s, &stored))

@@ -245,8 +245,8 @@ fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
 /// and a run has few children to sort. A union, not an `OR`: with `ORDER
 /// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
 /// index filtering each row. Public so a test can EXPLAIN it.
-pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = $1 \
-     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = $1 \
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE parent_run = $1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE outer_run = $1 \
      ORDER BY id LIMIT $2";
 
 impl ReadDb for Session {
@@ -335,6 +335,23 @@ impl ReadDb for Session {
             .map(|r| r.try_get(0))
             .transpose()
             .map_err(Error::from)
+    }
+
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        let names: Vec<&str> = namespaces.iter().map(|n| n.as_str()).collect();
+        let rows = self.query(
+            "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                WHERE b.hash = $1 AND r.namespace = ANY($2::text[]))",
+            &[&&hash[..], &names],
+        )?;
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .ok_or(Error::WriterGone)
     }
 
     /// One query: each `(run, n)`'s runs row, fact and predecessor's hash.
@@ -561,6 +578,7 @@ impl ReadDb for Session {
                     id: r.try_get(0)?,
                     parent: parent.zip(cp),
                     outer: outer.zip(call),
+                    namespace: r.try_get(5)?,
                 })
             })
             .collect()

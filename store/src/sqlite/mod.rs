@@ -460,6 +460,10 @@ impl ReadHistory for SqliteStore {
         self.snapshot(|db| crate::read::blob(db, hash))
     }
 
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>> {
+        self.snapshot(|db| crate::read::blob_in(db, hash, namespaces))
+    }
+
     fn expand(&self, stored: &Value) -> Result<Value> {
         self.snapshot(|db| crate::read::expand(db, stored))
     }

@@ -64,8 +64,8 @@ fn rows_of(
 /// and a run has few children to sort. A union, not an `OR`: with `ORDER
 /// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
 /// index filtering each row. Public so a test can EXPLAIN it.
-pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = ?1 \
-     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = ?1 \
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE parent_run = ?1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE outer_run = ?1 \
      ORDER BY id LIMIT ?2";
 
 impl ReadDb for Db<'_> {
@@ -146,6 +146,25 @@ impl ReadDb for Db<'_> {
             .prepare_cached("SELECT body FROM blobs WHERE hash = ?1")?
             .query_row([&hash[..]], |r| r.get::<_, Vec<u8>>(0))
             .optional()?)
+    }
+
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        // The names as a JSON array, for json_each: one statement whatever
+        // their number.
+        let names =
+            serde_json::Value::from(namespaces.iter().map(|n| n.as_str()).collect::<Vec<_>>())
+                .to_string();
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                    WHERE b.hash = ?1 AND r.namespace IN (SELECT value FROM json_each(?2)))",
+            )?
+            .query_row(rusqlite::params![&hash[..], names], |r| r.get(0))?)
     }
 
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
@@ -330,6 +349,7 @@ impl ReadDb for Db<'_> {
                     id: r.get(0)?,
                     parent: parent.zip(cp),
                     outer: outer.zip(call),
+                    namespace: r.get(5)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?)
