@@ -1340,3 +1340,146 @@ async fn two_workers_share_more_calls_than_one_can_start() {
         "both workers served calls"
     );
 }
+
+/// Issue 40 item 4: workers are confined to their token's namespaces. A
+/// worker of `team-a` is never handed a call of a `team-b` run — not while
+/// that call waits for a worker, nor once a `team-b` worker serves it — and
+/// does not count as serving it: the `team-b` run parks (pauses) until a
+/// `team-b` worker comes, which is then handed the call. A confined token
+/// lists only the workers of its namespaces.
+async fn workers_by_namespace(extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (wa, wb, reader, root) = (
+        "worker-a-token-0123456789",
+        "worker-b-token-0123456789",
+        "reader-a-token-0123456789",
+        "root-token-0123456789abc",
+    );
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!(
+            "{wa} worker ns=team-a\n{wb} worker ns=team-b\n{reader} read ns=team-a\n{root} admin ns=*\n"
+        ),
+    )
+    .unwrap();
+    let mut args = vec![
+        "--workers",
+        "triage.json",
+        "--worker-wait",
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let s = Serve::start(&server_tools(dir.path()), &args);
+    let c = client();
+    let register =
+        json!({"name": "w", "tools": [{"tool": CLASSIFY, "fingerprint": classify_fingerprint()}]});
+    let join = |token: &'static str| {
+        let (c, url, body) = (c.clone(), s.url("/v1/workers"), register.clone());
+        async move {
+            let (status, v) = send(&c, reqwest::Method::POST, url, Some(token), Some(body)).await;
+            assert_eq!(status, 201, "{v}");
+            v["worker"].as_str().unwrap().to_string()
+        }
+    };
+    // The runs each call of a poll of `worker` (as `token`) belongs to.
+    let poll = |worker: String, token: &'static str, wait_ms: u64| {
+        let (c, url) = (c.clone(), s.url(&format!("/v1/workers/{worker}/poll")));
+        async move {
+            let (status, v) = send(
+                &c,
+                reqwest::Method::POST,
+                url,
+                Some(token),
+                Some(json!({"max": 8, "waitMs": wait_ms})),
+            )
+            .await;
+            assert_eq!(status, 200, "{v}");
+            v["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["run"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let start = |namespace: &str, wait: u64| {
+        let mut body = start_body("Refund please", Some(wait));
+        body["namespace"] = json!(namespace);
+        let (c, url) = (c.clone(), s.url("/v1/runs"));
+        async move {
+            let (status, v) = send(&c, reqwest::Method::POST, url, Some(root), Some(body)).await;
+            assert_eq!(status, 201, "{v}");
+            v
+        }
+    };
+
+    let worker_a = join(wa).await;
+    // Team-b's run: no worker of team-b, so its call is parked and the run
+    // pauses at it, and team-a's worker is handed nothing.
+    let v = start("team-b", 5).await;
+    assert_eq!(
+        (v["state"].as_str(), v["pending"][0]["tool"].as_str()),
+        (Some("paused"), Some(CLASSIFY)),
+        "no worker serves team-b: {v}"
+    );
+    let b1 = v["run"].as_str().unwrap().to_string();
+    assert!(poll(worker_a.clone(), wa, 500).await.is_empty());
+    // Team-a's run goes to team-a's worker.
+    let a1 = start("team-a", 0).await["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut got = Vec::new();
+    for _ in 0..20 {
+        got = poll(worker_a.clone(), wa, 500).await;
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(got, [a1]);
+
+    // A worker of team-b comes: team-b's run is resumed and its call queued
+    // again, served now — and still never handed to team-a's worker, which
+    // polls first.
+    let worker_b = join(wb).await;
+    for _ in 0..4 {
+        let got = poll(worker_a.clone(), wa, 500).await;
+        assert!(got.is_empty(), "team-a's worker was handed {got:?}");
+    }
+    let got = poll(worker_b.clone(), wb, 3000).await;
+    assert_eq!(got, [b1], "team-b's worker serves team-b's run");
+
+    // The listing: a team-a token sees team-a's worker only.
+    let listed = |token: &'static str| {
+        let (c, url) = (c.clone(), s.url("/v1/workers"));
+        async move {
+            let (status, v) = send(&c, reqwest::Method::GET, url, Some(token), None).await;
+            assert_eq!(status, 200, "{v}");
+            let mut ids: Vec<String> = v["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["worker"].as_str().unwrap().to_string())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(listed(reader).await, [worker_a.as_str()]);
+    let mut both = vec![worker_a, worker_b];
+    both.sort();
+    assert_eq!(listed(root).await, both);
+}
+
+#[tokio::test]
+async fn sqlite_a_worker_serves_only_its_tokens_namespaces() {
+    workers_by_namespace(&[]).await;
+}
+
+#[tokio::test]
+async fn postgres_a_worker_serves_only_its_tokens_namespaces() {
+    let Some(db) = Schema::new() else { return };
+    workers_by_namespace(&["--postgres", &db.url, "--postgres-schema", &db.name]).await;
+}

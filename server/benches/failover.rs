@@ -156,6 +156,7 @@ fn main() {
                 name: Some("triage.json".into()),
                 input: json!({"ticket": "site down", "customer": "Acme"}),
                 wait: None,
+                namespace: None,
             };
             let run = to_a.start_run(&start).await.expect("start").run;
             while facts(&to_a, &run).await < 4 {

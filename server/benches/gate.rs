@@ -111,7 +111,7 @@ fn main() {
             for _ in 0..batch {
                 let (s, text) = (service.clone(), text.clone());
                 set.spawn(async move {
-                    let accepted = s.start(flow("true"), &text).await.expect("a start");
+                    let accepted = s.start(&flow_store::Namespace::default(), flow("true"), &text).await.expect("a start");
                     let run = accepted.run.clone();
                     accepted.finished().await.expect("a finished run");
                     run

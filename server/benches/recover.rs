@@ -81,7 +81,7 @@ fn main() {
             for _ in 0..(runs - ids.len()).min(16) {
                 let s = service.clone();
                 set.spawn(async move {
-                    let accepted = s.start(fixture("fault.json"), input).await.expect("a start");
+                    let accepted = s.start(&flow_store::Namespace::default(), fixture("fault.json"), input).await.expect("a start");
                     let run = accepted.run.clone();
                     let _ = accepted.finished().await;
                     run

@@ -159,11 +159,21 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Recoveries(a) => recoveries::local(&g, a).await,
         Command::Diff(d) => diff::local(&g, d).await,
         Command::Tools { flow, entry } => program::tools(&flow, entry.as_deref()),
-        Command::Run { flow, input, allow } => {
+        Command::Run {
+            flow,
+            input,
+            allow,
+            namespace,
+        } => {
+            let namespace = match namespace {
+                Some(n) => flow_store::Namespace::parse(&n)
+                    .map_err(|e| Error::Refused(format!("--namespace: {e}")))?,
+                None => flow_store::Namespace::default(),
+            };
             let sources = Sources::read(&flow)?;
             let input = read_arg(&input)?;
             let service = service(&g, open_store(&g)?, allow);
-            let accepted = service.start(sources, &input).await?;
+            let accepted = service.start(&namespace, sources, &input).await?;
             finish(&g, &service, accepted, allow).await
         }
         Command::Resume {
@@ -276,7 +286,11 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Mcp(args) => crate::mcp::stdio::serve(open_store(&g)?, args).await,
         Command::Worker(args) => crate::worker::run(g.server.clone(), g.token.clone(), args).await,
         Command::Test { dir } => program::test(&g, &dir),
-        Command::Import { dir, trust } => archive::import(&g, &dir, trust.as_deref()),
+        Command::Import {
+            dir,
+            trust,
+            namespace,
+        } => archive::import(&g, &dir, trust.as_deref(), &namespace.unwrap_or_default()),
         Command::Keys(k) => keys::run(&g, k),
     }
 }

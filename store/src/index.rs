@@ -126,6 +126,7 @@ pub(crate) struct RunColumns {
     pub updated_ms: i64,
     pub state_ms: i64,
     pub imported_ms: Option<i64>,
+    pub namespace: String,
 }
 
 /// A checked runs row: its internal key and what it says.
@@ -145,6 +146,7 @@ impl RunColumns {
             )
         };
         let state = RunState::parse(&self.state).ok_or_else(|| corrupt("state"))?;
+        let namespace = Namespace::parse(&self.namespace).map_err(|_| corrupt("namespace"))?;
         let hash = from_column(&self.last_hash).ok_or_else(|| corrupt("hash"))?;
         let ending = parse_ending(self.ending.as_deref()).map_err(|()| corrupt("ending"))?;
         let parent = match (self.parent_run, self.parent_checkpoint) {
@@ -182,6 +184,7 @@ impl RunColumns {
                 updated_ms: self.updated_ms,
                 state_ms: self.state_ms,
                 imported_ms: self.imported_ms,
+                namespace,
             },
         })
     }

@@ -27,6 +27,7 @@ mod index;
 mod listing;
 pub mod merkle;
 mod migrate;
+mod namespace;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod prepare;

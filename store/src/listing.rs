@@ -25,6 +25,7 @@ pub(crate) struct ChildColumns {
     pub id: String,
     pub parent: Option<(String, i64)>,
     pub outer: Option<(String, String)>,
+    pub namespace: String,
 }
 
 /// A run's children (one row may be both a fork and a nested run of it:
@@ -34,6 +35,8 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
     let truncated = rows.len() > limit as usize;
     let mut children = Vec::new();
     for r in rows.into_iter().take(limit as usize) {
+        let namespace = Namespace::parse(&r.namespace)
+            .map_err(|_| Error::corrupt(&r.id, 0, "the runs index holds a malformed namespace"))?;
         if let Some((p, cp)) = &r.parent
             && p == run.as_str()
         {
@@ -42,6 +45,7 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
                 link: ChildLink::Fork {
                     checkpoint: u64::try_from(*cp).unwrap_or(0),
                 },
+                namespace: namespace.clone(),
             });
         }
         if let Some((o, call)) = r.outer
@@ -50,6 +54,7 @@ pub(crate) fn children(db: &mut dyn ReadDb, run: &RunId, limit: u32) -> Result<C
             children.push(ChildRun {
                 run: r.id,
                 link: ChildLink::Nested { call },
+                namespace,
             });
         }
     }
@@ -117,7 +122,7 @@ pub(crate) fn by_started(q: &CheckedRunList) -> bool {
 fn filters(
     q: &CheckedRunList,
     d: Dialect,
-    state: Option<RunState>,
+    (ns, state): (Option<&Namespace>, Option<RunState>),
     cursor: bool,
     args: &mut Vec<Arg>,
 ) -> (String, Vec<String>, &'static str) {
@@ -145,6 +150,9 @@ fn filters(
         let p = d.bind(args, a);
         w.push(format!("{col} = {p}"));
     };
+    if let Some(n) = ns {
+        eq("r.namespace", Arg::Text(n.as_str().into()), &mut w);
+    }
     if let Some(s) = state {
         eq("r.state", Arg::Text(s.as_str().into()), &mut w);
     }
@@ -222,6 +230,18 @@ fn filters(
     (from, w, order)
 }
 
+/// The runs of `q`'s namespaces, as a condition (a count's: one pass over
+/// the selected range, not a branch per namespace).
+fn in_namespaces(q: &CheckedRunList, d: Dialect, args: &mut Vec<Arg>, w: &mut Vec<String>) {
+    if let Some(names) = q.namespaces.listed() {
+        let ps: Vec<String> = names
+            .iter()
+            .map(|n| d.bind(args, Arg::Text(n.as_str().into())))
+            .collect();
+        w.push(format!("r.namespace IN ({})", ps.join(", ")));
+    }
+}
+
 pub(crate) fn where_clause(w: &[String]) -> String {
     if w.is_empty() {
         String::new()
@@ -231,8 +251,10 @@ pub(crate) fn where_clause(w: &[String]) -> String {
 }
 
 /// The ids of up to `limit + 1` runs of a page, in its order. Several
-/// states are one branch each (each an ordered index range), merged: a
-/// page reads at most `states × (limit + 1)` index entries.
+/// states, and several namespaces of a confined caller, are one branch
+/// each (each an ordered index range: `runs_by_namespace_state` and its
+/// siblings of migration 0019), merged: a page reads at most `namespaces
+/// × states × (limit + 1)` index entries.
 pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
     let dir = match q.order {
         RunOrder::Oldest => "ASC",
@@ -240,11 +262,19 @@ pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
     };
     let take = i64::from(q.limit) + 1;
     let mut args = Vec::new();
-    let branches: Vec<Option<RunState>> = if q.states.is_empty() {
+    let states: Vec<Option<RunState>> = if q.states.is_empty() {
         vec![None]
     } else {
         q.states.iter().copied().map(Some).collect()
     };
+    let namespaces: Vec<Option<&Namespace>> = match q.namespaces.listed() {
+        None => vec![None],
+        Some(names) => names.iter().map(Some).collect(),
+    };
+    let branches: Vec<(Option<&Namespace>, Option<RunState>)> = namespaces
+        .iter()
+        .flat_map(|n| states.iter().map(move |s| (*n, *s)))
+        .collect();
     let mut parts = Vec::new();
     let started = by_started(q);
     for s in &branches {
@@ -286,7 +316,8 @@ pub(crate) fn page_sql(q: &CheckedRunList, d: Dialect) -> Sql {
 /// [`count_runs`]).
 pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
     let mut args = Vec::new();
-    let (from, w, _) = filters(q, d, None, false, &mut args);
+    let (from, mut w, _) = filters(q, d, (None, None), false, &mut args);
+    in_namespaces(q, d, &mut args, &mut w);
     // One pass over the selected index range counting each state, not a
     // `GROUP BY` (on SQLite a sort of every selected entry by state when
     // the range's index does not lead with it, e.g. flow + started).
@@ -320,7 +351,8 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
         return (by_state, None);
     }
     let mut args = Vec::new();
-    let (from, mut w, _) = filters(q, d, None, false, &mut args);
+    let (from, mut w, _) = filters(q, d, (None, None), false, &mut args);
+    in_namespaces(q, d, &mut args, &mut w);
     if !q.states.is_empty() {
         let ps: Vec<String> = q
             .states
@@ -373,7 +405,15 @@ pub(crate) fn list_runs(db: &mut dyn ReadDb, q: &CheckedRunList) -> Result<RunLi
         }
         .row();
         crate::read::verify_ends(db, key, &mut row)?;
+        let namespace = Namespace::parse(&cols.namespace).map_err(|_| {
+            Error::corrupt(
+                &row.run,
+                cols.last_n.max(0) as u64,
+                "the runs index holds a malformed namespace",
+            )
+        })?;
         runs.push(ListedRun {
+            namespace,
             row,
             // The table's CHECK admits only the five states.
             state: RunState::parse(&cols.state).unwrap_or(RunState::Running),

@@ -101,6 +101,16 @@ pub(crate) const SQLITE: &[Migration] = &[
         "holes",
         include_str!("../../migrations/sqlite/0018_holes.sql"),
     ),
+    (
+        19,
+        "namespaces",
+        include_str!("../../migrations/sqlite/0019_namespaces.sql"),
+    ),
+    (
+        20,
+        "worker_namespaces",
+        include_str!("../../migrations/sqlite/0020_worker_namespaces.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -194,6 +204,16 @@ pub(crate) const POSTGRES: &[Migration] = &[
         18,
         "holes",
         include_str!("../../migrations/postgres/0018_holes.sql"),
+    ),
+    (
+        19,
+        "namespaces",
+        include_str!("../../migrations/postgres/0019_namespaces.sql"),
+    ),
+    (
+        20,
+        "worker_namespaces",
+        include_str!("../../migrations/postgres/0020_worker_namespaces.sql"),
     ),
 ];
 

@@ -42,6 +42,9 @@ pub(crate) fn wait_for(queue: impl FnOnce(AppendDone)) -> Result<Vec<Appended>> 
 /// A run's creation that a step's commit begins with (see
 /// [`AppendFacts::create_run_then`]).
 pub(crate) struct Creation {
+    /// Where a root run goes (a fork or nested run inherits its parent's
+    /// or outer run's: [`StartMeta::inherit`]).
+    pub namespace: Namespace,
     pub start: Fact,
     pub sources: Vec<SourceText>,
     pub records: Vec<HostRecord>,
@@ -144,6 +147,13 @@ pub(crate) struct StartMeta {
     /// The input pointers the root document declares sensitive
     /// (`runtime_hints.sensitive`): stored as blobs whatever their size.
     pub sensitive_input: Vec<String>,
+    /// The run's namespace (issue 40 item 4): the one its creator gave.
+    pub namespace: Namespace,
+    /// Whether the insert takes the namespace of the run the Start names
+    /// (its outer run, else its parent) when that run is stored: a fork
+    /// and a nested run live beside their parent. An import places its
+    /// runs where it was told.
+    pub inherit: bool,
 }
 
 impl StartMeta {
@@ -180,6 +190,8 @@ pub(crate) fn start_meta(start: &Fact) -> Result<StartMeta> {
         attrs: Vec::new(),
         state_decls: Vec::new(),
         sensitive_input: Vec::new(),
+        namespace: Namespace::default(),
+        inherit: true,
     })
 }
 
@@ -614,7 +626,7 @@ pub(crate) struct ImportPlan {
 
 /// The index row of a new imported run: its ending, or the host decision
 /// recorded at its last fact.
-pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
+pub(crate) fn plan_import(a: &VerifiedArchive, namespace: &Namespace) -> Result<ImportPlan> {
     let (last_n, last_hash) = a.last();
     if a.facts.is_empty() {
         return Err(Error::ArchiveRefused {
@@ -626,7 +638,9 @@ pub(crate) fn plan_import(a: &VerifiedArchive) -> Result<ImportPlan> {
     // Verified already; read again only for the runs index. A Start is
     // never a delta, and an End's output is opaque to the reader.
     let start = read_logical(a.first.clone())?;
-    let meta = start_meta(&start)?;
+    let mut meta = start_meta(&start)?;
+    meta.namespace = namespace.clone();
+    meta.inherit = false;
     let meta = import_searchable(a, &start, meta);
     let (ending, fault) = match a.facts.last() {
         Some(f) if f.kind == FactKind::End => {

@@ -27,6 +27,7 @@ pub(crate) fn answers(q: &CheckedRunList) -> bool {
         attrs,
         waiting_node,
         waiting_tool,
+        namespaces: _,
         none: _,
     } = q;
     prefix.is_none()
@@ -51,9 +52,21 @@ fn source(d: Dialect) -> &'static str {
     match d {
         Dialect::Sqlite => "run_counts c",
         Dialect::Postgres => {
-            "(SELECT has_flow, flow, state, n FROM run_counts
-              UNION ALL SELECT has_flow, flow, state, delta FROM run_count_deltas) c"
+            "(SELECT namespace, has_flow, flow, state, n FROM run_counts
+              UNION ALL SELECT namespace, has_flow, flow, state, delta FROM run_count_deltas) c"
         }
+    }
+}
+
+/// The counter rows of `q`'s namespaces (migration 0019 keeps them per
+/// namespace), as a condition; none for every namespace.
+fn in_namespaces(q: &CheckedRunList, d: Dialect, args: &mut Vec<Arg>, w: &mut Vec<String>) {
+    if let Some(names) = q.namespaces.listed() {
+        let ps: Vec<String> = names
+            .iter()
+            .map(|n| d.bind(args, Arg::Text(n.as_str().into())))
+            .collect();
+        w.push(format!("c.namespace IN ({})", ps.join(", ")));
     }
 }
 
@@ -73,6 +86,7 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
     };
     let mut args = Vec::new();
     let mut w = Vec::new();
+    in_namespaces(q, d, &mut args, &mut w);
     if let Some(f) = &q.flow {
         let p = d.bind(&mut args, Arg::Text(f.clone()));
         w.push(format!("{named} AND c.flow = {p}"));
@@ -90,6 +104,7 @@ pub(crate) fn count_sql(q: &CheckedRunList, d: Dialect) -> (Sql, Option<Sql>) {
     }
     let mut args = Vec::new();
     let mut w = vec![named.to_string()];
+    in_namespaces(q, d, &mut args, &mut w);
     if !q.states.is_empty() {
         let ps: Vec<String> = q
             .states

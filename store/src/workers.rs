@@ -18,6 +18,10 @@
 //!   an earlier cancel or park of a call never sent.
 //! * No call of an ended run is handed out, and a parked call only once
 //!   queued again (its run resumed).
+//! * A call is handed out, and counted as served, only to a worker that
+//!   serves its run's namespace (the namespaces of the token that
+//!   registered it; issue 40 item 4): a worker of one team never sees
+//!   another's calls.
 //! * A claim hands a queued call to one worker only (`FOR UPDATE SKIP
 //!   LOCKED` on Postgres, the write lock on SQLite), and only to a worker
 //!   that registered the call's declaration with the call's fingerprint.
@@ -26,6 +30,7 @@
 //!   reply is dropped.
 
 use crate::error::Result;
+use crate::namespace::Namespaces;
 use flow_abi::fact::{CallId, RunId};
 use serde_json::Value;
 use std::time::Duration;
@@ -49,6 +54,8 @@ pub struct WorkerInfo {
     pub tools: Vec<ServedTool>,
     /// Milliseconds since it was last heard from.
     pub seen_ms_ago: i64,
+    /// The namespaces whose runs' calls it is handed.
+    pub namespaces: Namespaces,
 }
 
 /// One call for a worker, as queued and as handed out.
@@ -126,12 +133,14 @@ pub trait WorkerQueue {
     /// every write it makes.
     fn observe_queue(&self, observer: QueueObserver);
     /// Records a worker, the token tag `owner` it belongs to (`""` for
-    /// none) and the declarations it serves, heard from now.
+    /// none), the namespaces whose calls it serves and the declarations it
+    /// serves, heard from now.
     fn register_worker(
         &self,
         id: &str,
         name: &str,
         owner: &str,
+        namespaces: &Namespaces,
         tools: &[ServedTool],
     ) -> Result<()>;
     /// The owner tag `id` was registered with (live or not); `None` for a
@@ -151,8 +160,8 @@ pub trait WorkerQueue {
     /// `within`), so the driver need not read it back.
     fn queue_call(&self, call: &RemoteCall, within: Duration) -> Result<RemoteCallState>;
     /// Hands `worker` at most `limit` queued calls of the declarations it
-    /// registered (the same fingerprint), oldest first — none parked, none
-    /// of an ended run — and the cancels of calls sent to it it has not
+    /// registered (the same fingerprint) and of runs in its namespaces,
+    /// oldest first — none parked, none of an ended run — and the cancels of calls sent to it it has not
     /// been told of.
     fn claim_calls(&self, worker: &str, limit: u32) -> Result<Claimed>;
     /// Stores `outcome` for a call sent to `worker` that has none; false
@@ -201,6 +210,31 @@ pub trait WorkerQueue {
     /// Forgets the calls of ended runs and the workers not heard from
     /// within `forget`; returns the rows removed.
     fn sweep_workers(&self, forget: Duration) -> Result<u64>;
+}
+
+/// What `worker_namespaces` (migration 0020) holds for `namespaces`: one
+/// row each, or the one row `*` for every namespace.
+pub(crate) fn namespace_rows(namespaces: &Namespaces) -> Vec<String> {
+    match namespaces.listed() {
+        None => vec![ALL_NAMESPACES.to_string()],
+        Some(names) => names.iter().map(|n| n.as_str().to_string()).collect(),
+    }
+}
+
+/// The `worker_namespaces` row of a worker that serves every namespace
+/// (never a namespace's name: `*` does not parse as one).
+pub(crate) const ALL_NAMESPACES: &str = "*";
+
+/// The namespaces `worker_namespaces` rows say (the inverse of
+/// [`namespace_rows`]).
+pub(crate) fn namespaces_of(rows: &[String]) -> Result<Namespaces> {
+    if rows.iter().any(|r| r == ALL_NAMESPACES) {
+        return Ok(Namespaces::All);
+    }
+    rows.iter()
+        .map(|r| crate::namespace::Namespace::parse(r))
+        .collect::<Result<Vec<_>>>()
+        .map(Namespaces::only)
 }
 
 /// A duration as whole milliseconds for SQL (saturating).

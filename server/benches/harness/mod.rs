@@ -403,6 +403,7 @@ pub fn start_request(flow: Json, name: &str, input: Json, wait: Option<u64>) -> 
         name: Some(name.to_string()),
         input,
         wait,
+        namespace: None,
     }
 }
 

@@ -274,7 +274,12 @@ pub(super) fn new_signing(g: &Global, file: &Path, signer: &str) -> Result<u8> {
 /// `flow import PATH` into the store under `--data`: every run verified
 /// and the signature checked (against `--trust` when given) before
 /// anything is written; all runs or none.
-pub(super) fn import(g: &Global, dir: &Path, trust: Option<&Path>) -> Result<u8> {
+pub(super) fn import(
+    g: &Global,
+    dir: &Path,
+    trust: Option<&Path>,
+    namespace: &flow_store::Namespace,
+) -> Result<u8> {
     let trust = trust
         .map(|p| TrustedKeys::read(p).map_err(|e| Error::Refused(format!("--trust: {e}"))))
         .transpose()?;
@@ -296,20 +301,26 @@ pub(super) fn import(g: &Global, dir: &Path, trust: Option<&Path>) -> Result<u8>
     // refused archive does not even create one.
     let checked = check(&unpacked, trust.as_ref()).map_err(refused)?;
     let store = open_store(g)?;
-    let imported = write(&*store, checked).map_err(refused)?;
+    let imported = write(&*store, checked, namespace).map_err(refused)?;
     print_imported(g, &ImportAnswer::from(&imported));
     Ok(0)
 }
 
-/// `flow --server URL import PATH`: the archive sent as a tar.
-pub(super) async fn import_remote(g: &Global, c: &Client, dir: &Path) -> Result<u8> {
+/// `flow --server URL import PATH`: the archive sent as a tar, into
+/// `namespace` when given (else the server's `default`).
+pub(super) async fn import_remote(
+    g: &Global,
+    c: &Client,
+    dir: &Path,
+    namespace: Option<&flow_store::Namespace>,
+) -> Result<u8> {
     let body = if dir.is_dir() {
         crate::tarball::pack(dir)
     } else {
         std::fs::read(dir)
     }
     .map_err(|e| Error::Refused(format!("{}: {e}", dir.display())))?;
-    let a = c.import_archive(body).await?;
+    let a = c.import_archive(body, namespace).await?;
     print_imported(g, &a);
     Ok(0)
 }

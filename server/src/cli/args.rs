@@ -79,6 +79,11 @@ pub enum Command {
         /// Start the Tool commands flow.toml names without asking.
         #[arg(long)]
         allow: bool,
+        /// The namespace the run belongs to (default `default`): 1 to 64
+        /// of a-z, 0-9, '-', '_' and '.'. With `--server`, the token must
+        /// hold it.
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Admit a reply for an open call and continue; with no reply, continue
     /// a crashed or halted run, settling its open calls.
@@ -345,6 +350,11 @@ pub enum Command {
         /// Not with --server (the server's --trusted-keys decides there).
         #[arg(long, value_name = "FILE")]
         trust: Option<PathBuf>,
+        /// The namespace the runs go into (default `default`; a run already
+        /// stored stays where it is). With `--server`, the token must hold
+        /// it.
+        #[arg(long, value_name = "NS", value_parser = super::query::namespace_arg)]
+        namespace: Option<flow_store::Namespace>,
     },
     /// Run every `*.test.json` fixture under DIR against its fakes and
     /// replay every saved archive against the current program.

@@ -9,7 +9,7 @@ use super::print::{flow_cmd, shell_quote};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::http::listing::{RunList, RunsQuery, parse_entry, parse_states};
-use flow_store::{RunListQuery, RunOrder, TimeRange};
+use flow_store::{Namespace, Namespaces, RunListQuery, RunOrder, TimeRange};
 use serde_json::Value as Json;
 
 /// The run query's flags (`flow runs --help`).
@@ -62,6 +62,14 @@ pub struct RunsFilter {
     /// Also print how many runs the filters select, by state and flow.
     #[arg(long)]
     pub counts: bool,
+    /// Only runs in this namespace (with --server, one of the token's).
+    #[arg(long, value_name = "NS", value_parser = namespace_arg)]
+    pub namespace: Option<Namespace>,
+}
+
+/// A `--namespace` value, checked as the store checks it.
+pub(crate) fn namespace_arg(s: &str) -> std::result::Result<Namespace, String> {
+    Namespace::parse(s).map_err(|e| e.to_string())
 }
 
 /// `--attr NAME=VALUE` as a name and a typed value.
@@ -122,6 +130,7 @@ pub(crate) fn query(
         attrs: f.attrs.iter().map(|a| attr(a)).collect::<Result<_>>()?,
         waiting_node: f.waiting_node.clone(),
         waiting_tool: f.waiting_tool.clone(),
+        namespaces: Namespaces::All.narrowed(f.namespace.as_ref()),
         ..RunListQuery::default()
     };
     q.check().map_err(|e| Error::Refused(e.to_string()))?;
@@ -172,6 +181,7 @@ pub(crate) fn runs_query(
         waiting_tool: f.waiting_tool.clone(),
         attrs,
         counts: f.counts.then_some(true),
+        namespace: f.namespace.as_ref().map(Namespace::to_string),
         ..RunsQuery::default()
     })
 }
@@ -228,18 +238,32 @@ fn lineage(r: &Json) -> String {
 }
 
 /// Prints a `GET /v1/runs` answer (or the local one, the same JSON): a
-/// header, one row per run (`RUN  STATE (RECORD)  STARTED  DURATION  FLOW
-/// ENTRY  LINEAGE`; DURATION is from Start to the run's last change),
-/// the counts when asked, then the command for the next page with every
-/// flag of this one.
+/// header, one row per run (`RUN  [NAMESPACE]  STATE (RECORD)  STARTED
+/// DURATION  FLOW  ENTRY  LINEAGE`; DURATION is from Start to the run's
+/// last change; NAMESPACE when a row is outside `default`, so a page
+/// without it is `default`'s alone), the counts when asked, then the
+/// command for the next page with every flag of this one.
 fn print(g: &Global, v: &Json, limit: Option<u32>, state: Option<&str>, f: &RunsFilter) {
     let rows = v["runs"].as_array().map_or(&[][..], |r| r);
+    let spaced = rows.iter().any(|r| {
+        r["namespace"]
+            .as_str()
+            .is_some_and(|n| n != Namespace::DEFAULT)
+    });
+    let namespace = |n: &str| {
+        if spaced {
+            format!("{n:<12}  ")
+        } else {
+            String::new()
+        }
+    };
     if rows.is_empty() {
         out!("no runs");
     } else {
         out!(
-            "{:<30}  {:<9}  {:<22}  {:<20}  {:>8}  {:<16}  {:<16}  LINEAGE",
+            "{:<30}  {}{:<9}  {:<22}  {:<20}  {:>8}  {:<16}  {:<16}  LINEAGE",
             "RUN",
+            namespace("NAMESPACE"),
             "STATE",
             "(RECORD)",
             "STARTED",
@@ -253,8 +277,9 @@ fn print(g: &Global, v: &Json, limit: Option<u32>, state: Option<&str>, f: &Runs
         let created = r["createdMs"].as_i64().unwrap_or(0);
         let updated = r["updatedMs"].as_i64().unwrap_or(created);
         out!(
-            "{:<30}  {:<9}  {:<22}  {:<20}  {:>8}  {:<16}  {:<16}  {}",
+            "{:<30}  {}{:<9}  {:<22}  {:<20}  {:>8}  {:<16}  {:<16}  {}",
             text("run"),
+            namespace(&text("namespace")),
             text("state"),
             format!("({})", text("record")),
             utc(created),
@@ -328,6 +353,10 @@ fn more(g: &Global, next: &str, limit: Option<u32>, state: Option<&str>, f: &Run
     add("--fault", f.fault.clone());
     add("--waiting-node", f.waiting_node.clone());
     add("--waiting-tool", f.waiting_tool.clone());
+    add(
+        "--namespace",
+        f.namespace.as_ref().map(Namespace::to_string),
+    );
     for a in &f.attrs {
         add("--attr", Some(a.clone()));
     }

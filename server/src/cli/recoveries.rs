@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::http::recoveries::RecoveriesParams;
 use crate::service::recover::RecoveryEnd;
-use crate::service::recoveries::{RecoveryDetail, RecoveryList, RecoveryView};
+use crate::service::recoveries::{Reader, RecoveryDetail, RecoveryList, RecoveryView};
 
 /// `flow recoveries`' arguments.
 #[derive(clap::Args, Debug)]
@@ -47,8 +47,12 @@ pub(super) async fn local(g: &Global, a: RecoveriesArgs) -> Result<u8> {
     }
     let service = super::service(g, super::open_store(g)?, false);
     match &a.id {
-        Some(id) => show_one(g, &service.recovery(id)?),
-        None => show_list(g, &a, &service.recoveries(a.before, a.limit)?),
+        Some(id) => show_one(g, &service.recovery(id, &Reader::LOCAL)?),
+        None => show_list(
+            g,
+            &a,
+            &service.recoveries(a.before, a.limit, &Reader::LOCAL)?,
+        ),
     }
     Ok(0)
 }

@@ -40,7 +40,12 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
     };
     let c = Client::new(base, g.token.clone(), options)?;
     match command {
-        Command::Run { flow, input, .. } => {
+        Command::Run {
+            flow,
+            input,
+            namespace,
+            ..
+        } => {
             let sources = Sources::read(&flow)?;
             let (flow, modules) = documents(&sources);
             let request = StartRequest {
@@ -49,6 +54,7 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
                 name: Some(sources.root.clone()),
                 input: parse(&read_arg(&input)?, "--input")?,
                 wait: Some(WAIT),
+                namespace,
             };
             let a = c.start_run(&request).await?;
             show(g, &c, settle(&c, a).await?).await
@@ -154,7 +160,11 @@ pub(super) async fn run(g: &Global, base: &str, command: Command) -> Result<u8> 
         Command::Import { trust: Some(_), .. } => Err(Error::Refused(
             "--trust is for a local import: with --server the server's --trusted-keys decides which signatures it accepts".into(),
         )),
-        Command::Import { dir, trust: None } => super::archive::import_remote(g, &c, &dir).await,
+        Command::Import {
+            dir,
+            trust: None,
+            namespace,
+        } => super::archive::import_remote(g, &c, &dir, namespace.as_ref()).await,
         other => Err(Error::Refused(format!(
             "{} has no HTTP equivalent here; run it without --server",
             name(&other)

@@ -29,9 +29,18 @@ impl Client {
     }
 
     /// `POST /v1/archives` with a tar body.
-    pub async fn import_archive(&self, tar: Vec<u8>) -> Result<ImportAnswer> {
+    pub async fn import_archive(
+        &self,
+        tar: Vec<u8>,
+        namespace: Option<&flow_store::Namespace>,
+    ) -> Result<ImportAnswer> {
+        // A namespace is `a-z0-9-_.` only: nothing to escape in a query.
+        let path = match namespace {
+            Some(ns) => format!("/v1/archives?namespace={ns}"),
+            None => "/v1/archives".to_string(),
+        };
         let req = self
-            .request(Method::POST, "/v1/archives")
+            .request(Method::POST, &path)
             .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
             .body(tar);
         self.read(req).await

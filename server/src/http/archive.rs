@@ -20,6 +20,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use flow_store::Namespace;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
@@ -151,20 +152,46 @@ async fn receive(
     Ok(())
 }
 
-#[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive", tag = "archives",
+/// `POST /v1/archives` query.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ImportQuery {
+    /// The namespace the archive's new runs go to (default `default`): one
+    /// of the token's.
+    pub namespace: Option<String>,
+}
+
+#[utoipa::path(post, path = "/v1/archives", operation_id = "import_archive", tag = "archives", params(ImportQuery),
     request_body(content = Vec<u8>, content_type = "application/x-tar", description = "A run archive tar, as exported (application/x-tar or application/octet-stream)"),
     responses(
         (status = 201, description = "Imported: `{run, imported: true, facts}`; with `truncated: {fact, reason}` when the history ended in a torn last fact, left out (CRASH-7); `runs` for an archive of several runs (all written in one transaction); `signature` naming who signed a signed one", body = super::answers::ImportAnswer),
         (status = 200, description = "The same history (every run's) was already stored: `{run, imported: false}`", body = super::answers::ImportAnswer),
         (status = 400, description = "Not a run archive tar", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token may not import into the namespace asked for", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than --archive-limit", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not sent as application/x-tar or application/octet-stream", body = super::openapi::Problem, content_type = "application/problem+json"),
         (status = 422, description = "The archive does not verify (a missing history.jsonl included), another history has one of its run ids, its signature does not verify, or (with --trusted-keys) it is unsigned or signed by a key not trusted; nothing was written", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn import_archive(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
+    QueryArgs(q): QueryArgs<ImportQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    let namespace = match &q.namespace {
+        Some(n) => Namespace::parse(n).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        None => Namespace::default(),
+    };
+    if !super::auth::Caller::seen(caller.as_deref()).contains(&namespace) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "this token may not import into namespace {namespace}; name one of its namespaces in `namespace`"
+            ),
+        ));
+    }
     let tmp = TempDir::new().map_err(ApiError::internal)?;
     let upload = tmp.path().join("upload.tar");
     receive(&headers, body, &upload, state.options().archive_limit).await?;
@@ -177,7 +204,7 @@ pub async fn import_archive(
             UnpackError::Io(e) => ApiError::internal(e),
         })?;
         let trust = state.options().trusted_keys.as_deref();
-        import_checked(&**state.store(), &dir, trust).map_err(|e| {
+        import_checked(&**state.store(), &dir, trust, &namespace).map_err(|e| {
             // Archive refusals name the temporary directory: keep only
             // what the client sent.
             let hide = |m: String| m.replace(&dir.display().to_string(), "<archive>");

@@ -6,7 +6,11 @@
 //! declarations its workers may serve (`token worker triage.json,std/llm`,
 //! keyed as `--workers` keys them); a worker is bound to the token that
 //! registered it ([`Caller::owner`]), so no other token may poll, reply or
-//! leave as it. A presented token is hashed with SHA-256 and compared with
+//! leave as it. A line may end `ns=a,b` (issue 40 item 4): the token sees
+//! and acts on the runs of those namespaces only; a line without `ns=` is
+//! confined to `default` (so a tokens file written before namespaces
+//! keeps what it could do: every run was in `default`), and `ns=*` (an
+//! `admin` token's only) sees every namespace. A presented token is hashed with SHA-256 and compared with
 //! every configured hash in constant time (`subtle`), so neither the length
 //! nor the prefix of a token leaks through timing, and the loop never exits
 //! early.
@@ -17,6 +21,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use flow_store::{Namespace, Namespaces};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -81,9 +86,17 @@ pub struct Caller {
     pub serves: Option<Arc<[String]>>,
     /// The name its line gives it (`name=ann`), if any.
     pub name: Option<Arc<str>>,
+    /// The namespaces whose runs it sees and acts on (`ns=`).
+    pub namespaces: Namespaces,
 }
 
 impl Caller {
+    /// The namespaces a request may see: its token's, or every one on a
+    /// server without tokens.
+    pub fn seen(caller: Option<&Caller>) -> Namespaces {
+        caller.map_or(Namespaces::All, |c| c.namespaces.clone())
+    }
+
     /// Who answered a person's call, for its timing record: the token's
     /// name, else `token` and the first 8 hex digits of its owner tag.
     pub fn answerer(&self) -> String {
@@ -124,6 +137,20 @@ struct Entry {
     owner: String,
     serves: Option<Arc<[String]>>,
     name: Option<Arc<str>>,
+    namespaces: Namespaces,
+}
+
+/// The namespaces of an `ns=` value: `*` for every one, else names
+/// separated by commas.
+fn parse_namespaces(v: &str) -> Result<Namespaces, String> {
+    if v == "*" {
+        return Ok(Namespaces::All);
+    }
+    let names = v
+        .split(',')
+        .map(|n| Namespace::parse(n).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Namespaces::only(names))
 }
 
 /// Whether `name` may name a token: 1 to 64 letters, digits, `-`, `_`,
@@ -164,7 +191,9 @@ fn owner_tag(token: &[u8]) -> String {
 impl Tokens {
     /// Parses the tokens file text: `token scope[,scope]`, or `token worker
     /// KEY[,KEY]` for a worker token confined to those declarations, each
-    /// optionally ending `name=NAME` (who answers with it, in timelines).
+    /// optionally ending `ns=NS[,NS]` (the namespaces it sees; `default`
+    /// without it, every one with an admin's `ns=*`) and `name=NAME` (who
+    /// answers with it, in timelines), in either order.
     /// Blank lines and `#` comments are skipped; a line's highest scope is
     /// what the token may do. Errors name the line, never the token.
     pub fn parse(text: &str) -> Result<Tokens, String> {
@@ -174,26 +203,48 @@ impl Tokens {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (line, name) = match line.rsplit_once(char::is_whitespace) {
-                Some((rest, last)) if last.starts_with("name=") => {
-                    let name = &last["name=".len()..];
-                    if !name_ok(name) {
+            let mut words: Vec<&str> = line.split_whitespace().collect();
+            let (mut name, mut namespaces) = (None, None);
+            let twice = || {
+                format!(
+                    "line {}: give `name=NAME` and `ns=NS[,NS]` once each, at the end of the line",
+                    i + 1
+                )
+            };
+            while let Some(last) = words.last() {
+                if let Some(n) = last.strip_prefix("name=") {
+                    if name.is_some() {
+                        return Err(twice());
+                    }
+                    if !name_ok(n) {
                         return Err(format!(
-                            "line {}: {name:?} is not a token name: 1 to 64 letters, digits, '-', '_', '.' or '@'",
+                            "line {}: {n:?} is not a token name: 1 to 64 letters, digits, '-', '_', '.' or '@'",
                             i + 1
                         ));
                     }
-                    (rest.trim_end(), Some(Arc::<str>::from(name)))
+                    name = Some(Arc::<str>::from(n));
+                } else if let Some(v) = last.strip_prefix("ns=") {
+                    if namespaces.is_some() {
+                        return Err(twice());
+                    }
+                    namespaces = Some(parse_namespaces(v).map_err(|e| {
+                        format!(
+                            "line {}: ns={v}: {e}; or `ns=*` for every namespace (admin only)",
+                            i + 1
+                        )
+                    })?);
+                } else {
+                    break;
                 }
-                _ => (line, None),
-            };
-            if line.split_whitespace().any(|w| w.starts_with("name=")) {
-                return Err(format!(
-                    "line {}: give `name=NAME` once, at the end of the line",
-                    i + 1
-                ));
+                words.pop();
             }
-            let mut words = line.split_whitespace();
+            if words
+                .iter()
+                .any(|w| w.starts_with("name=") || w.starts_with("ns="))
+            {
+                return Err(twice());
+            }
+            let mut words = words.into_iter();
             let (Some(token), Some(scopes), keys, None) =
                 (words.next(), words.next(), words.next(), words.next())
             else {
@@ -245,8 +296,16 @@ impl Tokens {
                     Some(Arc::from(keys))
                 }
             };
+            let namespaces = namespaces.unwrap_or_else(Namespaces::default_only);
+            if namespaces == Namespaces::All && best != Some(Scope::Admin) {
+                return Err(format!(
+                    "line {}: only an admin token sees every namespace (`ns=*`); name the namespaces (`ns=team-a,team-b`)",
+                    i + 1
+                ));
+            }
             if let Some(scope) = best {
                 entries.push(Entry {
+                    namespaces,
                     hash: digest(token.as_bytes()),
                     scope,
                     owner: owner_tag(token.as_bytes()),
@@ -276,6 +335,7 @@ impl Tokens {
             owner: e.owner.clone(),
             serves: e.serves.clone(),
             name: e.name.clone(),
+            namespaces: e.namespaces.clone(),
         })
     }
 }
@@ -440,6 +500,40 @@ mod tests {
             assert!(e.contains("line 1"), "{bad}: {e}");
         }
         let e = Tokens::parse("ann-token-0123456789 run name=a name=b\n").unwrap_err();
-        assert!(e.contains("once, at the end"), "{e}");
+        assert!(e.contains("once each, at the end"), "{e}");
+    }
+
+    /// Issue 40 item 4: a line's namespaces; none said is `default`, as
+    /// every run was before namespaces; every one only for an admin.
+    #[test]
+    fn a_line_may_confine_its_token_to_namespaces() {
+        let t = Tokens::parse(
+            "team-token-0123456789 read,run ns=team-b,team-a name=ann\nold-token-0123456789a run\nroot-token-0123456789 admin ns=*\nwork-token-0123456789 worker triage.json ns=team-a\n",
+        )
+        .unwrap();
+        let ns = |n: &str| Namespace::parse(n).unwrap();
+        let team = t.caller_of("team-token-0123456789").unwrap();
+        assert_eq!(
+            team.namespaces,
+            Namespaces::only([ns("team-a"), ns("team-b")])
+        );
+        assert_eq!(team.answerer(), "ann");
+        let old = t.caller_of("old-token-0123456789a").unwrap();
+        assert_eq!(old.namespaces, Namespaces::default_only());
+        let root = t.caller_of("root-token-0123456789").unwrap();
+        assert_eq!(root.namespaces, Namespaces::All);
+        let worker = t.caller_of("work-token-0123456789").unwrap();
+        assert!(worker.may_serve("triage.json#x"));
+        assert_eq!(worker.namespaces, Namespaces::only([ns("team-a")]));
+        for (bad, says) in [
+            ("run ns=*", "only an admin token"),
+            ("run ns=Team", "a-z, 0-9"),
+            ("run ns=", "is not a namespace"),
+            ("run ns=a ns=b", "once each"),
+            ("run ns=a run", "at the end"),
+        ] {
+            let e = Tokens::parse(&format!("x-token-0123456789ab {bad}\n")).unwrap_err();
+            assert!(e.contains("line 1") && e.contains(says), "{bad}: {e}");
+        }
     }
 }

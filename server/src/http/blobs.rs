@@ -1,10 +1,14 @@
 //! Recorded bytes: a run's module sources (`GET
 //! /v1/runs/{run}/sources/{module}`) and blobs by hash (`GET
-//! /v1/blobs/{hash}`).
+//! /v1/blobs/{hash}`). A caller confined to namespaces is served a blob
+//! by hash only when a run of its namespaces references it; any other is
+//! the missing blob's 404 (docs/custody.md "Namespaces").
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, PathArgs, run_id};
 use super::respond::blocking;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -46,10 +50,11 @@ pub async fn get_source(
     params(("hash" = String, Path, description = "`blake3:<hex>`")),
     responses(
         (status = 200, description = "The blob's verified bytes", body = Vec<u8>, content_type = "application/octet-stream"),
-        (status = 404, description = "No such blob", body = super::openapi::Problem, content_type = "application/problem+json")))]
+        (status = 404, description = "No such blob, or none that a run of the token's namespaces references", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn get_blob(
     State(state): State<AppState>,
     PathArgs(hash): PathArgs<String>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
     let ok = hash.strip_prefix("blake3:").is_some_and(|h| {
         h.len() == 64
@@ -61,7 +66,8 @@ pub async fn get_blob(
             "no blob {hash:?}: blob hashes are blake3:<64 lowercase hex digits>"
         )));
     }
-    let bytes = blocking(&state, move |s| Ok(s.store().blob(&hash)?)).await?;
+    let seen = Caller::seen(caller.as_deref());
+    let bytes = blocking(&state, move |s| Ok(s.store().blob_in(&hash, &seen)?)).await?;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/octet-stream")],

@@ -30,7 +30,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use flow_store::{RunId, RunInfo, RunState};
+use flow_store::{Namespace, Namespaces, RunId, RunInfo, RunState};
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
@@ -82,8 +82,21 @@ pub struct Sequenced {
     pub seq: u64,
     pub run: String,
     pub fact: u64,
+    /// The run's namespace; `None` when its row could not be read (then
+    /// only a subscriber that sees every namespace is told).
+    pub namespace: Option<Namespace>,
     /// The canonical JSON of the [`StateChange`].
     pub data: String,
+}
+
+impl Sequenced {
+    /// Whether a subscriber that sees `seen` is told of this change.
+    fn shown_to(&self, seen: &Namespaces) -> bool {
+        match &self.namespace {
+            Some(n) => seen.contains(n),
+            None => *seen == Namespaces::All,
+        }
+    }
 }
 
 struct Reported {
@@ -145,10 +158,11 @@ impl Feed {
             resumed: extra.get("resumed").cloned(),
         };
         let st = RunState::parse(state).unwrap_or(RunState::Running);
-        self.send(change, st, info.map_or(0, |i| i.last_fact.n));
+        let (fact, namespace) = info.map_or((0, None), |i| (i.last_fact.n, Some(i.namespace)));
+        self.send(change, st, fact, namespace);
     }
 
-    fn send(&self, change: StateChange, state: RunState, fact: u64) {
+    fn send(&self, change: StateChange, state: RunState, fact: u64, namespace: Option<Namespace>) {
         let Ok(mut g) = self.inner.lock() else {
             return;
         };
@@ -157,6 +171,7 @@ impl Feed {
             seq: g.seq,
             run: change.run.clone(),
             fact,
+            namespace,
             data: canonical(&change),
         });
         g.reported.insert(
@@ -200,7 +215,12 @@ impl Feed {
                     started: None,
                     resumed: None,
                 };
-                self.send(change, info.state, info.last_fact.n);
+                self.send(
+                    change,
+                    info.state,
+                    info.last_fact.n,
+                    Some(info.namespace.clone()),
+                );
             }
         }
         if let Ok(mut g) = self.inner.lock()
@@ -349,8 +369,11 @@ pub async fn poll(state: AppState) {
         (status = 400, description = "A malformed Last-Event-ID", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn state_events(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    // Only the changes of runs in the token's namespaces (issue 40 item 4).
+    let seen = super::auth::Caller::seen(caller.as_deref());
     let from = match headers.get("last-event-id") {
         None => Resume::Live,
         Some(v) => v
@@ -384,18 +407,26 @@ pub async fn state_events(
             .data(e.data.clone())
     };
     let frame2 = frame.clone();
-    let backlog: Vec<Event> = backlog.iter().map(|e| frame(e)).collect();
-    let live = tokio_stream::wrappers::BroadcastStream::new(rx).map(move |r| {
+    let backlog: Vec<Event> = backlog
+        .iter()
+        .filter(|e| e.shown_to(&seen))
+        .map(|e| frame(e))
+        .collect();
+    let live = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |r| {
         let _keep = &guard;
-        match r {
-            Ok(e) => frame2(&e),
+        let shown = match r {
+            Ok(e) if e.shown_to(&seen) => Some(frame2(&e)),
+            Ok(_) => None,
             // Fell behind: say so, and go on with what comes next.
-            Err(_) => Event::default()
-                .event("resync")
-                .data(flow_abi::json::canonical(
-                    &json!({"reason": "this subscriber fell behind; re-read GET /v1/runs"}),
-                )),
-        }
+            Err(_) => Some(
+                Event::default()
+                    .event("resync")
+                    .data(flow_abi::json::canonical(
+                        &json!({"reason": "this subscriber fell behind; re-read GET /v1/runs"}),
+                    )),
+            ),
+        };
+        std::future::ready(shown)
     });
     let stream = futures_util::stream::iter(first.into_iter().chain(backlog))
         .chain(live)

@@ -60,6 +60,7 @@ pub enum GateLine {
         (status = 422, description = "The candidate does not check (its diagnostics), or names another flow than the `flow` filter", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn gate_runs(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     headers: HeaderMap,
     QueryArgs(q): QueryArgs<RunsQuery>,
     Body(req): Body<GateRequest>,
@@ -74,7 +75,7 @@ pub async fn gate_runs(
             "the gate replays every run the filters select: leave out limit, after, before, order and counts",
         ));
     }
-    let query = run_list_query(q)?;
+    let query = run_list_query(q, &super::auth::Caller::seen(caller.as_deref()))?;
     let candidate = sources(&req.flow, &req.modules, &req.name)?;
     if !ndjson::wanted(&headers) {
         let report = state.service().gate(candidate, query, None).await?;

@@ -100,6 +100,7 @@ pub struct RunProblem {
         (status = 400, description = "Unsupported state or limit", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn list_calls(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     QueryArgs(q): QueryArgs<CallsQuery>,
 ) -> ApiResult<Response> {
     if let Some(s) = &q.state
@@ -132,6 +133,7 @@ pub async fn list_calls(
         due_before_ms: q.due_before_ms.map(|v| v as i64),
         limit: limit as usize,
         now_ms: crate::service::now_ms(),
+        namespaces: super::auth::Caller::seen(caller.as_deref()),
         ..InboxQuery::default()
     };
     if let Some(r) = &q.run {

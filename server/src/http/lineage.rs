@@ -2,9 +2,11 @@
 //! (the service's `lineage`).
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiResult, PathArgs, run_id};
 use super::respond::{blocking, typed_response};
 use crate::service::lineage::{self, Link};
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -54,10 +56,12 @@ pub struct Ancestor {
 pub async fn get_lineage(
     State(state): State<AppState>,
     PathArgs(run): PathArgs<String>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
+    let seen = Caller::seen(caller.as_deref());
     let answer = blocking(&state, move |s| {
-        let (steps, truncated) = lineage::lineage(&**s.store(), &run)?;
+        let (steps, truncated) = lineage::lineage(&**s.store(), &run, &seen)?;
         Ok(LineageAnswer {
             run: run.to_string(),
             ancestors: steps

@@ -6,13 +6,17 @@
 //! `inbox.rs`.
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, PathArgs, QueryArgs, run_id};
 use super::respond::{blocking, json_response};
 use crate::service::store::Store;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use flow_store::{FactRef, ListedRun, RunId, RunListQuery, RunOrder, RunState, TimeRange};
+use flow_store::{
+    FactRef, ListedRun, Namespace, Namespaces, RunId, RunListQuery, RunOrder, RunState, TimeRange,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
@@ -127,6 +131,8 @@ pub struct RunRow {
     pub parent: Option<ParentView>,
     pub outer: Option<OuterView>,
     pub flow: Option<FlowView>,
+    /// The namespace the run belongs to (issue 40 item 4).
+    pub namespace: String,
 }
 
 /// `GET /v1/runs`.
@@ -219,6 +225,9 @@ pub struct RunsQuery {
     pub attrs: Option<String>,
     /// `true`: add `counts` (by state and by flow) for the same filters.
     pub counts: Option<bool>,
+    /// Only runs in this namespace (one of the token's; without it, every
+    /// namespace the token holds).
+    pub namespace: Option<String>,
 }
 
 /// Parses a `state` list: `paused,faulted`.
@@ -263,17 +272,25 @@ fn ms(what: &str, v: Option<u64>) -> ApiResult<Option<i64>> {
         (status = 400, description = "An invalid limit, cursor, order or filter, with what to give instead", body = super::openapi::Problem, content_type = "application/problem+json")))]
 pub async fn list_runs(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     QueryArgs(q): QueryArgs<RunsQuery>,
 ) -> ApiResult<Response> {
     let counts = q.counts.unwrap_or(false);
-    let lq = run_list_query(q)?;
+    let lq = run_list_query(q, &Caller::seen(caller.as_deref()))?;
     let list = blocking(&state, move |s| Ok(runs_page(&**s.store(), &lq, counts)?)).await?;
     Ok(json_response(StatusCode::OK, to_json(&list)?))
 }
 
-/// The run query `q` asks, checked as the store checks it (the runs list
-/// and the replay gate select runs with it).
-pub(crate) fn run_list_query(q: RunsQuery) -> ApiResult<RunListQuery> {
+/// The run query `q` asks, checked as the store checks it (the runs list,
+/// the replay gate and recoveries select runs with it), over the runs of
+/// the namespaces `seen` (the caller's) — of one of them with `namespace=`.
+pub(crate) fn run_list_query(q: RunsQuery, seen: &Namespaces) -> ApiResult<RunListQuery> {
+    let namespace = q
+        .namespace
+        .as_deref()
+        .map(Namespace::parse)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let states = match q.state.as_deref() {
         None => Vec::new(),
         Some(s) => parse_states(s).map_err(ApiError::bad_request)?,
@@ -332,6 +349,7 @@ pub(crate) fn run_list_query(q: RunsQuery) -> ApiResult<RunListQuery> {
         attrs,
         waiting_node: q.waiting_node,
         waiting_tool: q.waiting_tool,
+        namespaces: seen.narrowed(namespace.as_ref()),
         ..RunListQuery::default()
     };
     lq.check()
@@ -424,6 +442,7 @@ fn row(store: &dyn Store, r: ListedRun) -> RunRow {
             .map(|(run, checkpoint)| ParentView { run, checkpoint }),
         outer: r.outer.map(|(run, call)| OuterView { run, call }),
         flow,
+        namespace: r.namespace.to_string(),
         run: d.run,
     }
 }

@@ -1,17 +1,22 @@
 //! `/metrics` in the Prometheus text format (0.0.4), encoded by
 //! `prometheus-client` from metrics owned by the [`super::AppState`] (no
 //! process-global recorder, so every test server has its own numbers) and
-//! the run service's drive counts.
+//! the run service's drive counts. They are totals over every namespace
+//! and name Tools by identity, so a token confined to namespaces is
+//! refused them (403): an `ns=*` admin token's, or a server without
+//! tokens' (docs/custody.md "Namespaces").
 
 use super::AppState;
-use super::error::ApiResult;
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
 use super::respond::blocking;
 use crate::service::{CallLabel, RunService};
+use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use flow_store::{RunListQuery, RunState, WaitingQuery};
+use flow_store::{Namespaces, RunListQuery, RunState, WaitingQuery};
 use prometheus_client::encoding::{EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -260,8 +265,20 @@ pub async fn count(State(state): State<AppState>, req: Request, next: Next) -> R
 }
 
 #[utoipa::path(get, path = "/metrics", operation_id = "get_metrics", tag = "service",
-    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-pub async fn get_metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    responses(
+        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+        (status = 403, description = "The token is confined to namespaces: the metrics are every namespace's (an `ns=*` token reads them)", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub async fn get_metrics(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> ApiResult<Response> {
+    if Caller::seen(caller.as_deref()) != Namespaces::All {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "/metrics counts every namespace's runs and names their Tools: read it with a token whose line says `ns=*` (an admin token)",
+        ));
+    }
     let workers = match state.service().workers() {
         Some(w) => Some(w.list().await?.len() as u64),
         None => None,

@@ -17,6 +17,7 @@ pub mod auth;
 pub mod blobs;
 pub mod check;
 pub mod cli;
+pub mod confine;
 pub mod dashboard;
 pub mod delete;
 pub mod diff;
@@ -305,6 +306,12 @@ pub fn app(state: AppState, bound: std::net::SocketAddr) -> std::io::Result<Rout
     let api = timed
         // rmcp limits the body itself (to the same body limit).
         .nest_service("/mcp", crate::mcp::http::service(&state))
+        // Inside auth, which names the caller: a run of another namespace
+        // is 404 before any handler (issue 40 item 4).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            confine::runs,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,

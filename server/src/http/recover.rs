@@ -106,8 +106,9 @@ pub async fn recover_runs(
     if !req.dry_run {
         state.accepting()?;
     }
+    let seen = Caller::seen(caller.as_deref());
     let selection = match req.runs {
-        None => run_list_query(q)?.into(),
+        None => run_list_query(q, &seen)?.into(),
         Some(_) if raw.is_some_and(|r| !r.is_empty()) => {
             return Err(ApiError::bad_request(
                 "name the runs (runs) or select them with filters in the query string, not both",
@@ -119,7 +120,11 @@ pub async fn recover_runs(
                 runs.len()
             )));
         }
-        Some(runs) => Selection::Named(runs),
+        Some(runs) => {
+            // Named runs of another namespace are unknown, as over a path.
+            super::confine::visible(&state, &seen, &runs).await?;
+            Selection::Named(runs)
+        }
     };
     let flow_filter = match &selection {
         Selection::Filters(query) => query.flow.clone(),

@@ -23,7 +23,10 @@
 //! bound to the token that registered it: its poll, replies and leaving
 //! under another token are 403 and change nothing (an `admin` token may act
 //! for any worker); a worker token whose line names declarations registers
-//! only those (403 naming the others, nothing registered).
+//! only those (403 naming the others, nothing registered). A worker is
+//! handed only calls of runs in its registering token's namespaces, and
+//! `GET` lists only the workers that serve one of the caller's
+//! (docs/custody.md "Namespaces").
 
 use super::AppState;
 use super::auth::Caller;
@@ -306,7 +309,9 @@ pub async fn register_worker(
         }
     }
     let owner = caller.as_ref().map_or("", |c| c.owner.as_str());
-    let id = w.register(&req.name, owner, tools).await?;
+    let id = w
+        .register(&req.name, owner, Caller::seen(caller.as_ref()), tools)
+        .await?;
     typed_response(
         StatusCode::CREATED,
         &RegisterAnswer {
@@ -446,9 +451,15 @@ pub async fn delete_worker(
 }
 
 #[utoipa::path(get, path = "/v1/workers", operation_id = "list_workers", tag = "workers",
-    responses((status = 200, description = "The live workers and what they serve", body = WorkersAnswer)))]
-pub async fn list_workers(State(state): State<AppState>) -> ApiResult<Response> {
-    let list = workers(&state)?.list().await?;
+    responses((status = 200, description = "The live workers that serve one of the token's namespaces, and what they serve", body = WorkersAnswer)))]
+pub async fn list_workers(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> ApiResult<Response> {
+    // A confined caller sees the workers that serve one of its namespaces.
+    let seen = Caller::seen(caller.as_deref());
+    let mut list = workers(&state)?.list().await?;
+    list.retain(|w| seen.meets(&w.namespaces));
     typed_response(
         StatusCode::OK,
         &WorkersAnswer {

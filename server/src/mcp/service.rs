@@ -26,7 +26,9 @@ use crate::service::bind::Bindings;
 use crate::service::store::{StoreRef, blocking};
 use crate::service::{Accepted, RunService, ServiceOptions};
 use crate::source::Sources;
-use flow_store::{DiscoveryQuery, FactRef, HistoryQuery, RunId, RunListQuery, TimeRange};
+use flow_store::{
+    DiscoveryQuery, FactRef, HistoryQuery, Namespace, Namespaces, RunId, RunListQuery, TimeRange,
+};
 use flow_tools::manifest::Manifest;
 use serde_json::{Value as Json, json};
 use std::future::Future;
@@ -152,6 +154,7 @@ impl Service {
     /// `None`: `cancel` fired and the run was halted.
     pub async fn start<F, Fut>(
         &self,
+        namespace: &Namespace,
         p: ProgramArgs,
         input: &Json,
         cancel: CancellationToken,
@@ -166,7 +169,7 @@ impl Service {
         let input = flow_abi::json::canonical(input);
         let (started, gate) = self
             .runs
-            .start_gated(sources, &input)
+            .start_gated(namespace, sources, &input)
             .await
             .map_err(|e| self.refusal(e))?;
         if let Some(state) = &self.server {
@@ -212,6 +215,28 @@ impl Service {
             state.metrics().resumes.inc();
         }
         self.finish(resumed, cancel).await
+    }
+
+    /// Refuses `run` as unknown, as the store refuses a run it does not
+    /// hold, when it is not a run of `seen`'s namespaces (issue 40 item
+    /// 4): a confined token's `resume`, `replay` and `history` cannot tell
+    /// another namespace's run from none. An id that does not parse is
+    /// left to the tool.
+    pub async fn confine(&self, seen: &Namespaces, run: &str) -> Answer<()> {
+        let Ok(run) = RunId::parse(run) else {
+            return Ok(());
+        };
+        if *seen == Namespaces::All {
+            return Ok(());
+        }
+        let seen = seen.clone();
+        blocking(self.runs.store(), move |store| match store.run_info(&run) {
+            Ok(info) if seen.contains(&info.namespace) => Ok(()),
+            Ok(_) => Err(flow_store::Error::UnknownRun(run.to_string()).into()),
+            Err(e) => Err(e.into()),
+        })
+        .await
+        .map_err(|e| self.refusal(e))
     }
 
     /// `replay`: the verdict, as `flow replay --json` gives it (a recorded
@@ -273,9 +298,11 @@ impl Service {
 
     /// `runs`: discovery over the configured store (`{runs, nextAfter,
     /// problems}`); invalid arguments are refused before inspection.
-    pub async fn runs(&self, a: RunsArgs) -> Answer<Json> {
-        if a.filtered() {
-            return self.run_query(a).await;
+    /// A confined caller's (`seen` not every namespace) is always the run
+    /// query, which filters by namespace.
+    pub async fn runs(&self, a: RunsArgs, seen: Namespaces) -> Answer<Json> {
+        if a.filtered() || seen != Namespaces::All {
+            return self.run_query(a, seen).await;
         }
         let q = DiscoveryQuery {
             limit: limit(a.limit)?,
@@ -295,7 +322,7 @@ impl Service {
     /// `runs` with the run query's filters: the store's indexed query, in
     /// id order, answered with discovery's shape and row fields (`{runs,
     /// nextAfter, problems}`, DISC-7, DISC-11).
-    async fn run_query(&self, a: RunsArgs) -> Answer<Json> {
+    async fn run_query(&self, a: RunsArgs, seen: Namespaces) -> Answer<Json> {
         let states = match a.state.as_deref() {
             None => Vec::new(),
             Some(s) => crate::http::listing::parse_states(s).map_err(Refusal::refused)?,
@@ -326,6 +353,7 @@ impl Service {
             attrs: a.attrs.map(|m| m.into_iter().collect()).unwrap_or_default(),
             waiting_node: a.waiting_node,
             waiting_tool: a.waiting_tool,
+            namespaces: seen,
             ..RunListQuery::default()
         };
         q.check().map_err(|e| self.refusal(Error::from(e)))?;

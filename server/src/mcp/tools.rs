@@ -10,6 +10,7 @@ use super::args::{CheckArgs, HistoryArgs, ReplayArgs, ResumeArgs, RunArgs, RunsA
 use super::service::{Answer, Refusal, Service};
 use crate::http::auth::Scope;
 use flow_store::{FactRef, RunId};
+use flow_store::{Namespace, Namespaces};
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{
     CallToolResult, ErrorCode, ErrorData, MetaObject, NotificationMetaObject,
@@ -96,9 +97,15 @@ impl FlowMcp {
             }
         };
         let program = a.program();
+        let namespace = match seen(&ctx) {
+            Namespaces::Only(v) if !v.contains(&Namespace::default()) && !v.is_empty() => {
+                v[0].clone()
+            }
+            _ => Namespace::default(),
+        };
         let r = self
             .service
-            .start(program, &a.input, ctx.ct.clone(), notify)
+            .start(&namespace, program, &a.input, ctx.ct.clone(), notify)
             .await;
         driven(r)
     }
@@ -118,6 +125,9 @@ impl FlowMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         if let Err(r) = allowed(&ctx, Scope::Run, "resume") {
+            return Ok(answer(Err(r)));
+        }
+        if let Err(r) = self.service.confine(&seen(&ctx), &a.run).await {
             return Ok(answer(Err(r)));
         }
         // Who answers, for the call's timing record, as over HTTP.
@@ -140,7 +150,10 @@ impl FlowMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(answer(match allowed(&ctx, Scope::Read, "replay") {
-            Ok(()) => self.service.replay(&a.run).await,
+            Ok(()) => match self.service.confine(&seen(&ctx), &a.run).await {
+                Ok(()) => self.service.replay(&a.run).await,
+                Err(r) => Err(r),
+            },
             Err(r) => Err(r),
         }))
     }
@@ -156,7 +169,10 @@ impl FlowMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(answer(match allowed(&ctx, Scope::Read, "history") {
-            Ok(()) => self.service.history(a).await,
+            Ok(()) => match self.service.confine(&seen(&ctx), &a.run).await {
+                Ok(()) => self.service.history(a).await,
+                Err(r) => Err(r),
+            },
             Err(r) => Err(r),
         }))
     }
@@ -172,7 +188,7 @@ impl FlowMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(answer(match allowed(&ctx, Scope::Read, "runs") {
-            Ok(()) => self.service.runs(a).await,
+            Ok(()) => self.service.runs(a, seen(&ctx)).await,
             Err(r) => Err(r),
         }))
     }
@@ -204,6 +220,17 @@ fn accepted_start(
         .with_message(format!("{run} started: Start recorded as fact {}", start.n));
     p.meta = Some(NotificationMetaObject(MetaObject(meta)));
     p
+}
+
+/// The namespaces the request's token sees (issue 40 item 4): every one
+/// over stdio and on a server without tokens. An MCP `run` starts in
+/// `default`, or, for a token without it, in the first of its namespaces.
+fn seen(ctx: &RequestContext<RoleServer>) -> Namespaces {
+    crate::http::auth::Caller::seen(
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<crate::http::auth::Caller>()),
+    )
 }
 
 /// The scope a token needs for `tool` on `/mcp` (read for check, history,

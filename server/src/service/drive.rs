@@ -17,7 +17,8 @@ use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::{
-    Appending, Decision, FactRef, HostDetails, HostRecord, OpenCallDecision, RunId, SourceText,
+    Appending, Decision, FactRef, HostDetails, HostRecord, Namespace, OpenCallDecision, RunId,
+    SourceText,
 };
 use futures_util::future::Aborted;
 use serde_json::{Map, Value as Json};
@@ -130,6 +131,9 @@ pub(super) async fn start_machine(
 /// it, to be recorded in one commit ([`create`], or with the drive's first
 /// round: [`RunService::drive`]).
 pub(super) struct Creating {
+    /// Where a root run goes (a fork or nested run: its parent's, as the
+    /// store places it).
+    pub namespace: Namespace,
     pub start: Fact,
     pub sources: Vec<SourceText>,
     pub records: Vec<HostRecord>,
@@ -142,6 +146,7 @@ pub(super) struct Creating {
 /// for the run carries them: issue 41 §7) in a `binding` record of their
 /// own; `records` besides them.
 pub(super) fn creating(
+    namespace: &Namespace,
     start: Fact,
     sources: &Sources,
     tools: &[PathBuf],
@@ -162,6 +167,7 @@ pub(super) fn creating(
         }));
     }
     Creating {
+        namespace: namespace.clone(),
         start,
         sources: sources.source_texts(),
         records,
@@ -172,13 +178,14 @@ pub(super) fn creating(
 /// return.
 pub(super) fn create(
     store: &dyn Store,
+    namespace: &Namespace,
     start: Fact,
     sources: &Sources,
     tools: &[PathBuf],
     records: Vec<HostRecord>,
 ) -> Result<FactRef> {
-    let c = creating(start, sources, tools, records);
-    let a = store.create_run(c.start, &c.sources, c.records)?;
+    let c = creating(namespace, start, sources, tools, records);
+    let a = store.create_run_in(&c.namespace, c.start, &c.sources, c.records)?;
     Ok(FactRef {
         n: a.n,
         hash: a.hash,
@@ -372,7 +379,15 @@ impl RunService {
             let _ = tx.send(res);
         });
         match creating {
-            Some(c) => store.create_run_then(c.start, &c.sources, c.records, batch, records, done),
+            Some(c) => store.create_run_then(
+                &c.namespace,
+                c.start,
+                &c.sources,
+                c.records,
+                batch,
+                records,
+                done,
+            ),
             None => store.append_all_with_then(&r, batch, records, done),
         }
         let appended = rx.await.map_err(|e| lost(&e))??;

@@ -12,8 +12,8 @@ use super::store::Store;
 use crate::error::{Error, Result};
 use flow_engine::machine::OpenCall;
 use flow_store::{
-    DiscoveryQuery, Fact, RunId, RunInfo, RunState, WaitingCall, WaitingCursor, WaitingQuery,
-    WaitingSort,
+    DiscoveryQuery, Fact, Namespaces, RunId, RunInfo, RunState, WaitingCall, WaitingCursor,
+    WaitingQuery, WaitingSort,
 };
 
 /// Which calls an inbox page holds.
@@ -33,6 +33,8 @@ pub struct InboxQuery {
     pub limit: usize,
     /// The time `waiting_ms` counts back from (unix ms).
     pub now_ms: i64,
+    /// Only calls of runs in these namespaces (the caller's).
+    pub namespaces: Namespaces,
 }
 
 /// The inbox's order.
@@ -123,6 +125,7 @@ impl InboxQuery {
                 call: c.call.clone(),
             }),
             limit: u32::try_from(self.limit).unwrap_or(u32::MAX),
+            namespaces: self.namespaces.clone(),
         }
     }
 }

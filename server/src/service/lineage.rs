@@ -2,12 +2,15 @@
 //! (at which checkpoint, by which recovery), a nested run's outer run (for
 //! which call) — up to the run that came from none. The one reading of it:
 //! the run view's `parent` is its first step, `GET /v1/runs/{run}/lineage`
-//! the whole chain.
+//! the whole chain. Read for a caller that sees some namespaces only: an
+//! ancestor of another namespace (an import can place a fork away from
+//! its parent) is told as a deleted one, as a run that does not exist,
+//! and the chain ends there (docs/custody.md "Namespaces").
 
 use super::store::Store;
 use crate::error::Result;
 use flow_abi::fact::CallId;
-use flow_store::{RunId, RunInfo};
+use flow_store::{Namespaces, RunId, RunInfo};
 
 /// Ancestors read at most (a chain longer than this is cut, and says so).
 pub const MAX_LINEAGE: usize = 64;
@@ -36,9 +39,14 @@ pub struct Step {
 }
 
 /// The first step up from `run` (whose info is `info`), if it came from
-/// another run.
-pub fn step(store: &dyn Store, run: &RunId, info: &RunInfo) -> Result<Option<Step>> {
-    Ok(step_and_from(store, run, info)?.map(|(s, _)| s))
+/// another run, as a caller that sees `seen` reads it.
+pub fn step(
+    store: &dyn Store,
+    run: &RunId,
+    info: &RunInfo,
+    seen: &Namespaces,
+) -> Result<Option<Step>> {
+    Ok(step_and_from(store, run, info, seen)?.map(|(s, _)| s))
 }
 
 /// [`step`], with the info of the run it came from when that run is
@@ -47,6 +55,7 @@ fn step_and_from(
     store: &dyn Store,
     run: &RunId,
     info: &RunInfo,
+    seen: &Namespaces,
 ) -> Result<Option<(Step, Option<RunInfo>)>> {
     let (from, link) = match (&info.parent, &info.outer) {
         (Some((parent, checkpoint)), _) => (
@@ -60,8 +69,8 @@ fn step_and_from(
         (None, None) => return Ok(None),
     };
     let (from_info, deleted) = match store.run_info(&from) {
-        Ok(i) => (Some(i), false),
-        Err(flow_store::Error::UnknownRun(_)) => (None, true),
+        Ok(i) if seen.contains(&i.namespace) => (Some(i), false),
+        Ok(_) | Err(flow_store::Error::UnknownRun(_)) => (None, true),
         Err(_) => (None, false),
     };
     let step = Step {
@@ -73,13 +82,13 @@ fn step_and_from(
     Ok(Some((step, from_info)))
 }
 
-/// `run`'s lineage, nearest first, and whether it was cut at
-/// [`MAX_LINEAGE`].
-pub fn lineage(store: &dyn Store, run: &RunId) -> Result<(Vec<Step>, bool)> {
+/// `run`'s lineage as a caller that sees `seen` reads it, nearest first,
+/// and whether it was cut at [`MAX_LINEAGE`].
+pub fn lineage(store: &dyn Store, run: &RunId, seen: &Namespaces) -> Result<(Vec<Step>, bool)> {
     let mut steps = Vec::new();
     let mut info = store.run_info(run)?;
     let mut cur = run.clone();
-    while let Some((s, from)) = step_and_from(store, &cur, &info)? {
+    while let Some((s, from)) = step_and_from(store, &cur, &info, seen)? {
         if steps.len() == MAX_LINEAGE {
             return Ok((steps, true));
         }

@@ -31,7 +31,7 @@ use crate::host::{Host, Served};
 use flow_abi::fact::{CallId, Fact};
 use flow_engine::machine::OpenCall;
 use flow_engine::program::Program;
-use flow_store::{Halt, HostDetails, HostRecord, HostRecordRow, RunId};
+use flow_store::{Halt, HostDetails, HostRecord, HostRecordRow, Namespace, RunId};
 use flow_tools::CallOutcome;
 use serde_json::{Map, Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -536,7 +536,8 @@ impl RunService {
                     }),
                 )?;
             }
-            create(&*s, start, &sources, &[], Vec::new())
+            // The store places a nested run beside its outer run.
+            create(&*s, &Namespace::default(), start, &sources, &[], Vec::new())
         })
         .await
         .map_err(super::drive::engine_lost)??;

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::source::Sources;
 use flow_engine::machine::{Ending, Machine, OpenCall};
-use flow_store::{FactRef, RunId};
+use flow_store::{FactRef, Namespace, RunId};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use serde_json::{Value as Json, json};
@@ -134,7 +134,14 @@ pub fn record_start(
         .map_err(|e| Error::Refused(e.to_string()))?;
     let run = new_run_id();
     let start = super::prepare::start_fact(&run, &program.root, sources, input, None, None);
-    super::drive::create(store, start, sources, &[], Vec::new())?;
+    super::drive::create(
+        store,
+        &Namespace::default(),
+        start,
+        sources,
+        &[],
+        Vec::new(),
+    )?;
     Ok(run)
 }
 

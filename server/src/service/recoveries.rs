@@ -3,11 +3,16 @@
 //! program, whether it runs, ended or was interrupted, its counts, and the
 //! forks it made of which runs from which checkpoints. The store keeps
 //! the record (`Recoveries`, migration 0014); `recover.rs` writes it.
+//!
+//! A caller confined to namespaces (docs/custody.md "Namespaces") sees the
+//! recoveries it began, and those that made a fork in one of its
+//! namespaces — with only those forks listed; any other is the missing
+//! recovery's 404.
 
 use super::RunService;
 use super::recover::RecoveryEnd;
 use crate::error::{Error, Result};
-use flow_store::{RecoveryFork, RecoveryRow, RecoveryStatus};
+use flow_store::{Namespaces, RecoveryFork, RecoveryRow, RecoveryStatus, RunId};
 use serde::{Deserialize, Serialize};
 
 /// The most recoveries one page lists.
@@ -93,10 +98,32 @@ impl From<RecoveryFork> for RecoveryForkView {
     }
 }
 
+/// Who reads the record: the namespaces it sees and who it is, as
+/// recoveries name who began them (`cli`, `http`, `token:<tag>`).
+pub struct Reader<'a> {
+    pub seen: &'a Namespaces,
+    pub who: &'a str,
+}
+
+impl Reader<'_> {
+    /// Everything: the CLI and `flow mcp` on a local store.
+    pub const LOCAL: Reader<'static> = Reader {
+        seen: &Namespaces::All,
+        who: "cli",
+    };
+}
+
 impl RunService {
     /// Recoveries newest first, begun before `before` (unix ms) when
-    /// given, at most `limit` (1 to [`MAX_PAGE`]).
-    pub fn recoveries(&self, before: Option<i64>, limit: u32) -> Result<RecoveryList> {
+    /// given, at most `limit` (1 to [`MAX_PAGE`]), that `reader` sees. A
+    /// confined reader's page may hold fewer (those it does not see are
+    /// passed over); `nextBefore` still goes on from the last one read.
+    pub fn recoveries(
+        &self,
+        before: Option<i64>,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<RecoveryList> {
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(Error::Refused(format!(
                 "limit {limit}: give 1 to {MAX_PAGE} recoveries a page"
@@ -104,30 +131,74 @@ impl RunService {
         }
         let rows = self.inner.store.recoveries(before, limit + 1)?;
         let more = rows.len() > limit as usize;
-        let recoveries: Vec<RecoveryView> = rows
-            .into_iter()
-            .take(limit as usize)
-            .map(RecoveryView::from)
-            .collect();
-        let next_before = more
-            .then(|| recoveries.last().map(|r| r.started_ms))
-            .flatten();
+        let rows: Vec<RecoveryRow> = rows.into_iter().take(limit as usize).collect();
+        let next_before = more.then(|| rows.last().map(|r| r.started_ms)).flatten();
+        let mut recoveries = Vec::with_capacity(rows.len());
+        for row in rows {
+            if self.sees(&row, reader)? {
+                recoveries.push(RecoveryView::from(row));
+            }
+        }
         Ok(RecoveryList {
             recoveries,
             next_before,
         })
     }
 
-    /// One recovery and the forks it made.
-    pub fn recovery(&self, id: &str) -> Result<RecoveryDetail> {
-        let (row, forks) = self.inner.store.recovery(id)?.ok_or_else(|| {
+    /// One recovery and the forks it made that `reader` sees.
+    pub fn recovery(&self, id: &str, reader: &Reader) -> Result<RecoveryDetail> {
+        let missing = || {
             Error::NotFound(format!(
                 "no recovery {id}: flow recoveries (GET /v1/recoveries) lists them"
             ))
-        })?;
+        };
+        let (row, forks) = self.inner.store.recovery(id)?.ok_or_else(missing)?;
+        let mut shown = Vec::with_capacity(forks.len());
+        for f in forks {
+            if self.fork_seen(&f, reader.seen)? {
+                shown.push(RecoveryForkView::from(f));
+            }
+        }
+        if *reader.seen != Namespaces::All && row.who != reader.who && shown.is_empty() {
+            return Err(missing());
+        }
         Ok(RecoveryDetail {
             recovery: row.into(),
-            forks: forks.into_iter().map(RecoveryForkView::from).collect(),
+            forks: shown,
         })
+    }
+
+    /// Whether `reader` sees recovery `row`: every one, unconfined; else
+    /// one it began, or one with a fork in its namespaces.
+    fn sees(&self, row: &RecoveryRow, reader: &Reader) -> Result<bool> {
+        if *reader.seen == Namespaces::All || row.who == reader.who {
+            return Ok(true);
+        }
+        let Some((_, forks)) = self.inner.store.recovery(&row.id)? else {
+            return Ok(false);
+        };
+        for f in &forks {
+            if self.fork_seen(f, reader.seen)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether a fork is in `seen`'s namespaces: the fork's own, or, once
+    /// it was deleted, the run it recovers (whose it inherited).
+    fn fork_seen(&self, f: &RecoveryFork, seen: &Namespaces) -> Result<bool> {
+        if *seen == Namespaces::All {
+            return Ok(true);
+        }
+        for id in [&f.fork, &f.run] {
+            let Ok(run) = RunId::parse(id) else { continue };
+            match self.inner.store.run_info(&run) {
+                Ok(info) => return Ok(seen.contains(&info.namespace)),
+                Err(flow_store::Error::UnknownRun(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(false)
     }
 }

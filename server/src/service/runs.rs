@@ -18,7 +18,7 @@ use super::store::blocking;
 use super::{ForkAt, RunService, drive, nested, prepare, whatif};
 use crate::error::{Error, Result};
 use crate::source::Sources;
-use flow_store::{FactRef, HostRecord, HostRecordRow, RunId, RunInfo};
+use flow_store::{FactRef, HostRecord, HostRecordRow, Namespace, RunId, RunInfo};
 use serde_json::json;
 use std::sync::atomic::Ordering;
 
@@ -42,22 +42,36 @@ impl RunService {
     /// Starts a run: the program checks, the input decodes, every Tool is
     /// bound, then Start is recorded; returns once Start is durable, and
     /// drives on in a task. A refusal records nothing.
-    pub async fn start(&self, sources: Sources, input: &str) -> Result<Accepted> {
-        self.start_inner(sources, input, None).await
+    /// The run goes to `namespace` (issue 40 item 4).
+    pub async fn start(
+        &self,
+        namespace: &Namespace,
+        sources: Sources,
+        input: &str,
+    ) -> Result<Accepted> {
+        self.start_inner(namespace, sources, input, None).await
     }
 
     /// [`RunService::start`], with driving held until the [`Gate`] opens
     /// (or is dropped): the MCP server tells its client that Start was
     /// accepted "before further driving" (seed, "Accepted-Start transport
     /// view").
-    pub async fn start_gated(&self, sources: Sources, input: &str) -> Result<(Accepted, Gate)> {
+    pub async fn start_gated(
+        &self,
+        namespace: &Namespace,
+        sources: Sources,
+        input: &str,
+    ) -> Result<(Accepted, Gate)> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let accepted = self.start_inner(sources, input, Some(rx)).await?;
+        let accepted = self
+            .start_inner(namespace, sources, input, Some(rx))
+            .await?;
         Ok((accepted, Gate(tx)))
     }
 
     async fn start_inner(
         &self,
+        namespace: &Namespace,
         sources: Sources,
         input: &str,
         gate: Option<tokio::sync::oneshot::Receiver<()>>,
@@ -106,7 +120,7 @@ impl RunService {
                     return Err(e);
                 }
             };
-            let creating = drive::creating(start, &sources, &bound.tools, Vec::new());
+            let creating = drive::creating(namespace, start, &sources, &bound.tools, Vec::new());
             let head = FactRef {
                 n: 1,
                 hash: String::new(),
@@ -130,7 +144,9 @@ impl RunService {
                 .acknowledged()
                 .await;
         };
-        let (claim, bound, head) = self.create(&run, start, sources, bound, Vec::new()).await?;
+        let (claim, bound, head) = self
+            .create(&run, namespace, start, sources, bound, Vec::new())
+            .await?;
         self.started(&run);
         Ok(self
             .spawn_drive(
@@ -400,7 +416,15 @@ impl RunService {
         let mut sources = fork.sources.clone();
         sources.dir = dir;
         let (claim, bound, head) = self
-            .create(&run, fork.start.clone(), sources, bound, records)
+            // The store places a fork beside its parent.
+            .create(
+                &run,
+                &Namespace::default(),
+                fork.start.clone(),
+                sources,
+                bound,
+                records,
+            )
             .await?;
         self.inner.stats.started.fetch_add(1, Ordering::Relaxed);
         self.publish(
@@ -427,9 +451,11 @@ impl RunService {
     /// Claims a new run and records its Start with `records` (durable on
     /// return); on a refusal the bound Tools are let go and nothing is
     /// recorded.
+    #[allow(clippy::too_many_arguments)]
     async fn create(
         &self,
         run: &RunId,
+        namespace: &Namespace,
         start: flow_abi::fact::Fact,
         sources: Sources,
         bound: Bound,
@@ -440,9 +466,10 @@ impl RunService {
                 let s = self.inner.store.clone();
                 let committing = self.inner.commits.begin();
                 let tools = bound.tools.clone();
+                let namespace = namespace.clone();
                 tokio::task::spawn_blocking(move || {
                     let _committing = committing;
-                    drive::create(&*s, start, &sources, &tools, records)
+                    drive::create(&*s, &namespace, start, &sources, &tools, records)
                 })
                 .await
                 .map_err(|e| Error::Unreadable(format!("the store's writer: {e}")))

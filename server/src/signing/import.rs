@@ -5,7 +5,7 @@
 
 use super::keys::TrustedKeys;
 use super::{Refused, Signed, check_archive};
-use flow_store::{ImportOutcome, ImportRuns, RunId, TornTail};
+use flow_store::{ImportOutcome, ImportRuns, Namespace, RunId, TornTail};
 use std::path::Path;
 
 /// What an import did to one run.
@@ -64,20 +64,27 @@ pub fn check(root: &Path, trust: Option<&TrustedKeys>) -> Result<Checked, Import
     Ok(Checked { archives, signed })
 }
 
-/// Imports the archive at `root` ([`check`], then [`write`]).
+/// Imports the archive at `root` ([`check`], then [`write`]) into
+/// `namespace`.
 pub fn import_archive<S: ImportRuns + ?Sized>(
     store: &S,
     root: &Path,
     trust: Option<&TrustedKeys>,
+    namespace: &Namespace,
 ) -> Result<Imported, ImportError> {
-    write(store, check(root, trust)?)
+    write(store, check(root, trust)?, namespace)
 }
 
-/// Writes a checked archive's runs in one transaction.
-pub fn write<S: ImportRuns + ?Sized>(store: &S, c: Checked) -> Result<Imported, ImportError> {
+/// Writes a checked archive's runs in one transaction; new runs go to
+/// `namespace` (issue 40 item 4).
+pub fn write<S: ImportRuns + ?Sized>(
+    store: &S,
+    c: Checked,
+    namespace: &Namespace,
+) -> Result<Imported, ImportError> {
     let Checked { archives, signed } = c;
     let torn: Vec<Option<TornTail>> = archives.iter().map(|a| a.torn().cloned()).collect();
-    let outcomes = store.import_verified_all(archives)?;
+    let outcomes = store.import_verified_all_in(namespace, archives)?;
     let runs = outcomes
         .into_iter()
         .zip(torn)

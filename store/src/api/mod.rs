@@ -25,6 +25,7 @@ mod redact;
 mod runs;
 mod waiting;
 
+pub use crate::namespace::{Namespace, Namespaces};
 pub use delete::*;
 pub use host::*;
 pub use leases::*;
@@ -218,9 +219,23 @@ impl Appending {
 pub trait AppendFacts {
     /// Creates a run with its Start fact (n = 1), source texts and the host
     /// records made with it (such as where its program was read from), in
-    /// one commit.
+    /// one commit, in namespace `default` (a fork or nested run: its
+    /// parent's, see [`AppendFacts::create_run_in`]).
     fn create_run(
         &self,
+        start: Fact,
+        sources: &[SourceText],
+        records: Vec<HostRecord>,
+    ) -> Result<Appended> {
+        self.create_run_in(&Namespace::default(), start, sources, records)
+    }
+    /// [`AppendFacts::create_run`] in `namespace`. A run whose Start names
+    /// an outer run (nested) or a parent (fork) that is stored goes to
+    /// that run's namespace instead, whatever is given: a run's family
+    /// lives in one namespace (issue 40 item 4).
+    fn create_run_in(
+        &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         records: Vec<HostRecord>,
@@ -267,9 +282,12 @@ pub trait AppendFacts {
     /// ride after them are appended. A run whose first round is known
     /// before its Start is recorded pays one commit for both (issue 42).
     /// `done` gets Start's `Appended`, then one per fact, or the first
-    /// refusal (a refused Start leaves nothing behind).
+    /// refusal (a refused Start leaves nothing behind). The run goes to
+    /// `namespace` as [`AppendFacts::create_run_in`] says.
+    #[allow(clippy::too_many_arguments)]
     fn create_run_then(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         created: Vec<HostRecord>,
@@ -320,6 +338,10 @@ pub trait ReadHistory {
     fn read_after(&self, run: &RunId, after: u64, limit: u32) -> Result<Vec<StoredFact>>;
     /// A blob's verified bytes.
     fn blob(&self, hash: &str) -> Result<Vec<u8>>;
+    /// [`ReadHistory::blob`] for a caller that sees only `namespaces`:
+    /// [`Error::UnknownBlob`] unless a run of one of them references it
+    /// (equal content in two namespaces is one blob; each sees it).
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>>;
     /// A stored value of `run` with every reference loaded and verified,
     /// each of the run's holes shown as `{"$hole":"blake3:…","length":L}`
     /// (docs/custody.md "Holes"): a value to show, never invented content.
@@ -413,7 +435,18 @@ pub trait ImportRuns {
     /// one transaction: every run is imported or matched, or nothing is
     /// written (one conflict refuses them all). The outcomes are in the
     /// order given; a run id given twice is refused.
-    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>>;
+    /// New runs go to `namespace` (a run already stored keeps its own: an
+    /// import that matches it writes nothing).
+    fn import_verified_all_in(
+        &self,
+        namespace: &Namespace,
+        archives: Vec<VerifiedArchive>,
+    ) -> Result<Vec<ImportOutcome>>;
+
+    /// [`ImportRuns::import_verified_all_in`] namespace `default`.
+    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+        self.import_verified_all_in(&Namespace::default(), archives)
+    }
 
     /// Writes one verified archive.
     fn import_verified(&self, archive: VerifiedArchive) -> Result<ImportOutcome> {

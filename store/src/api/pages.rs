@@ -180,6 +180,9 @@ pub struct RunListQuery {
     /// Only paused runs waiting on a call to this Tool (e.g.
     /// `std/human#input`).
     pub waiting_tool: Option<String>,
+    /// Only runs in these namespaces (issue 40 item 4): the caller's, as
+    /// its token allows, narrowed by a `namespace=` filter.
+    pub namespaces: Namespaces,
 }
 
 /// A host-clock interval `[from, to)` in unix ms; either end open.
@@ -210,6 +213,7 @@ pub struct CheckedRunList {
     pub attrs: Vec<(String, String)>,
     pub waiting_node: Option<String>,
     pub waiting_tool: Option<String>,
+    pub namespaces: Namespaces,
     /// The filters admit no run (a fault filter with states other than
     /// faulted, a waiting filter with states other than paused): answered
     /// without a query.
@@ -304,7 +308,8 @@ impl RunListQuery {
         states.sort_by_key(|s| s.as_str());
         states.dedup();
         let fault = text("fault", &self.fault, 1024)?;
-        let mut none = false;
+        // A caller confined to no namespace sees no run.
+        let mut none = self.namespaces.listed().is_some_and(<[_]>::is_empty);
         if fault.is_some() {
             // Only a faulted run has a fault: the filter is served by the
             // state index.
@@ -341,6 +346,7 @@ impl RunListQuery {
             attrs,
             waiting_node,
             waiting_tool,
+            namespaces: self.namespaces.clone(),
             none,
         })
     }
@@ -358,6 +364,7 @@ pub struct ListedRun {
     pub updated_ms: i64,
     /// The root FlowSpec document's `id`, as the runs index keeps it.
     pub flow_id: Option<String>,
+    pub namespace: Namespace,
 }
 
 /// A run that names another: a fork its parent, a nested run its outer
@@ -366,6 +373,8 @@ pub struct ListedRun {
 pub struct ChildRun {
     pub run: String,
     pub link: ChildLink,
+    /// The child's namespace: its parent's, unless an import placed it.
+    pub namespace: Namespace,
 }
 
 /// How a [`ChildRun`] names its run.

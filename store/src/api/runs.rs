@@ -1,7 +1,8 @@
 //! A run as the runs index keeps it: its state, how it ended, its entry
 //! and the index row itself.
 
-use super::FactRef;
+use super::{FactRef, Namespace};
+
 use flow_abi::fact::{CallId, RunId};
 use serde::{Deserialize, Serialize};
 
@@ -78,4 +79,6 @@ pub struct RunInfo {
     /// When the run came in by archive import; `None` for runs this store
     /// created (its host records then are this host's own).
     pub imported_ms: Option<i64>,
+    /// The namespace the run belongs to (host metadata, not a fact).
+    pub namespace: Namespace,
 }

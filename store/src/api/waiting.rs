@@ -1,6 +1,7 @@
 //! The calls paused runs wait on, as the store indexes them (migration
 //! 0013): the inbox's page and count (`GET /v1/calls`, issue 38 §2).
 
+use crate::namespace::Namespaces;
 use flow_abi::fact::{CallId, RunId};
 
 /// Which waiting calls a page holds. Every filter is an index lookup on
@@ -21,6 +22,9 @@ pub struct WaitingQuery {
     pub after: Option<WaitingCursor>,
     /// At most this many calls (1 to 1000).
     pub limit: u32,
+    /// Only calls of runs in these namespaces (each one index range,
+    /// migration 0019).
+    pub namespaces: Namespaces,
 }
 
 /// A waiting calls page's order.

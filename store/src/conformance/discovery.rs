@@ -268,6 +268,7 @@ pub(super) fn children_by_index<B: Backend + Sync>(
         want.push(ChildRun {
             run: run.to_string(),
             link,
+            namespace: Namespace::default(),
         });
     }
     want.sort_by(|a, b| a.run.cmp(&b.run));

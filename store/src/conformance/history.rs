@@ -126,6 +126,7 @@ pub(super) fn create_with_first_facts<B: Backend + Sync>(
     let created = |start: Fact, facts: Vec<Appending>| {
         let (tx, rx) = std::sync::mpsc::channel();
         s.create_run_then(
+            &Namespace::default(),
             start,
             &sources,
             vec![record("/at-start")],
@@ -177,6 +178,7 @@ pub(super) fn create_with_first_facts<B: Backend + Sync>(
     let (start, sources) = start_fact(&alone, json!({}));
     let (tx, rx) = std::sync::mpsc::channel();
     s.create_run_then(
+        &Namespace::default(),
         start,
         &sources,
         Vec::new(),

@@ -38,6 +38,7 @@ mod facts;
 mod history;
 mod leases;
 mod live;
+mod namespaces;
 mod recoveries;
 mod redact;
 mod waiting;
@@ -53,6 +54,7 @@ pub use facts::*;
 use history::*;
 use leases::*;
 use live::*;
+use namespaces::namespaces;
 use recoveries::recoveries;
 use redact::holes;
 use waiting::waiting_calls;
@@ -95,6 +97,7 @@ pub fn cases<B: Backend + Sync>() -> Vec<(&'static str, Case<B>)> {
         ("waiting_calls", waiting_calls::<B>),
         ("recoveries", recoveries::<B>),
         ("run_counts", run_counts::<B>),
+        ("namespaces", namespaces::<B>),
     ]
 }
 

@@ -76,6 +76,7 @@ pub(super) fn workers<B: Backend + Sync>(
         "w-old",
         "old",
         "",
+        &Namespaces::All,
         &[served("t.json#a", "sha256:bb", false)],
     )
     .map_err(e)?;
@@ -105,8 +106,14 @@ pub(super) fn workers<B: Backend + Sync>(
         },
     )
     .map_err(e)?;
-    s.register_worker("w1", "one", "tag-a", &[served("t.json#a", fp, true)])
-        .map_err(e)?;
+    s.register_worker(
+        "w1",
+        "one",
+        "tag-a",
+        &Namespaces::All,
+        &[served("t.json#a", fp, true)],
+    )
+    .map_err(e)?;
     ensure!(
         s.worker_owner("w1").map_err(e)?.as_deref() == Some("tag-a")
             && s.worker_owner("w-old").map_err(e)?.as_deref() == Some("")
@@ -227,8 +234,14 @@ pub(super) fn workers<B: Backend + Sync>(
         !s.settle_call(&run, &c2.call, Some("w1"), None).map_err(e)?,
         "queued again twice"
     );
-    s.register_worker("w2", "two", "tag-b", &[served("t.json#a", fp, false)])
-        .map_err(e)?;
+    s.register_worker(
+        "w2",
+        "two",
+        "tag-b",
+        &Namespaces::All,
+        &[served("t.json#a", fp, false)],
+    )
+    .map_err(e)?;
     ensure!(
         s.claim_calls("w2", 5).map_err(e)?.calls == vec![c2.clone()],
         "the new worker takes the call queued again"

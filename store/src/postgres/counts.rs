@@ -30,10 +30,10 @@ pub(super) async fn fold(client: &Client) -> Result<(), tokio_postgres::Error> {
     let moved = client
         .execute(
             "WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtext('flow-store-counts:' || current_schema())) AS ok),
-                  moved AS (DELETE FROM run_count_deltas WHERE (SELECT ok FROM lock) RETURNING has_flow, flow, state, delta)
-             INSERT INTO run_counts (has_flow, flow, state, n)
-             SELECT has_flow, flow, state, SUM(delta) FROM moved GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-             ON CONFLICT (has_flow, flow, state) DO UPDATE SET n = run_counts.n + excluded.n",
+                  moved AS (DELETE FROM run_count_deltas WHERE (SELECT ok FROM lock) RETURNING namespace, has_flow, flow, state, delta)
+             INSERT INTO run_counts (namespace, has_flow, flow, state, n)
+             SELECT namespace, has_flow, flow, state, SUM(delta) FROM moved GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+             ON CONFLICT (namespace, has_flow, flow, state) DO UPDATE SET n = run_counts.n + excluded.n",
             &[],
         )
         .await?;

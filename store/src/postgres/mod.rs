@@ -341,14 +341,16 @@ impl PostgresStore {
 }
 
 impl AppendFacts for PostgresStore {
-    fn create_run(
+    fn create_run_in(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         records: Vec<HostRecord>,
     ) -> Result<Appended> {
         let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
+            namespace: namespace.clone(),
             start,
             sources,
             records,
@@ -383,6 +385,7 @@ impl AppendFacts for PostgresStore {
     /// As one command, like a step (see `append_all_with_then`).
     fn create_run_then(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         created: Vec<HostRecord>,
@@ -397,6 +400,7 @@ impl AppendFacts for PostgresStore {
         };
         let run = run.clone();
         let creation = Creation {
+            namespace: namespace.clone(),
             start,
             sources: sources.to_vec(),
             records: created,
@@ -440,9 +444,14 @@ impl HostRecords for PostgresStore {
 }
 
 impl ImportRuns for PostgresStore {
-    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+    fn import_verified_all_in(
+        &self,
+        namespace: &Namespace,
+        archives: Vec<VerifiedArchive>,
+    ) -> Result<Vec<ImportOutcome>> {
         crate::archive::check_distinct(&archives)?;
         self.send(|reply| writer::Command::Import {
+            namespace: namespace.clone(),
             archives,
             at_ms: now_ms(),
             reply,
@@ -496,6 +505,11 @@ impl ReadHistory for PostgresStore {
     fn blob(&self, hash: &str) -> Result<Vec<u8>> {
         let hash = hash.to_string();
         self.snapshot(move |s| crate::read::blob(s, &hash))
+    }
+
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>> {
+        let (hash, namespaces) = (hash.to_string(), namespaces.clone());
+        self.snapshot(move |s| crate::read::blob_in(s, &hash, &namespaces))
     }
 
     fn expand(&self, run: &RunId, stored: &Value) -> Result<Value> {

@@ -187,7 +187,7 @@ fn fact_row_at(r: &Row, at: usize) -> Result<FactRow, String> {
     get().map_err(|e| Error::from(e).to_string())
 }
 
-/// The runs row in columns `at..at + 16` (as [`ReadDb::run_columns`]
+/// The runs row in columns `at..at + 17` (as [`ReadDb::run_columns`]
 /// selects them).
 fn run_columns_at(r: &Row, at: usize) -> std::result::Result<RunColumns, tokio_postgres::Error> {
     Ok(RunColumns {
@@ -207,11 +207,12 @@ fn run_columns_at(r: &Row, at: usize) -> std::result::Result<RunColumns, tokio_p
         updated_ms: r.try_get(at + 13)?,
         state_ms: r.try_get(at + 14)?,
         imported_ms: r.try_get(at + 15)?,
+        namespace: r.try_get(at + 16)?,
     })
 }
 
 /// The runs row's columns as `run_columns_at` reads them.
-const RUN_COLUMNS: &str = "key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms";
+const RUN_COLUMNS: &str = "key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, namespace";
 
 /// Appends every `"blake3:<64 lowercase hex>"` string in `text` to `out`:
 /// a value reference's address or a source's hash, in canonical JSON.
@@ -244,8 +245,8 @@ fn mentions(text: &[u8], out: &mut Vec<[u8; 32]>) {
 /// and a run has few children to sort. A union, not an `OR`: with `ORDER
 /// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
 /// index filtering each row. Public so a test can EXPLAIN it.
-pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = $1 \
-     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = $1 \
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE parent_run = $1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE outer_run = $1 \
      ORDER BY id LIMIT $2";
 
 impl ReadDb for Session {
@@ -348,6 +349,23 @@ impl ReadDb for Session {
         Ok(out)
     }
 
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        let names: Vec<&str> = namespaces.iter().map(|n| n.as_str()).collect();
+        let rows = self.query(
+            "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                WHERE b.hash = $1 AND r.namespace = ANY($2::text[]))",
+            &[&&hash[..], &names],
+        )?;
+        rows.first()
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .ok_or(Error::WriterGone)
+    }
+
     /// One query: each `(run, n)`'s runs row, fact and predecessor's hash.
     fn prefetch_calls(&mut self, at: &[(RunId, u64)]) -> Result<()> {
         if at.is_empty() {
@@ -373,14 +391,14 @@ impl ReadDb for Session {
             let n = r.try_get::<_, i64>(1)? as u64;
             let run = run_columns_at(r, 2)?;
             let key = run.key;
-            if r.try_get::<_, Option<i64>>(18)?.is_some() {
-                let row = fact_row_at(r, 18);
+            if r.try_get::<_, Option<i64>>(19)?.is_some() {
+                let row = fact_row_at(r, 19);
                 if let Ok((_, _, _, body)) = &row {
                     mentions(body.as_bytes(), &mut wanted);
                 }
                 self.calls.insert((key, n), row);
             }
-            if let Some(h) = r.try_get::<_, Option<Vec<u8>>>(22)? {
+            if let Some(h) = r.try_get::<_, Option<Vec<u8>>>(23)? {
                 self.hashes.insert((key, n.saturating_sub(1)), h);
             }
             self.run_rows.insert(id, run);
@@ -505,7 +523,7 @@ impl ReadDb for Session {
         }
         let rows = self.query(
             "SELECT r.id, r.key, r.state, r.entry_module, r.entry_function, r.program, r.parent_run, r.parent_checkpoint, r.outer_run, r.outer_call, r.ending, r.last_n, r.last_hash, r.created_ms, r.updated_ms,
-                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.state_ms, r.flow_id
+                    d.kind, d.at_ms, d.head_n, d.head_hash, r.imported_ms, r.state_ms, r.flow_id, r.namespace
              FROM runs r
              LEFT JOIN LATERAL (
                  SELECT kind, at_ms, head_n, head_hash FROM host_records h
@@ -539,6 +557,7 @@ impl ReadDb for Session {
                         updated_ms: r.try_get(14)?,
                         state_ms: r.try_get(20)?,
                         imported_ms: r.try_get(19)?,
+                        namespace: r.try_get(22)?,
                     },
                     decision: match kind {
                         Some(k) => Some((k, r.try_get(16)?, r.try_get(17)?, r.try_get(18)?)),
@@ -571,6 +590,7 @@ impl ReadDb for Session {
                     id: r.try_get(0)?,
                     parent: parent.zip(cp),
                     outer: outer.zip(call),
+                    namespace: r.try_get(5)?,
                 })
             })
             .collect()

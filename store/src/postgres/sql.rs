@@ -163,10 +163,11 @@ impl Conn {
                 .await?,
             runs: client
                 .prepare(
-                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, fault, state_attrs)
-                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp, fid, fault, sa
-                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[], $15::text[], $16::text[], $17::text[])
-                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp, fid, fault, sa)",
+                    "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, fault, state_attrs, namespace)
+                     SELECT id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, t, t, imp, fid, fault, sa,
+                            COALESCE(CASE WHEN inh THEN (SELECT p.namespace FROM runs p WHERE p.id = COALESCE(u.orun, u.pr)) END, ns)
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::bytea[], $13::int8[], $14::int8[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[])
+                       AS u(id, state, em, ef, program, pr, pc, orun, ocall, ending, n, h, t, imp, fid, fault, sa, ns, inh)",
                 )
                 .await?,
             facts: client
@@ -240,8 +241,8 @@ impl Conn {
                 .await?,
             wait: client
                 .prepare(
-                    "INSERT INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms)
-                     SELECT r.key, u.call, u.id, u.task, u.node, u.tool, u.fact, u.since, u.due
+                    "INSERT INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms, namespace)
+                     SELECT r.key, u.call, u.id, u.task, u.node, u.tool, u.fact, u.since, u.due, r.namespace
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int8[])
                        AS u(id, call, task, node, tool, fact, since, due)
                      JOIN runs r ON r.id = u.id
@@ -361,6 +362,8 @@ pub(super) async fn write(
     let run_flow: Vec<Option<&str>> = r.runs.iter().map(|x| x.meta.flow_id.as_deref()).collect();
     let run_fault: Vec<Option<&str>> = r.runs.iter().map(|x| x.fault.as_deref()).collect();
     let run_sa: Vec<Option<String>> = r.runs.iter().map(|x| x.meta.state_attrs_column()).collect();
+    let run_ns: Vec<&str> = r.runs.iter().map(|x| x.meta.namespace.as_str()).collect();
+    let run_inh: Vec<bool> = r.runs.iter().map(|x| x.meta.inherit).collect();
     let attrs = r
         .runs
         .iter()
@@ -439,9 +442,10 @@ pub(super) async fn write(
     let p_locks: [P<'_>; 1] = [&lock_keys];
     let p_refs: [P<'_>; 2] = [&ref_run, &ref_hash];
     let p_holes: [P<'_>; 2] = [&hole_run, &hole_hash];
-    let p_runs: [P<'_>; 17] = [
+    let p_runs: [P<'_>; 19] = [
         &run_id, &run_state, &run_em, &run_ef, &run_prog, &run_pr, &run_pc, &run_or, &run_oc,
-        &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa,
+        &run_end, &run_n, &run_h, &run_t, &run_imp, &run_flow, &run_fault, &run_sa, &run_ns,
+        &run_inh,
     ];
     let p_attrs: [P<'_>; 3] = [&a_name, &a_value, &a_run];
     let p_unattr: [P<'_>; 2] = [&d_run, &d_name];

@@ -103,8 +103,8 @@ pub(super) fn backfill(shared: &Arc<Shared>) -> Result<()> {
         for w in rows {
             let fact = w.fact as i64;
             shared.handle.block_on(conn.execute(
-                "INSERT INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms)
-                 SELECT key, $2, id, $3, $4, $5, $6, $7, $8 FROM runs WHERE id = $1 AND state = 'paused'
+                "INSERT INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms, namespace)
+                 SELECT key, $2, id, $3, $4, $5, $6, $7, $8, namespace FROM runs WHERE id = $1 AND state = 'paused'
                  ON CONFLICT DO NOTHING",
                 &[&id, &w.call, &w.task, &w.node, &w.tool, &fact, &w.since_ms, &w.due_ms],
             ))?;

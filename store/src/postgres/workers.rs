@@ -1,5 +1,6 @@
 //! The remote-worker queue on Postgres (tables `workers`, `worker_tools`,
-//! `worker_calls`, migration 0006; rules in [`crate::workers`]): servers of
+//! `worker_calls`, migration 0006, and `worker_namespaces`, 0020; rules in
+//! [`crate::workers`]): servers of
 //! one database share it, so a call queued by the server driving its run
 //! is handed to a worker connected to any of them, and the reply that
 //! worker sends back is read by the driver.
@@ -26,6 +27,7 @@
 
 use super::PostgresStore;
 use crate::error::Result;
+use crate::namespace::Namespaces;
 use crate::workers::*;
 use flow_abi::fact::{CallId, RunId};
 use serde_json::Value;
@@ -67,6 +69,8 @@ fn state_sql() -> String {
         "SELECT c.worker, c.resend, c.cancel, c.outcome,
             EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > {NOW_MS} - $3),
             EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                JOIN runs r ON r.id = c.run
+                JOIN worker_namespaces n ON n.worker = w.id AND n.namespace IN ('*', r.namespace)
                 WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $3)
          FROM worker_calls c WHERE c.run = $1 AND c.call = $2"
     )
@@ -115,9 +119,11 @@ impl WorkerQueue for PostgresStore {
         id: &str,
         name: &str,
         owner: &str,
+        namespaces: &Namespaces,
         tools: &[ServedTool],
     ) -> Result<()> {
         let (id, name, owner) = (id.to_string(), name.to_string(), owner.to_string());
+        let namespaces = namespace_rows(namespaces);
         let names: Vec<String> = tools.iter().map(|t| t.tool.clone()).collect();
         let fps: Vec<String> = tools.iter().map(|t| t.fingerprint.clone()).collect();
         let resend: Vec<bool> = tools.iter().map(|t| t.resend).collect();
@@ -138,6 +144,13 @@ impl WorkerQueue for PostgresStore {
                  SELECT $1, t.tool, t.fp, t.resend FROM unnest($2::text[], $3::text[], $4::bool[]) AS t(tool, fp, resend)
                  ON CONFLICT (worker, tool) DO UPDATE SET fingerprint = excluded.fingerprint, resend = excluded.resend",
                 &[&id, &names, &fps, &resend],
+            )
+            .await?;
+            tx.execute("DELETE FROM worker_namespaces WHERE worker = $1", &[&id])
+                .await?;
+            tx.execute(
+                "INSERT INTO worker_namespaces (worker, namespace) SELECT $1, unnest($2::text[])",
+                &[&id, &namespaces],
             )
             .await?;
             tx.commit().await?;
@@ -192,7 +205,8 @@ impl WorkerQueue for PostgresStore {
             Ok(conn
                 .query(
                     &format!(
-                        "SELECT w.id, w.name, {NOW_MS} - w.seen_ms, t.tool, t.fingerprint, t.resend
+                        "SELECT w.id, w.name, {NOW_MS} - w.seen_ms, t.tool, t.fingerprint, t.resend,
+                            ARRAY(SELECT n.namespace FROM worker_namespaces n WHERE n.worker = w.id ORDER BY n.namespace)
                          FROM workers w LEFT JOIN worker_tools t ON t.worker = w.id
                          WHERE w.seen_ms > {NOW_MS} - $1 ORDER BY w.id, t.tool"
                     ),
@@ -209,6 +223,7 @@ impl WorkerQueue for PostgresStore {
                     name: r.try_get(1)?,
                     tools: Vec::new(),
                     seen_ms_ago: r.try_get::<_, i64>(2)?.max(0),
+                    namespaces: namespaces_of(&r.try_get::<_, Vec<String>>(6)?)?,
                 });
             }
             let tool: Option<String> = r.try_get(3)?;
@@ -300,6 +315,7 @@ impl WorkerQueue for PostgresStore {
                         SELECT c.run, c.call, t.resend FROM worker_calls c JOIN worker_tools t
                            ON t.worker = $1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
                         JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                        JOIN worker_namespaces n ON n.worker = $1 AND n.namespace IN ('*', r.namespace)
                         WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND NOT c.parked
                         ORDER BY c.queued_ms, c.run, c.call LIMIT $2
                         FOR UPDATE OF c SKIP LOCKED)
@@ -527,6 +543,7 @@ impl WorkerQueue for PostgresStore {
                         "SELECT DISTINCT c.run FROM worker_calls c JOIN runs r ON r.id = c.run
                          WHERE c.parked AND c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
                            AND EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                              JOIN worker_namespaces n ON n.worker = w.id AND n.namespace IN ('*', r.namespace)
                               WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > {NOW_MS} - $1)
                          ORDER BY c.run LIMIT $2"
                     ),
@@ -559,6 +576,13 @@ impl WorkerQueue for PostgresStore {
                     &[&forget],
                 )
                 .await?;
+            tx.execute(
+                &format!(
+                    "DELETE FROM worker_namespaces WHERE worker IN (SELECT id FROM workers WHERE seen_ms <= {NOW_MS} - $1)"
+                ),
+                &[&forget],
+            )
+            .await?;
             let workers = tx
                 .execute(
                     &format!("DELETE FROM workers WHERE seen_ms <= {NOW_MS} - $1"),

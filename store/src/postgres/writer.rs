@@ -469,7 +469,15 @@ impl Writer {
         let starts: Vec<Option<Result<CheckedStart>>> = cmds
             .iter()
             .map(|c| match c {
-                Command::Create { start, sources, .. } => Some(check_start(start.clone(), sources)),
+                Command::Create {
+                    namespace,
+                    start,
+                    sources,
+                    ..
+                } => Some(check_start(start.clone(), sources).map(|mut c| {
+                    c.meta.namespace = namespace.clone();
+                    c
+                })),
                 _ => None,
             })
             .collect();

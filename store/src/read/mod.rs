@@ -47,6 +47,9 @@ pub(crate) trait ReadDb {
     fn load_blob(&mut self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>>;
     /// The holes of run `key` (migration 0018): blobs it may not read.
     fn holes(&mut self, key: i64) -> Result<Vec<[u8; 32]>>;
+    /// Whether a run of one of `namespaces` references the blob (its
+    /// `blob_refs` rows, by the hash index, each run's by its key).
+    fn blob_referenced_in(&mut self, hash: &[u8; 32], namespaces: &[Namespace]) -> Result<bool>;
     /// A hint: the blobs these stored values reference are about to be
     /// loaded (a backend with costly round trips fetches them together).
     fn prefetch(&mut self, _values: &[&Value]) -> Result<()> {
@@ -151,6 +154,19 @@ pub(crate) fn read_after(
         facts.push(checker.admit(db, row, None)?.into_stored());
     }
     Ok(facts)
+}
+
+/// [`blob`] for a caller that sees only `namespaces`: a blob no run of
+/// theirs references is unknown to it, as one never stored.
+pub(crate) fn blob_in(db: &mut dyn ReadDb, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>> {
+    if let Some(names) = namespaces.listed() {
+        let h = parse_hash(hash)
+            .ok_or_else(|| Error::InvalidArgument(format!("not a blob hash: {hash:?}")))?;
+        if !db.blob_referenced_in(&h, names)? {
+            return Err(Error::UnknownBlob(hash.to_string()));
+        }
+    }
+    blob(db, hash)
 }
 
 pub(crate) fn blob(db: &mut dyn ReadDb, hash: &str) -> Result<Vec<u8>> {

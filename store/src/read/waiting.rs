@@ -3,7 +3,7 @@
 //! keyset from the cursor), one count with the same filters.
 
 use super::ReadDb;
-use crate::api::{RunInfo, WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
+use crate::api::{Namespace, RunInfo, WaitingCall, WaitingPage, WaitingQuery, WaitingSort};
 use crate::error::{Error, Result};
 use crate::listing::{Arg, Dialect, Sql};
 use flow_abi::fact::{CallId, Fact, RunId};
@@ -40,9 +40,28 @@ fn key(sort: WaitingSort) -> &'static str {
     }
 }
 
-/// The WHERE conditions of `q` (the cursor when `cursor`).
-fn filters(q: &WaitingQuery, d: Dialect, cursor: bool, args: &mut Vec<Arg>) -> Vec<String> {
+/// [`key`] over a page's selected columns (the merge of namespaces).
+fn merged_key(sort: WaitingSort) -> &'static str {
+    match sort {
+        WaitingSort::Age => "since_ms",
+        WaitingSort::Due => "COALESCE(due_ms, 9223372036854775807)",
+    }
+}
+
+/// The WHERE conditions of `q` (the cursor when `cursor`), in namespace
+/// `ns` when one is named.
+fn filters(
+    q: &WaitingQuery,
+    d: Dialect,
+    cursor: bool,
+    ns: Option<&Namespace>,
+    args: &mut Vec<Arg>,
+) -> Vec<String> {
     let mut w = Vec::new();
+    if let Some(ns) = ns {
+        let p = bind(d, args, Arg::Text(ns.as_str().into()));
+        w.push(format!("w.namespace = {p}"));
+    }
     if let Some(r) = &q.run {
         let p = bind(d, args, Arg::Text(r.to_string()));
         w.push(format!("w.run_key = (SELECT key FROM runs WHERE id = {p})"));
@@ -81,23 +100,56 @@ fn where_clause(w: &[String]) -> String {
     }
 }
 
-/// The page's SQL: up to `limit + 1` rows in the sort's order.
+/// The page's SQL: up to `limit + 1` rows in the sort's order. Confined
+/// to namespaces, one ordered range of a namespace-led index each
+/// (migration 0019), merged: a page reads at most `namespaces × (limit +
+/// 1)` index entries.
 pub(crate) fn page_sql(q: &WaitingQuery, d: Dialect) -> Sql {
     let mut args = Vec::new();
-    let w = filters(q, d, true, &mut args);
-    let lim = bind(d, &mut args, Arg::Int(i64::from(q.limit) + 1));
-    let text = format!(
-        "SELECT {COLUMNS} FROM waiting_calls w{} ORDER BY {}, w.run, w.call LIMIT {lim}",
-        where_clause(&w),
-        key(q.sort)
-    );
+    let take = i64::from(q.limit) + 1;
+    let branches: Vec<Option<&Namespace>> = match q.namespaces.listed() {
+        None => vec![None],
+        Some(names) => names.iter().map(Some).collect(),
+    };
+    let mut parts = Vec::new();
+    for ns in branches {
+        let w = filters(q, d, true, ns, &mut args);
+        let lim = bind(d, &mut args, Arg::Int(take));
+        parts.push(format!(
+            "SELECT {COLUMNS} FROM waiting_calls w{} ORDER BY {}, w.run, w.call LIMIT {lim}",
+            where_clause(&w),
+            key(q.sort)
+        ));
+    }
+    let text = if parts.len() == 1 {
+        parts.remove(0)
+    } else {
+        let lim = bind(d, &mut args, Arg::Int(take));
+        let union: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("SELECT * FROM ({p}) b{i}"))
+            .collect();
+        format!(
+            "{} ORDER BY {}, run, call LIMIT {lim}",
+            union.join(" UNION ALL "),
+            merged_key(q.sort)
+        )
+    };
     Sql { text, args }
 }
 
 /// The count's SQL, as one `(NULL, count)` group.
 pub(crate) fn count_sql(q: &WaitingQuery, d: Dialect) -> Sql {
     let mut args = Vec::new();
-    let w = filters(q, d, false, &mut args);
+    let mut w = filters(q, d, false, None, &mut args);
+    if let Some(names) = q.namespaces.listed() {
+        let ps: Vec<String> = names
+            .iter()
+            .map(|n| bind(d, &mut args, Arg::Text(n.as_str().into())))
+            .collect();
+        w.push(format!("w.namespace IN ({})", ps.join(", ")));
+    }
     let text = format!(
         "SELECT CAST(NULL AS TEXT), COUNT(*) FROM waiting_calls w{}",
         where_clause(&w)
@@ -112,6 +164,13 @@ pub(crate) fn page(db: &mut dyn ReadDb, q: &WaitingQuery) -> Result<WaitingPage>
             "limit must be from 1 to 1000, not {}",
             q.limit
         )));
+    }
+    if q.namespaces.listed().is_some_and(<[_]>::is_empty) {
+        return Ok(WaitingPage {
+            calls: Vec::new(),
+            more: false,
+            total: 0,
+        });
     }
     let d = db.dialect();
     let mut rows = db.waiting_rows(&page_sql(q, d))?;

@@ -87,6 +87,14 @@ impl ReadDb for Opened<'_> {
             })
     }
 
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        self.db.blob_referenced_in(hash, namespaces)
+    }
+
     fn prefetch(&mut self, values: &[&Value]) -> Result<()> {
         self.db.prefetch(values)
     }

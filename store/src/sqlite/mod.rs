@@ -336,14 +336,16 @@ impl SqliteStore {
 }
 
 impl AppendFacts for SqliteStore {
-    fn create_run(
+    fn create_run_in(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         records: Vec<HostRecord>,
     ) -> Result<Appended> {
         let sources = sources.to_vec();
         self.send(|reply| writer::Command::Create {
+            namespace: namespace.clone(),
             start,
             sources,
             records,
@@ -379,6 +381,7 @@ impl AppendFacts for SqliteStore {
     /// As one command, like a step (see `append_all_with_then`).
     fn create_run_then(
         &self,
+        namespace: &Namespace,
         start: Fact,
         sources: &[SourceText],
         created: Vec<HostRecord>,
@@ -393,6 +396,7 @@ impl AppendFacts for SqliteStore {
         };
         let run = run.clone();
         let creation = Creation {
+            namespace: namespace.clone(),
             start,
             sources: sources.to_vec(),
             records: created,
@@ -421,9 +425,14 @@ impl HostRecords for SqliteStore {
 }
 
 impl ImportRuns for SqliteStore {
-    fn import_verified_all(&self, archives: Vec<VerifiedArchive>) -> Result<Vec<ImportOutcome>> {
+    fn import_verified_all_in(
+        &self,
+        namespace: &Namespace,
+        archives: Vec<VerifiedArchive>,
+    ) -> Result<Vec<ImportOutcome>> {
         crate::archive::check_distinct(&archives)?;
         self.send(|reply| writer::Command::Import {
+            namespace: namespace.clone(),
             archives,
             at_ms: now_ms(),
             reply,
@@ -450,6 +459,10 @@ impl ReadHistory for SqliteStore {
 
     fn blob(&self, hash: &str) -> Result<Vec<u8>> {
         self.snapshot(|db| crate::read::blob(db, hash))
+    }
+
+    fn blob_in(&self, hash: &str, namespaces: &Namespaces) -> Result<Vec<u8>> {
+        self.snapshot(|db| crate::read::blob_in(db, hash, namespaces))
     }
 
     fn expand(&self, run: &RunId, stored: &Value) -> Result<Value> {

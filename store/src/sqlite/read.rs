@@ -64,8 +64,8 @@ fn rows_of(
 /// and a run has few children to sort. A union, not an `OR`: with `ORDER
 /// BY id LIMIT` over one table, Postgres's generic plan walks the whole id
 /// index filtering each row. Public so a test can EXPLAIN it.
-pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE parent_run = ?1 \
-     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call FROM runs WHERE outer_run = ?1 \
+pub const CHILDREN_QUERY: &str = "SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE parent_run = ?1 \
+     UNION SELECT id, parent_run, parent_checkpoint, outer_run, outer_call, namespace FROM runs WHERE outer_run = ?1 \
      ORDER BY id LIMIT ?2";
 
 impl ReadDb for Db<'_> {
@@ -73,7 +73,7 @@ impl ReadDb for Db<'_> {
         Ok(self
             .0
             .prepare_cached(
-                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms
+                "SELECT key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, namespace
                  FROM runs WHERE id = ?1",
             )?
             .query_row([run.as_str()], |r| {
@@ -94,6 +94,7 @@ impl ReadDb for Db<'_> {
                     updated_ms: r.get(13)?,
                     state_ms: r.get(14)?,
                     imported_ms: r.get(15)?,
+                    namespace: r.get(16)?,
                 })
             })
             .optional()?)
@@ -159,6 +160,25 @@ impl ReadDb for Db<'_> {
             }
         }
         Ok(out)
+    }
+
+    fn blob_referenced_in(
+        &mut self,
+        hash: &[u8; 32],
+        namespaces: &[crate::namespace::Namespace],
+    ) -> Result<bool> {
+        // The names as a JSON array, for json_each: one statement whatever
+        // their number.
+        let names =
+            serde_json::Value::from(namespaces.iter().map(|n| n.as_str()).collect::<Vec<_>>())
+                .to_string();
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM blob_refs b JOIN runs r ON r.key = b.run_key
+                    WHERE b.hash = ?1 AND r.namespace IN (SELECT value FROM json_each(?2)))",
+            )?
+            .query_row(rusqlite::params![&hash[..], names], |r| r.get(0))?)
     }
 
     fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
@@ -272,7 +292,7 @@ impl ReadDb for Db<'_> {
 
     fn listing_rows(&mut self, ids: &[String]) -> Result<Vec<ListingColumns>> {
         let mut st = self.0.prepare_cached(
-            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id
+            "SELECT id, key, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, imported_ms, flow_id, namespace
              FROM runs WHERE id = ?1",
         )?;
         let mut hd = self.0.prepare_cached(
@@ -300,6 +320,7 @@ impl ReadDb for Db<'_> {
                             updated_ms: r.get(14)?,
                             state_ms: r.get(15)?,
                             imported_ms: r.get(16)?,
+                            namespace: r.get(18)?,
                         },
                         r.get::<_, Option<String>>(17)?,
                     ))
@@ -342,6 +363,7 @@ impl ReadDb for Db<'_> {
                     id: r.get(0)?,
                     parent: parent.zip(cp),
                     outer: outer.zip(call),
+                    namespace: r.get(5)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?)

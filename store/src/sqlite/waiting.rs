@@ -54,7 +54,8 @@ pub(super) fn clear(conn: &Connection, key: i64) -> Result<()> {
 
 fn insert(conn: &Connection, key: i64, run: &RunId, rows: &[WaitingRow]) -> Result<()> {
     let mut st = conn.prepare_cached(
-        "INSERT OR REPLACE INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT OR REPLACE INTO waiting_calls (run_key, call, run, task, node, tool, fact, since_ms, due_ms, namespace)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, namespace FROM runs WHERE key = ?1",
     )?;
     for r in rows {
         st.execute(params![

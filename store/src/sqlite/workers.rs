@@ -1,5 +1,6 @@
 //! The remote-worker queue on SQLite (tables `workers`, `worker_tools`,
-//! `worker_calls`, migration 0006; rules in [`crate::workers`]).
+//! `worker_calls`, migration 0006, and `worker_namespaces`, 0020; rules
+//! in [`crate::workers`]).
 //!
 //! Writes go through the queue's own writer (`queue`: one thread, one
 //! connection, group commit; a call through a worker makes three of them:
@@ -15,6 +16,7 @@
 
 use super::{SqliteStore, now_ms};
 use crate::error::{Error, Result};
+use crate::namespace::Namespaces;
 use crate::seal::Sealer;
 use crate::workers::*;
 use flow_abi::fact::{CallId, RunId};
@@ -68,6 +70,8 @@ fn state_of(
             "SELECT c.worker, c.resend, c.cancel, c.outcome,
                 EXISTS (SELECT 1 FROM workers w WHERE w.id = c.worker AND w.seen_ms > ?3),
                 EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                    JOIN runs r ON r.id = c.run
+                    JOIN worker_namespaces n ON n.worker = w.id AND n.namespace IN ('*', r.namespace)
                     WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?3)
              FROM worker_calls c WHERE c.run = ?1 AND c.call = ?2",
         )?
@@ -111,6 +115,7 @@ impl WorkerQueue for SqliteStore {
         id: &str,
         name: &str,
         owner: &str,
+        namespaces: &Namespaces,
         tools: &[ServedTool],
     ) -> Result<()> {
         let (id, name, owner, tools) = (
@@ -119,6 +124,7 @@ impl WorkerQueue for SqliteStore {
             owner.to_string(),
             tools.to_vec(),
         );
+        let namespaces = namespace_rows(namespaces);
         self.queue_write(move |tx, now| {
             tx.execute(
                 "INSERT INTO workers (id, name, seen_ms, owner) VALUES (?1, ?2, ?3, ?4)
@@ -132,6 +138,13 @@ impl WorkerQueue for SqliteStore {
             )?;
             for t in &tools {
                 st.execute(params![id, t.tool, t.fingerprint, t.resend])?;
+            }
+            tx.execute("DELETE FROM worker_namespaces WHERE worker = ?1", params![id])?;
+            let mut st = tx.prepare_cached(
+                "INSERT INTO worker_namespaces (worker, namespace) VALUES (?1, ?2)",
+            )?;
+            for n in &namespaces {
+                st.execute(params![id, n])?;
             }
             Ok(())
         })
@@ -183,14 +196,21 @@ impl WorkerQueue for SqliteStore {
                 ))
             })?;
             let mut out: Vec<WorkerInfo> = Vec::new();
+            let mut served = c.prepare_cached(
+                "SELECT namespace FROM worker_namespaces WHERE worker = ?1 ORDER BY namespace",
+            )?;
             for row in rows {
                 let (id, name, seen, tool, fp, resend) = row?;
                 if out.last().is_none_or(|w| w.id != id) {
+                    let rows = served
+                        .query_map(params![id], |r| r.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()?;
                     out.push(WorkerInfo {
                         id,
                         name,
                         tools: Vec::new(),
                         seen_ms_ago: (now - seen).max(0),
+                        namespaces: namespaces_of(&rows)?,
                     });
                 }
                 if let (Some(w), Some(tool), Some(fingerprint)) = (out.last_mut(), tool, fp) {
@@ -248,6 +268,7 @@ impl WorkerQueue for SqliteStore {
                 "SELECT EXISTS (SELECT 1 FROM worker_calls c JOIN worker_tools t
                     ON t.worker = ?1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
                     JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                    JOIN worker_namespaces n ON n.worker = ?1 AND n.namespace IN ('*', r.namespace)
                     WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND c.parked = 0)
                  OR EXISTS (SELECT 1 FROM worker_calls WHERE worker = ?1 AND cancel = 1)",
             )?
@@ -266,6 +287,7 @@ impl WorkerQueue for SqliteStore {
                      WHERE (run, call) IN (SELECT c.run, c.call FROM worker_calls c JOIN worker_tools t
                         ON t.worker = ?1 AND t.tool = c.tool AND t.fingerprint = c.fingerprint
                         JOIN runs r ON r.id = c.run AND r.ending IS NULL
+                        JOIN worker_namespaces n ON n.worker = ?1 AND n.namespace IN ('*', r.namespace)
                         WHERE c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND c.parked = 0
                         ORDER BY c.queued_ms, c.run, c.call LIMIT ?2)
                      RETURNING run, call, tool, fingerprint, args",
@@ -395,6 +417,7 @@ impl WorkerQueue for SqliteStore {
                 "SELECT DISTINCT c.run FROM worker_calls c JOIN runs r ON r.id = c.run
                  WHERE c.parked = 1 AND c.worker IS NULL AND c.outcome IS NULL AND c.cancel = 0 AND r.state = 'paused'
                    AND EXISTS (SELECT 1 FROM worker_tools t JOIN workers w ON w.id = t.worker
+                      JOIN worker_namespaces n ON n.worker = w.id AND n.namespace IN ('*', r.namespace)
                       WHERE t.tool = c.tool AND t.fingerprint = c.fingerprint AND w.seen_ms > ?1)
                  ORDER BY c.run LIMIT ?2",
             )?;
@@ -419,6 +442,10 @@ impl WorkerQueue for SqliteStore {
             let before = now - millis(forget);
             let tools = tx.execute(
                 "DELETE FROM worker_tools WHERE worker IN (SELECT id FROM workers WHERE seen_ms <= ?1)",
+                params![before],
+            )?;
+            tx.execute(
+                "DELETE FROM worker_namespaces WHERE worker IN (SELECT id FROM workers WHERE seen_ms <= ?1)",
                 params![before],
             )?;
             let workers = tx.execute("DELETE FROM workers WHERE seen_ms <= ?1", params![before])?;

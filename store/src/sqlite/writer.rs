@@ -29,6 +29,7 @@ mod import;
 
 pub(crate) enum Command {
     Create {
+        namespace: Namespace,
         start: Fact,
         sources: Vec<SourceText>,
         records: Vec<HostRecord>,
@@ -55,6 +56,7 @@ pub(crate) enum Command {
     },
     /// Archives imported together: all or none (one savepoint).
     Import {
+        namespace: Namespace,
         archives: Vec<VerifiedArchive>,
         at_ms: i64,
         reply: SyncSender<Result<Vec<ImportOutcome>>>,
@@ -80,6 +82,7 @@ pub(crate) enum Command {
 impl StepCommand for Command {
     fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
         Command::Create {
+            namespace: c.namespace,
             start: c.start,
             sources: c.sources,
             records: c.records,

@@ -2,21 +2,24 @@
 //! polls for calls, sends their replies and leaves; the live workers listed.
 
 use super::*;
+use flow_store::Namespaces;
 
 impl Workers {
     /// Records a worker, the owner tag of the token that registers it
-    /// (`""` without tokens) and what it serves; returns its id.
+    /// (`""` without tokens), the namespaces whose runs' calls it is
+    /// handed (the token's) and what it serves; returns its id.
     pub async fn register(
         &self,
         name: &str,
         owner: &str,
+        namespaces: Namespaces,
         tools: Vec<ServedTool>,
     ) -> Result<String> {
         let id = crate::service::new_run_id();
         let id = format!("worker-{}", id.as_str().trim_start_matches("run-"));
         let (i, n, o) = (id.clone(), name.to_string(), owner.to_string());
         blocking(&self.inner.store, move |s| {
-            Ok(s.register_worker(&i, &n, &o, &tools)?)
+            Ok(s.register_worker(&i, &n, &o, &namespaces, &tools)?)
         })
         .await?;
         if let Ok(mut known) = self.inner.owners.lock() {

@@ -11,6 +11,7 @@ use std::sync::mpsc::SyncSender;
 
 pub(crate) enum Command {
     Create {
+        namespace: Namespace,
         start: Fact,
         sources: Vec<SourceText>,
         records: Vec<HostRecord>,
@@ -37,6 +38,7 @@ pub(crate) enum Command {
     },
     /// Archives imported together: all or none.
     Import {
+        namespace: Namespace,
         archives: Vec<VerifiedArchive>,
         at_ms: i64,
         reply: SyncSender<Result<Vec<ImportOutcome>>>,
@@ -53,6 +55,7 @@ pub(crate) enum Out {
 impl StepCommand for Command {
     fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
         Command::Create {
+            namespace: c.namespace,
             start: c.start,
             sources: c.sources,
             records: c.records,

@@ -207,7 +207,10 @@ pub(super) fn decide(
         // Taken apart when received; never decided as one.
         Command::Many(_) => Err(Error::WriterGone),
         Command::Import {
-            archives, at_ms, ..
+            namespace,
+            archives,
+            at_ms,
+            ..
         } => {
             // Every archive is decided before any row is added: one that
             // conflicts refuses them all and the plan is left as it was.
@@ -215,7 +218,7 @@ pub(super) fn decide(
             for a in archives {
                 decided.push(match plan.heads.get(a.run.as_str()) {
                     Some(h) => Err(import_over(a, h.last_n, &h.last_hash)?),
-                    None => Ok(plan_import(a)?),
+                    None => Ok(plan_import(a, namespace)?),
                 });
             }
             let mut outcomes = Vec::with_capacity(archives.len());

@@ -55,8 +55,9 @@ impl Writer {
         at_ms: i64,
     ) -> Result<i64> {
         let mut st = self.conn.prepare_cached(
-            "INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id, state_attrs)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14, ?15)",
+"INSERT INTO runs (id, state, entry_module, entry_function, program, parent_run, parent_checkpoint, outer_run, outer_call, ending, last_n, last_hash, created_ms, updated_ms, state_ms, flow_id, state_attrs, namespace)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13, ?14, ?15,
+                     COALESCE(CASE WHEN ?17 THEN (SELECT p.namespace FROM runs p WHERE p.id = COALESCE(?8, ?6)) END, ?16))",
         )?;
         st.execute(params![
             meta.run,
@@ -74,6 +75,8 @@ impl Writer {
             at_ms,
             meta.flow_id,
             meta.state_attrs_column(),
+            meta.namespace.as_str(),
+            meta.inherit,
         ])?;
         let key = self.conn.last_insert_rowid();
         let mut attr = self.conn.prepare_cached(
@@ -87,6 +90,7 @@ impl Writer {
 
     pub(super) fn create(
         &mut self,
+        namespace: Namespace,
         start: Fact,
         sources: &[SourceText],
         records: Vec<HostRecord>,
@@ -94,6 +98,7 @@ impl Writer {
         batch: &Batch,
     ) -> Result<Appended> {
         let mut checked = check_start(start, sources)?;
+        checked.meta.namespace = namespace;
         let run = checked.run.clone();
         if batch.heads.contains_key(run.as_str()) || self.run_heads.contains_key(run.as_str()) {
             return Err(Error::RunExists(run.to_string()));

@@ -167,13 +167,14 @@ impl Writer {
     fn exec(&mut self, cmd: Command, batch: &mut Batch) -> (Done, Option<Effects>) {
         match cmd {
             Command::Create {
+                namespace,
                 start,
                 sources,
                 records,
                 at_ms,
                 reply,
             } => {
-                let r = self.create(start, &sources, records, at_ms, batch);
+                let r = self.create(namespace, start, &sources, records, at_ms, batch);
                 if let Ok(a) = &r {
                     batch.created.insert(a.run.to_string());
                 }
@@ -241,6 +242,7 @@ impl Writer {
                 ),
             },
             Command::Import {
+                namespace,
                 archives,
                 at_ms,
                 reply,
@@ -249,7 +251,7 @@ impl Writer {
                 // back the ones imported before it.
                 let r: Result<Vec<ImportOutcome>> = archives
                     .iter()
-                    .map(|a| self.import(a, at_ms, batch))
+                    .map(|a| self.import(a, &namespace, at_ms, batch))
                     .collect();
                 let fx = r.as_ref().ok().map(|_| Effects::default());
                 let notify = r.iter().flatten().filter_map(HeadNote::imported).collect();

@@ -15,6 +15,7 @@ impl Writer {
     pub(super) fn import(
         &mut self,
         a: &VerifiedArchive,
+        namespace: &Namespace,
         at_ms: i64,
         batch: &Batch,
     ) -> Result<ImportOutcome> {
@@ -29,7 +30,7 @@ impl Writer {
         if let Some((n, h)) = existing {
             return import_over(a, n as u64, &h);
         }
-        let plan = plan_import(a)?;
+        let plan = plan_import(a, namespace)?;
         self.insert_blobs(&a.blobs)?;
         let key = self.insert_run(
             &plan.meta,
