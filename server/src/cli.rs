@@ -35,6 +35,7 @@ pub(crate) fn out_text(text: &str) {
 
 mod archive;
 mod args;
+mod confirm;
 mod delete;
 mod diff;
 mod drive;

@@ -5,12 +5,11 @@
 //! otherwise. Each run is deleted on its own; the exit code is 0 when every
 //! one was, 2 when any was refused (the others are still deleted).
 
-use super::{Global, open_existing, run_id};
+use super::{Global, confirm, open_existing, run_id};
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::http::delete::{DeleteAnswer, DeleteParams};
 use flow_store::{Deletion, RunId};
-use std::io::{BufRead, IsTerminal, Write};
 
 /// What `flow delete` was asked.
 pub(super) struct Ask {
@@ -19,37 +18,19 @@ pub(super) struct Ask {
     pub force: bool,
 }
 
-/// Confirms a permanent deletion: `--yes`, or `y` typed on a terminal.
+/// Confirms a permanent deletion ([`confirm`]).
 fn confirmed(g: &Global, ask: &Ask) -> Result<()> {
-    if ask.yes {
-        return Ok(());
-    }
-    let place = match &g.server {
-        Some(url) => format!("the server at {url}"),
-        None => format!("the store at {}", g.data.display()),
-    };
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(Error::Refused(format!(
-            "deleting is permanent: pass --yes to delete {} from {place}",
-            ask.runs.join(" ")
-        )));
-    }
-    eprint!(
-        "delete {} from {place}, with the blobs no other run uses? [y/N] ",
-        ask.runs.join(" ")
-    );
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Error::Refused(format!("standard input: {e}")))?;
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        Ok(())
-    } else {
-        Err(Error::Refused("nothing was deleted".into()))
-    }
+    confirm::confirmed(
+        g,
+        confirm::Question {
+            yes: ask.yes,
+            gerund: "deleting",
+            what: format!("delete {}", ask.runs.join(" ")),
+            preposition: "from",
+            detail: ", with the blobs no other run uses",
+            declined: "deleted",
+        },
+    )
 }
 
 /// One deletion, the same locally and from a server's answer (`--json`:

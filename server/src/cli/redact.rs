@@ -4,13 +4,12 @@
 //! /v1/runs/{run}/redact` (a token of scope `admin`). Permanent: without
 //! `--yes` the command asks on a terminal and refuses otherwise.
 
-use super::{Global, open_existing, run_id};
+use super::{Global, confirm, open_existing, run_id};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::http::redact::{RedactAnswer, RedactRequest};
 use flow_store::Redaction;
 use flow_store::redact::ValuePath;
-use std::io::{BufRead, IsTerminal, Write};
 
 /// What `flow redact` was asked.
 pub(super) struct Ask {
@@ -27,39 +26,19 @@ fn targets(ask: &Ask) -> Result<Vec<ValuePath>> {
         .collect()
 }
 
-/// Confirms a permanent redaction: `--yes`, or `y` typed on a terminal.
+/// Confirms a permanent redaction ([`confirm`]).
 fn confirmed(g: &Global, ask: &Ask) -> Result<()> {
-    if ask.yes {
-        return Ok(());
-    }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(Error::Refused(format!(
-            "redacting is permanent: pass --yes to make {} of {} holes",
-            ask.paths.join(" "),
-            ask.run
-        )));
-    }
-    let place = match &g.server {
-        Some(url) => format!("the server at {url}"),
-        None => format!("the store at {}", g.data.display()),
-    };
-    eprint!(
-        "make {} of {} holes in {place}? Their content is deleted [y/N] ",
-        ask.paths.join(" "),
-        ask.run
-    );
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Error::Refused(format!("standard input: {e}")))?;
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        Ok(())
-    } else {
-        Err(Error::Refused("nothing was redacted".into()))
-    }
+    confirm::confirmed(
+        g,
+        confirm::Question {
+            yes: ask.yes,
+            gerund: "redacting",
+            what: format!("make {} of {} holes", ask.paths.join(" "), ask.run),
+            preposition: "in",
+            detail: " (their content is deleted)",
+            declined: "redacted",
+        },
+    )
 }
 
 /// The answer, the same locally and from a server (`--json`: one line).

@@ -13,7 +13,7 @@
 //! UPDATE`), as the writer's batches lock it, so an append to the run being
 //! deleted is either in before the deletion or refused after it.
 
-use super::PostgresStore;
+use super::{PostgresStore, blob_locks};
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::hash_text;
@@ -42,108 +42,6 @@ fn deleted_row(r: &tokio_postgres::Row) -> Result<Deleted> {
     })
 }
 
-/// Deletes run `id` in one transaction on `conn` (see the module doc).
-async fn delete_one(
-    mut conn: deadpool_postgres::Object,
-    id: String,
-    how: Deletion,
-) -> Result<Deleted> {
-    let tx = conn.transaction().await?;
-    let row = tx
-        .query_opt(
-            &format!(
-                "SELECT key, state, last_n, last_hash, {NOW_MS},
-                                (SELECT expires_ms FROM leases WHERE run = r.id)
-                         FROM runs r WHERE id = $1 FOR UPDATE"
-            ),
-            &[&id],
-        )
-        .await?
-        .ok_or_else(|| Error::UnknownRun(id.clone()))?;
-    let key: i64 = row.try_get(0)?;
-    let state: String = row.try_get(1)?;
-    let state = RunState::parse(&state).unwrap_or(RunState::Halted);
-    let last_n: i64 = row.try_get(2)?;
-    let last_hash: Vec<u8> = row.try_get(3)?;
-    let at_ms: i64 = row.try_get(4)?;
-    let lease: Option<i64> = row.try_get(5)?;
-    if !how.force {
-        let why = if state == RunState::Running {
-            Some("running")
-        } else if lease.is_some_and(|e| e > at_ms) {
-            Some("leased by a server")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(Error::Active {
-                run: id.clone(),
-                why: why.into(),
-            });
-        }
-    }
-    let hashes: Vec<Vec<u8>> = tx
-        .query("SELECT hash FROM blob_refs WHERE run_key = $1", &[&key])
-        .await?
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
-    let mut keys: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    // One at a time, in key order: two deletions never hold each
-    // other's next key.
-    for k in &keys {
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[k]).await?;
-    }
-    tx.execute("DELETE FROM blob_refs WHERE run_key = $1", &[&key])
-        .await?;
-    tx.execute("DELETE FROM holes WHERE run_key = $1", &[&key])
-        .await?;
-    let blobs_removed = tx
-        .execute(
-            "DELETE FROM blobs b WHERE b.hash = ANY($1::bytea[])
-                       AND NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.hash = b.hash)",
-            &[&hashes],
-        )
-        .await?;
-    let facts = tx
-        .execute("DELETE FROM facts WHERE run_key = $1", &[&key])
-        .await?;
-    tx.execute("DELETE FROM host_records WHERE run_key = $1", &[&key])
-        .await?;
-    for table in ["run_attrs", "leases", "worker_calls", "waiting_calls"] {
-        tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
-            .await?;
-    }
-    tx.execute("DELETE FROM runs WHERE key = $1", &[&key])
-        .await?;
-    let (facts, blobs_removed) = (facts as i64, blobs_removed as i64);
-    let seq: i64 = tx
-                .query_one(
-                    "INSERT INTO deletions (run, state, head_n, head_hash, who, at_ms, facts, blobs_removed)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
-                    &[&id, &state.as_str(), &last_n, &last_hash, &how.who, &at_ms, &facts, &blobs_removed],
-                )
-                .await?
-                .try_get(0)?;
-    tx.commit().await?;
-    let hash: [u8; 32] = last_hash.try_into().unwrap_or([0; 32]);
-    Ok(Deleted {
-        seq: seq as u64,
-        run: id,
-        state,
-        head: FactRef {
-            n: last_n as u64,
-            hash: hash_text(&hash),
-        },
-        who: how.who,
-        at_ms,
-        facts: facts as u64,
-        blobs_removed: blobs_removed as u64,
-    })
-}
-
 /// A run a batch deletes: its id, key, state and head.
 struct Going {
     id: String,
@@ -153,10 +51,9 @@ struct Going {
     last_hash: Vec<u8>,
 }
 
-/// Deletes `ids` in one transaction (the sweeper's batches): the same
-/// steps as [`delete_one`] for every run at once — the rows locked in id
-/// order, the blobs' locks taken exclusive in key order in one statement —
-/// and one COMMIT. An unknown or (without force) driven run is refused on
+/// Deletes `ids` in one transaction (one run's, or a sweeper's batch):
+/// the rows locked in id order, the blobs' locks taken exclusive in key
+/// order in one statement ([`blob_locks`]), and one COMMIT. An unknown or (without force) driven run is refused on
 /// its own, answered in order; a failed statement fails the whole batch.
 async fn delete_batch(
     mut conn: deadpool_postgres::Object,
@@ -233,12 +130,7 @@ async fn delete_batch(
     let mut hashes: Vec<Vec<u8>> = refs.iter().map(|(_, h)| h.clone()).collect();
     hashes.sort();
     hashes.dedup();
-    let locks: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
-    tx.execute(
-        "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::int8[]) AS k ORDER BY k) AS s",
-        &[&locks],
-    )
-    .await?;
+    blob_locks::lock_exclusive(&tx, &hashes).await?;
     tx.execute(
         "DELETE FROM blob_refs WHERE run_key = ANY($1::int8[])",
         &[&keys],
@@ -330,8 +222,10 @@ async fn delete_batch(
 
 impl DeleteRuns for PostgresStore {
     fn delete_run(&self, run: &RunId, how: &Deletion) -> Result<Deleted> {
-        let (id, how) = (run.to_string(), how.clone());
-        self.on_pool(move |conn| delete_one(conn, id, how))
+        let (ids, how) = (vec![run.to_string()], how.clone());
+        self.on_pool(move |conn| delete_batch(conn, ids, how))?
+            .pop()
+            .unwrap_or_else(|| Err(Error::UnknownRun(run.to_string())))
     }
 
     fn delete_runs(&self, runs: &[RunId], how: &Deletion) -> Vec<Result<Deleted>> {

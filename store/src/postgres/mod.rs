@@ -35,6 +35,7 @@
 //!   connection; `migrations/postgres/` are applied and recorded with
 //!   checksums as for SQLite.
 
+mod blob_locks;
 mod connect;
 mod counts;
 mod delete;

@@ -13,7 +13,7 @@
 //! (it would scan the table on every redaction); docs/custody.md says what
 //! the operator runs.
 
-use super::PostgresStore;
+use super::{PostgresStore, blob_locks};
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::hash::hash_text;
@@ -64,13 +64,8 @@ async fn redact_one(
             "run {id} is being driven: its driver holds its values; halt it first (`flow halt {id}`), or redact once it pauses or ends"
         )));
     }
-    let mut keys: Vec<i64> = hashes.iter().map(|h| blob_lock_key(h)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    for k in &keys {
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[k]).await?;
-    }
     let raw: Vec<Vec<u8>> = hashes.iter().map(|h| h.to_vec()).collect();
+    blob_locks::lock_exclusive(&tx, &raw).await?;
     tx.execute(
         "INSERT INTO holes (run_key, hash) SELECT $1, h FROM unnest($2::bytea[]) AS h ON CONFLICT DO NOTHING",
         &[&key, &raw],
