@@ -241,17 +241,7 @@ async fn postgres_a_parent_deleted_under_its_fork() {
     let Some(schema) = Schema::new() else { return };
     let data = tempfile::tempdir().unwrap();
     let t = tokens(data.path());
-    let s = serve(
-        data.path(),
-        &[
-            "--tokens",
-            &t,
-            "--postgres",
-            &schema.url,
-            "--postgres-schema",
-            &schema.name,
-        ],
-    );
+    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
     parent_deleted_under_its_fork(&s.base, &schema, "encode(hash, 'hex')").await;
 }
 

@@ -80,17 +80,7 @@ async fn the_inbox_on_postgres() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = common::serve(
-        dir.path(),
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--postgres",
-            &db.url,
-            "--postgres-schema",
-            &db.name,
-        ],
-    );
+    let server = common::serve(dir.path(), &db.serve_args(&["--listen", "127.0.0.1:0"]));
     check(&server.base).await;
 }
 

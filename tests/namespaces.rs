@@ -464,17 +464,7 @@ async fn postgres_a_token_sees_only_its_namespaces() {
     let Some(schema) = Schema::new() else { return };
     let data = tempfile::tempdir().unwrap();
     let t = tokens(data.path());
-    let s = serve(
-        data.path(),
-        &[
-            "--tokens",
-            &t,
-            "--postgres",
-            &schema.url,
-            "--postgres-schema",
-            &schema.name,
-        ],
-    );
+    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
     scenario(&s.base).await;
 }
 
@@ -756,16 +746,6 @@ async fn postgres_mcp_sees_only_its_namespaces() {
     let Some(schema) = Schema::new() else { return };
     let data = tempfile::tempdir().unwrap();
     let t = tokens(data.path());
-    let s = serve(
-        data.path(),
-        &[
-            "--tokens",
-            &t,
-            "--postgres",
-            &schema.url,
-            "--postgres-schema",
-            &schema.name,
-        ],
-    );
+    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
     mcp_scenario(&s.base).await;
 }

@@ -335,17 +335,7 @@ async fn postgres_redaction() {
     let Some(schema) = Schema::new() else { return };
     let data = tempfile::tempdir().unwrap();
     let t = tokens(data.path());
-    let s = serve(
-        data.path(),
-        &[
-            "--tokens",
-            &t,
-            "--postgres",
-            &schema.url,
-            "--postgres-schema",
-            &schema.name,
-        ],
-    );
+    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
     redaction_on(&s.base, Db::Postgres(&schema)).await;
 }
 

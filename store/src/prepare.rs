@@ -62,6 +62,63 @@ pub(crate) trait StepCommand {
     fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Self;
 }
 
+/// Implements [`StepCommand`] for a backend writer's `Command` enum, whose
+/// `Create`, `Append` and `Host` variants have the same fields in both
+/// backends (one definition for both).
+macro_rules! step_command {
+    ($command:ident) => {
+        impl crate::prepare::StepCommand for $command {
+            fn create(
+                c: crate::prepare::Creation,
+                at_ms: i64,
+                reply: crate::prepare::Reply<crate::api::Appended>,
+            ) -> $command {
+                $command::Create {
+                    namespace: c.namespace,
+                    start: c.start,
+                    sources: c.sources,
+                    records: c.records,
+                    at_ms,
+                    reply,
+                }
+            }
+
+            fn append(
+                run: flow_abi::fact::RunId,
+                fact: crate::api::Appending,
+                at_ms: i64,
+                reply: crate::prepare::Reply<crate::api::Appended>,
+                fresh: bool,
+            ) -> $command {
+                $command::Append {
+                    run,
+                    fact,
+                    at_ms,
+                    reply,
+                    fresh,
+                }
+            }
+
+            fn host(
+                run: flow_abi::fact::RunId,
+                record: crate::api::HostRecord,
+                at_ms: i64,
+                fresh: bool,
+            ) -> $command {
+                let (reply, _) = std::sync::mpsc::sync_channel(1);
+                $command::Host {
+                    run,
+                    record,
+                    at_ms,
+                    reply,
+                    fresh,
+                }
+            }
+        }
+    };
+}
+pub(crate) use step_command;
+
 /// A step's writer commands, in commit order: the run's creation if it
 /// is new, one append per fact, then the records that ride after them.
 /// Once every reply is in, `done` gets every `Appended` (Start's first),

@@ -324,6 +324,19 @@ impl Schema {
         })
     }
 
+    /// `flow serve`'s arguments `before`, then the ones that put its store
+    /// in this schema.
+    pub fn serve_args<'a>(&'a self, before: &[&'a str]) -> Vec<&'a str> {
+        let mut args = before.to_vec();
+        args.extend([
+            "--postgres",
+            self.url.as_str(),
+            "--postgres-schema",
+            self.name.as_str(),
+        ]);
+        args
+    }
+
     /// Rows of a query inside the schema.
     pub fn query(&self, text: &str) -> Vec<Vec<Option<String>>> {
         sql(

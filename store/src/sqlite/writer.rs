@@ -13,7 +13,7 @@ use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::index::{Head, HeadColumns};
-use crate::prepare::{Creation, Reply, StepCommand};
+use crate::prepare::Reply;
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -79,45 +79,7 @@ pub(crate) enum Command {
     },
 }
 
-impl StepCommand for Command {
-    fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
-        Command::Create {
-            namespace: c.namespace,
-            start: c.start,
-            sources: c.sources,
-            records: c.records,
-            at_ms,
-            reply,
-        }
-    }
-
-    fn append(
-        run: RunId,
-        fact: Appending,
-        at_ms: i64,
-        reply: Reply<Appended>,
-        fresh: bool,
-    ) -> Command {
-        Command::Append {
-            run,
-            fact,
-            at_ms,
-            reply,
-            fresh,
-        }
-    }
-
-    fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Command {
-        let (reply, _) = std::sync::mpsc::sync_channel(1);
-        Command::Host {
-            run,
-            record,
-            at_ms,
-            reply,
-            fresh,
-        }
-    }
-}
+crate::prepare::step_command!(Command);
 
 type CacheUpdate = Option<(i64, Option<CkptCache>)>;
 

@@ -5,7 +5,7 @@
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::{Creation, Reply, StepCommand};
+use crate::prepare::Reply;
 use flow_abi::fact::{Fact, RunId};
 use std::sync::mpsc::SyncSender;
 
@@ -52,45 +52,7 @@ pub(crate) enum Out {
     Import(Vec<ImportOutcome>),
 }
 
-impl StepCommand for Command {
-    fn create(c: Creation, at_ms: i64, reply: Reply<Appended>) -> Command {
-        Command::Create {
-            namespace: c.namespace,
-            start: c.start,
-            sources: c.sources,
-            records: c.records,
-            at_ms,
-            reply,
-        }
-    }
-
-    fn append(
-        run: RunId,
-        fact: Appending,
-        at_ms: i64,
-        reply: Reply<Appended>,
-        fresh: bool,
-    ) -> Command {
-        Command::Append {
-            run,
-            fact,
-            at_ms,
-            reply,
-            fresh,
-        }
-    }
-
-    fn host(run: RunId, record: HostRecord, at_ms: i64, fresh: bool) -> Command {
-        let (reply, _) = std::sync::mpsc::sync_channel(1);
-        Command::Host {
-            run,
-            record,
-            at_ms,
-            reply,
-            fresh,
-        }
-    }
-}
+crate::prepare::step_command!(Command);
 
 impl Command {
     /// The runs this command writes (an import's several).
