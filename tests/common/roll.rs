@@ -40,12 +40,18 @@ impl Server {
     /// (`127.0.0.1:0` for any port; a restarted server takes its old port
     /// again, as a service keeps its address across a restart).
     pub fn for_workers(db: &Schema, listen: &str) -> Server {
+        // A worker pinned to a server is silent while that server
+        // restarts: the other server must not judge it lost meanwhile
+        // (docs/deploy.md: `--worker-timeout` above a restart's time; a
+        // debug build's restart on a loaded machine takes seconds).
         let extra = [
             "--listen",
             listen,
             "--workers",
             "count.json",
             "--worker-wait",
+            "--worker-timeout",
+            "15",
         ];
         Server::spawn(db, None, &[], &extra)
     }

@@ -11,7 +11,7 @@
 //! settled meanwhile) is only logged.
 //!
 //! * The server unreachable: registration, polls and replies are tried
-//!   again after jittered waits that double up to 5 s
+//!   again after jittered waits that double up to 1 s
 //!   ([`crate::client::backoff`]); the Tools keep running. A worker the server judged lost
 //!   (404) registers again, under a new id; replies of calls it got
 //!   before go back under the old one, and are admitted if the server has
@@ -79,17 +79,22 @@ const BATCH: usize = 256;
 /// How long a stopping worker waits for its last replies to be sent, and
 /// for the server to hear that it leaves.
 const SEND_GRACE: Duration = Duration::from_secs(10);
-/// The longest wait before trying an unreachable server again.
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The longest wait before trying an unreachable server again: short
+/// beside the server's `--worker-timeout` (5 s by default), because a
+/// worker silent that long is judged lost and its calls settled. A server
+/// restarted in a rolling restart hears its workers again within a second
+/// of being back (with 5 s, a worker could wait out its judgement after a
+/// restart of 4 s: `tests/rolling.rs` saw a run faulted so).
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The waits between tries of registration and polls: 125–250 ms at
-/// first, doubling to 2.5–5 s.
+/// first, doubling to 0.5–1 s.
 fn reconnect() -> ExponentialBuilder {
     client::backoff::policy(Duration::from_millis(250), BACKOFF_MAX)
 }
 
 /// The waits between tries of a batch of replies: 50–100 ms at first,
-/// doubling to 2.5–5 s.
+/// doubling to 0.5–1 s.
 fn redeliver() -> ExponentialBuilder {
     client::backoff::policy(Duration::from_millis(100), BACKOFF_MAX)
 }
