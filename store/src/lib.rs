@@ -37,6 +37,7 @@ mod run_counts;
 pub mod seal;
 pub mod search;
 pub mod sqlite;
+mod step;
 pub mod tail;
 mod verify;
 pub mod view;

@@ -148,8 +148,10 @@ enum Reached {
     Inline,
 }
 
-/// The stored values of `fact` (stored JSON) that `path` names, each with
-/// the pointer left to follow in it.
+/// The stored values of `fact` that `path` names, each with the pointer
+/// left to follow in it. It reads the stored form, not a typed `Fact`: the
+/// blob references a hole is made of, and a Checkpoint stored as a delta,
+/// are only there.
 fn positions<'a>(path: &'a ValuePath, fact: &'a Value) -> Vec<(&'a Value, &'a [String])> {
     let kind = fact.get("fact").and_then(Value::as_str).unwrap_or("");
     let call_is = |c: &str| fact.get("call").and_then(Value::as_str) == Some(c);
@@ -171,11 +173,14 @@ fn positions<'a>(path: &'a ValuePath, fact: &'a Value) -> Vec<(&'a Value, &'a [S
         }
         ValuePath::State(p) if kind == "Checkpoint" => match fact.get("state") {
             Some(state) if !state.is_null() => at(Some(state), p),
-            _ => at(
-                fact.pointer("/delta/set")
-                    .and_then(|s| s.get(escape_key(&p[0]))),
-                &p[1..],
-            ),
+            _ => match p.split_first() {
+                Some((field, rest)) => at(
+                    fact.pointer("/delta/set")
+                        .and_then(|s| s.get(escape_key(field))),
+                    rest,
+                ),
+                None => Vec::new(),
+            },
         },
         ValuePath::Fact { n, at: p } if fact.get("n").and_then(Value::as_u64) == Some(*n) => {
             at(Some(fact), p)

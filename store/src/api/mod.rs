@@ -248,7 +248,7 @@ pub trait AppendFacts {
     /// sequential run pays one fsync per step"); each is durable when this
     /// returns. On an error, the facts before the failing one may be stored.
     fn append_all(&self, run: &RunId, facts: Vec<Appending>) -> Result<Vec<Appended>> {
-        crate::prepare::wait_for(|done| self.append_all_then(run, facts, done))
+        crate::step::wait_for(|done| self.append_all_then(run, facts, done))
     }
     /// [`AppendFacts::append_all`] without waiting for another thread: one
     /// commit takes the facts; `done` gets what `append_all` would return

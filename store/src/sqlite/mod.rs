@@ -33,7 +33,7 @@ use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
 use crate::migrate;
-use crate::prepare::{Creation, step_commands, sync_reply};
+use crate::step::{Creation, step_commands, sync_reply};
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;

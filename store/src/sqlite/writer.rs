@@ -13,7 +13,7 @@ use crate::archive::VerifiedArchive;
 use crate::checkpoint::{CkptCache, CkptCaches};
 use crate::error::{Error, Result};
 use crate::index::{Head, HeadColumns};
-use crate::prepare::Reply;
+use crate::step::Reply;
 use crate::tail::Heads;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -79,7 +79,7 @@ pub(crate) enum Command {
     },
 }
 
-crate::prepare::step_command!(Command);
+crate::step::step_command!(Command);
 
 type CacheUpdate = Option<(i64, Option<CkptCache>)>;
 

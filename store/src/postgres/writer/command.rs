@@ -5,7 +5,7 @@
 use crate::api::*;
 use crate::archive::VerifiedArchive;
 use crate::error::{Error, Result};
-use crate::prepare::Reply;
+use crate::step::Reply;
 use flow_abi::fact::{Fact, RunId};
 use std::sync::mpsc::SyncSender;
 
@@ -52,7 +52,7 @@ pub(crate) enum Out {
     Import(Vec<ImportOutcome>),
 }
 
-crate::prepare::step_command!(Command);
+crate::step::step_command!(Command);
 
 impl Command {
     /// The runs this command writes (an import's several).

@@ -5,7 +5,7 @@ use super::{Batch, Command, Effects, HEADS_BUDGET, Writer, fail};
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::index::ending_text;
-use crate::prepare::{Reply, sync_reply};
+use crate::step::{Reply, sync_reply};
 use rusqlite::params;
 
 /// Sends a held result; the argument is the commit error, if any.
