@@ -43,9 +43,11 @@
 //!   arrival; facts missed or repeated; and the run's own µs/step beside the
 //!   run without subscribers.
 //!
-//! With `FLOW_BENCH_POSTGRES=1` the W1 (1,000 plain, Rust) and W2 rows run
-//! again on a Postgres store (`FLOW_TEST_POSTGRES` or
-//! `postgres://postgres@127.0.0.1:5432/test`, a fresh schema dropped after).
+//! With `FLOW_BENCH_POSTGRES=1` the W1 (1,000 plain, Rust) and W2 (50 ×
+//! 100, Rust) rows run again on a Postgres store (`FLOW_TEST_POSTGRES` or
+//! `postgres://postgres@127.0.0.1:5432/test`, a fresh schema dropped
+//! after), each right after the same row on SQLite, with their ratio
+//! (issue 42; group `pg`, `FLOW_BENCH_PG_ROUNDS` [1] rounds).
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench
 //! steps`. `FLOW_BENCH_ROWS` picks groups (w1, w2, replay, enc, sse);
@@ -248,7 +250,13 @@ fn start_body(tool: Tool, acc: Accumulate, gate: bool, steps: usize) -> StartReq
 
 /// W1: one run of `steps` sequential steps; returns the server and run
 /// for the replay rows.
-async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server, PathBuf, String) {
+/// The server, its data directory, the run, and µs per step.
+async fn w1(
+    b: &mut Bench,
+    tool: Tool,
+    acc: Accumulate,
+    steps: usize,
+) -> (Server, PathBuf, String, f64) {
     let (s, data) = b.server(None);
     let before = db_bytes(&data);
     let body = start_body(tool, acc, false, steps);
@@ -282,13 +290,14 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> (Server
         ),
         target,
     );
-    (s, data, run)
+    (s, data, run, per_step)
 }
 
 /// W2: 50 runs × `steps` steps at once (the target is for 100; longer
 /// runs show what a batch's commit costs once each run's part of the
 /// facts index has pages of its own).
-async fn w2(b: &mut Bench, tool: Tool, steps: usize) {
+/// Steps per second.
+async fn w2(b: &mut Bench, tool: Tool, steps: usize) -> f64 {
     let (s, _data) = b.server(None);
     let body = start_body(tool, Accumulate::No, false, steps);
     let cpu = s.cpu_ms();
@@ -310,6 +319,7 @@ async fn w2(b: &mut Bench, tool: Tool, steps: usize) {
             "—"
         },
     );
+    rate
 }
 
 /// Replay of the W1 run just made, over HTTP and through `flow replay`;
@@ -450,7 +460,7 @@ async fn bench(b: &mut Bench) {
         for tool in [Tool::Rust, Tool::Python] {
             for acc in [Accumulate::No, Accumulate::Yes] {
                 for steps in [n1, n2] {
-                    let (s, data, run) = w1(b, tool, acc, steps).await;
+                    let (s, data, run, _) = w1(b, tool, acc, steps).await;
                     if tool == Tool::Rust && steps == n2 && harness::selected("replay") {
                         replay(b, &s, &data, &run, acc).await;
                     }
@@ -474,12 +484,34 @@ async fn bench(b: &mut Bench) {
             sse(b, c, n1, Some(alone)).await;
         }
     }
-    if std::env::var_os("FLOW_BENCH_POSTGRES").is_some() {
+    if std::env::var_os("FLOW_BENCH_POSTGRES").is_some() && harness::selected("pg") {
+        postgres(b, n1).await;
+    }
+}
+
+/// Issue 42: W1 (`n1` plain steps, Rust Tool) and W2 (50 × 100) on a
+/// Postgres store, each right after the same row on SQLite, in
+/// `FLOW_BENCH_PG_ROUNDS` [1] rounds, with the ratio of each pair.
+async fn postgres(b: &mut Bench, n1: usize) {
+    for _ in 0..harness::env_usize("FLOW_BENCH_PG_ROUNDS", 1).max(1) {
+        let lite = w1(b, Tool::Rust, Accumulate::No, n1).await.3;
         b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
-        w1(b, Tool::Rust, Accumulate::No, n1).await;
-        b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
-        w2(b, Tool::Rust, 100).await;
+        let pg = w1(b, Tool::Rust, Accumulate::No, n1).await.3;
         b.postgres = None;
+        b.table.row(
+            format!("Postgres / SQLite: W1 plain, {n1} steps, Rust Tool, µs/step, same run"),
+            format!("{:.2}× ({pg:.0} / {lite:.0} µs)", pg / lite),
+            "≤ 2×",
+        );
+        let lite = w2(b, Tool::Rust, 100).await;
+        b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
+        let pg = w2(b, Tool::Rust, 100).await;
+        b.postgres = None;
+        b.table.row(
+            "Postgres / SQLite: W2 50 runs × 100 steps, Rust Tool, steps/s, same run",
+            format!("{:.2}× ({pg:.0} / {lite:.0} steps/s)", pg / lite),
+            "≥ 0.6×",
+        );
     }
 }
 
