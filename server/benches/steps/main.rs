@@ -248,15 +248,17 @@ fn start_body(tool: Tool, acc: Accumulate, gate: bool, steps: usize) -> StartReq
     )
 }
 
-/// W1: one run of `steps` sequential steps; returns the server and run
-/// for the replay rows.
-/// The server, its data directory, the run, and µs per step.
-async fn w1(
-    b: &mut Bench,
-    tool: Tool,
-    acc: Accumulate,
-    steps: usize,
-) -> (Server, PathBuf, String, f64) {
+/// What a W1 row leaves: the server, its data directory and the run (for
+/// the replay rows), and its µs per step.
+struct W1 {
+    server: Server,
+    data: PathBuf,
+    run: String,
+    per_step: f64,
+}
+
+/// W1: one run of `steps` sequential steps.
+async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> W1 {
     let (s, data) = b.server(None);
     let before = db_bytes(&data);
     let body = start_body(tool, acc, false, steps);
@@ -290,13 +292,17 @@ async fn w1(
         ),
         target,
     );
-    (s, data, run, per_step)
+    W1 {
+        server: s,
+        data,
+        run,
+        per_step,
+    }
 }
 
 /// W2: 50 runs × `steps` steps at once (the target is for 100; longer
 /// runs show what a batch's commit costs once each run's part of the
-/// facts index has pages of its own).
-/// Steps per second.
+/// facts index has pages of its own); returns steps per second.
 async fn w2(b: &mut Bench, tool: Tool, steps: usize) -> f64 {
     let (s, _data) = b.server(None);
     let body = start_body(tool, Accumulate::No, false, steps);
@@ -460,9 +466,9 @@ async fn bench(b: &mut Bench) {
         for tool in [Tool::Rust, Tool::Python] {
             for acc in [Accumulate::No, Accumulate::Yes] {
                 for steps in [n1, n2] {
-                    let (s, data, run, _) = w1(b, tool, acc, steps).await;
+                    let w = w1(b, tool, acc, steps).await;
                     if tool == Tool::Rust && steps == n2 && harness::selected("replay") {
-                        replay(b, &s, &data, &run, acc).await;
+                        replay(b, &w.server, &w.data, &w.run, acc).await;
                     }
                 }
             }
@@ -494,9 +500,9 @@ async fn bench(b: &mut Bench) {
 /// `FLOW_BENCH_PG_ROUNDS` [1] rounds, with the ratio of each pair.
 async fn postgres(b: &mut Bench, n1: usize) {
     for _ in 0..harness::env_usize("FLOW_BENCH_PG_ROUNDS", 1).max(1) {
-        let lite = w1(b, Tool::Rust, Accumulate::No, n1).await.3;
+        let lite = w1(b, Tool::Rust, Accumulate::No, n1).await.per_step;
         b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
-        let pg = w1(b, Tool::Rust, Accumulate::No, n1).await.3;
+        let pg = w1(b, Tool::Rust, Accumulate::No, n1).await.per_step;
         b.postgres = None;
         b.table.row(
             format!("Postgres / SQLite: W1 plain, {n1} steps, Rust Tool, µs/step, same run"),
