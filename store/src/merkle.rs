@@ -383,6 +383,14 @@ pub fn hole_marker(hash: &[u8; 32], length: u64) -> Value {
     Value::Object(m)
 }
 
+/// The hash text a [`hole_marker`] names, when `m` is one.
+pub fn as_hole_marker(m: &Map<String, Value>) -> Option<&str> {
+    match m.get("$hole") {
+        Some(Value::String(h)) if m.len() == 2 && m.contains_key("length") => Some(h),
+        _ => None,
+    }
+}
+
 /// `v` with every reference to one of `holes` directly in it (not inside
 /// the blobs it names) replaced by its [`hole_marker`].
 pub fn mark_holes(v: Value, holes: &HashSet<[u8; 32]>) -> Value {

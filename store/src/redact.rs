@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 use crate::hash::{hash_text, parse_hash};
 use crate::merkle::{as_reference, collect_refs, escape_key};
 use crate::read::{ReadDb, read_history, run_key, stored_value};
-use flow_abi::fact::RunId;
+use flow_abi::fact::{Fact, RunId};
+use flow_abi::schema::pointer_token;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
@@ -58,10 +59,6 @@ fn unescape(seg: &str) -> Result<String, String> {
         }
     }
     Ok(out)
-}
-
-fn escape(seg: &str) -> String {
-    seg.replace('~', "~0").replace('/', "~1")
 }
 
 impl ValuePath {
@@ -123,15 +120,19 @@ impl fmt::Display for ValuePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ptr = |at: &[String]| {
             at.iter()
-                .map(|s| format!("/{}", escape(s)))
+                .map(|s| format!("/{}", pointer_token(s)))
                 .collect::<String>()
         };
         match self {
             ValuePath::Input(at) => write!(f, "/input{}", ptr(at)),
             ValuePath::State(at) => write!(f, "/state{}", ptr(at)),
             ValuePath::Output(at) => write!(f, "/output{}", ptr(at)),
-            ValuePath::Args { call, at } => write!(f, "/calls/{}/args{}", escape(call), ptr(at)),
-            ValuePath::Reply { call, at } => write!(f, "/calls/{}/reply{}", escape(call), ptr(at)),
+            ValuePath::Args { call, at } => {
+                write!(f, "/calls/{}/args{}", pointer_token(call), ptr(at))
+            }
+            ValuePath::Reply { call, at } => {
+                write!(f, "/calls/{}/reply{}", pointer_token(call), ptr(at))
+            }
             ValuePath::Fact { n, at } => write!(f, "/facts/{n}{}", ptr(at)),
             ValuePath::Blob(h) => f.write_str(&hash_text(h)),
         }
@@ -148,21 +149,24 @@ enum Reached {
     Inline,
 }
 
-/// The stored values of `fact` that `path` names, each with the pointer
-/// left to follow in it. It reads the stored form, not a typed `Fact`: the
+/// The stored values of `typed` (whose stored form is `fact`) that `path`
+/// names, each with the pointer left to follow in it. Which fact it is
+/// comes from the typed fact; the values come from the stored form: the
 /// blob references a hole is made of, and a Checkpoint stored as a delta,
 /// are only there.
-fn positions<'a>(path: &'a ValuePath, fact: &'a Value) -> Vec<(&'a Value, &'a [String])> {
-    let kind = fact.get("fact").and_then(Value::as_str).unwrap_or("");
-    let call_is = |c: &str| fact.get("call").and_then(Value::as_str) == Some(c);
+fn positions<'a>(
+    path: &'a ValuePath,
+    typed: &Fact,
+    fact: &'a Value,
+) -> Vec<(&'a Value, &'a [String])> {
     let at = |v: Option<&'a Value>, rest: &'a [String]| v.map(|v| (v, rest)).into_iter().collect();
-    match path {
-        ValuePath::Input(p) if kind == "Start" => at(fact.get("input"), p),
-        ValuePath::Output(p) if kind == "End" => at(fact.pointer("/ending/Completed/output"), p),
-        ValuePath::Args { call, at: p } if kind == "Call" && call_is(call) => {
+    match (path, typed) {
+        (ValuePath::Input(p), Fact::Start { .. }) => at(fact.get("input"), p),
+        (ValuePath::Output(p), Fact::End { .. }) => at(fact.pointer("/ending/Completed/output"), p),
+        (ValuePath::Args { call, at: p }, Fact::Call { call: c, .. }) if c.as_str() == call => {
             at(fact.get("args"), p)
         }
-        ValuePath::Reply { call, at: p } if kind == "Reply" && call_is(call) => {
+        (ValuePath::Reply { call, at: p }, Fact::Reply { call: c, .. }) if c.as_str() == call => {
             let outcome = fact.get("outcome");
             at(
                 outcome
@@ -171,7 +175,7 @@ fn positions<'a>(path: &'a ValuePath, fact: &'a Value) -> Vec<(&'a Value, &'a [S
                 p,
             )
         }
-        ValuePath::State(p) if kind == "Checkpoint" => match fact.get("state") {
+        (ValuePath::State(p), Fact::Checkpoint { .. }) => match fact.get("state") {
             Some(state) if !state.is_null() => at(Some(state), p),
             _ => match p.split_first() {
                 Some((field, rest)) => at(
@@ -182,9 +186,7 @@ fn positions<'a>(path: &'a ValuePath, fact: &'a Value) -> Vec<(&'a Value, &'a [S
                 None => Vec::new(),
             },
         },
-        ValuePath::Fact { n, at: p } if fact.get("n").and_then(Value::as_u64) == Some(*n) => {
-            at(Some(fact), p)
-        }
+        (ValuePath::Fact { n, at: p }, _) if typed.n() == *n => at(Some(fact), p),
         _ => Vec::new(),
     }
 }
@@ -289,8 +291,8 @@ pub(crate) fn reached(
             continue;
         }
         let (mut named, mut blobs) = (false, 0usize);
-        for f in &facts {
-            for (v, rest) in positions(target, f) {
+        for (stored, f) in history.facts.iter().zip(&facts) {
+            for (v, rest) in positions(target, &stored.fact, f) {
                 match follow(db, &holes, v, rest)? {
                     None => {}
                     Some(Reached::Inline) => named = true,

@@ -115,10 +115,7 @@ pub(super) async fn history(g: &Global, ask: Ask) -> Result<u8> {
 fn has_hole(v: &Json) -> bool {
     match v {
         Json::Object(m) => {
-            (m.len() == 2
-                && m.get("$hole").is_some_and(Json::is_string)
-                && m.contains_key("length"))
-                || m.values().any(has_hole)
+            flow_store::merkle::as_hole_marker(m).is_some() || m.values().any(has_hole)
         }
         Json::Array(a) => a.iter().any(has_hole),
         _ => false,

@@ -7,6 +7,7 @@ use super::{RunService, new_run_id};
 use crate::error::{Error, Result};
 use crate::source::Sources;
 use flow_abi::fact::Fact;
+use flow_abi::schema::pointer_token;
 use flow_engine::machine::{Effect, Machine};
 use flow_engine::program::Program;
 use flow_store::RunId;
@@ -129,17 +130,11 @@ impl RunService {
 fn hole_at(v: &Json, holes: &[String]) -> Option<String> {
     match v {
         Json::Object(m) => {
-            if m.len() == 2
-                && m.contains_key("length")
-                && let Some(Json::String(h)) = m.get("$hole")
-                && holes.contains(h)
-            {
+            if flow_store::merkle::as_hole_marker(m).is_some_and(|h| holes.iter().any(|x| x == h)) {
                 return Some(String::new());
             }
-            m.iter().find_map(|(k, c)| {
-                hole_at(c, holes)
-                    .map(|at| format!("/{}{at}", k.replace('~', "~0").replace('/', "~1")))
-            })
+            m.iter()
+                .find_map(|(k, c)| hole_at(c, holes).map(|at| format!("/{}{at}", pointer_token(k))))
         }
         Json::Array(a) => a
             .iter()
