@@ -4,6 +4,7 @@
 
 use super::{Client, Error, Result, STREAM, segment};
 use crate::http::answers::{CheckAnswer, HaltAnswer, ReplayAnswer, RunAnswer, RunView};
+use crate::http::chain::CheckpointView;
 use crate::http::check::CheckRequest;
 use crate::http::delete::{DeleteAnswer, DeleteParams};
 use crate::http::facts::FactsQuery;
@@ -11,7 +12,7 @@ use crate::http::feed::StateChange;
 use crate::http::fork::ForkRequest;
 use crate::http::halt::HaltRequest;
 use crate::http::inspect::InspectQuery;
-use crate::http::listing::{CheckpointView, RunList, RunsQuery, StateName};
+use crate::http::listing::{RunList, RunsQuery, StateName};
 use crate::http::redact::{RedactAnswer, RedactRequest};
 use crate::http::resume::ResumeRequest;
 use crate::http::sse::EventsQuery;

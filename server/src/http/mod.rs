@@ -15,6 +15,7 @@ pub mod answers;
 pub mod archive;
 pub mod auth;
 pub mod blobs;
+pub mod chain;
 pub mod check;
 pub mod cli;
 pub mod confine;
@@ -246,8 +247,8 @@ fn table() -> Table {
         .routes(routes!(facts::list_facts))
         .routes(routes!(inspect::inspect_run))
         .routes(routes!(timeline::get_timeline))
-        .routes(routes!(listing::get_checkpoint))
-        .routes(routes!(listing::verify_run))
+        .routes(routes!(chain::get_checkpoint))
+        .routes(routes!(chain::verify_run))
         .routes(routes!(diff::diff_runs))
         .routes(routes!(lineage::get_lineage))
         .routes(routes!(sse::run_events))

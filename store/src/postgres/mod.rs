@@ -49,6 +49,7 @@ mod redact;
 mod seal;
 pub use read::CHILDREN_QUERY;
 mod sql;
+mod statements;
 mod waiting;
 mod workers;
 mod writer;
