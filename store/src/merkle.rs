@@ -152,16 +152,24 @@ fn ext(v: &Value, blobs: &mut Vec<NewBlob>, scratch: &mut String, depth: usize) 
             logical_len,
         });
     }
-    let body = canonical(&value).into_bytes();
+    Ok(stored_as_blob(
+        canonical(&value).into_bytes(),
+        logical_len,
+        blobs,
+    ))
+}
+
+/// A value whose canonical text is `body`, stored as a new blob: its
+/// reference, the reference's stored length, and the value's logical one.
+fn stored_as_blob(body: Vec<u8>, logical_len: usize, blobs: &mut Vec<NewBlob>) -> Stored {
     let hash = blob_hash(&body);
     blobs.push(NewBlob { hash, body });
-    let r = reference(&hash, logical_len as u64);
-    let rlen = canonical(&r).len();
-    Ok(Stored {
-        value: r,
-        stored_len: rlen,
+    let value = reference(&hash, logical_len as u64);
+    Stored {
+        stored_len: canonical(&value).len(),
+        value,
         logical_len,
-    })
+    }
 }
 
 /// Positions inside a value that must be stored as blobs whatever their
@@ -255,16 +263,7 @@ pub(crate) fn externalize_pinned(
             logical_len,
         });
     }
-    let body = scratch.into_bytes();
-    let hash = blob_hash(&body);
-    blobs.push(NewBlob { hash, body });
-    let r = reference(&hash, logical_len as u64);
-    let rlen = canonical(&r).len();
-    Ok(Stored {
-        value: r,
-        stored_len: rlen,
-        logical_len,
-    })
+    Ok(stored_as_blob(scratch.into_bytes(), logical_len, blobs))
 }
 
 /// Appends the stored canonical text of logical value `v` to `out` and
