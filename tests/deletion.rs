@@ -8,32 +8,12 @@
 
 mod common;
 
+use common::tokens::{ADMIN, RUNNER, client, tokens};
+
 use common::{Schema, review_flow, serve};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-
-const ADMIN: &str = "admin-token-0123456789";
-const RUNNER: &str = "run-token-0123456789ab";
-
-fn client(token: &str) -> reqwest::Client {
-    let mut h = reqwest::header::HeaderMap::new();
-    h.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    reqwest::Client::builder()
-        .no_proxy()
-        .default_headers(h)
-        .build()
-        .unwrap()
-}
-
-fn tokens(dir: &std::path::Path) -> String {
-    let p = dir.join("tokens");
-    std::fs::write(&p, format!("{ADMIN} admin\n{RUNNER} run\n")).unwrap();
-    p.to_str().unwrap().to_string()
-}
 
 /// The database, as the test reads it: one row of one column per query.
 trait Db {

@@ -11,30 +11,10 @@
 
 mod common;
 
+use common::tokens::{ADMIN, RUNNER, client, tokens};
+
 use common::{Schema, TestApp, review_flow, serve};
 use serde_json::{Value, json};
-
-const ADMIN: &str = "admin-token-0123456789";
-const RUNNER: &str = "run-token-0123456789ab";
-
-fn client(token: &str) -> reqwest::Client {
-    let mut h = reqwest::header::HeaderMap::new();
-    h.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    reqwest::Client::builder()
-        .no_proxy()
-        .default_headers(h)
-        .build()
-        .unwrap()
-}
-
-fn tokens(dir: &std::path::Path) -> String {
-    let p = dir.join("tokens");
-    std::fs::write(&p, format!("{ADMIN} admin\n{RUNNER} run\n")).unwrap();
-    p.to_str().unwrap().to_string()
-}
 
 /// A text over 1 KiB (so a blob) that carries `marker`.
 fn secret(marker: &str) -> String {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod roll;
+pub mod tokens;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
