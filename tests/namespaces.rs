@@ -29,6 +29,19 @@ fn tokens(dir: &std::path::Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// A server on SQLite (or on `schema`) with the namespaced tokens, and
+/// its data directory.
+fn with_tokens(schema: Option<&Schema>) -> (tempfile::TempDir, common::Server) {
+    let data = tempfile::tempdir().unwrap();
+    let t = tokens(data.path());
+    let args = ["--tokens", t.as_str()];
+    let s = match schema {
+        Some(schema) => serve(data.path(), &schema.serve_args(&args)),
+        None => serve(data.path(), &args),
+    };
+    (data, s)
+}
+
 fn client() -> Client {
     Client::builder().no_proxy().build().unwrap()
 }
@@ -453,18 +466,14 @@ async fn scenario(base: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sqlite_a_token_sees_only_its_namespaces() {
-    let data = tempfile::tempdir().unwrap();
-    let t = tokens(data.path());
-    let s = serve(data.path(), &["--tokens", &t]);
+    let (_data, s) = with_tokens(None);
     scenario(&s.base).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_a_token_sees_only_its_namespaces() {
     let Some(schema) = Schema::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    let t = tokens(data.path());
-    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
+    let (_data, s) = with_tokens(Some(&schema));
     scenario(&s.base).await;
 }
 
@@ -735,17 +744,13 @@ async fn mcp_scenario(base: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sqlite_mcp_sees_only_its_namespaces() {
-    let data = tempfile::tempdir().unwrap();
-    let t = tokens(data.path());
-    let s = serve(data.path(), &["--tokens", &t]);
+    let (_data, s) = with_tokens(None);
     mcp_scenario(&s.base).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_mcp_sees_only_its_namespaces() {
     let Some(schema) = Schema::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    let t = tokens(data.path());
-    let s = serve(data.path(), &schema.serve_args(&["--tokens", &t]));
+    let (_data, s) = with_tokens(Some(&schema));
     mcp_scenario(&s.base).await;
 }
