@@ -3,7 +3,7 @@
 //!
 //! Two sources feed one sequence:
 //! * the run service's events (`RunService::events`), published as it
-//!   starts, resumes, pauses, ends or halts a run, forwarded by one task
+//!   starts, resumes, pauses, ends or halts a run, forwarded by one thread
 //!   ([`forward`] into [`Feed::publish`], at once);
 //! * one poller task reads the runs index every [`POLL`] for rows changed
 //!   since its last look ([`flow_store::ListRuns::runs_changed_since`]), so
@@ -290,40 +290,27 @@ fn canonical<T: Serialize>(v: &T) -> String {
 }
 
 /// The forwarder: the run service's state changes into the feed, in the
-/// order the service published them, until shutdown. `events` is taken
-/// before the server accepts requests, so no change of its runs is missed.
-pub async fn forward(state: AppState, mut events: broadcast::Receiver<RunEvent>) {
-    loop {
-        let ev = tokio::select! {
-            _ = state.shutdown().cancelled() => return,
-            ev = events.recv() => ev,
-        };
-        match ev {
-            Ok(RunEvent {
+/// order the service published them, on a thread of its own (publishing
+/// reads the run's row, which blocks). `events` is taken before the server
+/// accepts requests, so no change of its runs is missed; the thread ends
+/// once the service closes them ([`crate::service::RunService::close_events`]).
+pub fn forward(
+    feed: Arc<Feed>,
+    store: crate::service::store::StoreRef,
+    events: std::sync::mpsc::Receiver<RunEvent>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("flow-feed".into())
+        .spawn(move || {
+            for RunEvent {
                 run,
                 state: st,
                 extra,
-            }) => {
-                // Publishing reads the run's row: off the async runtime.
-                let s = state.clone();
-                let done = tokio::task::spawn_blocking(move || {
-                    s.feed().publish(&**s.store(), &run, st, extra)
-                })
-                .await;
-                if let Err(e) = done {
-                    tracing::warn!(error = %e, "state feed: a publish task failed");
-                }
+            } in events
+            {
+                feed.publish(&*store, &run, st, extra);
             }
-            // The poller still reports what the missed events changed.
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(
-                    missed = n,
-                    "state feed: fell behind the run service's events"
-                );
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
+        })
 }
 
 /// The poller: reads the runs index every [`POLL`] until shutdown.

@@ -153,7 +153,7 @@ struct Inner {
     metrics: metrics::Metrics,
     /// Per-run head watches shared by SSE subscribers.
     /// Run state changes across runs (`GET /v1/events`).
-    feed: feed::Feed,
+    feed: Arc<feed::Feed>,
 }
 
 impl AppState {
@@ -176,7 +176,7 @@ impl AppState {
                 service,
                 options,
                 metrics: metrics::Metrics::default(),
-                feed: feed::Feed::default(),
+                feed: Arc::default(),
             }),
         }
     }
@@ -404,10 +404,12 @@ pub async fn run(
     state.service().serve_workers();
     // The state feed: the service's changes, and the runs index's for
     // other processes' writes.
-    let feed_tasks = [
-        tokio::spawn(feed::forward(state.clone(), state.service().events())),
-        tokio::spawn(feed::poll(state.clone())),
-    ];
+    let forwarder = feed::forward(
+        state.inner.feed.clone(),
+        state.store().clone(),
+        state.service().events(),
+    )?;
+    let poller = tokio::spawn(feed::poll(state.clone()));
     let addr = listener.local_addr()?;
     tracing::info!(listen = %addr, "flowd listening");
     let router = app(state.clone(), addr)?;
@@ -432,9 +434,10 @@ pub async fn run(
     });
     let r = serve.await;
     state.service().shutdown(Duration::from_secs(10)).await;
-    // Both end on the server's token, cancelled above.
-    for t in feed_tasks {
-        let _ = t.await;
-    }
+    // The poller ends on the server's token, cancelled above; the
+    // forwarder once it told the feed of every change made until now.
+    state.service().close_events();
+    let _ = poller.await;
+    let _ = tokio::task::spawn_blocking(move || forwarder.join()).await;
     r
 }

@@ -10,7 +10,8 @@
 //! the drives going on and their tasks ([`running::Running`]), the two
 //! private caches ([`caches`]), the leases ([`lease`]), the deadlines
 //! ([`Deadlines`]), the followed heads ([`heads::Heads`]), the commits
-//! under way, the program checks, and a broadcast of run state changes.
+//! under way, the program checks, and the queue of run state changes
+//! ([`events`]).
 //! What it does is split by job: start, resume and fork (`runs.rs`), a
 //! resume's preparation (`prepare.rs`), the drive (`drive/`), halts,
 //! nested runs, recoveries.
@@ -37,6 +38,7 @@ mod commits;
 mod deadlines;
 pub mod diff;
 mod drive;
+mod events;
 mod examples;
 mod fork;
 pub mod gate;
@@ -76,7 +78,6 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 use store::StoreRef;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 pub use admit::Reply;
@@ -152,7 +153,7 @@ struct Inner {
     paused: caches::PausedMachines,
     /// Leases, when several servers share the store.
     leasing: Option<lease::Leasing>,
-    events: broadcast::Sender<RunEvent>,
+    events: events::Events,
     stats: Stats,
     deadlines: Deadlines,
     heads: Arc<heads::Heads>,
@@ -164,7 +165,6 @@ struct Inner {
 
 impl RunService {
     pub fn new(store: StoreRef, options: ServiceOptions, shutdown: CancellationToken) -> Self {
-        let (events, _) = broadcast::channel(1024);
         // Every durable head the store learns of — its own commits and, on
         // Postgres, other servers' (LISTEN/NOTIFY) — wakes the followers.
         let heads = Arc::new(heads::Heads::default());
@@ -180,7 +180,7 @@ impl RunService {
                 programs: caches::Programs::default(),
                 paused: caches::PausedMachines::default(),
                 leasing: options.lease.map(lease::Leasing::new),
-                events,
+                events: events::Events::default(),
                 stats: Stats::default(),
                 deadlines: Deadlines::default(),
                 heads,
@@ -249,14 +249,20 @@ impl RunService {
         drained
     }
 
-    pub fn events(&self) -> broadcast::Receiver<RunEvent> {
-        self.inner.events.subscribe()
+    /// The state changes from now on, for the one consumer that takes
+    /// them (the server's state feed); ends after [`RunService::close_events`].
+    pub fn events(&self) -> std::sync::mpsc::Receiver<RunEvent> {
+        self.inner.events.take()
+    }
+
+    /// Ends the queue [`RunService::events`] returned.
+    pub fn close_events(&self) {
+        self.inner.events.close();
     }
 
     /// Tells `/v1/events` subscribers that `run` is now in `state`.
     pub fn publish(&self, run: &str, state: &'static str, extra: Json) {
-        // No subscriber is not an error.
-        let _ = self.inner.events.send(RunEvent {
+        self.inner.events.send(RunEvent {
             run: run.to_string(),
             state,
             extra,
