@@ -55,3 +55,44 @@ impl Events {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn change(run: &str) -> RunEvent {
+        RunEvent {
+            run: run.into(),
+            state: "running",
+            extra: json!({}),
+        }
+    }
+
+    #[test]
+    fn the_consumer_takes_what_comes_after_it_and_sees_the_end_once_closed() {
+        let events = Events::default();
+        // No consumer yet (the CLI): dropped, not kept.
+        events.send(change("before"));
+        let rx = events.take();
+        events.send(change("a"));
+        events.send(change("b"));
+        events.close();
+        events.send(change("after"));
+        let runs: Vec<String> = rx.iter().map(|e| e.run).collect();
+        assert_eq!(runs, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_change_and_keeps_the_rest() {
+        let events = Events::default();
+        let rx = events.take();
+        for i in 0..QUEUED + 5 {
+            events.send(change(&i.to_string()));
+        }
+        events.close();
+        let runs: Vec<String> = rx.iter().map(|e| e.run).collect();
+        assert_eq!(runs.len(), QUEUED);
+        assert_eq!(runs.first().map(String::as_str), Some("0"));
+    }
+}

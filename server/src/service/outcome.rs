@@ -194,7 +194,7 @@ impl Gate {
     }
 }
 
-/// A run state change, for `GET /v1/events` and metrics.
+/// A run state change, for the server's state feed (`GET /v1/events`).
 #[derive(Debug, Clone)]
 pub struct RunEvent {
     pub run: String,
