@@ -363,13 +363,14 @@ impl RunService {
             let (this, p, sets) = (self.clone(), parent.clone(), sets.to_vec());
             tokio::task::spawn_blocking(move || {
                 // Forked on the parent's program: bound as the parent was,
-                // from its host records, read in this same hand-off.
+                // from the host records made with its Start, read in this
+                // same hand-off.
                 let recorded = match onto {
                     Some(_) => None,
                     None => {
                         let store = &*this.inner.store;
                         let imported = store.run_info(&p)?.imported_ms.is_some();
-                        Some((imported, store.host_records(&p)?))
+                        Some((imported, store.start_records(&p)?))
                     }
                 };
                 let _held = permit;

@@ -427,6 +427,10 @@ pub trait ListRuns {
 pub trait HostRecords {
     fn record_host(&self, run: &RunId, record: HostRecord) -> Result<HostRecordRow>;
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>>;
+    /// The host records made with the run's Start (where its program was
+    /// read from, the `--tools` that bound it): a few rows, whatever the
+    /// length of its history.
+    fn start_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>>;
 }
 
 /// Writes verified archives.

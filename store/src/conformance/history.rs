@@ -162,6 +162,13 @@ pub(super) fn create_with_first_facts<B: Backend + Sync>(
         "records at {:?}",
         rows.iter().map(|r| r.head.n).collect::<Vec<_>>()
     );
+    // The records made with the Start, and only those (a fork binds by
+    // them, whatever follows in its parent's history).
+    let at_start = s.start_records(&run).map_err(e)?;
+    ensure!(
+        at_start.iter().map(|r| &r.details).collect::<Vec<_>>() == [&record("/at-start").details],
+        "start records {at_start:?}"
+    );
     // The same run again: refused, and its facts with it; nothing moved.
     let again = created(start, vec![call_fact(4, 2, json!({})).into()])?;
     ensure!(
@@ -192,6 +199,25 @@ pub(super) fn create_with_first_facts<B: Backend + Sync>(
     ensure!(
         got.len() == 1 && s.run_info(&alone).map_err(e)?.last_fact.n == 1,
         "a create alone {got:?}"
+    );
+    // More records made with a Start than one page of the read, then
+    // records made later: the Start's are read, all of them and no more.
+    let many = new_run_id();
+    let (start, sources) = start_fact(&many, json!({}));
+    let made: Vec<HostRecord> = (0..21).map(|i| record(&format!("/dir{i}"))).collect();
+    s.create_run_in(&Namespace::default(), start, &sources, made.clone())
+        .map_err(e)?;
+    s.append(&many, call_fact(2, 1, json!({}))).map_err(e)?;
+    for i in 0..3 {
+        s.record_host(&many, record(&format!("/later{i}")))
+            .map_err(e)?;
+    }
+    let at_start = s.start_records(&many).map_err(e)?;
+    ensure!(
+        at_start.iter().map(|r| &r.details).collect::<Vec<_>>()
+            == made.iter().map(|r| &r.details).collect::<Vec<_>>(),
+        "start records of a run made with 21: {} read",
+        at_start.len()
     );
     Ok(())
 }

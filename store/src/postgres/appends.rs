@@ -111,6 +111,11 @@ impl HostRecords for PostgresStore {
         let run = run.clone();
         self.snapshot(move |s| crate::read::host_records(s, &run))
     }
+
+    fn start_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
+        let run = run.clone();
+        self.snapshot(move |s| crate::read::start_records(s, &run))
+    }
 }
 
 impl ImportRuns for PostgresStore {

@@ -368,10 +368,18 @@ impl ReadDb for Session {
         self.fetch_blobs(refs.into_iter().map(|(h, _)| h).collect())
     }
 
-    fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
+    fn host_columns(
+        &mut self,
+        key: i64,
+        after: u64,
+        limit: Option<u32>,
+    ) -> Result<Vec<HostColumns>> {
+        // Postgres: `LIMIT NULL` is none.
+        let limit = limit.map(i64::from);
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
         let rows = self.query(
-            "SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = $1 ORDER BY seq",
-            &[&key],
+            "SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &[&key, &after, &limit],
         )?;
         rows.iter()
             .map(|r| {

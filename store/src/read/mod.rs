@@ -61,7 +61,14 @@ pub(crate) trait ReadDb {
     fn prefetch_calls(&mut self, _at: &[(RunId, u64)]) -> Result<()> {
         Ok(())
     }
-    fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>>;
+    /// The run's host records after `after` (its seq; 0: from the first),
+    /// in seq order, at most `limit` (`None`: all).
+    fn host_columns(
+        &mut self,
+        key: i64,
+        after: u64,
+        limit: Option<u32>,
+    ) -> Result<Vec<HostColumns>>;
     /// Up to `limit + 1` runs with an id above `after` (and the state), by
     /// id; the extra row only tells that more exist, so it needs no
     /// decision.
@@ -186,10 +193,36 @@ pub(crate) fn blob(db: &mut dyn ReadDb, hash: &str) -> Result<Vec<u8>> {
 
 pub(crate) fn host_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostRecordRow>> {
     let RunRow { key, .. } = run_row(db, run)?;
-    db.host_columns(key)?
+    db.host_columns(key, 0, None)?
         .into_iter()
         .map(|c| c.check(run))
         .collect()
+}
+
+/// Host records read at a time by [`start_records`].
+const START_PAGE: u32 = 16;
+
+/// The host records made with `run`'s Start (their head is fact 1: where
+/// its program was read from, the `--tools` that bound it), read a page at
+/// a time in seq order up to the first record made later: what a fork
+/// binds by costs the same whatever the length of the run's history.
+pub(crate) fn start_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostRecordRow>> {
+    let RunRow { key, .. } = run_row(db, run)?;
+    let (mut out, mut after) = (Vec::new(), 0);
+    loop {
+        let page = db.host_columns(key, after, Some(START_PAGE))?;
+        let full = page.len() == START_PAGE as usize;
+        for c in page {
+            if c.head_n != 1 {
+                return Ok(out);
+            }
+            after = u64::try_from(c.seq).unwrap_or(u64::MAX);
+            out.push(c.check(run)?);
+        }
+        if !full {
+            return Ok(out);
+        }
+    }
 }
 
 mod discovery;

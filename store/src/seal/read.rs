@@ -103,8 +103,13 @@ impl ReadDb for Opened<'_> {
         self.db.prefetch_calls(at)
     }
 
-    fn host_columns(&mut self, key: i64) -> Result<Vec<HostColumns>> {
-        let mut rows = self.db.host_columns(key)?;
+    fn host_columns(
+        &mut self,
+        key: i64,
+        after: u64,
+        limit: Option<u32>,
+    ) -> Result<Vec<HostColumns>> {
+        let mut rows = self.db.host_columns(key, after, limit)?;
         for c in &mut rows {
             if !Sealer::is_sealed_text(&c.details) {
                 continue;

@@ -422,6 +422,10 @@ impl HostRecords for SqliteStore {
     fn host_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
         self.snapshot(|db| crate::read::host_records(db, run))
     }
+
+    fn start_records(&self, run: &RunId) -> Result<Vec<HostRecordRow>> {
+        self.snapshot(|db| crate::read::start_records(db, run))
+    }
 }
 
 impl ImportRuns for SqliteStore {
