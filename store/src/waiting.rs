@@ -13,7 +13,7 @@
 use crate::api::{HostDetails, RunState};
 use crate::error::{Error, Result};
 use crate::fact::{FactKind, parse_stored};
-use crate::read::ReadDb;
+use crate::read::{HostPage, ReadDb};
 use flow_abi::fact::{Fact, RunId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,7 +49,7 @@ pub(crate) fn rows(
     }
     let wanted: BTreeSet<&str> = open.iter().map(String::as_str).collect();
     let (mut due, mut nested) = (BTreeMap::new(), BTreeMap::new());
-    for h in db.host_columns(key, 0, None)? {
+    for h in db.host_columns(key, HostPage::ALL)? {
         if h.kind != "timeout" && h.kind != "binding" {
             continue;
         }
@@ -130,7 +130,7 @@ pub(crate) fn rows_of_paused(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Wai
         return Ok(Vec::new());
     }
     let mut pause = None;
-    for h in db.host_columns(cols.key, 0, None)? {
+    for h in db.host_columns(cols.key, HostPage::ALL)? {
         if h.kind == "pause" {
             pause = Some(h);
         }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
 use crate::merkle::collect_refs;
-use crate::read::{FactRow, ReadDb};
+use crate::read::{FactRow, HostPage, ReadDb};
 use crate::seal::{Place, Sealer};
 use deadpool_postgres::Object;
 use flow_abi::fact::RunId;
@@ -368,18 +368,10 @@ impl ReadDb for Session {
         self.fetch_blobs(refs.into_iter().map(|(h, _)| h).collect())
     }
 
-    fn host_columns(
-        &mut self,
-        key: i64,
-        after: u64,
-        limit: Option<u32>,
-    ) -> Result<Vec<HostColumns>> {
-        // Postgres: `LIMIT NULL` is none.
-        let limit = limit.map(i64::from);
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
+    fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>> {
         let rows = self.query(
             "SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            &[&key, &after, &limit],
+            &[&key, &page.sql_after(), &page.sql_limit()],
         )?;
         rows.iter()
             .map(|r| {

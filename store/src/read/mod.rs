@@ -61,14 +61,8 @@ pub(crate) trait ReadDb {
     fn prefetch_calls(&mut self, _at: &[(RunId, u64)]) -> Result<()> {
         Ok(())
     }
-    /// The run's host records after `after` (its seq; 0: from the first),
-    /// in seq order, at most `limit` (`None`: all).
-    fn host_columns(
-        &mut self,
-        key: i64,
-        after: u64,
-        limit: Option<u32>,
-    ) -> Result<Vec<HostColumns>>;
+    /// The run's host records in seq order, those `page` takes.
+    fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>>;
     /// Up to `limit + 1` runs with an id above `after` (and the state), by
     /// id; the extra row only tells that more exist, so it needs no
     /// decision.
@@ -191,9 +185,35 @@ pub(crate) fn blob(db: &mut dyn ReadDb, hash: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Which of a run's host records a read takes: those after `after` (a
+/// seq; 0: from the first), at most `limit` (`None`: all).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostPage {
+    pub after: u64,
+    pub limit: Option<u32>,
+}
+
+impl HostPage {
+    pub(crate) const ALL: HostPage = HostPage {
+        after: 0,
+        limit: None,
+    };
+
+    /// `after` as the SQL integer it is compared with.
+    pub(crate) fn sql_after(self) -> i64 {
+        i64::try_from(self.after).unwrap_or(i64::MAX)
+    }
+
+    /// `limit` as an SQL integer; `None`: no limit (Postgres's
+    /// `LIMIT NULL`; SQLite takes a negative one).
+    pub(crate) fn sql_limit(self) -> Option<i64> {
+        self.limit.map(i64::from)
+    }
+}
+
 pub(crate) fn host_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<HostRecordRow>> {
     let RunRow { key, .. } = run_row(db, run)?;
-    db.host_columns(key, 0, None)?
+    db.host_columns(key, HostPage::ALL)?
         .into_iter()
         .map(|c| c.check(run))
         .collect()
@@ -210,7 +230,13 @@ pub(crate) fn start_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Host
     let RunRow { key, .. } = run_row(db, run)?;
     let (mut out, mut after) = (Vec::new(), 0);
     loop {
-        let page = db.host_columns(key, after, Some(START_PAGE))?;
+        let page = db.host_columns(
+            key,
+            HostPage {
+                after,
+                limit: Some(START_PAGE),
+            },
+        )?;
         let full = page.len() == START_PAGE as usize;
         for c in page {
             if c.head_n != 1 {

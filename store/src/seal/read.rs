@@ -8,7 +8,7 @@ use super::{Place, Sealer};
 use crate::api::*;
 use crate::error::{Error, Result};
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
-use crate::read::{FactRow, ReadDb};
+use crate::read::{FactRow, HostPage, ReadDb};
 use flow_abi::fact::RunId;
 use serde_json::Value;
 
@@ -103,13 +103,8 @@ impl ReadDb for Opened<'_> {
         self.db.prefetch_calls(at)
     }
 
-    fn host_columns(
-        &mut self,
-        key: i64,
-        after: u64,
-        limit: Option<u32>,
-    ) -> Result<Vec<HostColumns>> {
-        let mut rows = self.db.host_columns(key, after, limit)?;
+    fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>> {
+        let mut rows = self.db.host_columns(key, page)?;
         for c in &mut rows {
             if !Sealer::is_sealed_text(&c.details) {
                 continue;

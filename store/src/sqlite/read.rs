@@ -8,7 +8,7 @@ use crate::fact::FactKind;
 use crate::hash::from_column;
 use crate::index::{DiscoveryColumns, HostColumns, RunColumns};
 use crate::listing::{Arg, ChildColumns, Dialect, ListingColumns, Sql};
-use crate::read::{FactRow, ReadDb};
+use crate::read::{FactRow, HostPage, ReadDb};
 use crate::seal::Sealer;
 use crate::seal::read::opened;
 use flow_abi::fact::RunId;
@@ -181,17 +181,10 @@ impl ReadDb for Db<'_> {
             .query_row(rusqlite::params![&hash[..], names], |r| r.get(0))?)
     }
 
-    fn host_columns(
-        &mut self,
-        key: i64,
-        after: u64,
-        limit: Option<u32>,
-    ) -> Result<Vec<HostColumns>> {
+    fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>> {
         let mut st = self.0.prepare_cached("SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
-        // SQLite: a negative LIMIT is none.
-        let limit = limit.map_or(-1, i64::from);
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let rows = st.query_map(rusqlite::params![key, after, limit], |r| {
+        let limit = page.sql_limit().unwrap_or(-1);
+        let rows = st.query_map(rusqlite::params![key, page.sql_after(), limit], |r| {
             Ok(HostColumns {
                 seq: r.get(0)?,
                 kind: r.get(1)?,
