@@ -151,7 +151,6 @@ struct Inner {
     service: RunService,
     options: ServeOptions,
     metrics: metrics::Metrics,
-    /// Per-run head watches shared by SSE subscribers.
     /// Run state changes across runs (`GET /v1/events`).
     feed: Arc<feed::Feed>,
 }

@@ -371,7 +371,7 @@ impl ReadDb for Session {
     fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>> {
         let rows = self.query(
             "SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            &[&key, &page.sql_after(), &page.sql_limit()],
+            &[&key, &page.after, &page.sql_limit()],
         )?;
         rows.iter()
             .map(|r| {

@@ -185,11 +185,11 @@ pub(crate) fn blob(db: &mut dyn ReadDb, hash: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Which of a run's host records a read takes: those after `after` (a
-/// seq; 0: from the first), at most `limit` (`None`: all).
+/// Which of a run's host records a read takes: those after the seq
+/// `after` (0: from the first), at most `limit` (`None`: all).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HostPage {
-    pub after: u64,
+    pub after: i64,
     pub limit: Option<u32>,
 }
 
@@ -198,11 +198,6 @@ impl HostPage {
         after: 0,
         limit: None,
     };
-
-    /// `after` as the SQL integer it is compared with.
-    pub(crate) fn sql_after(self) -> i64 {
-        i64::try_from(self.after).unwrap_or(i64::MAX)
-    }
 
     /// `limit` as an SQL integer; `None`: no limit (Postgres's
     /// `LIMIT NULL`; SQLite takes a negative one).
@@ -242,7 +237,7 @@ pub(crate) fn start_records(db: &mut dyn ReadDb, run: &RunId) -> Result<Vec<Host
             if c.head_n != 1 {
                 return Ok(out);
             }
-            after = u64::try_from(c.seq).unwrap_or(u64::MAX);
+            after = c.seq;
             out.push(c.check(run)?);
         }
         if !full {

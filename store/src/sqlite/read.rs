@@ -184,7 +184,7 @@ impl ReadDb for Db<'_> {
     fn host_columns(&mut self, key: i64, page: HostPage) -> Result<Vec<HostColumns>> {
         let mut st = self.0.prepare_cached("SELECT seq, kind, at_ms, head_n, head_hash, details FROM host_records WHERE run_key = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
         let limit = page.sql_limit().unwrap_or(-1);
-        let rows = st.query_map(rusqlite::params![key, page.sql_after(), limit], |r| {
+        let rows = st.query_map(rusqlite::params![key, page.after, limit], |r| {
             Ok(HostColumns {
                 seq: r.get(0)?,
                 kind: r.get(1)?,
