@@ -1035,6 +1035,48 @@ fn a_reply_fed_within_a_small_slice_derives_the_same_effects() {
     }
 }
 
+#[test]
+fn a_start_within_a_small_slice_derives_the_same_effects() {
+    use flow_engine::machine::{Machine, SLICE};
+    // tool-invoke with two transforms before the Tool.
+    let p = {
+        let mut doc = flow_doc("tool-invoke");
+        let copy = |id: &str| {
+            json!({"id": id, "type": "transform", "mode": "mapping",
+            "mapping": [{"from": "$.state.q", "to": "q"}]})
+        };
+        doc["nodes"]
+            .as_array_mut()
+            .unwrap()
+            .extend([copy("t1"), copy("t2")]);
+        doc["edges"] = json!([{"from": "start", "to": "t1"}, {"from": "t1", "to": "t2"},
+            {"from": "t2", "to": "search"}, {"from": "search", "to": "done"}]);
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("tool-invoke.json".to_string(), doc);
+        program_of(files, "tool-invoke.json")
+    };
+    let input = json!({"q": "rust", "limit": 2});
+    let (whole, all) = Machine::start(p.clone(), "tool-invoke.json", &input).unwrap();
+    assert!(all.len() > 2 && !whole.busy(), "{} effects", all.len());
+    for limit in [1, 2, SLICE] {
+        let (mut m, mut sliced) =
+            Machine::start_within(p.clone(), "tool-invoke.json", &input, limit).unwrap();
+        // A slice stops entering nodes once `limit` effects are out.
+        assert_eq!(m.busy(), sliced.len() < all.len(), "slice of {limit}");
+        if limit == 1 {
+            assert!(m.busy(), "{} effects came in one slice of 1", sliced.len());
+        }
+        while m.busy() {
+            sliced.extend(m.proceed());
+        }
+        assert_eq!(
+            sliced, all,
+            "a slice of {limit} changes no effect and no order"
+        );
+        assert_eq!(m.open_calls().len(), whole.open_calls().len());
+    }
+}
+
 // ------------------------------------------------------------ fork
 
 #[test]

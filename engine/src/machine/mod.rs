@@ -334,6 +334,20 @@ impl Machine {
         module: &str,
         input: &Json,
     ) -> Result<(Machine, Vec<Effect>), Refusal> {
+        Machine::start_within(program, module, input, SLICE)
+    }
+
+    /// [`Machine::start`] with a first slice of at most `limit` effects
+    /// (at most [`SLICE`]), as [`Machine::feed_within`]: a host computes a
+    /// short start where it is and the rest of a busy machine with
+    /// [`Machine::proceed`]. The effects are the same, in the same order,
+    /// whatever the limit.
+    pub fn start_within(
+        program: Arc<Program>,
+        module: &str,
+        input: &Json,
+        limit: usize,
+    ) -> Result<(Machine, Vec<Effect>), Refusal> {
         let m = program
             .module(module)
             .ok_or_else(|| Refusal::NoModule(module.to_string()))?;
@@ -355,7 +369,7 @@ impl Machine {
             }
         }
         let node = input_node.id.clone();
-        Ok(Machine::begin(program.clone(), module, node, state))
+        Ok(Machine::begin(program.clone(), module, node, state, limit))
     }
 
     /// Starts at a checkpoint's node with its state: a fork, or a resume
@@ -379,6 +393,7 @@ impl Machine {
             module,
             node.to_string(),
             state,
+            SLICE,
         ))
     }
 
@@ -423,6 +438,7 @@ impl Machine {
         module: &str,
         node: String,
         state: Json,
+        limit: usize,
     ) -> (Machine, Vec<Effect>) {
         let max_steps = program
             .module(module)
@@ -444,7 +460,7 @@ impl Machine {
             out: Vec::new(),
             changes: None,
         };
-        m.run();
+        m.run_within(limit);
         let effects = std::mem::take(&mut m.out);
         (m, effects)
     }

@@ -27,8 +27,9 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// Most effects a reply's slice computes on the async runtime; a machine
-/// still busy after them goes on in the blocking pool's slices.
+/// Most effects a start's or a reply's slice computes on the async
+/// runtime; a machine still busy after them goes on in the blocking pool's
+/// slices.
 const INLINE: usize = 16;
 
 mod driving;
@@ -115,16 +116,32 @@ pub(super) fn engine_lost(e: tokio::task::JoinError) -> Error {
     Error::Unreadable(format!("the engine's task ended: {e}"))
 }
 
-/// Starts `module`'s machine off the async runtime (its first slice is
-/// bounded, but can be long).
+/// Starts `module`'s machine: a first slice of [`INLINE`] effects where it
+/// is (a small program's whole start, without two thread hand-offs: issue
+/// 42), and a machine still busy after them its next slice on the blocking
+/// pool, its effects after the first (one slice as [`Machine::start`]
+/// would have made it, recorded in the same first commit).
 pub(super) async fn start_machine(
     program: Arc<Program>,
     module: String,
     input: Json,
 ) -> Result<std::result::Result<(Machine, Vec<Effect>), flow_engine::machine::Refusal>> {
-    tokio::task::spawn_blocking(move || Machine::start(program, &module, &input))
+    let (mut machine, mut effects) = match Machine::start_within(program, &module, &input, INLINE)
+    {
+        Ok(started) => started,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    if machine.busy() {
+        let (m, more) = tokio::task::spawn_blocking(move || {
+            let more = machine.proceed();
+            (machine, more)
+        })
         .await
-        .map_err(engine_lost)
+        .map_err(engine_lost)?;
+        machine = m;
+        effects.extend(more);
+    }
+    Ok(Ok((machine, effects)))
 }
 
 /// A new run's Start, its source texts and the host records made with
