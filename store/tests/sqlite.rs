@@ -403,6 +403,51 @@ fn an_append_the_database_refuses_changes_nothing() {
     assert_eq!(blobs, 0);
 }
 
+/// A create the database refuses after its first write changes nothing —
+/// not its run, not its Start's blob — and the writer goes on. Creates and
+/// host records run without a savepoint of their own (issue 42): every
+/// check comes before the first write, and a failure after it rolls the
+/// batch back whole. Here the key the new run gets was taken in the facts
+/// table by another handle on the file, so its Start's INSERT fails after
+/// its blob and run row were written.
+#[test]
+fn a_create_the_database_refuses_after_its_first_write_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    let s = open(&db);
+    let first = create(&s);
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    raw.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    let next: i64 = raw
+        .query_row("SELECT MAX(key) + 1 FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let stray = |sql: &str| raw.execute(sql, [next]).unwrap();
+    stray("INSERT INTO facts (run_key, n, kind, hash, body) VALUES (?1, 1, 'start', zeroblob(32), '{}')");
+    let run = new_run_id();
+    let (start, sources) = start_fact(&run, json!({"s": "refused".repeat(300)}));
+    let err = s
+        .create_run(start.clone(), &sources, Vec::new())
+        .unwrap_err();
+    assert!(!err.is_corruption(), "{err}");
+    assert!(
+        matches!(s.run_info(&run), Err(Error::UnknownRun(_))),
+        "the refused run is not there"
+    );
+    let count = |sql: &str| -> i64 { raw.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT COUNT(*) FROM runs"), 1);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM blobs WHERE instr(body, 'refusedrefused') > 0"),
+        0
+    );
+    // The writer goes on: the run's facts and the same create, once the
+    // stray row is gone.
+    s.append(&first, call_fact(2, 1, json!({}))).unwrap();
+    stray("DELETE FROM facts WHERE run_key = ?1");
+    s.create_run(start, &sources, Vec::new()).unwrap();
+    assert_eq!(s.read_history(&run).unwrap().facts.len(), 1);
+    assert_eq!(count("SELECT COUNT(*) FROM runs"), 2);
+}
+
 /// Two processes opening a new store at once (a `flow run` and a `flow
 /// runs`) both get it: the migrations are applied once, in one IMMEDIATE
 /// transaction, and the other opener finds them recorded. (Before, the

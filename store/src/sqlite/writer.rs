@@ -1,8 +1,11 @@
 //! The writer: the only connection that writes (see the module doc of
 //! `sqlite`; `committer` says which thread runs each batch). Group commit:
-//! one `BEGIN IMMEDIATE` … `COMMIT` per batch. A refused command changes nothing and the rest of the batch
-//! commits: creates, host records and imports run in a SAVEPOINT of their
-//! own, rolled back alone; an append needs none (see `append`).
+//! one `BEGIN IMMEDIATE` … `COMMIT` per batch. A refused command changes
+//! nothing and the rest of the batch commits: imports, deletions and
+//! redactions run in a SAVEPOINT of their own, rolled back alone; a create,
+//! an append or a host record needs none (see `append`, `host`): it is
+//! refused before its first write, and a failure after that breaks the
+//! batch, which rolls back whole.
 //!
 //! Here the commands and the writer's memory; `batch` runs a batch,
 //! `append` creates runs and appends facts, `host` adds host records,
@@ -88,8 +91,9 @@ pub(crate) struct Writer {
     heads: Arc<Heads>,
     cache: CkptCaches<i64>,
     run_heads: HashMap<String, Head>,
-    /// Set by an append that failed after its fact was written: the
-    /// batch cannot commit (it holds part of a command), so it rolls back.
+    /// Set by a create, append or host record that failed after its first
+    /// write: the batch cannot commit (it holds part of a command), so it
+    /// rolls back.
     broken: Option<String>,
     /// Seals the value columns of every row written (docs/custody.md).
     seal: crate::seal::Sealer,

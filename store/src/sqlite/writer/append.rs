@@ -112,22 +112,32 @@ impl Writer {
             return Err(Error::RunExists(run.to_string()));
         }
         let fact = checked.store()?;
-        self.insert_blobs(&checked.blobs)?;
-        let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
-        crate::sqlite::delete::insert_refs(&self.conn, key, &checked.blobs)?;
-        self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
-        for r in records {
-            if let HostDetails::Recovered { recovery } = &r.details {
-                crate::sqlite::recoveries::insert_fork(
-                    &self.conn,
-                    recovery,
-                    run.as_str(),
-                    checked.meta.parent.as_ref(),
-                )?;
+        // Without a savepoint (see `commit_batch`): every check above, the
+        // writes below; once one is in, a failure leaves the batch broken.
+        let written = (|| {
+            self.insert_blobs(&checked.blobs)?;
+            let key =
+                self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
+            crate::sqlite::delete::insert_refs(&self.conn, key, &checked.blobs)?;
+            self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
+            for r in records {
+                if let HostDetails::Recovered { recovery } = &r.details {
+                    crate::sqlite::recoveries::insert_fork(
+                        &self.conn,
+                        recovery,
+                        run.as_str(),
+                        checked.meta.parent.as_ref(),
+                    )?;
+                }
+                // A record that moves the head (a pause) has no place at Start.
+                let at = r.at_ms.unwrap_or(at_ms);
+                self.host(&run, r, at, batch)?;
             }
-            // A record that moves the head (a pause) has no place at Start.
-            let at = r.at_ms.unwrap_or(at_ms);
-            self.host(&run, r, at, batch)?;
+            Ok::<_, Error>(())
+        })();
+        if let Err(e) = written {
+            self.broken = Some(format!("writing the new run {run}: {e}"));
+            return Err(e);
         }
         Ok(fact.appended(&run))
     }

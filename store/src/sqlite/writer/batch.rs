@@ -1,5 +1,6 @@
-//! Group commit: a batch's commands in one transaction, each a savepoint
-//! of its own but an append (see `append`); the answers held until COMMIT.
+//! Group commit: a batch's commands in one transaction, an import, delete
+//! or redaction each in a savepoint of its own (a create, append or host
+//! record needs none: see `append`, `host`); the answers held until COMMIT.
 
 use super::{Batch, Command, Effects, HEADS_BUDGET, Writer, fail};
 use crate::api::*;
@@ -44,11 +45,17 @@ impl Writer {
         let mut control_error: Option<String> = None;
         let mut rest = cmds.into_iter();
         for cmd in rest.by_ref() {
-            // An append needs no savepoint of its own (see `append`): it
-            // writes nothing before it is admitted, then its fact in one
-            // statement, refused whole or done. (A savepoint per fact also
-            // copied each page it touched into SQLite's sub-journal.)
-            let guarded = !matches!(cmd, Command::Append { .. });
+            // A create, an append or a host record needs no savepoint of
+            // its own (see `append`, `host`): each writes nothing before it
+            // is admitted, its first write is one statement, refused whole
+            // or done, and a failure after it leaves the batch broken. (A
+            // savepoint copied each page a command touched into SQLite's
+            // sub-journal: a new run's 17 pages of 16 KiB, about 100 µs of
+            // a one-step run's CPU, issue 42.)
+            let guarded = !matches!(
+                cmd,
+                Command::Append { .. } | Command::Create { .. } | Command::Host { .. }
+            );
             if guarded && let Err(e) = self.control(&["SAVEPOINT cmd"]) {
                 control_error = Some(e.to_string());
                 fail(cmd, &e.to_string());

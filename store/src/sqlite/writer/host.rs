@@ -29,17 +29,24 @@ impl Writer {
         let details = self
             .seal
             .seal_text(Place::Host(&head.last_hash, seq, kind), &details)?;
+        // Without a savepoint (see `commit_batch`): every check above, the
+        // record in one statement (refused whole), then what a pause or
+        // halt changes; once the record is in, a failure leaves the batch
+        // broken.
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, kind, at_ms, head.last_n as i64, &head.last_hash[..], &*details])?;
-        crate::sqlite::waiting::on_host(
+        if let Err(e) = crate::sqlite::waiting::on_host(
             &self.conn,
             head.key,
             run,
             &record.details,
             at_ms,
             &self.seal,
-        )?;
+        ) {
+            self.broken = Some(format!("writing the waiting calls of {kind} record {seq}: {e}"));
+            return Err(e);
+        }
         let fx = Effects {
             head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()
