@@ -422,7 +422,9 @@ fn a_create_the_database_refuses_after_its_first_write_changes_nothing() {
         .query_row("SELECT MAX(key) + 1 FROM runs", [], |r| r.get(0))
         .unwrap();
     let stray = |sql: &str| raw.execute(sql, [next]).unwrap();
-    stray("INSERT INTO facts (run_key, n, kind, hash, body) VALUES (?1, 1, 'start', zeroblob(32), '{}')");
+    stray(
+        "INSERT INTO facts (run_key, n, kind, hash, body) VALUES (?1, 1, 'start', zeroblob(32), '{}')",
+    );
     let run = new_run_id();
     let (start, sources) = start_fact(&run, json!({"s": "refused".repeat(300)}));
     let err = s

@@ -126,8 +126,7 @@ pub(super) async fn start_machine(
     module: String,
     input: Json,
 ) -> Result<std::result::Result<(Machine, Vec<Effect>), flow_engine::machine::Refusal>> {
-    let (mut machine, mut effects) = match Machine::start_within(program, &module, &input, INLINE)
-    {
+    let (mut machine, mut effects) = match Machine::start_within(program, &module, &input, INLINE) {
         Ok(started) => started,
         Err(refused) => return Ok(Err(refused)),
     };

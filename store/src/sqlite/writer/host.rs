@@ -44,7 +44,9 @@ impl Writer {
             at_ms,
             &self.seal,
         ) {
-            self.broken = Some(format!("writing the waiting calls of {kind} record {seq}: {e}"));
+            self.broken = Some(format!(
+                "writing the waiting calls of {kind} record {seq}: {e}"
+            ));
             return Err(e);
         }
         let fx = Effects {
