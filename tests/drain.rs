@@ -28,19 +28,38 @@ fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
-/// `flow serve` on `data` with the triage Tools, classify delayed `delay_ms`.
+/// `flow serve` on `data` with the triage Tools, classify delayed `delay_ms`
+/// and noted in [`seen`] as it comes in.
 fn serve(data: &std::path::Path, delay_ms: u64) -> (Child, String) {
     let (examples, _) = triage();
+    let seen = seen(data);
     common::serve_args(
         data,
         Some(&examples.join("flow.toml")),
-        &[("TRIAGE_DELAY_MS", &delay_ms.to_string())],
+        &[
+            ("TRIAGE_DELAY_MS", &delay_ms.to_string()),
+            ("TRIAGE_SEEN", seen.to_str().unwrap()),
+        ],
         &["--drain-seconds", "30"],
     )
 }
 
-/// Starts a triage run and waits until its classify Call is durable.
-async fn start_and_wait_for_call(c: &reqwest::Client, base: &str) -> String {
+/// The file the triage Tool adds a line to as each classify call comes in.
+fn seen(data: &std::path::Path) -> PathBuf {
+    data.join("classify-seen")
+}
+
+/// Starts a triage run and waits until its classify call is out: its Call
+/// durable and the call at the Tool. (The answer to the start comes once
+/// the Call is durable, a moment before the call is sent; a halt in that
+/// moment rightly withholds it, which is not what these tests are about.)
+async fn start_and_wait_for_call(
+    c: &reqwest::Client,
+    base: &str,
+    data: &std::path::Path,
+) -> String {
+    let calls_seen = |data| std::fs::read_to_string(seen(data)).map_or(0, |s| s.lines().count());
+    let before = calls_seen(data);
     let (_, flow) = triage();
     let r = c
         .post(format!("{base}/v1/runs"))
@@ -56,12 +75,12 @@ async fn start_and_wait_for_call(c: &reqwest::Client, base: &str) -> String {
         .to_string();
     for _ in 0..400 {
         let page = common::get_json(c, format!("{base}/v1/runs/{run}/facts?kind=Call")).await;
-        if page["page"]["total"] == 1 {
+        if page["page"]["total"] == 1 && calls_seen(data) > before {
             return run;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("the classify call was never recorded");
+    panic!("the classify call was never recorded and sent");
 }
 
 /// Every fact of `run`, in order.
@@ -136,7 +155,7 @@ async fn a_halt_waits_for_the_call_out_and_a_continue_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let c = client();
     let (child, base) = serve(dir.path(), 1500);
-    let run = start_and_wait_for_call(&c, &base).await;
+    let run = start_and_wait_for_call(&c, &base, dir.path()).await;
     let (status, h) = post(&c, &base, &run, "halt", json!({})).await;
     assert_eq!(status, 200, "{h}");
     let v = state(&c, &base, &run).await;
@@ -180,7 +199,7 @@ async fn a_forced_halt_leaves_the_call_open_for_the_continue_to_decide() {
     let c = client();
     let (child, base) = serve(dir.path(), 1500);
 
-    let run = start_and_wait_for_call(&c, &base).await;
+    let run = start_and_wait_for_call(&c, &base, dir.path()).await;
     let (status, _) = post(&c, &base, &run, "halt", json!({"force": true})).await;
     assert_eq!(status, 200);
     let head = state(&c, &base, &run).await["lastFact"].clone();
@@ -214,7 +233,7 @@ async fn a_forced_halt_leaves_the_call_open_for_the_continue_to_decide() {
     assert_eq!((d[0].1.as_str(), d[0].2.as_str()), ("unknown", "halted"));
     assert_eq!(common::verdict(&c, &base, &run).await, "matched");
 
-    let run = start_and_wait_for_call(&c, &base).await;
+    let run = start_and_wait_for_call(&c, &base, dir.path()).await;
     let (status, _) = post(&c, &base, &run, "halt", json!({"force": true})).await;
     assert_eq!(status, 200);
     let v = post(
@@ -252,7 +271,7 @@ async fn sigterm_drains_and_a_restart_goes_on_with_nothing_unknown() {
     let dir = tempfile::tempdir().unwrap();
     let c = client();
     let (mut child, base) = serve(dir.path(), 2500);
-    let run = start_and_wait_for_call(&c, &base).await;
+    let run = start_and_wait_for_call(&c, &base, dir.path()).await;
     let term = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -4,7 +4,9 @@ Python toolkit (toolkits/python), bound by flow.toml beside it.
 
 Declarations come from tools.json (`flow tools triage.json`), so describe
 answers with the declaration's own fingerprint. TRIAGE_DELAY_MS delays each
-reply (tests use it to crash a run while a call is out). Runs with plain
+reply (tests use it to crash a run while a call is out); TRIAGE_SEEN names a
+file a line is added to as each call comes in (so a test knows the call is
+out, not only recorded). Runs with plain
 python3: the toolkit is found in this repository, or on PYTHONPATH, or
 wherever it is installed.
 """
@@ -18,6 +20,7 @@ from flowd_toolkit import Toolkit  # noqa: E402
 
 tk = Toolkit.from_file(os.path.join(HERE, "tools.json"))
 DELAY = int(os.environ.get("TRIAGE_DELAY_MS", "0"))
+SEEN = os.environ.get("TRIAGE_SEEN")
 RULES = [
     ("high", "outage", ("down", "outage", "cannot log in", "data loss", "urgent")),
     ("medium", "billing", ("refund", "invoice", "charged", "billing")),
@@ -27,6 +30,9 @@ RULES = [
 
 @tk.tool("triage.json#classify")
 async def classify(ticket: str) -> dict:
+    if SEEN:
+        with open(SEEN, "a") as f:
+            f.write("classify\n")
     await asyncio.sleep(DELAY / 1000)
     text = ticket.lower()
     for severity, category, words in RULES:
