@@ -991,26 +991,52 @@ fn a_long_loop_without_calls_comes_in_bounded_slices() {
     whole.assert_replays();
 }
 
+/// tool-invoke with two transforms, `t1` and `t2`, joined as `edges` say.
+fn tool_invoke_with_transforms(
+    edges: serde_json::Value,
+) -> std::sync::Arc<flow_engine::program::Program> {
+    let mut doc = flow_doc("tool-invoke");
+    let copy = |id: &str| {
+        json!({"id": id, "type": "transform", "mode": "mapping",
+        "mapping": [{"from": "$.state.q", "to": "q"}]})
+    };
+    doc["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .extend([copy("t1"), copy("t2")]);
+    doc["edges"] = edges;
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("tool-invoke.json".to_string(), doc);
+    program_of(files, "tool-invoke.json")
+}
+
+/// A slice of at most `limit` effects (`first`), checked to have stopped
+/// there when the `whole` run had more, then the busy machine's next
+/// slices to the rest: all the effects.
+fn sliced_to_the_rest(
+    m: &mut flow_engine::machine::Machine,
+    mut first: Vec<flow_engine::machine::Effect>,
+    limit: usize,
+    whole: usize,
+) -> Vec<flow_engine::machine::Effect> {
+    // A slice stops entering nodes once `limit` effects are out.
+    assert_eq!(m.busy(), first.len() < whole, "slice of {limit}");
+    if limit == 1 {
+        assert!(m.busy(), "{} effects came in one slice of 1", first.len());
+    }
+    while m.busy() {
+        first.extend(m.proceed());
+    }
+    first
+}
+
 #[test]
 fn a_reply_fed_within_a_small_slice_derives_the_same_effects() {
     use flow_engine::machine::{Machine, SLICE};
-    // tool-invoke with two transforms between the Tool and the output.
-    let p = {
-        let mut doc = flow_doc("tool-invoke");
-        let copy = |id: &str| {
-            json!({"id": id, "type": "transform", "mode": "mapping",
-            "mapping": [{"from": "$.state.q", "to": "q"}]})
-        };
-        doc["nodes"]
-            .as_array_mut()
-            .unwrap()
-            .extend([copy("t1"), copy("t2")]);
-        doc["edges"] = json!([{"from": "start", "to": "search"}, {"from": "search", "to": "t1"},
-            {"from": "t1", "to": "t2"}, {"from": "t2", "to": "done"}]);
-        let mut files = std::collections::BTreeMap::new();
-        files.insert("tool-invoke.json".to_string(), doc);
-        program_of(files, "tool-invoke.json")
-    };
+    let p = tool_invoke_with_transforms(
+        json!([{"from": "start", "to": "search"}, {"from": "search", "to": "t1"},
+            {"from": "t1", "to": "t2"}, {"from": "t2", "to": "done"}]),
+    );
     let input = json!({"q": "rust", "limit": 2});
     let reply = ok(json!({"hits": ["a"], "total": 1}));
     let (mut whole, _) = Machine::start(p.clone(), "tool-invoke.json", &input).unwrap();
@@ -1018,15 +1044,8 @@ fn a_reply_fed_within_a_small_slice_derives_the_same_effects() {
     assert!(all.len() > 1 && !whole.busy());
     for limit in [1, 2, SLICE] {
         let (mut m, _) = Machine::start(p.clone(), "tool-invoke.json", &input).unwrap();
-        let mut sliced = m.feed_within("c1:root#1", &reply, limit).unwrap();
-        // A slice stops entering nodes once `limit` effects are out.
-        assert_eq!(m.busy(), sliced.len() < all.len(), "slice of {limit}");
-        if limit == 1 {
-            assert!(m.busy(), "{} effects came in one slice of 1", sliced.len());
-        }
-        while m.busy() {
-            sliced.extend(m.proceed());
-        }
+        let first = m.feed_within("c1:root#1", &reply, limit).unwrap();
+        let sliced = sliced_to_the_rest(&mut m, first, limit, all.len());
         assert_eq!(
             sliced, all,
             "a slice of {limit} changes no effect and no order"
@@ -1038,37 +1057,17 @@ fn a_reply_fed_within_a_small_slice_derives_the_same_effects() {
 #[test]
 fn a_start_within_a_small_slice_derives_the_same_effects() {
     use flow_engine::machine::{Machine, SLICE};
-    // tool-invoke with two transforms before the Tool.
-    let p = {
-        let mut doc = flow_doc("tool-invoke");
-        let copy = |id: &str| {
-            json!({"id": id, "type": "transform", "mode": "mapping",
-            "mapping": [{"from": "$.state.q", "to": "q"}]})
-        };
-        doc["nodes"]
-            .as_array_mut()
-            .unwrap()
-            .extend([copy("t1"), copy("t2")]);
-        doc["edges"] = json!([{"from": "start", "to": "t1"}, {"from": "t1", "to": "t2"},
-            {"from": "t2", "to": "search"}, {"from": "search", "to": "done"}]);
-        let mut files = std::collections::BTreeMap::new();
-        files.insert("tool-invoke.json".to_string(), doc);
-        program_of(files, "tool-invoke.json")
-    };
+    let p = tool_invoke_with_transforms(
+        json!([{"from": "start", "to": "t1"}, {"from": "t1", "to": "t2"},
+            {"from": "t2", "to": "search"}, {"from": "search", "to": "done"}]),
+    );
     let input = json!({"q": "rust", "limit": 2});
     let (whole, all) = Machine::start(p.clone(), "tool-invoke.json", &input).unwrap();
     assert!(all.len() > 2 && !whole.busy(), "{} effects", all.len());
     for limit in [1, 2, SLICE] {
-        let (mut m, mut sliced) =
+        let (mut m, first) =
             Machine::start_within(p.clone(), "tool-invoke.json", &input, limit).unwrap();
-        // A slice stops entering nodes once `limit` effects are out.
-        assert_eq!(m.busy(), sliced.len() < all.len(), "slice of {limit}");
-        if limit == 1 {
-            assert!(m.busy(), "{} effects came in one slice of 1", sliced.len());
-        }
-        while m.busy() {
-            sliced.extend(m.proceed());
-        }
+        let sliced = sliced_to_the_rest(&mut m, first, limit, all.len());
         assert_eq!(
             sliced, all,
             "a slice of {limit} changes no effect and no order"
