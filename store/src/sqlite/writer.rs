@@ -149,6 +149,21 @@ impl Writer {
         }
     }
 
+    /// `written`, a write after a command's first (see `batch`): its
+    /// failure leaves the batch broken, since the batch holds part of the
+    /// command, and says what `what` was writing.
+    fn after_first_write<T, E: Into<Error>>(
+        &mut self,
+        written: std::result::Result<T, E>,
+        what: impl FnOnce() -> String,
+    ) -> Result<T> {
+        written.map_err(|e| {
+            let e = e.into();
+            self.broken = Some(format!("{}: {e}", what()));
+            e
+        })
+    }
+
     /// Runs one batch (see `committer`): its commands in one transaction,
     /// a WAL checkpoint among them between two transactions.
     pub(crate) fn run_batch(&mut self, batch: Vec<Command>) {

@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::fact::FactKind;
 use crate::index::ending_text;
 use crate::merkle::NewBlob;
-use crate::prepare::{StartMeta, check_start, prepare_append, prepare_change};
+use crate::prepare::{
+    CheckedStart, NewFact, StartMeta, check_start, prepare_append, prepare_change,
+};
 use crate::seal::Place;
 use flow_abi::fact::Fact;
 use flow_abi::fact::RunId;
@@ -113,33 +115,41 @@ impl Writer {
         }
         let fact = checked.store()?;
         // Without a savepoint (see `commit_batch`): every check above, the
-        // writes below; once one is in, a failure leaves the batch broken.
-        let written = (|| {
-            self.insert_blobs(&checked.blobs)?;
-            let key =
-                self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
-            crate::sqlite::delete::insert_refs(&self.conn, key, &checked.blobs)?;
-            self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
-            for r in records {
-                if let HostDetails::Recovered { recovery } = &r.details {
-                    crate::sqlite::recoveries::insert_fork(
-                        &self.conn,
-                        recovery,
-                        run.as_str(),
-                        checked.meta.parent.as_ref(),
-                    )?;
-                }
-                // A record that moves the head (a pause) has no place at Start.
-                let at = r.at_ms.unwrap_or(at_ms);
-                self.host(&run, r, at, batch)?;
-            }
-            Ok::<_, Error>(())
-        })();
-        if let Err(e) = written {
-            self.broken = Some(format!("writing the new run {run}: {e}"));
-            return Err(e);
-        }
+        // writes after them.
+        let written = self.write_run(&checked, &fact, records, at_ms, batch);
+        self.after_first_write(written, || format!("writing the new run {run}"))?;
         Ok(fact.appended(&run))
+    }
+
+    /// A new run's rows, checked (`create`): its Start's blobs, its row,
+    /// the Start, the host records made with it.
+    fn write_run(
+        &mut self,
+        checked: &CheckedStart,
+        fact: &NewFact,
+        records: Vec<HostRecord>,
+        at_ms: i64,
+        batch: &Batch,
+    ) -> Result<()> {
+        let run = &checked.run;
+        self.insert_blobs(&checked.blobs)?;
+        let key = self.insert_run(&checked.meta, RunState::Running, None, 1, &fact.hash, at_ms)?;
+        crate::sqlite::delete::insert_refs(&self.conn, key, &checked.blobs)?;
+        self.insert_fact(key, 1, fact.kind, &fact.hash, &fact.body)?;
+        for r in records {
+            if let HostDetails::Recovered { recovery } = &r.details {
+                crate::sqlite::recoveries::insert_fork(
+                    &self.conn,
+                    recovery,
+                    run.as_str(),
+                    checked.meta.parent.as_ref(),
+                )?;
+            }
+            // A record that moves the head (a pause) has no place at Start.
+            let at = r.at_ms.unwrap_or(at_ms);
+            self.host(run, r, at, batch)?;
+        }
+        Ok(())
     }
 
     pub(super) fn append(
@@ -186,36 +196,29 @@ impl Writer {
         // INSERT is refused whole (a statement is atomic), then its blobs;
         // once the fact is in, a failure leaves the batch broken.
         self.insert_fact(key, p.fact.n, p.fact.kind, &p.fact.hash, &p.fact.body)?;
-        if let Err(e) = self.insert_blobs(&p.blobs).and_then(|()| {
+        let n = p.fact.n;
+        let blobs = self.insert_blobs(&p.blobs).and_then(|()| {
             crate::sqlite::delete::insert_refs(&self.conn, key, &p.blobs).map_err(Error::from)
-        }) {
-            self.broken = Some(format!("writing the blobs of fact {}: {e}", p.fact.n));
-            return Err(e);
+        });
+        self.after_first_write(blobs, || format!("writing the blobs of fact {n}"))?;
+        if was_paused {
+            let cleared = crate::sqlite::waiting::clear(&self.conn, key);
+            self.after_first_write(cleared, || {
+                format!("clearing the waiting calls at fact {n}")
+            })?;
         }
-        if was_paused && let Err(e) = crate::sqlite::waiting::clear(&self.conn, key) {
-            self.broken = Some(format!(
-                "clearing the waiting calls at fact {}: {e}",
-                p.fact.n
-            ));
-            return Err(e);
-        }
-        if let Some(fault) = &p.fault
-            && let Err(e) = self
+        if let Some(fault) = &p.fault {
+            let written = self
                 .conn
                 .prepare_cached("UPDATE runs SET fault = ?1 WHERE key = ?2")
-                .and_then(|mut st| st.execute(params![fault, key]))
-        {
-            self.broken = Some(format!("writing the fault of fact {}: {e}", p.fact.n));
-            return Err(e.into());
+                .and_then(|mut st| st.execute(params![fault, key]));
+            self.after_first_write(written, || format!("writing the fault of fact {n}"))?;
         }
-        if let Some((names, now)) = &p.state_attrs
-            && let Err(e) = self.write_state_attrs(run, names, now)
-        {
-            self.broken = Some(format!(
-                "writing the search attributes of fact {}: {e}",
-                p.fact.n
-            ));
-            return Err(e.into());
+        if let Some((names, now)) = &p.state_attrs {
+            let written = self.write_state_attrs(run, names, now);
+            self.after_first_write(written, || {
+                format!("writing the search attributes of fact {n}")
+            })?;
         }
         Ok((
             p.fact.appended(run),

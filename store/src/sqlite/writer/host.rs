@@ -36,19 +36,17 @@ impl Writer {
         self.conn
             .prepare_cached("INSERT INTO host_records (run_key, seq, kind, at_ms, head_n, head_hash, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
             .execute(params![head.key, seq, kind, at_ms, head.last_n as i64, &head.last_hash[..], &*details])?;
-        if let Err(e) = crate::sqlite::waiting::on_host(
+        let waiting = crate::sqlite::waiting::on_host(
             &self.conn,
             head.key,
             run,
             &record.details,
             at_ms,
             &self.seal,
-        ) {
-            self.broken = Some(format!(
-                "writing the waiting calls of {kind} record {seq}: {e}"
-            ));
-            return Err(e);
-        }
+        );
+        self.after_first_write(waiting, || {
+            format!("writing the waiting calls of {kind} record {seq}")
+        })?;
         let fx = Effects {
             head: host_head(&head, record.kind(), at_ms).map(|h| (run.to_string(), h)),
             ..Effects::default()
