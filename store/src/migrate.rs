@@ -111,6 +111,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         "worker_namespaces",
         include_str!("../../migrations/sqlite/0020_worker_namespaces.sql"),
     ),
+    (
+        21,
+        "facts_unchecked_keys",
+        include_str!("../../migrations/sqlite/0021_facts_unchecked_keys.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -214,6 +219,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         20,
         "worker_namespaces",
         include_str!("../../migrations/postgres/0020_worker_namespaces.sql"),
+    ),
+    (
+        21,
+        "facts_unchecked_keys",
+        include_str!("../../migrations/postgres/0021_facts_unchecked_keys.sql"),
     ),
 ];
 

@@ -570,6 +570,40 @@ fn equal_values_share_one_blob_across_runs() {
     }
 }
 
+/// Text with quotes, backslashes, dollar quotes, statement fragments and
+/// any Unicode, in facts, blobs and host records, is stored and read back
+/// exactly as sent.
+#[test]
+fn text_that_looks_like_sql_is_stored_as_sent() {
+    let Some(db) = TestDb::new() else { return };
+    let s = db.store();
+    let hostile = "it's \\x00 \\' $$ $q$ '); DROP TABLE facts; -- \n\t 𝄞 é \u{1}";
+    let run = create(&s);
+    let small = json!({"text": hostile, hostile: [hostile]});
+    let large = json!({"doc": hostile.repeat(2000)});
+    s.append(&run, call_fact(2, 1, small.clone())).unwrap();
+    s.append(&run, reply_fact(3, 1, large.clone())).unwrap();
+    let halt = HostRecord::now(HostDetails::Halt(Halt {
+        by: Some(hostile.into()),
+        reason: Some(hostile.into()),
+        force: None,
+        outer: None,
+    }));
+    s.record_host(&run, halt).unwrap();
+    let facts = s.logical_history(&run).unwrap();
+    assert_eq!(facts[1], call_fact(2, 1, small));
+    assert_eq!(facts[2], reply_fact(3, 1, large));
+    let records = s.host_records(&run).unwrap();
+    let HostDetails::Halt(h) = &records[0].details else {
+        panic!("a halt, got {:?}", records[0].details)
+    };
+    assert_eq!(
+        (h.by.as_deref(), h.reason.as_deref()),
+        (Some(hostile), Some(hostile))
+    );
+    assert_eq!(s.run_info(&run).unwrap().state, RunState::Halted);
+}
+
 /// Bad options and an unreachable server are clear errors.
 #[test]
 fn bad_options_and_unreachable_servers_are_refused_clearly() {

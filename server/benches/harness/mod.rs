@@ -443,6 +443,22 @@ pub fn cpu_ms_of(pid: u32) -> f64 {
     cpu_of(pid).total_ms()
 }
 
+/// CPU ms every `postgres` process on this machine has used so far (the
+/// database beside a Postgres row; 0 when it runs elsewhere).
+pub fn postgres_cpu_ms() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    dir.flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "postgres")
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .map(cpu_ms_of)
+        .filter(|ms| ms.is_finite())
+        .sum()
+}
+
 /// CPU ms a process has used so far, in user space and in the kernel.
 #[derive(Clone, Copy)]
 pub struct Cpu {

@@ -47,7 +47,10 @@
 //! 100, Rust) rows run again on a Postgres store (`FLOW_TEST_POSTGRES` or
 //! `postgres://postgres@127.0.0.1:5432/test`, a fresh schema dropped
 //! after), each right after the same row on SQLite, with their ratio
-//! (issue 42; group `pg`, `FLOW_BENCH_PG_ROUNDS` [1] rounds).
+//! (issue 42; group `pg`, `FLOW_BENCH_PG_ROUNDS` [1] rounds, the W2 runs
+//! `FLOW_BENCH_PG_W2_STEPS` [100] steps long). A Postgres row also gives
+//! the database's CPU per step: every `postgres` process on this machine,
+//! from `/proc` (nothing when the database runs elsewhere).
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p flowd --bench
 //! steps`. `FLOW_BENCH_ROWS` picks groups (w1, w2, replay, enc, sse);
@@ -209,6 +212,22 @@ impl Bench {
         (s, data)
     }
 
+    /// The database's CPU so far, on a Postgres row (see
+    /// [`harness::postgres_cpu_ms`]).
+    fn database_cpu_ms(&self) -> Option<f64> {
+        self.postgres.as_ref().map(|_| harness::postgres_cpu_ms())
+    }
+
+    /// ", database CPU N µs/step" since `before`, on a Postgres row.
+    fn database_cpu(&self, before: Option<f64>, steps: usize) -> String {
+        match (before, self.database_cpu_ms()) {
+            (Some(a), Some(z)) => {
+                format!(", database CPU {:.0} µs/step", (z - a) * 1e3 / steps as f64)
+            }
+            _ => String::new(),
+        }
+    }
+
     fn backend(&self) -> &'static str {
         if self.postgres.is_some() {
             "Postgres"
@@ -262,9 +281,10 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> W1 {
     let (s, data) = b.server(None);
     let before = db_bytes(&data);
     let body = start_body(tool, acc, false, steps);
-    let (cpu, t) = (s.cpu(), Instant::now());
+    let (cpu, db, t) = (s.cpu(), b.database_cpu_ms(), Instant::now());
     let (run, state) = run_to_end(&s, &body).await;
     let (secs, cpu) = (t.elapsed().as_secs_f64(), s.cpu() - cpu);
+    let db = b.database_cpu(db, steps);
     assert_eq!(state, StateName::Completed, "W1 run {run}");
     let per_step = secs * 1e6 / steps as f64;
     let cpu_per_step = cpu.us_per_op(steps);
@@ -284,7 +304,7 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> W1 {
     b.table.row(
         format!("{}: W1 {what}, {steps} steps, {}", b.backend(), tool.name()),
         format!(
-            "{per_step:.0} µs/step = {:.2}× fsync, {:.2}× the floor; server CPU {}, {:.2}× the floor's{bytes}",
+            "{per_step:.0} µs/step = {:.2}× fsync, {:.2}× the floor; server CPU {}, {:.2}× the floor's{db}{bytes}",
             per_step / b.fsync_us,
             per_step / b.floor.us_per_step,
             cpu.per_op(steps),
@@ -306,9 +326,10 @@ async fn w1(b: &mut Bench, tool: Tool, acc: Accumulate, steps: usize) -> W1 {
 async fn w2(b: &mut Bench, tool: Tool, steps: usize) -> f64 {
     let (s, _data) = b.server(None);
     let body = start_body(tool, Accumulate::No, false, steps);
-    let cpu = s.cpu_ms();
+    let (cpu, db) = (s.cpu_ms(), b.database_cpu_ms());
     let rate = harness::concurrent_runs(&[&s], &body, 50, steps, StateName::Completed).await;
     let cpu = s.cpu_ms() - cpu;
+    let db = b.database_cpu(db, 50 * steps);
     b.table.row(
         format!(
             "{}: W2 50 runs × {steps} steps at once, {}",
@@ -316,7 +337,7 @@ async fn w2(b: &mut Bench, tool: Tool, steps: usize) -> f64 {
             tool.name()
         ),
         format!(
-            "{rate:.0} steps/s, server CPU {:.0} µs/step",
+            "{rate:.0} steps/s, server CPU {:.0} µs/step{db}",
             cpu * 1e3 / (50 * steps) as f64
         ),
         if steps == 100 {
@@ -495,10 +516,12 @@ async fn bench(b: &mut Bench) {
     }
 }
 
-/// Issue 42: W1 (`n1` plain steps, Rust Tool) and W2 (50 × 100) on a
-/// Postgres store, each right after the same row on SQLite, in
-/// `FLOW_BENCH_PG_ROUNDS` [1] rounds, with the ratio of each pair.
+/// Issue 42: W1 (`n1` plain steps, Rust Tool) and W2 (50 runs ×
+/// `FLOW_BENCH_PG_W2_STEPS` [100] steps) on a Postgres store, each right
+/// after the same row on SQLite, in `FLOW_BENCH_PG_ROUNDS` [1] rounds, with
+/// the ratio of each pair.
 async fn postgres(b: &mut Bench, n1: usize) {
+    let n2 = harness::env_usize("FLOW_BENCH_PG_W2_STEPS", 100);
     for _ in 0..harness::env_usize("FLOW_BENCH_PG_ROUNDS", 1).max(1) {
         let lite = w1(b, Tool::Rust, Accumulate::No, n1).await.per_step;
         b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
@@ -509,12 +532,12 @@ async fn postgres(b: &mut Bench, n1: usize) {
             format!("{:.2}× ({pg:.0} / {lite:.0} µs)", pg / lite),
             "≤ 2×",
         );
-        let lite = w2(b, Tool::Rust, 100).await;
+        let lite = w2(b, Tool::Rust, n2).await;
         b.postgres = Some(common::Schema::new().expect("a Postgres to measure on"));
-        let pg = w2(b, Tool::Rust, 100).await;
+        let pg = w2(b, Tool::Rust, n2).await;
         b.postgres = None;
         b.table.row(
-            "Postgres / SQLite: W2 50 runs × 100 steps, Rust Tool, steps/s, same run",
+            format!("Postgres / SQLite: W2 50 runs × {n2} steps, Rust Tool, steps/s, same run"),
             format!("{:.2}× ({pg:.0} / {lite:.0} steps/s)", pg / lite),
             "≥ 0.6×",
         );
