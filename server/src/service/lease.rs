@@ -25,10 +25,22 @@ use super::running::Running;
 use super::{RunService, store::blocking};
 use crate::error::{Error, Result};
 use backon::{ConstantBuilder, Retryable};
-use flow_store::{LeaseClaim, RunId};
+use flow_store::{LeaseClaim, LeaseDone, RunId};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// A lease operation's answer, awaited without a thread held for it: the
+/// store hands it over when its round trip ends (`Leases::claim_lease_then`).
+async fn answered<T: Send + 'static>(op: impl FnOnce(LeaseDone<T>)) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    op(Box::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    rx.await
+        .map_err(|_| Error::Unreadable("the store dropped a lease's answer".into()))?
+        .map_err(Error::from)
+}
 
 /// How this server takes part in a cluster.
 #[derive(Clone, Debug)]
@@ -164,7 +176,8 @@ impl RunService {
         };
         let held = || async {
             let (r, h, ttl) = (run.clone(), l.holder.clone(), l.ttl);
-            match blocking(&self.inner.store, move |s| Ok(s.claim_lease(&r, &h, ttl)?)).await? {
+            let store = self.inner.store.clone();
+            match answered(move |done| store.claim_lease_then(&r, &h, ttl, done)).await? {
                 LeaseClaim::Held { epoch } => Ok(epoch),
                 LeaseClaim::HeldBy {
                     holder,
@@ -192,11 +205,8 @@ impl RunService {
     pub(super) async fn release_lease(&self, run: &RunId, epoch: u64) {
         let Some(l) = &self.inner.leasing else { return };
         let (r, h) = (run.clone(), l.holder.clone());
-        if let Err(e) = blocking(&self.inner.store, move |s| {
-            Ok(s.release_lease(&r, &h, epoch)?)
-        })
-        .await
-        {
+        let store = self.inner.store.clone();
+        if let Err(e) = answered(move |done| store.release_lease_then(&r, &h, epoch, done)).await {
             tracing::warn!(run.id = %run, error = %e, "cannot let go of the lease; it expires in its time");
         }
     }

@@ -41,4 +41,26 @@ pub trait Leases {
     /// runs still `running` (their server died or handed them over),
     /// skipping rows another claimer has locked; returns `(run, epoch)`.
     fn claim_expired(&self, holder: &str, ttl: Duration, limit: u32) -> Result<Vec<(RunId, u64)>>;
+    /// [`Leases::claim_lease`] without holding the caller's thread: `done`
+    /// gets the answer on whichever thread has it, so it must only hand it
+    /// on (a channel send). A backend whose claim is a round trip to a
+    /// database runs it on its own runtime; the default answers on the
+    /// caller's thread.
+    fn claim_lease_then(
+        &self,
+        run: &RunId,
+        holder: &str,
+        ttl: Duration,
+        done: LeaseDone<LeaseClaim>,
+    ) {
+        done(self.claim_lease(run, holder, ttl))
+    }
+    /// [`Leases::release_lease`] as [`Leases::claim_lease_then`] claims.
+    fn release_lease_then(&self, run: &RunId, holder: &str, epoch: u64, done: LeaseDone<()>) {
+        done(self.release_lease(run, holder, epoch))
+    }
 }
+
+/// What a lease operation's answer is handed to (see
+/// [`Leases::claim_lease_then`]).
+pub type LeaseDone<T> = Box<dyn FnOnce(Result<T>) + Send>;

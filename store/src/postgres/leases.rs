@@ -6,7 +6,7 @@
 //! same run.
 
 use super::PostgresStore;
-use crate::api::{LeaseClaim, Leases};
+use crate::api::{LeaseClaim, LeaseDone, Leases};
 use crate::error::{Error, Result};
 use flow_abi::fact::RunId;
 use std::time::Duration;
@@ -21,38 +21,18 @@ fn ms(d: Duration) -> i64 {
 impl Leases for PostgresStore {
     fn claim_lease(&self, run: &RunId, holder: &str, ttl: Duration) -> Result<LeaseClaim> {
         let (run, holder, ttl) = (run.to_string(), holder.to_string(), ms(ttl));
-        self.on_pool(move |conn| async move {
-            let claim = format!(
-                "INSERT INTO leases (run, holder, epoch, expires_ms) VALUES ($1, $2, 1, {NOW_MS} + $3)
-                 ON CONFLICT (run) DO UPDATE SET holder = excluded.holder,
-                    epoch = leases.epoch + 1, expires_ms = excluded.expires_ms
-                 WHERE leases.expires_ms <= {NOW_MS} OR leases.holder = excluded.holder
-                 RETURNING epoch"
-            );
-            // A lease released between the two statements is claimed on
-            // the next round.
-            for _ in 0..3 {
-                if let Some(row) = conn.query_opt(&claim, &[&run, &holder, &ttl]).await? {
-                    let epoch: i64 = row.try_get(0)?;
-                    return Ok(LeaseClaim::Held {
-                        epoch: epoch as u64,
-                    });
-                }
-                let other = conn
-                    .query_opt(
-                        &format!("SELECT holder, expires_ms - {NOW_MS} FROM leases WHERE run = $1"),
-                        &[&run],
-                    )
-                    .await?;
-                if let Some(row) = other {
-                    return Ok(LeaseClaim::HeldBy {
-                        holder: row.try_get(0)?,
-                        expires_in_ms: row.try_get(1)?,
-                    });
-                }
-            }
-            Err(Error::Conflict(format!("the lease of {run} changes hands too often to claim")))
-        })
+        self.on_pool(move |conn| claim(conn, run, holder, ttl))
+    }
+
+    fn claim_lease_then(
+        &self,
+        run: &RunId,
+        holder: &str,
+        ttl: Duration,
+        done: LeaseDone<LeaseClaim>,
+    ) {
+        let (run, holder, ttl) = (run.to_string(), holder.to_string(), ms(ttl));
+        self.on_pool_then(move |conn| claim(conn, run, holder, ttl), done)
     }
 
     fn renew_leases(
@@ -91,20 +71,12 @@ impl Leases for PostgresStore {
 
     fn release_lease(&self, run: &RunId, holder: &str, epoch: u64) -> Result<()> {
         let (run, holder, epoch) = (run.to_string(), holder.to_string(), epoch as i64);
-        self.on_pool(move |conn| async move {
-            // One statement: the run's state decides between handing the
-            // lease over (still running) and removing it.
-            conn.execute(
-                "WITH driven AS (SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1 AND state = 'running') AS running),
-                 handed AS (UPDATE leases SET expires_ms = 0
-                    WHERE run = $1 AND holder = $2 AND epoch = $3 AND (SELECT running FROM driven))
-                 DELETE FROM leases
-                 WHERE run = $1 AND holder = $2 AND epoch = $3 AND NOT (SELECT running FROM driven)",
-                &[&run, &holder, &epoch],
-            )
-            .await?;
-            Ok(())
-        })
+        self.on_pool(move |conn| release(conn, run, holder, epoch))
+    }
+
+    fn release_lease_then(&self, run: &RunId, holder: &str, epoch: u64, done: LeaseDone<()>) {
+        let (run, holder, epoch) = (run.to_string(), holder.to_string(), epoch as i64);
+        self.on_pool_then(move |conn| release(conn, run, holder, epoch), done)
     }
 
     fn claim_expired(&self, holder: &str, ttl: Duration, limit: u32) -> Result<Vec<(RunId, u64)>> {
@@ -132,4 +104,66 @@ impl Leases for PostgresStore {
         out.sort();
         Ok(out)
     }
+}
+
+/// Claims `run`'s lease on `conn` ([`Leases::claim_lease`]).
+async fn claim(
+    conn: deadpool_postgres::Object,
+    run: String,
+    holder: String,
+    ttl: i64,
+) -> Result<LeaseClaim> {
+    let claim = format!(
+        "INSERT INTO leases (run, holder, epoch, expires_ms) VALUES ($1, $2, 1, {NOW_MS} + $3)
+         ON CONFLICT (run) DO UPDATE SET holder = excluded.holder,
+            epoch = leases.epoch + 1, expires_ms = excluded.expires_ms
+         WHERE leases.expires_ms <= {NOW_MS} OR leases.holder = excluded.holder
+         RETURNING epoch"
+    );
+    // A lease released between the two statements is claimed on the next
+    // round.
+    for _ in 0..3 {
+        if let Some(row) = conn.query_opt(&claim, &[&run, &holder, &ttl]).await? {
+            let epoch: i64 = row.try_get(0)?;
+            return Ok(LeaseClaim::Held {
+                epoch: epoch as u64,
+            });
+        }
+        let other = conn
+            .query_opt(
+                &format!("SELECT holder, expires_ms - {NOW_MS} FROM leases WHERE run = $1"),
+                &[&run],
+            )
+            .await?;
+        if let Some(row) = other {
+            return Ok(LeaseClaim::HeldBy {
+                holder: row.try_get(0)?,
+                expires_in_ms: row.try_get(1)?,
+            });
+        }
+    }
+    Err(Error::Conflict(format!(
+        "the lease of {run} changes hands too often to claim"
+    )))
+}
+
+/// Lets go of `run`'s lease of `epoch` on `conn` ([`Leases::release_lease`]).
+async fn release(
+    conn: deadpool_postgres::Object,
+    run: String,
+    holder: String,
+    epoch: i64,
+) -> Result<()> {
+    // One statement: the run's state decides between handing the lease over
+    // (still running) and removing it.
+    conn.execute(
+        "WITH driven AS (SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1 AND state = 'running') AS running),
+         handed AS (UPDATE leases SET expires_ms = 0
+            WHERE run = $1 AND holder = $2 AND epoch = $3 AND (SELECT running FROM driven))
+         DELETE FROM leases
+         WHERE run = $1 AND holder = $2 AND epoch = $3 AND NOT (SELECT running FROM driven)",
+        &[&run, &holder, &epoch],
+    )
+    .await?;
+    Ok(())
 }

@@ -331,6 +331,23 @@ impl PostgresStore {
         rx.recv().map_err(|_| Error::WriterGone)?
     }
 
+    /// [`PostgresStore::on_pool`] without waiting: `done` gets the result
+    /// on the store's runtime.
+    fn on_pool_then<T, F, Fut>(&self, f: F, done: Box<dyn FnOnce(Result<T>) + Send>)
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        let shared = self.inner.shared.clone();
+        self.inner.shared.handle.spawn(async move {
+            done(match shared.pool.get().await {
+                Ok(conn) => f(conn).await,
+                Err(e) => Err(Error::Unavailable(format!("postgres pool: {e}"))),
+            })
+        });
+    }
+
     /// Number of blob rows (for tests and benchmarks).
     pub fn blob_count(&self) -> Result<u64> {
         self.read(|s| {
