@@ -33,6 +33,20 @@ pub(super) fn leases<B: Backend + Sync>(
     }
     let e2 = held(s.claim_lease(&run, "a", long).map_err(e)?)?;
     ensure!(e2 > e1, "a claim again has a new epoch ({e1} then {e2})");
+    // Without holding the caller's thread: the same answers.
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.claim_lease_then(&run, "b", long, Box::new(move |r| drop(tx.send(r))));
+    match rx.recv().map_err(e)?.map_err(e)? {
+        LeaseClaim::HeldBy { holder, .. } => ensure!(holder == "a", "held by {holder}"),
+        other => return Err(format!("b got {other:?} through claim_lease_then")),
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.release_lease_then(&run, "b", e2, Box::new(move |r| drop(tx.send(r))));
+    rx.recv().map_err(e)?.map_err(e)?;
+    ensure!(
+        s.renew_leases("a", &[(run.clone(), e2)], long).map_err(e)? == vec![run.clone()],
+        "another holder's release_lease_then let go of a's lease"
+    );
     let renewed = s.renew_leases("a", &[(run.clone(), e1)], long).map_err(e)?;
     ensure!(renewed.is_empty(), "an old epoch renewed: {renewed:?}");
     ensure!(
