@@ -319,15 +319,13 @@ impl PostgresStore {
         F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T>> + Send + 'static,
     {
-        let shared = self.inner.shared.clone();
         let (tx, rx) = sync_channel(1);
-        self.inner.shared.handle.spawn(async move {
-            let r = match shared.pool.get().await {
-                Ok(conn) => f(conn).await,
-                Err(e) => Err(Error::Unavailable(format!("postgres pool: {e}"))),
-            };
-            let _ = tx.send(r);
-        });
+        self.on_pool_then(
+            f,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
         rx.recv().map_err(|_| Error::WriterGone)?
     }
 
