@@ -16,9 +16,11 @@
 use flow_store::conformance::{end_fact, new_run_id, start_with_source};
 use flow_store::{AppendFacts, ListRuns, PostgresOptions, PostgresStore, RunListQuery};
 use serde_json::json;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::{fsync_us, run_sql};
 
 /// The counters' triggers dropped: the cost without them.
 const NO_TRIGGERS: &str = "DROP TRIGGER run_counts_insert ON runs;
@@ -63,7 +65,7 @@ fn main() {
     let (writers, threads, secs) = (arg(1, 4), arg(2, 4), arg(3, 10));
     let url = std::env::var("FLOW_BENCH_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let fsync = fsync_ms();
+    let fsync = fsync_us(100) / 1000.0;
     println!(
         "{writers} writers × {threads} threads, {secs} s each (fsync of one small write under /tmp: p50 {:.2} ms)",
         fsync
@@ -135,37 +137,4 @@ fn main() {
         drop(stores);
         run_sql(&url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     }
-}
-
-/// p50 of 100 fsyncs of a small file under the temp directory.
-fn fsync_ms() -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut f = std::fs::File::create(dir.path().join("probe")).expect("probe");
-    let mut v: Vec<Duration> = (0..100)
-        .map(|_| {
-            let t = Instant::now();
-            f.write_all(b"x").expect("write");
-            f.sync_all().expect("fsync");
-            t.elapsed()
-        })
-        .collect();
-    v.sort();
-    v[v.len() / 2].as_secs_f64() * 1000.0
-}
-
-/// Runs SQL on a connection of its own.
-fn run_sql(url: &str, text: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        let driver = tokio::spawn(conn);
-        client.batch_execute(text).await.expect("SQL");
-        drop(client);
-        let _ = driver.await;
-    });
 }

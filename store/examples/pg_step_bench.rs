@@ -15,11 +15,13 @@
 //! ROUNDS` (default 2000 50 2). `FLOW_BENCH_POSTGRES` names the server
 //! (default `postgres://postgres@127.0.0.1:5432/test`).
 
+use common::{fsync_us, median_us, on_connection, run_sql};
 use flow_store::conformance::{call_fact, checkpoint_fact, new_run_id, reply_fact, start_fact};
 use flow_store::{AppendFacts, Appending, PostgresOptions, PostgresStore, RunId};
 use serde_json::json;
-use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod common;
 
 /// Schema changes measured against the store as migrated.
 const VARIANTS: &[(&str, &str)] = &[
@@ -43,7 +45,7 @@ fn main() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     println!(
         "fsync of one small write under /tmp: p50 {:.0} µs; a Postgres commit (one-row INSERT, one connection): p50 {:.0} µs",
-        fsync_us(),
+        fsync_us(200),
         commit_floor_us(&url)
     );
     println!(
@@ -161,18 +163,6 @@ fn w2(s: &PostgresStore, runs: usize, steps: usize) -> f64 {
     (runs * steps) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// p50 of 200 fsyncs of a small file under the temp directory, µs.
-fn fsync_us() -> f64 {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut f = std::fs::File::create(dir.path().join("probe")).expect("probe");
-    median_us((0..200).map(|_| {
-        let t = Instant::now();
-        f.write_all(b"x").expect("write");
-        f.sync_all().expect("fsync");
-        t.elapsed()
-    }))
-}
-
 /// p50 of 500 one-row INSERTs, each its own transaction, µs.
 fn commit_floor_us(url: &str) -> f64 {
     let table = format!("flow_bench_floor_{}", std::process::id());
@@ -194,35 +184,4 @@ fn commit_floor_us(url: &str) -> f64 {
             .expect("drop");
         us
     })
-}
-
-fn median_us(times: impl Iterator<Item = Duration>) -> f64 {
-    let mut v: Vec<Duration> = times.collect();
-    v.sort();
-    v[v.len() / 2].as_secs_f64() * 1e6
-}
-
-/// Runs SQL on a connection of its own.
-fn run_sql(url: &str, text: &str) {
-    on_connection(url, |rt, client| {
-        rt.block_on(client.batch_execute(text)).expect("SQL")
-    })
-}
-
-fn on_connection<T>(
-    url: &str,
-    f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> T,
-) -> T {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let (client, conn) = rt
-        .block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))
-        .expect("connect");
-    let driver = rt.spawn(conn);
-    let out = f(&rt, &client);
-    drop(client);
-    let _ = rt.block_on(driver);
-    out
 }
