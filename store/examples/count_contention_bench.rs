@@ -30,18 +30,19 @@ const NO_TRIGGERS: &str = "DROP TRIGGER run_counts_insert ON runs;
 const IN_PLACE: &str = "
 CREATE OR REPLACE FUNCTION run_counts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO run_counts (has_flow, flow, state, n)
-    SELECT flow_id IS NOT NULL, COALESCE(flow_id, ''), state, COUNT(*) FROM new_runs GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (has_flow, flow, state) DO UPDATE SET n = run_counts.n + excluded.n;
+    INSERT INTO run_counts (namespace, has_flow, flow, state, n)
+    SELECT namespace, flow_id IS NOT NULL, COALESCE(flow_id, ''), state, COUNT(*) FROM new_runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (namespace, has_flow, flow, state) DO UPDATE SET n = run_counts.n + excluded.n;
     RETURN NULL;
 END $$;
 CREATE OR REPLACE FUNCTION run_counts_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE run_counts SET n = n - 1
-    WHERE has_flow = (OLD.flow_id IS NOT NULL) AND flow = COALESCE(OLD.flow_id, '') AND state = OLD.state;
-    INSERT INTO run_counts (has_flow, flow, state, n)
-    VALUES (NEW.flow_id IS NOT NULL, COALESCE(NEW.flow_id, ''), NEW.state, 1)
-    ON CONFLICT (has_flow, flow, state) DO UPDATE SET n = run_counts.n + 1;
+    WHERE namespace = OLD.namespace AND has_flow = (OLD.flow_id IS NOT NULL)
+      AND flow = COALESCE(OLD.flow_id, '') AND state = OLD.state;
+    INSERT INTO run_counts (namespace, has_flow, flow, state, n)
+    VALUES (NEW.namespace, NEW.flow_id IS NOT NULL, COALESCE(NEW.flow_id, ''), NEW.state, 1)
+    ON CONFLICT (namespace, has_flow, flow, state) DO UPDATE SET n = run_counts.n + 1;
     RETURN NULL;
 END $$;";
 
@@ -49,8 +50,8 @@ END $$;";
 const ROW_DELTAS: &str = "DROP TRIGGER run_counts_insert ON runs;
 CREATE FUNCTION run_counts_row_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO run_count_deltas (has_flow, flow, state, delta)
-    VALUES (NEW.flow_id IS NOT NULL, COALESCE(NEW.flow_id, ''), NEW.state, 1);
+    INSERT INTO run_count_deltas (namespace, has_flow, flow, state, delta)
+    VALUES (NEW.namespace, NEW.flow_id IS NOT NULL, COALESCE(NEW.flow_id, ''), NEW.state, 1);
     RETURN NULL;
 END $$;
 CREATE TRIGGER run_counts_insert AFTER INSERT ON runs FOR EACH ROW EXECUTE FUNCTION run_counts_row_inserted();";
